@@ -1,0 +1,33 @@
+# Two entry points for a fresh machine: `make demo` (the main job) and `make test`.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+export FLWR_TELEMETRY_ENABLED=0
+export FLWR_DISABLE_UPDATE_CHECK=1
+export RAY_USAGE_STATS_ENABLED=0
+export RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0
+export MPLBACKEND=Agg
+
+.PHONY: demo test test-slow install clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) simulations/demo_frequencies.py --out results/demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -q -m slow
+
+clean:
+	rm -rf $(VENV) results/demo .pytest_cache

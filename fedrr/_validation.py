@@ -1,0 +1,86 @@
+"""Boundary checks shared by mechanisms, estimators and datasets (raise ValidationError)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .errors import ValidationError
+
+
+def check_positive(field: str, value: Any, *, allow_inf: bool = False) -> float:
+    """A finite real number > 0 (or +inf if allowed)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(field, f"must be a real number > 0, got {value!r}") from None
+    if math.isnan(v) or v <= 0 or (math.isinf(v) and not allow_inf):
+        raise ValidationError(field, f"must be a finite real number > 0, got {value!r}")
+    return v
+
+
+def check_open_unit(field: str, value: Any) -> float:
+    """A real number in the open interval (0, 1)."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValidationError(field, f"must be a real number in (0, 1), got {value!r}") from None
+    if not (0.0 < v < 1.0):
+        raise ValidationError(field, f"must be in the open interval (0, 1), got {value!r}")
+    return v
+
+
+def check_int(field: str, value: Any, *, minimum: int) -> int:
+    """An integer >= minimum (bools rejected)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValidationError(field, f"must be an integer >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValidationError(field, f"must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def as_float_array(field: str, value: Any, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """A finite float array (no NaN/inf) with the given number of dimensions."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ValidationError(field, "must be an array of real numbers") from None
+    _check_ndim(field, arr, ndim)
+    if not np.all(np.isfinite(arr)):
+        bad = np.argwhere(~np.isfinite(arr))[0]
+        raise ValidationError(field, f"must be finite (no NaN or inf); first bad entry at index {tuple(int(i) for i in bad)}")
+    return arr
+
+
+def as_state_array(field: str, value: Any, k: int | np.ndarray, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """An integer array of states in {0, ..., k-1} (k may vary along the last axis)."""
+    try:
+        raw = np.asarray(value)
+    except (TypeError, ValueError):
+        raise ValidationError(field, "must be an array of integer states") from None
+    _check_ndim(field, raw, ndim)
+    if raw.dtype.kind == "b" or raw.dtype.kind not in "iuf":
+        raise ValidationError(field, f"must hold integer states, got dtype {raw.dtype}")
+    if raw.dtype.kind == "f":
+        if not np.all(np.isfinite(raw)):
+            raise ValidationError(field, "must hold integer states; found NaN or inf")
+        if np.any(raw != np.round(raw)):
+            raise ValidationError(field, "must hold integer states; found non-integer values")
+    arr = raw.astype(np.int64)
+    kk = np.asarray(k)
+    if np.any(arr < 0) or np.any(arr >= kk):
+        bad = np.argwhere((arr < 0) | (arr >= kk))[0]
+        idx = tuple(int(i) for i in bad)
+        kmax = int(kk if kk.ndim == 0 else kk[idx[-1]])
+        raise ValidationError(field, f"states must lie in {{0, ..., {kmax - 1}}}; got {int(arr[idx])} at index {idx}")
+    return arr
+
+
+def _check_ndim(field: str, arr: np.ndarray, ndim: int | tuple[int, ...] | None) -> None:
+    if ndim is None:
+        return
+    allowed = (ndim,) if isinstance(ndim, int) else tuple(ndim)
+    if arr.ndim not in allowed:
+        raise ValidationError(field, f"must have {' or '.join(map(str, allowed))} dimension(s), got shape {arr.shape}")

@@ -1,0 +1,19 @@
+"""fedrr's own exception types: every rejected input names the field and the allowed range."""
+
+from __future__ import annotations
+
+
+class FedrrError(Exception):
+    """Base class of every error fedrr raises on purpose."""
+
+
+class ValidationError(FedrrError, ValueError):
+    """An input is invalid. ``field`` names it; the message states the allowed range."""
+
+    def __init__(self, field: str, message: str):
+        self.field = field
+        super().__init__(f"{field}: {message}")
+
+
+class ConvergenceError(FedrrError, RuntimeError):
+    """A numerical solver did not reach a valid solution (never returned as a silent zero model)."""

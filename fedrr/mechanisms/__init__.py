@@ -1,0 +1,21 @@
+"""Local randomisers: each is the client's sampler, the server's likelihood and its own ε."""
+
+from .base import Mechanism, mechanism_from_spec
+from .calibration import (
+    analytic_gaussian_delta,
+    analytic_gaussian_epsilon,
+    analytic_gaussian_sigma,
+    classic_gaussian_sigma,
+    laplace_scale,
+)
+from .discrete import RandomizedResponse, TransitionMatrix
+from .numeric import GaussianMechanism, LaplaceMechanism
+from .priors import CategoricalPrior, GaussianPrior, HistogramPrior
+from .record import RecordMechanism
+
+__all__ = [
+    "Mechanism", "mechanism_from_spec", "RandomizedResponse", "TransitionMatrix", "LaplaceMechanism",
+    "GaussianMechanism", "RecordMechanism", "CategoricalPrior", "GaussianPrior", "HistogramPrior",
+    "analytic_gaussian_delta", "analytic_gaussian_epsilon", "analytic_gaussian_sigma", "classic_gaussian_sigma",
+    "laplace_scale",
+]

@@ -1,0 +1,99 @@
+"""The Mechanism contract: one object that is the client's sampler, the server's likelihood,
+and the statement of its own LDP guarantee (ε, δ) for one release."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+from ..errors import ValidationError
+
+
+class Mechanism(ABC):
+    """A local randomiser for one field of a record.
+
+    ``width`` is how many feature columns one release covers: 1 for a scalar (discrete
+    randomised response, or a numeric mechanism on one feature); d for a numeric mechanism
+    calibrated jointly on a block of d features. ``epsilon``/``delta`` are the guarantee of one
+    release of that field (the whole block for a numeric block).
+    """
+
+    #: short name used in specs ("randomized_response", "laplace", ...)
+    kind: str = ""
+
+    @property
+    @abstractmethod
+    def epsilon(self) -> float:
+        """ε of one release of this field."""
+
+    @property
+    def delta(self) -> float:
+        """δ of one release of this field (0 for pure ε-LDP)."""
+        return 0.0
+
+    @property
+    def width(self) -> int:
+        return 1
+
+    @abstractmethod
+    def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        """Client side: one noisy release of ``x`` (vectorised over leading axes)."""
+
+    @abstractmethod
+    def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
+        """Server side: log p(x̃ | x), elementwise (broadcast), a density for numeric fields."""
+
+    @abstractmethod
+    def posterior(self, x_tilde: Any, prior: Any):
+        """Exact p(x | x̃) under a factorised prior, as a Posterior object (sample / probabilities)."""
+
+    @abstractmethod
+    def validate_input(self, x: Any, field: str = "x") -> np.ndarray:
+        """Check clean values are in the mechanism's domain; return them as an array."""
+
+    @abstractmethod
+    def validate_release(self, x_tilde: Any, field: str = "x_tilde") -> np.ndarray:
+        """Check released values could have come from this mechanism; return them as an array."""
+
+    @abstractmethod
+    def to_spec(self) -> dict:
+        """A JSON-serialisable description; ``mechanism_from_spec`` inverts it exactly."""
+
+    def __repr__(self) -> str:
+        params = ", ".join(f"{k}={v!r}" for k, v in self.to_spec().items() if k != "kind")
+        return f"{type(self).__name__}({params})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and _spec_equal(self.to_spec(), other.to_spec())
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+
+def _spec_equal(a: Any, b: Any) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_spec_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_spec_equal(x, y) for x, y in zip(a, b))
+    return a == b
+
+
+_REGISTRY: dict[str, type] = {}
+
+
+def register(cls):
+    """Class decorator: make a mechanism constructible from its spec."""
+    _REGISTRY[cls.kind] = cls
+    return cls
+
+
+def mechanism_from_spec(spec: dict) -> "Mechanism":
+    """Rebuild a mechanism from ``to_spec()`` output; unknown kinds are rejected."""
+    if not isinstance(spec, dict) or "kind" not in spec:
+        raise ValidationError("spec", "must be a dict with a 'kind' entry")
+    kind = spec["kind"]
+    if kind not in _REGISTRY:
+        raise ValidationError("spec.kind", f"unknown mechanism {kind!r}; known: {sorted(_REGISTRY)}")
+    return _REGISTRY[kind].from_spec(spec)

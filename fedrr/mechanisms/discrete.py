@@ -1,0 +1,272 @@
+"""Randomised response on categorical values (Warner 1965; Barber §3, §6).
+
+Convention: P[i, j] = p(x̃ = i | x = j), so P is column-stochastic. Valid spread noise
+(Barber §2) needs P square, strictly positive and invertible; its LDP guarantee is
+ε = ln max_{i, j, j'} P[i, j] / P[i, j'].
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._validation import as_float_array, as_state_array, check_int, check_positive
+from ..errors import ValidationError
+from .base import Mechanism, register
+from .priors import CategoricalPrior
+
+_MAX_CONDITION = 1e10
+
+
+def _as_categorical_prior(prior: Any, k: int) -> np.ndarray:
+    if prior is None or (isinstance(prior, str) and prior == "flat"):
+        return np.full(k, 1.0 / k)
+    probs = prior.probs if isinstance(prior, CategoricalPrior) else CategoricalPrior(prior).probs
+    if probs.shape[-1] != k:
+        raise ValidationError("prior", f"must have {k} states to match the mechanism, got {probs.shape[-1]}")
+    return probs
+
+
+class _DiscreteMechanism(Mechanism):
+    k: int
+
+    def validate_input(self, x: Any, field: str = "x") -> np.ndarray:
+        return as_state_array(field, x, self.k)
+
+    def validate_release(self, x_tilde: Any, field: str = "x_tilde") -> np.ndarray:
+        return as_state_array(field, x_tilde, self.k)
+
+    @property
+    def matrix(self) -> np.ndarray:
+        raise NotImplementedError
+
+    @property
+    def epsilon(self) -> float:
+        logP = np.log(self.matrix)
+        return float(np.max(logP.max(axis=1) - logP.min(axis=1)))
+
+    def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
+        xt = self.validate_release(x_tilde)
+        xx = self.validate_input(x)
+        return np.log(self.matrix)[xt, xx]
+
+
+@register
+class TransitionMatrix(_DiscreteMechanism):
+    """General k-ary randomised response given by a column-stochastic matrix P[x̃, x]
+    (e.g. asymmetric label flips P10 ≠ P01)."""
+
+    kind = "transition_matrix"
+
+    def __init__(self, P: Any):
+        M = as_float_array("P", P, ndim=2)
+        if M.shape[0] != M.shape[1]:
+            raise ValidationError("P", f"must be square (k x k), got shape {M.shape}")
+        if M.shape[0] < 2:
+            raise ValidationError("P", "needs k >= 2 states")
+        if np.any(M <= 0):
+            raise ValidationError("P", "entries must be strictly positive (0 < P[i, j]); a zero entry makes ε infinite")
+        colsum = M.sum(axis=0)
+        if np.any(np.abs(colsum - 1) > 1e-9):
+            raise ValidationError("P", f"must be column-stochastic: each column P[:, j] = p(x̃ | x = j) sums to 1, got sums {colsum}")
+        cond = np.linalg.cond(M)
+        if not np.isfinite(cond) or cond > _MAX_CONDITION:
+            raise ValidationError("P", f"must be invertible (condition number <= {_MAX_CONDITION:g}, got {cond:.3g}); the noise would destroy the data")
+        self._P = M / colsum
+        self._P.setflags(write=False)
+        self.k = M.shape[0]
+
+    @classmethod
+    def binary(cls, p10: float, p01: float) -> "TransitionMatrix":
+        """Binary flips: p10 = p(x̃=1 | x=0), p01 = p(x̃=0 | x=1) (Barber §3.2's P10, P01)."""
+        return cls([[1 - p10, p01], [p10, 1 - p01]])
+
+    @property
+    def matrix(self) -> np.ndarray:
+        return self._P
+
+    def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        xx = self.validate_input(x)
+        cdf = np.cumsum(self._P, axis=0).T  # cdf[j] = CDF of x̃ given x = j
+        u = rng.random(xx.shape)
+        out = (cdf[xx] < u[..., None]).sum(axis=-1)
+        return np.minimum(out, self.k - 1)
+
+    def posterior(self, x_tilde: Any, prior: Any = "flat") -> "DensePosterior":
+        xt = self.validate_release(x_tilde)
+        probs = _as_categorical_prior(prior, self.k)
+        return DensePosterior(xt, probs, np.log(self._P))
+
+    def to_spec(self) -> dict:
+        return {"kind": self.kind, "P": self._P.tolist()}
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "TransitionMatrix":
+        return cls(spec["P"])
+
+
+@register
+class RandomizedResponse(_DiscreteMechanism):
+    """k-ary randomised response: keep the value with probability 1 − flip_prob, otherwise
+    report one of the other k − 1 values uniformly (k = 2: Warner's). Give exactly one of
+    ``flip_prob`` or ``epsilon``; ε = ln((1 − f)(k − 1) / f) for f < (k − 1)/k."""
+
+    kind = "randomized_response"
+
+    def __init__(self, k: int, flip_prob: float | None = None, *, epsilon: float | None = None):
+        self.k = check_int("k", k, minimum=2)
+        if (flip_prob is None) == (epsilon is None):
+            raise ValidationError("flip_prob", "give exactly one of flip_prob or epsilon")
+        if epsilon is not None:
+            eps = check_positive("epsilon", epsilon)
+            # f = (k-1) / (e^ε + k - 1), computed stably for large ε
+            flip_prob = float((self.k - 1) * math.exp(-eps) / (1.0 + (self.k - 1) * math.exp(-eps)))
+            if flip_prob <= 0.0:
+                raise ValidationError("epsilon", f"is too large to represent as a flip probability (got {eps})")
+        try:
+            f = float(flip_prob)
+        except (TypeError, ValueError):
+            raise ValidationError("flip_prob", f"must be a real number in (0, 1), got {flip_prob!r}") from None
+        if not (0.0 < f < 1.0):
+            raise ValidationError("flip_prob", f"must be in the open interval (0, 1) excluding (k-1)/k = {(self.k - 1) / self.k:.6g}, got {flip_prob!r}")
+        if abs(f - (self.k - 1) / self.k) < 1e-9:
+            raise ValidationError("flip_prob", f"= (k-1)/k = {(self.k - 1) / self.k:.6g} makes every report uniform: the noise is not invertible")
+        self.flip_prob = f
+
+    @property
+    def keep_prob(self) -> float:
+        return 1.0 - self.flip_prob
+
+    @property
+    def other_prob(self) -> float:
+        """p(x̃ = i | x = j) for i ≠ j."""
+        return self.flip_prob / (self.k - 1)
+
+    @property
+    def epsilon(self) -> float:
+        return abs(math.log(self.keep_prob) - math.log(self.other_prob))
+
+    @property
+    def matrix(self) -> np.ndarray:
+        P = np.full((self.k, self.k), self.other_prob)
+        np.fill_diagonal(P, self.keep_prob)
+        return P
+
+    def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
+        xt = self.validate_release(x_tilde)
+        xx = self.validate_input(x)
+        return np.where(xt == xx, math.log(self.keep_prob), math.log(self.other_prob))
+
+    def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        xx = self.validate_input(x)
+        flip = rng.random(xx.shape) < self.flip_prob
+        shift = rng.integers(1, self.k, size=xx.shape)
+        return np.where(flip, (xx + shift) % self.k, xx)
+
+    def posterior(self, x_tilde: Any, prior: Any = "flat") -> "RRPosterior":
+        xt = self.validate_release(x_tilde)
+        probs = _as_categorical_prior(prior, self.k)
+        return RRPosterior(xt, probs, self.keep_prob, self.other_prob)
+
+    def to_spec(self) -> dict:
+        return {"kind": self.kind, "k": self.k, "flip_prob": self.flip_prob}
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "RandomizedResponse":
+        return cls(spec["k"], flip_prob=spec["flip_prob"])
+
+
+def _broadcast_prior(x_tilde: np.ndarray, probs: np.ndarray) -> np.ndarray:
+    """Prior rows aligned with the last axis of x̃: (k,) shared or (d, k) with d = x̃.shape[-1]."""
+    if probs.ndim == 2 and (x_tilde.ndim == 0 or x_tilde.shape[-1] != probs.shape[0]):
+        raise ValidationError("prior", f"has {probs.shape[0]} feature rows but x_tilde has shape {x_tilde.shape}")
+    return probs
+
+
+class DensePosterior:
+    """p(x | x̃) ∝ P[x̃, x] π(x) for a general transition matrix; O(k) per value."""
+
+    def __init__(self, x_tilde: np.ndarray, prior: np.ndarray, logP: np.ndarray):
+        self.x_tilde = x_tilde
+        prior = _broadcast_prior(x_tilde, prior)
+        with np.errstate(divide="ignore"):
+            logpi = np.log(prior)
+        lp = logP[x_tilde] + logpi  # (..., k)
+        self._log_proba = lp - np.logaddexp.reduce(lp, axis=-1, keepdims=True)
+
+    def log_proba(self) -> np.ndarray:
+        return self._log_proba
+
+    def proba(self) -> np.ndarray:
+        return np.exp(self._log_proba)
+
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        cdf = np.cumsum(self.proba(), axis=-1)
+        shape = self.x_tilde.shape if size is None else (size,) + self.x_tilde.shape
+        u = rng.random(shape)[..., None] * cdf[..., -1:]
+        out = (cdf < u).sum(axis=-1)
+        return np.minimum(out, cdf.shape[-1] - 1)
+
+
+class RRPosterior:
+    """Exact posterior of k-ary randomised response under a categorical prior π.
+
+    p(x | x̃) ∝ π(x)·(q if x = x̃ else r), q = 1 − f, r = f/(k − 1). So x = x̃ with probability
+    m = π(x̃) q / (π(x̃) q + (1 − π(x̃)) r), and otherwise x ~ π restricted to x ≠ x̃. Sampling
+    uses one inverse-CDF search per draw: O(log k), never O(k) per value — the spread-EM
+    E-step relies on this for K = 256 and near-degenerate priors.
+    """
+
+    def __init__(self, x_tilde: np.ndarray, prior: np.ndarray, keep_prob: float, other_prob: float):
+        self.x_tilde = x_tilde
+        self.prior = _broadcast_prior(x_tilde, prior)
+        self.q, self.r = keep_prob, other_prob
+        pi_xt = self._prior_at(x_tilde)
+        self.stay_prob = pi_xt * self.q / (pi_xt * self.q + (1.0 - pi_xt) * self.r)
+
+    def _prior_at(self, states: np.ndarray) -> np.ndarray:
+        if self.prior.ndim == 1:
+            return self.prior[states]
+        d = self.prior.shape[0]
+        return self.prior[np.arange(d), states]  # broadcasts over leading axes
+
+    def proba(self) -> np.ndarray:
+        """Dense (..., k) probabilities — O(k) per value; for tests and small k."""
+        k = self.prior.shape[-1]
+        onehot = np.arange(k) == self.x_tilde[..., None]
+        w = self.prior * np.where(onehot, self.q, self.r)
+        return w / w.sum(axis=-1, keepdims=True)
+
+    def log_proba(self) -> np.ndarray:
+        with np.errstate(divide="ignore"):
+            return np.log(self.proba())
+
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        shape = self.x_tilde.shape if size is None else (size,) + self.x_tilde.shape
+        xt = np.broadcast_to(self.x_tilde, shape)
+        stay = rng.random(shape) < self.stay_prob
+        other = self._sample_excluding(xt, rng.random(shape))
+        return np.where(stay, xt, other)
+
+    def _sample_excluding(self, xt: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """x ~ π(x | x ≠ x̃) by inverse CDF on π with x̃'s mass cut out, O(log k)."""
+        k = self.prior.shape[-1]
+        prior2 = np.atleast_2d(self.prior)
+        d = prior2.shape[0]
+        cdf = np.cumsum(prior2, axis=-1)
+        cdf /= cdf[:, -1:]
+        lower_cdf = np.concatenate([np.zeros((d, 1)), cdf[:, :-1]], axis=1)
+        feat = np.broadcast_to(np.arange(d) if self.prior.ndim == 2 else np.zeros((), int), xt.shape)
+        lo_xt = lower_cdf[feat, xt]
+        mass_xt = cdf[feat, xt] - lo_xt
+        rest = 1.0 - mass_xt
+        v = u * rest
+        v = np.where(v < lo_xt, v, v + mass_xt)
+        # one flattened search: feature f's CDF is shifted into [f, f + 1)
+        flat = (cdf + np.arange(d)[:, None]).ravel()
+        idx = np.searchsorted(flat, v + feat, side="right")
+        state = np.clip(idx - feat * k, 0, k - 1)
+        # prior all on x̃ (rest == 0): posterior stays at x̃ anyway; keep x̃
+        return np.where(rest > 0, state, xt)

@@ -1,0 +1,209 @@
+"""Additive-noise mechanisms for bounded numeric features: Laplace (ε-LDP) and Gaussian
+((ε, δ)-LDP). One mechanism covers a block of ``width`` features in a box [lower, upper]
+and is calibrated to the block's sensitivity (L1 for Laplace, L2 for Gaussian)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .._validation import as_float_array, check_open_unit, check_positive
+from ..errors import ValidationError
+from . import calibration as cal
+from .base import Mechanism, register
+from .continuous_posteriors import posterior_for
+
+GAUSSIAN_CALIBRATIONS = ("analytic", "classic", "farokhi")
+
+
+def _bounds(lower: Any, upper: Any) -> tuple[np.ndarray, np.ndarray]:
+    lo = as_float_array("lower", lower, ndim=(0, 1))
+    hi = as_float_array("upper", upper, ndim=(0, 1))
+    lo, hi = np.broadcast_arrays(np.atleast_1d(lo), np.atleast_1d(hi))
+    if np.any(hi <= lo):
+        raise ValidationError("upper", f"must be > lower for every feature (lower={lo.tolist()}, upper={hi.tolist()})")
+    return lo.astype(float).copy(), hi.astype(float).copy()
+
+
+class _AdditiveNoise(Mechanism):
+    lower: np.ndarray
+    upper: np.ndarray
+
+    @property
+    def width(self) -> int:
+        return int(self.lower.shape[0])
+
+    def _shape_ok(self, arr: np.ndarray, field: str) -> np.ndarray:
+        w = self.width
+        if w == 1 and arr.ndim >= 0 and (arr.ndim == 0 or arr.shape[-1] != 1):
+            return arr  # scalar field: any shape, elementwise
+        if arr.ndim == 0 or arr.shape[-1] != w:
+            raise ValidationError(field, f"last axis must have length {w} (the mechanism's block width), got shape {arr.shape}")
+        return arr
+
+    def validate_input(self, x: Any, field: str = "x") -> np.ndarray:
+        arr = self._shape_ok(as_float_array(field, x), field)
+        lo, hi = self._lo_hi(arr)
+        bad = (arr < lo) | (arr > hi)
+        if np.any(bad):
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValidationError(field, f"values must lie in the declared bounds [lower, upper]; got {arr[idx]!r} at index {idx} outside [{np.broadcast_to(lo, arr.shape)[idx]}, {np.broadcast_to(hi, arr.shape)[idx]}]")
+        return arr
+
+    def validate_release(self, x_tilde: Any, field: str = "x_tilde") -> np.ndarray:
+        return self._shape_ok(as_float_array(field, x_tilde), field)
+
+    def _lo_hi(self, arr: np.ndarray):
+        if self.width == 1:
+            return self.lower[0], self.upper[0]
+        return self.lower, self.upper
+
+    @property
+    def noise_std(self) -> float:
+        """Standard deviation of the noise added to each coordinate."""
+        raise NotImplementedError
+
+    def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        xx = self.validate_input(x)
+        return xx + self._noise(rng, xx.shape)
+
+    def posterior(self, x_tilde: Any, prior: Any):
+        xt = self.validate_release(x_tilde)
+        return posterior_for(self.noise_family, self.noise_scale, xt, prior)
+
+
+@register
+class LaplaceMechanism(_AdditiveNoise):
+    """x̃ = x + Lap(b)^width with b = Δ₁/ε; Δ₁ = Σ (upper − lower) over the block unless given.
+    Farokhi's calibration Δ = (x̄ − x̲)·p_x is this L1 sensitivity for equal ranges."""
+
+    kind = "laplace"
+    noise_family = "laplace"
+
+    def __init__(self, epsilon: float, lower: Any = 0.0, upper: Any = 1.0, *, sensitivity: float | None = None):
+        self._epsilon = check_positive("epsilon", epsilon)
+        self.lower, self.upper = _bounds(lower, upper)
+        self.sensitivity = cal.l1_sensitivity(self.lower, self.upper) if sensitivity is None else check_positive("sensitivity", sensitivity)
+        self.scale = cal.laplace_scale(self._epsilon, self.sensitivity)
+
+    @property
+    def epsilon(self) -> float:
+        return self._epsilon
+
+    @property
+    def noise_scale(self) -> float:
+        return self.scale
+
+    @property
+    def noise_std(self) -> float:
+        return math.sqrt(2.0) * self.scale
+
+    def _noise(self, rng, shape):
+        return rng.laplace(0.0, self.scale, size=shape)
+
+    def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
+        xt = self.validate_release(x_tilde)
+        xx = self.validate_input(x)
+        return -np.abs(xt - xx) / self.scale - math.log(2.0 * self.scale)
+
+    def to_spec(self) -> dict:
+        return {"kind": self.kind, "epsilon": self._epsilon, "lower": self.lower.tolist(), "upper": self.upper.tolist(), "sensitivity": self.sensitivity}
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "LaplaceMechanism":
+        return cls(spec["epsilon"], spec["lower"], spec["upper"], sensitivity=spec["sensitivity"])
+
+
+@register
+class GaussianMechanism(_AdditiveNoise):
+    """x̃ = x + N(0, σ²I) on a block of features.
+
+    calibration="analytic" (default): the analytic Gaussian mechanism (Balle & Wang 2018) with
+    L2 sensitivity ‖upper − lower‖₂ — valid for every ε > 0.
+    calibration="classic": σ = √(2 ln(1.25/δ))·Δ₂/ε, only valid for ε < 1 (rejected otherwise).
+    calibration="farokhi": Farokhi 2020's σ = √(2 ln(1.25/δ))·Δ/ε with Δ = Σ(upper − lower)
+    = (x̄ − x̲)·p_x, applied at any ε, for reproduction; ``epsilon`` is then the nominal value
+    and ``epsilon_exact`` the true guarantee of that noise.
+    Alternatively give ``sigma`` instead of ``epsilon``: ε is then the exact analytic one.
+    """
+
+    kind = "gaussian"
+    noise_family = "gaussian"
+
+    def __init__(self, epsilon: float | None = None, delta: float = 1e-5, lower: Any = 0.0, upper: Any = 1.0, *,
+                 calibration: str = "analytic", sensitivity: float | None = None, sigma: float | None = None):
+        if calibration not in GAUSSIAN_CALIBRATIONS:
+            raise ValidationError("calibration", f"must be one of {GAUSSIAN_CALIBRATIONS}, got {calibration!r}")
+        if (epsilon is None) == (sigma is None):
+            raise ValidationError("epsilon", "give exactly one of epsilon or sigma")
+        self._delta = check_open_unit("delta", delta)
+        self.lower, self.upper = _bounds(lower, upper)
+        self.calibration = calibration
+        if sensitivity is not None:
+            self.sensitivity = check_positive("sensitivity", sensitivity)
+        elif calibration == "farokhi":
+            self.sensitivity = cal.l1_sensitivity(self.lower, self.upper)
+        else:
+            self.sensitivity = cal.l2_sensitivity(self.lower, self.upper)
+        if sigma is not None:
+            if calibration != "analytic":
+                raise ValidationError("sigma", "giving sigma directly is only supported with calibration='analytic'")
+            self.sigma = check_positive("sigma", sigma)
+            self._epsilon = cal.analytic_gaussian_epsilon(self.sigma, self._delta, self.sensitivity)
+            if self._epsilon <= 0:
+                raise ValidationError("sigma", f"is so large that ε rounds to 0 (sigma={sigma})")
+            self._sigma_given = True
+            return
+        self._sigma_given = False
+        self._epsilon = check_positive("epsilon", epsilon)
+        if calibration == "analytic":
+            self.sigma = cal.analytic_gaussian_sigma(self._epsilon, self._delta, self.sensitivity)
+        else:
+            if calibration == "classic" and self._epsilon >= 1:
+                raise ValidationError("epsilon", f"must be in (0, 1) for the classic Gaussian calibration, got {epsilon}; use calibration='analytic'")
+            self.sigma = cal.classic_gaussian_sigma(self._epsilon, self._delta, self.sensitivity)
+
+    @property
+    def epsilon(self) -> float:
+        return self._epsilon
+
+    @property
+    def delta(self) -> float:
+        return self._delta
+
+    @property
+    def epsilon_exact(self) -> float:
+        """The exact (analytic) ε of this noise level at δ for L2 sensitivity ‖upper − lower‖₂."""
+        return cal.analytic_gaussian_epsilon(self.sigma, self._delta, cal.l2_sensitivity(self.lower, self.upper))
+
+    @property
+    def noise_scale(self) -> float:
+        return self.sigma
+
+    @property
+    def noise_std(self) -> float:
+        return self.sigma
+
+    def _noise(self, rng, shape):
+        return rng.normal(0.0, self.sigma, size=shape)
+
+    def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
+        xt = self.validate_release(x_tilde)
+        xx = self.validate_input(x)
+        return -0.5 * ((xt - xx) / self.sigma) ** 2 - math.log(self.sigma) - 0.5 * math.log(2 * math.pi)
+
+    def to_spec(self) -> dict:
+        spec = {"kind": self.kind, "delta": self._delta, "lower": self.lower.tolist(), "upper": self.upper.tolist(),
+                "calibration": self.calibration, "sensitivity": self.sensitivity}
+        if self._sigma_given:
+            spec["sigma"] = self.sigma
+        else:
+            spec["epsilon"] = self._epsilon
+        return spec
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "GaussianMechanism":
+        return cls(spec.get("epsilon"), spec["delta"], spec["lower"], spec["upper"], calibration=spec["calibration"],
+                   sensitivity=spec["sensitivity"], sigma=spec.get("sigma"))

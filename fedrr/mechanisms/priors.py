@@ -1,0 +1,88 @@
+"""Factorised priors p(x[d]) over one field's values: what the server assumes (or learns)
+about clean data when it inverts a mechanism (Barber §5.2 eq 62)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .._validation import as_float_array
+from ..errors import ValidationError
+
+
+def _normalised(field: str, probs: np.ndarray, axis: int = -1) -> np.ndarray:
+    if np.any(probs < 0):
+        raise ValidationError(field, "probabilities must be >= 0")
+    total = probs.sum(axis=axis, keepdims=True)
+    if np.any(np.abs(total - 1.0) > 1e-6):
+        raise ValidationError(field, f"probabilities must sum to 1 along the last axis (got sums in [{total.min():.6g}, {total.max():.6g}])")
+    return probs / total
+
+
+@dataclass(frozen=True, eq=False)
+class CategoricalPrior:
+    """p(x = s) for states s = 0..k-1; ``probs`` has shape (k,) or (d, k) (one row per feature)."""
+
+    probs: np.ndarray
+
+    def __post_init__(self):
+        p = as_float_array("prior.probs", self.probs, ndim=(1, 2))
+        object.__setattr__(self, "probs", _normalised("prior.probs", p))
+
+    @classmethod
+    def flat(cls, k: int, d: int | None = None) -> "CategoricalPrior":
+        shape = (k,) if d is None else (d, k)
+        return cls(np.full(shape, 1.0 / k))
+
+    @property
+    def k(self) -> int:
+        return self.probs.shape[-1]
+
+
+@dataclass(frozen=True, eq=False)
+class GaussianPrior:
+    """x[d] ~ N(mean[d], var[d]); scalars broadcast over features."""
+
+    mean: np.ndarray
+    var: np.ndarray
+
+    def __post_init__(self):
+        m = as_float_array("prior.mean", self.mean, ndim=(0, 1))
+        v = as_float_array("prior.var", self.var, ndim=(0, 1))
+        if np.any(v <= 0):
+            raise ValidationError("prior.var", "variances must be > 0")
+        object.__setattr__(self, "mean", m)
+        object.__setattr__(self, "var", v)
+
+
+@dataclass(frozen=True, eq=False)
+class HistogramPrior:
+    """Piecewise-uniform density: mass probs[..., b] spread uniformly on [edges[..., b], edges[..., b+1]).
+
+    ``edges`` (B+1,) shared or (d, B+1); ``probs`` (B,) or (d, B).
+    """
+
+    edges: np.ndarray
+    probs: np.ndarray
+
+    def __post_init__(self):
+        e = as_float_array("prior.edges", self.edges, ndim=(1, 2))
+        p = as_float_array("prior.probs", self.probs, ndim=(1, 2))
+        if e.shape[-1] < 2 or np.any(np.diff(e, axis=-1) <= 0):
+            raise ValidationError("prior.edges", "must be strictly increasing with at least 2 edges per feature")
+        if p.shape[-1] != e.shape[-1] - 1:
+            raise ValidationError("prior.probs", f"needs {e.shape[-1] - 1} bins to match edges, got {p.shape[-1]}")
+        object.__setattr__(self, "edges", e)
+        object.__setattr__(self, "probs", _normalised("prior.probs", p))
+
+    @classmethod
+    def uniform(cls, lower, upper, n_bins: int) -> "HistogramPrior":
+        """Flat prior on [lower, upper] (per feature if arrays) with n_bins equal bins."""
+        lo, hi = np.broadcast_arrays(np.asarray(lower, float), np.asarray(upper, float))
+        edges = np.linspace(lo, hi, n_bins + 1, axis=-1)
+        return cls(edges, np.full(edges.shape[:-1] + (n_bins,), 1.0 / n_bins))
+
+    @property
+    def n_bins(self) -> int:
+        return self.probs.shape[-1]

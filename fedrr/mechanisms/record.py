@@ -1,0 +1,202 @@
+"""A whole record's mechanism: one mechanism per feature field plus one for the label, and
+the record's LDP cost by basic composition over fields (ε and δ add up)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from .._validation import check_int
+from ..errors import ValidationError
+from .base import Mechanism, mechanism_from_spec, register
+
+
+@dataclass(frozen=True)
+class Field:
+    """A mechanism and the feature columns one release of it covers."""
+
+    mechanism: Mechanism
+    columns: tuple[int, ...]
+
+
+@register
+class RecordMechanism:
+    """Releases (x, y) field by field. ``features`` is one mechanism for every column (a scalar
+    mechanism is applied to each column separately; a numeric block mechanism whose width equals
+    ``n_features`` covers them all in one release) or a sequence whose widths add up to the
+    number of features. ``label`` is the label's mechanism (None: the record has no label)."""
+
+    kind = "record"
+
+    def __init__(self, features: Mechanism | Sequence[Mechanism], label: Mechanism | None = None, *, n_features: int | None = None):
+        if isinstance(features, Mechanism):
+            if n_features is None:
+                n_features = features.width
+            n_features = check_int("n_features", n_features, minimum=1)
+            if features.width == n_features:
+                fields = [Field(features, tuple(range(n_features)))]
+            elif features.width == 1:
+                fields = [Field(features, (j,)) for j in range(n_features)]
+            else:
+                raise ValidationError("features", f"a block mechanism of width {features.width} cannot cover n_features={n_features}")
+            self._replicated = features.width == 1 and n_features > 1
+        else:
+            mechs = list(features)
+            if not mechs or not all(isinstance(m, Mechanism) for m in mechs):
+                raise ValidationError("features", "must be a Mechanism or a non-empty sequence of Mechanism objects")
+            fields, start = [], 0
+            for m in mechs:
+                fields.append(Field(m, tuple(range(start, start + m.width))))
+                start += m.width
+            if n_features is not None and n_features != start:
+                raise ValidationError("n_features", f"is {n_features} but the field widths add up to {start}")
+            n_features = start
+            self._replicated = False
+        if label is not None and not isinstance(label, Mechanism):
+            raise ValidationError("label", f"must be a Mechanism or None, got {type(label).__name__}")
+        if label is not None and label.width != 1:
+            raise ValidationError("label", "must be a scalar mechanism (width 1)")
+        self.fields: tuple[Field, ...] = tuple(fields)
+        self.label = label
+        self.n_features = n_features
+        self._groups = self._make_groups()
+
+    # --- accounting -------------------------------------------------------------------------
+    @property
+    def epsilon(self) -> float:
+        """ε of releasing one whole record (features and label), by basic composition."""
+        return self.features_epsilon + (self.label.epsilon if self.label is not None else 0.0)
+
+    @property
+    def delta(self) -> float:
+        return float(sum(f.mechanism.delta for f in self.fields) + (self.label.delta if self.label is not None else 0.0))
+
+    @property
+    def features_epsilon(self) -> float:
+        return float(sum(f.mechanism.epsilon for f in self.fields))
+
+    def epsilon_breakdown(self) -> dict[str, float]:
+        """ε per part of the record, to report honestly where the budget goes."""
+        out = {"features": self.features_epsilon, "label": self.label.epsilon if self.label is not None else 0.0}
+        out["record"] = out["features"] + out["label"]
+        return out
+
+    # --- structure --------------------------------------------------------------------------
+    def groups(self) -> list[tuple[Mechanism, np.ndarray]]:
+        """Fields grouped by identical scalar mechanism: [(mechanism, columns)], for vectorised work."""
+        return self._groups
+
+    def _make_groups(self) -> list[tuple[Mechanism, np.ndarray]]:
+        out: list[tuple[Mechanism, list[int]]] = []
+        for f in self.fields:
+            for mech, cols in out:
+                if mech.width == 1 and f.mechanism.width == 1 and mech == f.mechanism:
+                    cols.extend(f.columns)
+                    break
+            else:
+                out.append((f.mechanism, list(f.columns)))
+        return [(m, np.asarray(c, dtype=int)) for m, c in out]
+
+    def mechanism_for(self, column: int) -> Mechanism:
+        for f in self.fields:
+            if column in f.columns:
+                return f.mechanism
+        raise ValidationError("column", f"must be in [0, {self.n_features - 1}], got {column}")
+
+    # --- validation -------------------------------------------------------------------------
+    def _check_X(self, X: Any, field: str) -> np.ndarray:
+        arr = np.asarray(X)
+        if arr.ndim == 1 and arr.shape[0] == self.n_features:
+            arr = arr[None, :]
+        if arr.ndim != 2 or arr.shape[1] != self.n_features:
+            raise ValidationError(field, f"must have shape (n_records, {self.n_features}), got {np.shape(X)}")
+        return arr
+
+    def _apply(self, X: np.ndarray, fn, field: str) -> list[np.ndarray]:
+        return [fn(mech, X[:, cols], field) for mech, cols in self._groups]
+
+    def validate_input(self, X: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Check clean records lie in every field's domain; returns (X, y) as arrays."""
+        Xa = self._check_X(X, "X")
+        cols = self._apply(Xa, lambda m, s, f: m.validate_input(s, f), "X")
+        Xv = self._assemble(Xa.shape[0], cols)
+        return Xv, self._check_y(y, Xv.shape[0], "y", clean=True)
+
+    def validate_release(self, X_tilde: Any, y_tilde: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Check released records could have come from this mechanism."""
+        Xa = self._check_X(X_tilde, "X_tilde")
+        cols = self._apply(Xa, lambda m, s, f: m.validate_release(s, f), "X_tilde")
+        Xv = self._assemble(Xa.shape[0], cols)
+        return Xv, self._check_y(y_tilde, Xv.shape[0], "y_tilde", clean=False)
+
+    def _check_y(self, y: Any, n: int, field: str, clean: bool):
+        if self.label is None:
+            if y is not None:
+                raise ValidationError(field, "this record mechanism has no label mechanism; pass y=None")
+            return None
+        if y is None:
+            raise ValidationError(field, "is required: the record mechanism has a label mechanism")
+        arr = np.asarray(y)
+        if arr.shape != (n,):
+            raise ValidationError(field, f"must have shape ({n},) to match the features, got {arr.shape}")
+        return self.label.validate_input(arr, field) if clean else self.label.validate_release(arr, field)
+
+    def _assemble(self, n: int, parts: list[np.ndarray]) -> np.ndarray:
+        all_int = all(np.asarray(p).dtype.kind in "iu" for p in parts)
+        out = np.empty((n, self.n_features), dtype=np.int64 if all_int else float)
+        for (mech, cols), part in zip(self._groups, parts):
+            out[:, cols] = np.asarray(part).reshape(n, len(cols))
+        return out
+
+    # --- client and server sides ------------------------------------------------------------
+    def release(self, X: Any, y: Any = None, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        """Client side: one noisy release of each record (X, y). Nothing clean is returned."""
+        if not isinstance(rng, np.random.Generator):
+            raise ValidationError("rng", f"must be a numpy.random.Generator, got {type(rng).__name__}")
+        Xv, yv = self.validate_input(X, y)
+        parts = [mech.release(Xv[:, cols], rng) for mech, cols in self._groups]
+        X_tilde = self._assemble(Xv.shape[0], parts)
+        y_tilde = self.label.release(yv, rng) if self.label is not None else None
+        return X_tilde, y_tilde
+
+    def log_likelihood(self, X_tilde: Any, y_tilde: Any, X: Any, y: Any) -> np.ndarray:
+        """Server side: log p(x̃, ỹ | x, y) per record (n,)."""
+        Xt, yt = self.validate_release(X_tilde, y_tilde)
+        Xc, yc = self.validate_input(X, y)
+        total = np.zeros(Xt.shape[0])
+        for mech, cols in self._groups:
+            total += np.asarray(mech.log_likelihood(Xt[:, cols], Xc[:, cols])).reshape(Xt.shape[0], -1).sum(axis=1)
+        if self.label is not None:
+            total += self.label.log_likelihood(yt, yc)
+        return total
+
+    # --- specs ------------------------------------------------------------------------------
+    def to_spec(self) -> dict:
+        if self._replicated:
+            feats: Any = {"replicate": self.fields[0].mechanism.to_spec()}
+        else:
+            feats = [f.mechanism.to_spec() for f in self.fields]
+        return {"kind": self.kind, "n_features": self.n_features, "features": feats,
+                "label": None if self.label is None else self.label.to_spec()}
+
+    @classmethod
+    def from_spec(cls, spec: dict) -> "RecordMechanism":
+        feats = spec.get("features")
+        label = None if spec.get("label") is None else mechanism_from_spec(spec["label"])
+        if isinstance(feats, dict) and "replicate" in feats:
+            return cls(mechanism_from_spec(feats["replicate"]), label, n_features=spec["n_features"])
+        if not isinstance(feats, list):
+            raise ValidationError("spec.features", "must be a list of mechanism specs or {'replicate': spec}")
+        return cls([mechanism_from_spec(f) for f in feats], label, n_features=spec["n_features"])
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RecordMechanism) and self.to_spec() == other.to_spec()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_spec()))
+
+    def __repr__(self) -> str:
+        return f"RecordMechanism(n_features={self.n_features}, epsilon={self.epsilon:.4g}, delta={self.delta:.3g})"
+
