@@ -1,0 +1,57 @@
+"""Datasets for fedrr: real ones (offline, deterministic) and synthetic ones with known ground truth."""
+
+from __future__ import annotations
+
+from ..errors import ValidationError
+from .real import (
+    CHECKSUMS,
+    ChecksumError,
+    load_adult,
+    load_breast_cancer,
+    load_diabetes,
+    load_digits_7_vs_9,
+    load_digits_binary,
+    load_lending_club,
+    load_mnist_7_vs_9,
+    load_mnist_binary,
+    train_test_split_per_class,
+    verify_checksum,
+)
+from .schema import Dataset, FeatureSpec, Schema
+from .synthetic import (
+    encode_states,
+    make_linear_gaussian,
+    make_logistic_discrete,
+    make_logistic_gaussian,
+    make_logistic_multiclass_discrete,
+    non_isotropic_cov,
+)
+
+#: Real datasets reachable through ``load(name, **kw)``.
+LOADERS = {
+    "mnist_7_vs_9": load_mnist_7_vs_9,
+    "digits_7_vs_9": load_digits_7_vs_9,
+    "breast_cancer": load_breast_cancer,
+    "diabetes": load_diabetes,
+    "adult": load_adult,
+    "lending_club": load_lending_club,
+}
+
+
+def load(name: str, **kw) -> Dataset:
+    """Load a real dataset by name (see ``LOADERS``), passing keyword options to its loader."""
+    try:
+        loader = LOADERS[name]
+    except (KeyError, TypeError):
+        raise ValidationError("name", f"unknown dataset {name!r}; valid names: {', '.join(LOADERS)}") from None
+    return loader(**kw)
+
+
+__all__ = [
+    "Dataset", "Schema", "FeatureSpec", "ChecksumError", "CHECKSUMS", "LOADERS", "load",
+    "load_mnist_7_vs_9", "load_mnist_binary", "load_digits_7_vs_9", "load_digits_binary",
+    "load_breast_cancer", "load_diabetes", "load_adult", "load_lending_club",
+    "train_test_split_per_class", "verify_checksum",
+    "make_logistic_gaussian", "make_logistic_discrete", "make_logistic_multiclass_discrete",
+    "make_linear_gaussian", "non_isotropic_cov", "encode_states",
+]

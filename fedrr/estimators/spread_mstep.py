@@ -1,0 +1,55 @@
+"""M-step of spread-EM: L2-penalised (multinomial) logistic regression on weighted samples with
+soft targets — Barber eq 60, with the labels summed out exactly (responsibilities R)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.optimize import minimize
+from scipy.special import log_softmax, logsumexp
+
+
+def log_class_probs(Z: np.ndarray, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
+    """log p_θ(c | x) for every class: (..., C). Binary models have one row (class 1 vs 0)."""
+    z = Z @ coef.T + intercept
+    if coef.shape[0] == 1:
+        z = np.concatenate([np.zeros_like(z), z], axis=-1)
+    return log_softmax(z, axis=-1)
+
+
+def fit_soft_logistic(Z: np.ndarray, R: np.ndarray, w: np.ndarray, coef0: np.ndarray, intercept0: np.ndarray,
+                      C: float, fit_intercept: bool = True, max_iter: int = 100, tol: float = 1e-8):
+    """argmin Σ_i w_i CE(R_i, p_θ(·|Z_i)) + ‖coef‖²/(2C): sklearn's LogisticRegression objective
+    with soft labels. Returns (coef, intercept, objective)."""
+    n_rows, d = coef0.shape
+    binary = n_rows == 1
+    lam = 0.0 if not np.isfinite(C) else 1.0 / C
+
+    def unpack(v):
+        coef = v[: n_rows * d].reshape(n_rows, d)
+        b = v[n_rows * d:] if fit_intercept else np.zeros(n_rows)
+        return coef, b
+
+    def fg(v):
+        coef, b = unpack(v)
+        z = Z @ coef.T + b
+        if binary:
+            z1 = z[:, 0]
+            r1 = R[:, 1]
+            loss = np.sum(w * (r1 * np.logaddexp(0, -z1) + (1 - r1) * np.logaddexp(0, z1)))
+            gz = (w * (1.0 / (1.0 + np.exp(-z1)) - r1))[:, None]
+        else:
+            lse = logsumexp(z, axis=1, keepdims=True)
+            logp = z - lse
+            loss = -np.sum(w * np.sum(R * logp, axis=1))
+            gz = w[:, None] * (np.exp(logp) - R)
+        gcoef = gz.T @ Z + lam * coef
+        loss += 0.5 * lam * np.sum(coef * coef)
+        g = [gcoef.ravel()]
+        if fit_intercept:
+            g.append(gz.sum(axis=0))
+        return loss, np.concatenate(g)
+
+    v0 = np.concatenate([coef0.ravel(), intercept0 if fit_intercept else np.zeros(0)])
+    res = minimize(fg, v0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": tol * max(1.0, float(np.sum(w)))})
+    coef, b = unpack(res.x)
+    return coef.copy(), np.array(b, dtype=float).copy(), float(res.fun)
