@@ -12,6 +12,8 @@ from .errors import ValidationError
 
 def check_positive(field: str, value: Any, *, allow_inf: bool = False) -> float:
     """A finite real number > 0 (or +inf if allowed)."""
+    if isinstance(value, (str, bytes)):
+        raise ValidationError(field, f"must be a real number > 0, got {value!r}")
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -23,6 +25,8 @@ def check_positive(field: str, value: Any, *, allow_inf: bool = False) -> float:
 
 def check_open_unit(field: str, value: Any) -> float:
     """A real number in the open interval (0, 1)."""
+    if isinstance(value, (str, bytes)):
+        raise ValidationError(field, f"must be a real number in (0, 1), got {value!r}")
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -76,6 +80,13 @@ def as_state_array(field: str, value: Any, k: int | np.ndarray, *, ndim: int | t
         kmax = int(kk if kk.ndim == 0 else kk[idx[-1]])
         raise ValidationError(field, f"states must lie in {{0, ..., {kmax - 1}}}; got {int(arr[idx])} at index {idx}")
     return arr
+
+
+def check_rng(field: str, rng: Any) -> np.random.Generator:
+    """A numpy.random.Generator (legacy RandomState, ints and None are rejected)."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValidationError(field, f"must be a numpy.random.Generator (e.g. np.random.default_rng(seed)), got {type(rng).__name__}")
+    return rng
 
 
 def _check_ndim(field: str, arr: np.ndarray, ndim: int | tuple[int, ...] | None) -> None:

@@ -66,11 +66,38 @@ def estimate_frequencies(x_tilde: Any, mechanism: RandomizedResponse | Transitio
     P = mechanism.matrix
     if method == "inversion":
         return project_to_simplex(np.linalg.solve(P, f_tilde))
-    pi = np.full(k, 1.0 / k)
+    return _simplex_mle(f_tilde, P, tol=tol, max_iter=max_iter)
+
+
+def _simplex_mle(f: np.ndarray, P: np.ndarray, *, tol: float, max_iter: int) -> np.ndarray:
+    """argmax Σ f_i log (Pπ)_i over the simplex. Interior inversion ⇒ it is the MLE (Pπ = f). Otherwise a
+    log-barrier Newton method on {1ᵀπ = 1}; stops on the certified duality gap max_j g_j − 1 ≤ tol,
+    g = Pᵀ(f / Pπ) (L(π*) − L(π) ≤ max_j g_j − 1 by concavity)."""
+    k = P.shape[1]
+    raw = np.linalg.solve(P, f)
+    if np.all(raw > 0):
+        return raw / raw.sum()
+    pos = f > 0
+    pi, t, ones = np.full(k, 1.0 / k), 1.0, np.ones(k)
+    obj = lambda p, t: t * float(f[pos] @ np.log((P @ p)[pos])) + float(np.sum(np.log(p)))
     for _ in range(max_iter):
-        new = pi * (P.T @ (f_tilde / (P @ pi)))
-        new /= new.sum()
-        if np.max(np.abs(new - pi)) < tol:
-            return new
-        pi = new
+        q = P @ pi
+        g = P.T @ (f / q)
+        grad = t * g + 1.0 / pi
+        Hb = t * (P * (f / q**2)[:, None]).T @ P + np.diag(1.0 / pi**2)
+        Hg, H1 = np.linalg.solve(Hb, grad), np.linalg.solve(Hb, ones)
+        step = Hg - (ones @ Hg) / (ones @ H1) * H1
+        s, neg = 1.0, step < 0
+        if neg.any():
+            s = min(1.0, 0.99 * float(np.min(-pi[neg] / step[neg])))
+        o0 = obj(pi, t)
+        while s > 1e-14 and obj(pi + s * step, t) < o0 + 0.25 * s * float(grad @ step):
+            s *= 0.5
+        pi = pi + s * step
+        if step @ Hb @ step < 1e-10:  # centred for this t: barrier gap k/t
+            out = np.maximum(pi, 0.0)
+            out /= out.sum()
+            if np.max(P.T @ (f / (P @ out))) - 1.0 <= tol:
+                return out
+            t *= 20.0
     raise ConvergenceError(f"estimate_frequencies(method='mle') did not converge in max_iter={max_iter} iterations (tol={tol})")

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array, as_state_array, check_int, check_positive
+from .._validation import as_float_array, as_state_array, check_int, check_positive, check_rng
 from ..errors import ValidationError
 from .base import Mechanism, register
 from .priors import CategoricalPrior
@@ -74,6 +74,7 @@ class TransitionMatrix(_DiscreteMechanism):
         cond = np.linalg.cond(M)
         if not np.isfinite(cond) or cond > _MAX_CONDITION:
             raise ValidationError("P", f"must be invertible (condition number <= {_MAX_CONDITION:g}, got {cond:.3g}); the noise would destroy the data")
+        self._P_given = M.copy()
         self._P = M / colsum
         self._P.setflags(write=False)
         self.k = M.shape[0]
@@ -88,6 +89,7 @@ class TransitionMatrix(_DiscreteMechanism):
         return self._P
 
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        check_rng("rng", rng)
         xx = self.validate_input(x)
         cdf = np.cumsum(self._P, axis=0).T  # cdf[j] = CDF of x̃ given x = j
         u = rng.random(xx.shape)
@@ -100,7 +102,7 @@ class TransitionMatrix(_DiscreteMechanism):
         return DensePosterior(xt, probs, np.log(self._P))
 
     def to_spec(self) -> dict:
-        return {"kind": self.kind, "P": self._P.tolist()}
+        return {"kind": self.kind, "P": self._P_given.tolist()}
 
     @classmethod
     def from_spec(cls, spec: dict) -> "TransitionMatrix":
@@ -125,6 +127,10 @@ class RandomizedResponse(_DiscreteMechanism):
             flip_prob = float((self.k - 1) * math.exp(-eps) / (1.0 + (self.k - 1) * math.exp(-eps)))
             if flip_prob <= 0.0:
                 raise ValidationError("epsilon", f"is too large to represent as a flip probability (got {eps})")
+            if abs(flip_prob - (self.k - 1) / self.k) < 1e-9:
+                raise ValidationError("epsilon", f"is too small: the noise would be numerically uniform (got {eps})")
+        if isinstance(flip_prob, (str, bytes)):
+            raise ValidationError("flip_prob", f"must be a real number in (0, 1), got {flip_prob!r}")
         try:
             f = float(flip_prob)
         except (TypeError, ValueError):
@@ -160,6 +166,7 @@ class RandomizedResponse(_DiscreteMechanism):
         return np.where(xt == xx, math.log(self.keep_prob), math.log(self.other_prob))
 
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        check_rng("rng", rng)
         xx = self.validate_input(x)
         flip = rng.random(xx.shape) < self.flip_prob
         shift = rng.integers(1, self.k, size=xx.shape)
@@ -245,28 +252,67 @@ class RRPosterior:
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
         shape = self.x_tilde.shape if size is None else (size,) + self.x_tilde.shape
-        xt = np.broadcast_to(self.x_tilde, shape)
-        stay = rng.random(shape) < self.stay_prob
-        other = self._sample_excluding(xt, rng.random(shape))
-        return np.where(stay, xt, other)
+        out = np.empty(shape, dtype=np.int64)
+        out[...] = self.x_tilde
+        flat = out.reshape(-1)  # a view: out is C-contiguous
+        move = np.flatnonzero(rng.random(shape).reshape(-1) >= np.broadcast_to(self.stay_prob, shape).reshape(-1))
+        if move.size:
+            # only the values that leave x̃ need an inverse-CDF draw
+            d = self.prior.shape[0] if self.prior.ndim == 2 else 1
+            feat = move % d if d > 1 else np.zeros(move.size, dtype=np.int64)
+            flat[move] = self._sample_excluding(flat[move], feat, rng.random(move.size))
+        return out
 
-    def _sample_excluding(self, xt: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """x ~ π(x | x ≠ x̃) by inverse CDF on π with x̃'s mass cut out, O(log k)."""
+    def _sample_excluding(self, xt: np.ndarray, feat: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """x ~ π(x | x ≠ x̃) by inverse CDF on π with x̃'s mass cut out (guide table: O(1)
+        expected per draw). ``xt``, ``feat`` (prior row) and ``u`` are flat, equal length."""
         k = self.prior.shape[-1]
-        prior2 = np.atleast_2d(self.prior)
-        d = prior2.shape[0]
-        cdf = np.cumsum(prior2, axis=-1)
-        cdf /= cdf[:, -1:]
-        lower_cdf = np.concatenate([np.zeros((d, 1)), cdf[:, :-1]], axis=1)
-        feat = np.broadcast_to(np.arange(d) if self.prior.ndim == 2 else np.zeros((), int), xt.shape)
-        lo_xt = lower_cdf[feat, xt]
-        mass_xt = cdf[feat, xt] - lo_xt
+        cdf = self._cdf()
+        pos = feat * k + xt
+        cdf_flat = cdf.reshape(-1)
+        hi_xt = cdf_flat[pos]
+        lo_xt = np.where(xt > 0, cdf_flat[pos - 1], 0.0)
+        mass_xt = hi_xt - lo_xt
         rest = 1.0 - mass_xt
         v = u * rest
         v = np.where(v < lo_xt, v, v + mass_xt)
-        # one flattened search: feature f's CDF is shifted into [f, f + 1)
-        flat = (cdf + np.arange(d)[:, None]).ravel()
-        idx = np.searchsorted(flat, v + feat, side="right")
-        state = np.clip(idx - feat * k, 0, k - 1)
-        # prior all on x̃ (rest == 0): posterior stays at x̃ anyway; keep x̃
+        state = inverse_cdf(cdf, feat, v, self._guide())
+        # prior all on x̃ (rest == 0): the posterior stays at x̃ anyway
         return np.where(rest > 0, state, xt)
+
+    def _guide(self) -> np.ndarray:
+        if not hasattr(self, "_guide_cache"):
+            self._guide_cache = guide_table(self._cdf())
+        return self._guide_cache
+
+    def _cdf(self) -> np.ndarray:
+        if not hasattr(self, "_cdf_cache"):
+            cdf = np.cumsum(np.atleast_2d(self.prior), axis=-1)
+            self._cdf_cache = cdf / cdf[:, -1:]
+        return self._cdf_cache
+
+
+def guide_table(cdf: np.ndarray) -> np.ndarray:
+    """Chen & Asau guide table: G[f, j] = first state s with cdf[f, s] > j/M (M = k buckets), so an
+    inverse-CDF draw starts at most a few states before its answer."""
+    d, k = cdf.shape
+    grid = np.arange(k) / k
+    flat = (cdf + 2.0 * np.arange(d)[:, None]).ravel()
+    idx = np.searchsorted(flat, (grid[None, :] + 2.0 * np.arange(d)[:, None]).ravel(), side="right")
+    return np.minimum(idx.reshape(d, k) - np.arange(d)[:, None] * k, k - 1)
+
+
+def inverse_cdf(cdf: np.ndarray, feat: np.ndarray, v: np.ndarray, guide: np.ndarray) -> np.ndarray:
+    """Smallest state s with cdf[feat, s] > v, per entry: start from the guide table and step
+    forward only where needed (expected O(1) steps per draw)."""
+    k = cdf.shape[1]
+    cdf_flat = cdf.reshape(-1)
+    base = feat * k
+    s = guide.reshape(-1)[base + np.minimum((v * k).astype(np.int64), k - 1)]
+    active = np.flatnonzero(cdf_flat[base + s] <= v)
+    while active.size:
+        s[active] = np.minimum(s[active] + 1, k - 1)
+        sa = s[active]
+        still = (cdf_flat[base[active] + sa] <= v[active]) & (sa < k - 1)
+        active = active[still]
+    return s

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array, check_open_unit, check_positive
+from .._validation import as_float_array, check_open_unit, check_positive, check_rng
 from ..errors import ValidationError
 from . import calibration as cal
 from .base import Mechanism, register
@@ -49,7 +49,7 @@ class _AdditiveNoise(Mechanism):
         bad = (arr < lo) | (arr > hi)
         if np.any(bad):
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValidationError(field, f"values must lie in the declared bounds [lower, upper]; got {arr[idx]!r} at index {idx} outside [{np.broadcast_to(lo, arr.shape)[idx]}, {np.broadcast_to(hi, arr.shape)[idx]}]")
+            raise ValidationError(field, f"values must lie in the declared bounds [lower, upper]; got {float(arr[idx])} at index {idx} outside [{float(np.broadcast_to(lo, arr.shape)[idx])}, {float(np.broadcast_to(hi, arr.shape)[idx])}]")
         return arr
 
     def validate_release(self, x_tilde: Any, field: str = "x_tilde") -> np.ndarray:
@@ -66,6 +66,7 @@ class _AdditiveNoise(Mechanism):
         raise NotImplementedError
 
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
+        check_rng("rng", rng)
         xx = self.validate_input(x)
         return xx + self._noise(rng, xx.shape)
 
