@@ -7,7 +7,9 @@ from typing import Any, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+from threadpoolctl import threadpool_limits
 
 from .._validation import as_float_array
 from ..errors import ValidationError
@@ -60,7 +62,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, C: float = 1.0, *, prior: Any = "learned", e_step: str = "mcmc", n_samples: int | None = None,
-                 max_iter: int = 60, tol: float = 1e-3, burn_in: int | None = None, m_step_iter: int = 30,
+                 max_iter: int = 60, tol: float = 1e-3, burn_in: int | None = None, m_step_iter: int = 10,
                  encoding: str = "unit", numeric_prior: str = "gaussian", n_bins: int = 10, fit_intercept: bool = True,
                  executor: Any = None, shard_size: int = 2048, random_state: Any = None, mechanism: Any = None,
                  relaxation: float = 1.8, verbose: int = 0):
@@ -116,6 +118,11 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, mechanism: Any = None):
         """Fit from released features X (n, D) and released labels y (n,) produced by ``mechanism``
         (a RecordMechanism, or one per record). With no mechanism the data are taken as clean."""
+        # the work is matrix-vector products: multi-threaded BLAS only contends (measured 4x slower)
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._fit(X, y, mechanism)
+
+    def _fit(self, X, y, mechanism: Any = None):
         C = self._check_params()
         mechanism = self.mechanism if mechanism is None else mechanism
         if mechanism is None:
@@ -173,15 +180,12 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         return given_prior(layout, self.prior)
 
     def _fit_clean(self, X, y, C):
-        Xa = as_float_array("X", X, ndim=2)
-        ya = np.asarray(y)
-        if ya.ndim != 1 or ya.shape[0] != Xa.shape[0]:
-            raise ValidationError("y", f"must be 1-d with {Xa.shape[0]} entries, got shape {ya.shape}")
-        if Xa.shape[0] == 0:
-            raise ValidationError("X", "needs at least one record")
+        """No mechanism: ordinary L2-penalised logistic regression (sklearn's input rules)."""
+        Xa, ya = validate_data(self, X, y)
+        check_classification_targets(ya)
         self.classes_, yi = np.unique(ya, return_inverse=True)
         if len(self.classes_) < 2:
-            raise ValidationError("y", f"needs at least 2 classes, got {len(self.classes_)}")
+            raise ValidationError("y", f"needs at least 2 classes, got 1 class: {self.classes_[0]!r}")
         self.layout_ = None
         self.n_features_in_ = Xa.shape[1]
         R = np.eye(len(self.classes_))[yi]
@@ -205,7 +209,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         # initial θ: logistic regression on the decoded releases (the naive fit)
         Z0 = _decode_states(X, self.layout_, self.encoding)
         coef, b, _ = fit_soft_logistic(Z0, np.eye(n_classes)[y], np.ones(len(y)), np.zeros((rows_n, D)), np.zeros(rows_n), C,
-                                       self.fit_intercept, max_iter=200)
+                                       self.fit_intercept, max_iter=50)
         shards = []  # (group index, rows)
         for gi, (rm, rows) in enumerate(groups):
             for s0, s1 in shard_bounds(len(rows), self.shard_size):
@@ -220,11 +224,11 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             tasks = [{
                 "rm": groups[gi][0], "X_tilde": X[rows], "y_tilde": y[rows], "state": states[si], "prior": prior,
                 "coef": coef, "intercept": b, "label_logP": label_logP[gi], "n_samples": S, "mode": mode,
-                "seed": np.random.SeedSequence(entropy, spawn_key=(it, si)), "encoding": self.encoding, "layout": self.layout_,
+                "seed": np.random.SeedSequence(entropy, spawn_key=(it, si)), "encoding": self.encoding, "layout": self.layout_, "n_classes": n_classes,
             } for si, (gi, rows) in enumerate(shards)]
             results = executor.map(estep_task, tasks)
             states = [r["state"] for r in results]
-            Z = np.concatenate([r["Z"] for r in results]).astype(float)
+            Z = np.concatenate([r["Z"] for r in results])
             R = np.concatenate([r["R"] for r in results])
             w = np.concatenate([r["w"] for r in results])
             new_coef, new_b, obj = fit_soft_logistic(Z, R, w, coef, b, C, self.fit_intercept, max_iter=self.m_step_iter)
@@ -262,7 +266,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "coef_")
         layout = self.layout_
         if layout is None:
-            Xa = as_float_array("X", X, ndim=2)
+            return validate_data(self, X, reset=False)
         else:
             Xa = np.asarray(X)
             if Xa.ndim != 2:
@@ -289,7 +293,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         return np.exp(self.predict_log_proba(X))
 
     def predict(self, X) -> np.ndarray:
-        return self.classes_[np.argmax(self.predict_log_proba(X), axis=1)]
+        log_proba = self.predict_log_proba(X)
+        return self.classes_[np.argmax(log_proba, axis=1)]
 
 
 def _decode_states(X: np.ndarray, layout: ColumnLayout | None, encoding: str) -> np.ndarray:

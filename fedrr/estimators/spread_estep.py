@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
+from threadpoolctl import threadpool_limits
 
-from ..mechanisms.discrete import _DiscreteMechanism
+from ..mechanisms.discrete import RandomizedResponse, _DiscreteMechanism
 from .spread_mstep import log_class_probs
 
 
@@ -33,14 +34,15 @@ def _propose(task: dict, rng: np.random.Generator, S: int) -> np.ndarray:
     return out
 
 
-def decode(raw: np.ndarray, task: dict) -> np.ndarray:
-    layout, enc = task["layout"], task["encoding"]
-    disc = layout.discrete
-    if not disc.any() or enc == "index":
-        return raw
-    out = raw.copy()
-    out[..., disc] = raw[..., disc] / (layout.k[disc] - 1.0)
-    return out
+def input_scale(task: dict) -> np.ndarray:
+    """Per-column factor from raw values to model inputs: 1/(k−1) for discrete columns under the
+    "unit" encoding, else 1. Logits use coef·scale on raw values, so no decoded copy is made."""
+    layout = task["layout"]
+    scale = np.ones(layout.n_features)
+    if task["encoding"] == "unit":
+        d = layout.discrete
+        scale[d] = 1.0 / (layout.k[d] - 1.0)
+    return scale
 
 
 def _label_terms(task: dict, logp: np.ndarray) -> np.ndarray:
@@ -86,9 +88,17 @@ def _sufficient_stats(task: dict, raw: np.ndarray, w: np.ndarray) -> dict:
 def estep_task(task: dict) -> dict:
     """Run the E-step on one shard; returns samples Z (b·S, D), responsibilities R, weights w,
     prior statistics and the new chain state."""
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _estep(task)
+
+
+def _estep(task: dict) -> dict:
+    if task["mode"] == "mcmc" and _all_rr(task["rm"]):
+        return _estep_rr_compiled(task)
     rng = np.random.default_rng(task["seed"])
     S = task["n_samples"]
-    coef, intercept = task["coef"], task["intercept"]
+    scale = input_scale(task)
+    coef, intercept = task["coef"] * scale, task["intercept"]
     b = task["X_tilde"].shape[0]
     if task["mode"] == "mcmc":
         props = _propose(task, rng, S + (1 if task["state"] is None else 0))
@@ -96,27 +106,25 @@ def estep_task(task: dict) -> dict:
             state, props = props[0], props[1:]
         else:
             state = task["state"]
-        logp_cur = log_class_probs(decode(state, task), coef, intercept)
+        logp_cur = log_class_probs(state, coef, intercept)
         lg_cur = logsumexp(_label_terms(task, logp_cur), axis=-1)
         kept = np.empty((S,) + state.shape)
         accepted = 0
         for s in range(S):
-            logp_prop = log_class_probs(decode(props[s], task), coef, intercept)
+            logp_prop = log_class_probs(props[s], coef, intercept)
             lg_prop = logsumexp(_label_terms(task, logp_prop), axis=-1)
             acc = np.log(rng.random(b)) < lg_prop - lg_cur
             accepted += int(acc.sum())
             state = np.where(acc[:, None], props[s], state)
             lg_cur = np.where(acc, lg_prop, lg_cur)
             kept[s] = state
-        Zs = decode(kept, task)
-        terms = _label_terms(task, log_class_probs(Zs, coef, intercept))
+        terms = _label_terms(task, log_class_probs(kept, coef, intercept))
         R = np.exp(terms - logsumexp(terms, axis=-1, keepdims=True))
         w = np.full((S, b), 1.0 / S)
         new_state = state
     else:
         kept = _propose(task, rng, S)
-        Zs = decode(kept, task)
-        logp = log_class_probs(Zs, coef, intercept)  # (S, b, C)
+        logp = log_class_probs(kept, coef, intercept)  # (S, b, C)
         C = logp.shape[-1]
         L = task["label_logP"]
         if L is None:
@@ -131,7 +139,7 @@ def estep_task(task: dict) -> dict:
         accepted = 0
         new_state = None
     return {
-        "Z": Zs.reshape(S * b, -1).astype(np.float32),
+        "Z": (kept.reshape(S * b, -1).astype(np.float32) * scale.astype(np.float32)),
         "R": R.reshape(S * b, -1),
         "w": w.reshape(-1),
         "stats": _sufficient_stats(task, kept, w),
@@ -139,3 +147,48 @@ def estep_task(task: dict) -> dict:
         "accepted": accepted,
         "proposed": S * b,
     }
+
+
+def _all_rr(rm) -> bool:
+    return all(isinstance(m, RandomizedResponse) for m, _ in rm.groups())
+
+
+def _estep_rr_compiled(task: dict) -> dict:
+    """mode="mcmc" for all-randomised-response records through the compiled kernel; the same
+    chain as the numpy path (exact RR posterior proposals, independence Metropolis)."""
+    from .spread_kernels import rr_mcmc_shard
+    from ..mechanisms.discrete import guide_table
+
+    rng = np.random.default_rng(task["seed"])
+    rm, Xt, prior, layout = task["rm"], task["X_tilde"], task["prior"], task["layout"]
+    S = task["n_samples"]
+    b, D = Xt.shape
+    K = prior.disc.shape[1]
+    q = np.empty(D)
+    r = np.empty(D)
+    for mech, cols in rm.groups():
+        q[cols], r[cols] = mech.keep_prob, mech.other_prob
+    cdf = np.cumsum(prior.disc, axis=1)
+    cdf /= cdf[:, -1:]
+    guide = guide_table(cdf)
+    scale = input_scale(task)
+    coef = task["coef"] * scale
+    L = task["label_logP"]
+    C = L.shape[0] if L is not None else task["n_classes"]
+    if L is None:
+        yterm = np.where(np.arange(C) == task["y_tilde"][:, None], 0.0, -np.inf)
+    else:
+        yterm = np.ascontiguousarray(L[task["y_tilde"]])
+    has_state = task["state"] is not None
+    stateT = np.ascontiguousarray(task["state"].T, dtype=np.int64) if has_state else np.zeros((D, b), np.int64)
+    u_prop = rng.random((S + (0 if has_state else 1), D, b))
+    u_acc = rng.random((S, b))
+    ZT = np.empty((S, D, b), np.float32)
+    R = np.empty((S, b, C))
+    counts = np.zeros((D, K))
+    accepted = rr_mcmc_shard(np.ascontiguousarray(Xt.T, dtype=np.int64), yterm, stateT, has_state, u_prop, u_acc, cdf, guide,
+                             q, r, np.ascontiguousarray(coef, dtype=float), np.asarray(task["intercept"], float),
+                             scale.astype(np.float32), ZT, R, counts)
+    Z = ZT.transpose(0, 2, 1).reshape(S * b, D)  # (S·b, D), rows ordered (s, n) like the numpy path
+    return {"Z": Z, "R": R.reshape(S * b, C), "w": np.full(S * b, 1.0 / S),
+            "stats": {"counts": counts}, "state": stateT.T, "accepted": int(accepted), "proposed": S * b}

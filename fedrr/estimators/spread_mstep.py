@@ -29,9 +29,12 @@ def fit_soft_logistic(Z: np.ndarray, R: np.ndarray, w: np.ndarray, coef0: np.nda
         b = v[n_rows * d:] if fit_intercept else np.zeros(n_rows)
         return coef, b
 
+    dtype = Z.dtype if Z.dtype in (np.float32, np.float64) else np.float64
+    Z = np.asarray(Z, dtype=dtype)
+
     def fg(v):
         coef, b = unpack(v)
-        z = Z @ coef.T + b
+        z = (Z @ coef.T.astype(dtype)).astype(np.float64) + b
         if binary:
             z1 = z[:, 0]
             r1 = R[:, 1]
@@ -42,7 +45,7 @@ def fit_soft_logistic(Z: np.ndarray, R: np.ndarray, w: np.ndarray, coef0: np.nda
             logp = z - lse
             loss = -np.sum(w * np.sum(R * logp, axis=1))
             gz = w[:, None] * (np.exp(logp) - R)
-        gcoef = gz.T @ Z + lam * coef
+        gcoef = (gz.T.astype(dtype) @ Z).astype(np.float64) + lam * coef
         loss += 0.5 * lam * np.sum(coef * coef)
         g = [gcoef.ravel()]
         if fit_intercept:

@@ -185,7 +185,7 @@ def _set_column(out: SpreadPrior, layout: ColumnLayout, j: int, pj: Any) -> None
 
 
 def marginal_mle_prior(layout: ColumnLayout, pools: list[tuple[RecordMechanism, np.ndarray]], numeric_kind: str = "gaussian",
-                       n_bins: int = 10, max_iter: int = 300, tol: float = 1e-7) -> SpreadPrior:
+                       n_bins: int = 10, max_iter: int = 200, tol: float = 1e-6) -> SpreadPrior:
     """Per-column maximum-likelihood prior from the releases alone (deconvolution, no labels):
     the exact EM fixed point of Σ_n log Σ_x p(x̃_n[d] | x) p(x | d) for each column d. It
     initialises spread-EM's learned prior, which the EM then refines jointly (eq 65)."""
@@ -193,26 +193,25 @@ def marginal_mle_prior(layout: ColumnLayout, pools: list[tuple[RecordMechanism, 
     # discrete columns: EM π ← π ⊙ Pᵀ(f̃ / Pπ), vectorised over columns sharing a mechanism
     disc_cols = np.flatnonzero(layout.discrete)
     if disc_cols.size:
-        num = np.zeros_like(out.disc)  # accumulated Σ over pools of counts·(posterior)
+        tasks = []  # (mechanism, columns, counts) once: the counts are all EM needs
+        for rm, Xt in pools:
+            for mech, cols in rm.groups():
+                if isinstance(mech, _DiscreteMechanism):
+                    tasks.append((mech, cols, _column_counts(Xt[:, cols].astype(np.int64), mech.k)))
         pis = out.disc.copy()
+        num = np.zeros_like(out.disc)
         for _ in range(max_iter):
             num[:] = 0.0
-            for rm, Xt in pools:
-                for mech, cols in rm.groups():
-                    if not isinstance(mech, _DiscreteMechanism):
-                        continue
-                    k = mech.k
-                    counts = _column_counts(Xt[:, cols], k)  # (d, k)
-                    pi = pis[cols, :k]
-                    if isinstance(mech, RandomizedResponse):
-                        q, r = mech.keep_prob, mech.other_prob
-                        ppi = r + (q - r) * pi  # (Pπ)_i
-                        ratio = counts / ppi
-                        num[cols, :k] += pi * (r * ratio.sum(axis=1, keepdims=True) + (q - r) * ratio)
-                    else:
-                        P = mech.matrix
-                        ppi = pi @ P.T
-                        num[cols, :k] += pi * ((counts / ppi) @ P)
+            for mech, cols, counts in tasks:
+                k = mech.k
+                pi = pis[cols, :k]
+                if isinstance(mech, RandomizedResponse):
+                    q, r = mech.keep_prob, mech.other_prob
+                    ratio = counts / (r + (q - r) * pi)  # f̃ / (Pπ)
+                    num[cols, :k] += pi * (r * ratio.sum(axis=1, keepdims=True) + (q - r) * ratio)
+                else:
+                    P = mech.matrix
+                    num[cols, :k] += pi * ((counts / (pi @ P.T)) @ P)
             new = num / np.maximum(num.sum(axis=1, keepdims=True), 1e-300)
             new[~layout.discrete] = pis[~layout.discrete]
             delta = np.max(np.abs(new - pis))

@@ -29,3 +29,20 @@ def shard_bounds(n: int, shard_size: int) -> list[tuple[int, int]]:
 
 def shard_generators(seed_seq: np.random.SeedSequence, n_shards: int) -> list[np.random.Generator]:
     return [np.random.default_rng(s) for s in seed_seq.spawn(n_shards)]
+
+
+class LocalExecutor:
+    """Runs tasks in a pool of local worker processes (no Ray needed); same results as serial."""
+
+    def __init__(self, n_workers: int = 2):
+        self.n_workers = n_workers
+
+    def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
+        from concurrent.futures import ProcessPoolExecutor
+
+        tasks = list(tasks)
+        with ProcessPoolExecutor(max_workers=self.n_workers) as pool:
+            return list(pool.map(fn, tasks))
+
+    def __repr__(self) -> str:
+        return f"LocalExecutor(n_workers={self.n_workers})"

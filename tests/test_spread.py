@@ -1,0 +1,304 @@
+"""Spread-EM: exactness against brute force on tiny problems, consistency, scikit-learn
+conformance, executors, and bad input."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.special import logsumexp
+from scipy.stats import chi2
+from sklearn.utils.estimator_checks import check_estimator
+
+from fedrr.errors import ValidationError
+from fedrr.estimators import NaiveLogisticRegression, ReconstructionLogisticRegression, SpreadLogisticRegression
+from fedrr.estimators.spread_estep import estep_task
+from fedrr.estimators.spread_prior import ColumnLayout, given_prior
+from fedrr.mechanisms import (CategoricalPrior, GaussianMechanism, GaussianPrior, RandomizedResponse, RecordMechanism,
+                              TransitionMatrix)
+from fedrr.parallel import LocalExecutor, SerialExecutor
+
+D, K = 3, 3
+THETA0 = np.array([2.5, -2.0, 1.5])
+B0 = -0.3
+PRIOR0 = np.array([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6], [0.4, 0.4, 0.2]])
+
+
+def _enc(states):
+    return states / (K - 1)
+
+
+def _make(n, rng):
+    X = np.stack([rng.choice(K, size=n, p=PRIOR0[d]) for d in range(D)], axis=1)
+    p1 = 1 / (1 + np.exp(-(_enc(X) @ THETA0 + B0)))
+    y = (rng.random(n) < p1).astype(int)
+    return X, y
+
+
+ALL_X = np.array(list(itertools.product(range(K), repeat=D)))  # every clean record
+
+
+def _exact_loglik(params, Xt, yt, rm, prior):
+    """Σ_n log Σ_{c,x} p(c̃|c) p(x̃|x) p_θ(c|x) p(x): the spread likelihood (eq 47) by enumeration."""
+    w, b = params[:D], params[D]
+    z = _enc(ALL_X) @ w + b
+    logp_c = np.stack([-np.logaddexp(0, z), -np.logaddexp(0, -z)], axis=1)  # (K^D, 2)
+    log_px = np.sum(np.log(prior[np.arange(D), ALL_X]), axis=1)  # (K^D,)
+    P = rm.fields[0].mechanism.matrix
+    log_noise = np.sum(np.log(P[Xt[:, None, :], ALL_X[None, :, :]]), axis=2)  # (n, K^D)
+    L = np.log(rm.label.matrix)[yt]  # (n, 2)
+    terms = log_noise[:, :, None] + log_px[None, :, None] + logp_c[None] + L[:, None, :]
+    return logsumexp(terms.reshape(len(yt), -1), axis=1).sum()
+
+
+def _exact_mle(Xt, yt, rm, prior):
+    res = minimize(lambda p: -_exact_loglik(p, Xt, yt, rm, prior), np.zeros(D + 1), method="BFGS")
+    assert res.success
+    return res.x
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    rng = np.random.default_rng(11)
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    X, y = _make(4000, rng)
+    Xt, yt = rm.release(X, y, rng=rng)
+    return rm, Xt, yt, _exact_mle(Xt, yt, rm, PRIOR0)
+
+
+def test_em_fixed_point_is_the_exact_spread_mle(tiny):
+    """Default spread-EM (MCMC E-step) lands on the brute-force maximiser of eq 47; the paper's
+    self-normalised importance sampling with S = 2 does not (it shrinks)."""
+    rm, Xt, yt, mle = tiny
+    fits = [SpreadLogisticRegression(C=np.inf, prior=CategoricalPrior(PRIOR0), n_samples=8, max_iter=120, random_state=seed)
+            .fit(Xt, yt, mechanism=rm) for seed in range(4)]
+    runs = np.array([np.r_[f.coef_[0], f.intercept_] for f in fits])
+    got = runs.mean(axis=0)
+    # Unbiased: across seeds the runs scatter around the MLE with a Monte Carlo sd of ≤ 0.07 per
+    # coordinate (measured with 5 seeds at these settings); the mean of 4 runs has s.e. ≤ 0.035,
+    # so 0.15 is > 4 s.e. — while the MLE's own statistical s.e. at n = 4,000 is ~0.3.
+    assert np.max(np.abs(got - mle)) < 0.15, (runs, mle)
+    paper = SpreadLogisticRegression(C=np.inf, prior=CategoricalPrior(PRIOR0), e_step="importance", n_samples=2,
+                                     max_iter=60, random_state=0).fit(Xt, yt, mechanism=rm)
+    got_paper = np.r_[paper.coef_[0], paper.intercept_]
+    assert np.linalg.norm(got_paper - mle) > 2 * np.linalg.norm(got - mle)
+    assert np.linalg.norm(paper.coef_) < np.linalg.norm(mle[:D])  # shrinkage toward 0
+
+
+def _posterior_enum(xt, ct, rm, prior, w, b):
+    """Exact p(x, c | x̃, c̃) over all K^D × 2 states, by enumeration."""
+    z = _enc(ALL_X) @ w + b
+    logp_c = np.stack([-np.logaddexp(0, z), -np.logaddexp(0, -z)], axis=1)
+    P = rm.fields[0].mechanism.matrix
+    lp = (np.sum(np.log(P[xt[None, :], ALL_X]), axis=1) + np.sum(np.log(prior[np.arange(D), ALL_X]), axis=1))[:, None] \
+        + logp_c + np.log(rm.label.matrix)[ct][None, :]
+    return np.exp(lp - logsumexp(lp))
+
+
+@pytest.mark.parametrize("features", ["rr", "matrix"])
+def test_mcmc_chain_samples_the_exact_posterior(features):
+    """The E-step chain's stationary law is the exact posterior p(x | x̃, c̃), and its label
+    responsibilities equal p(c | x, c̃) — for the compiled RR kernel and for the numpy path."""
+    mech = RandomizedResponse(K, 0.3) if features == "rr" else TransitionMatrix([[0.6, 0.2, 0.1], [0.3, 0.6, 0.2], [0.1, 0.2, 0.7]])
+    rm = RecordMechanism(mech, RandomizedResponse(2, 0.2), n_features=D)
+    layout = ColumnLayout.from_mechanism(rm)
+    prior = given_prior(layout, CategoricalPrior(PRIOR0))
+    w, b = np.array([[1.5, -2.0, 0.7]]), np.array([0.2])
+    xt, ct = np.array([2, 0, 1]), 1
+    n = 6000  # independent chains for the same record
+    task = {"rm": rm, "X_tilde": np.tile(xt, (n, 1)), "y_tilde": np.full(n, ct), "state": None, "prior": prior,
+            "coef": w, "intercept": b, "label_logP": np.log(rm.label.matrix), "n_samples": 1, "mode": "mcmc",
+            "encoding": "unit", "layout": layout, "n_classes": 2}
+    for it in range(8):  # burn in: the independence sampler mixes geometrically (acceptance ≥ 1/4 here)
+        res = estep_task({**task, "seed": np.random.SeedSequence(5, spawn_key=(it,))})
+        task["state"] = res["state"]
+    states = np.asarray(res["state"]).astype(int)
+    idx = np.ravel_multi_index(states.T, (K,) * D)
+    exact = _posterior_enum(xt, ct, rm, PRIOR0, w[0], b[0])
+    px = exact.sum(axis=1)
+    counts = np.bincount(idx, minlength=K**D)
+    keep = px * n >= 5
+    stat = np.sum((counts[keep] - n * px[keep]) ** 2 / (n * px[keep]))
+    assert chi2.sf(stat, keep.sum() - 1) > 1e-3
+    # responsibilities: p(c = 1 | x, c̃) exactly
+    Z = np.asarray(res["Z"], float)
+    z = Z @ w[0] + b[0]
+    p1 = 1 / (1 + np.exp(-z))
+    L = rm.label.matrix[ct]
+    np.testing.assert_allclose(res["R"][:, 1], L[1] * p1 / (L[1] * p1 + L[0] * (1 - p1)), rtol=1e-5)
+
+
+def test_consistency_error_falls_with_n_for_spread_not_naive():
+    """Parameter error of default spread-EM (learned prior) falls by ≥ 2x from N = 1,000 to
+    16,000 (1/√N predicts 4x); the naive estimator's does not (it converges to the wrong θ)."""
+    errs = {"spread": [], "naive": []}
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    truth = np.r_[THETA0, B0]
+    for n in (1000, 16000):
+        e_s, e_n = [], []
+        for rep in range(3):
+            rng = np.random.default_rng([n, rep])
+            X, y = _make(n, rng)
+            Xt, yt = rm.release(X, y, rng=rng)
+            s = SpreadLogisticRegression(C=np.inf, random_state=rep).fit(Xt, yt, mechanism=rm)
+            e_s.append(np.linalg.norm(np.r_[s.coef_[0], s.intercept_] - truth))
+            nv = NaiveLogisticRegression(C=1e6).fit(Xt, yt, mechanism=rm)
+            e_n.append(np.linalg.norm(np.r_[nv.coef_[0], nv.intercept_] - truth))
+        errs["spread"].append(np.mean(e_s))
+        errs["naive"].append(np.mean(e_n))
+    assert errs["spread"][0] / errs["spread"][1] >= 2.0, errs
+    assert errs["naive"][0] / errs["naive"][1] < 1.5, errs
+    assert errs["spread"][1] < 0.5 * errs["naive"][1], errs
+
+
+def test_multiclass_label_rr_beats_naive():
+    rng = np.random.default_rng(3)
+    n, d, C = 6000, 4, 3
+    W = np.array([[2.0, -1.0, 0.0, 1.0], [-1.5, 2.0, 1.0, 0.0], [0.0, -1.0, -1.5, -1.0]]) * 2
+    X = rng.integers(0, 4, size=(n, d))
+    logits = (X / 3) @ W.T
+    p = np.exp(logits - logsumexp(logits, axis=1, keepdims=True))
+    y = (rng.random(n)[:, None] > np.cumsum(p, axis=1)).sum(axis=1)
+    rm = RecordMechanism(RandomizedResponse(4, 0.15), RandomizedResponse(C, 0.3), n_features=d)
+    Xt, yt = rm.release(X, y, rng=rng)
+    Xte = rng.integers(0, 4, size=(4000, d))
+    lt = (Xte / 3) @ W.T
+    yte = lt.argmax(axis=1)  # Bayes classifier's labels
+    s = SpreadLogisticRegression(C=np.inf, random_state=0).fit(Xt, yt, mechanism=rm)
+    nv = NaiveLogisticRegression(C=1e6).fit(Xt, yt, mechanism=rm)
+    assert s.coef_.shape == (3, d) and s.predict_proba(Xte).shape == (4000, 3)
+    # calibration on clean points: mean |p̂(c|x) − p₀(c|x)| (the naive fit's argmax is often right,
+    # its probabilities are not — shared/research-notes.md)
+    p_true = np.exp(lt - logsumexp(lt, axis=1, keepdims=True))
+    assert np.abs(s.predict_proba(Xte) - p_true).mean() < 0.6 * np.abs(nv.predict_proba(Xte) - p_true).mean()
+    assert s.score(Xte, yte) > 0.9
+    # softmax is identified up to a shift: compare centred coefficients
+    Wc = W - W.mean(axis=0)
+    err_s = np.linalg.norm(s.coef_ - s.coef_.mean(axis=0) - Wc)
+    err_n = np.linalg.norm(nv.coef_ - nv.coef_.mean(axis=0) - Wc)
+    # multiclass recovery at this N is only modestly better than naive (5.3 vs 7.0): measured,
+    # not yet explained — the consistency tests above are binary
+    assert err_s < err_n, (err_s, err_n)
+
+
+def test_gaussian_feature_noise_and_given_gaussian_prior():
+    """§6.1 setting in miniature: Gaussian pixel noise, label flips, prior N(0, 10)."""
+    rng = np.random.default_rng(4)
+    n, d = 8000, 3
+    X = np.clip(rng.normal(0, 1, size=(n, d)), -3, 3)
+    w = np.array([1.5, -1.0, 0.5])
+    y = (rng.random(n) < 1 / (1 + np.exp(-X @ w))).astype(int)
+    rm = RecordMechanism(GaussianMechanism(sigma=0.7, delta=1e-5, lower=-3, upper=3), RandomizedResponse(2, 0.2), n_features=d)
+    Xt, yt = rm.release(X, y, rng=rng)
+    s = SpreadLogisticRegression(C=np.inf, prior="learned", random_state=0).fit(Xt, yt, mechanism=rm)
+    g = SpreadLogisticRegression(C=np.inf, prior=GaussianPrior(0.0, 10.0), random_state=0).fit(Xt, yt, mechanism=rm)
+    nv = NaiveLogisticRegression(C=1e6).fit(Xt, yt, mechanism=rm)
+    err = lambda m: np.linalg.norm(m.coef_[0] - w)
+    assert err(s) < 0.5 * err(nv), (err(s), err(nv))
+    assert np.isfinite(err(g)) and s.prior_["gaussian"]["var"].shape == (d,)
+    # learned prior recovers the input variance (≈ 1 after clipping) by deconvolution
+    np.testing.assert_allclose(s.prior_["gaussian"]["var"], X.var(axis=0), rtol=0.15)
+
+
+def test_per_record_mechanisms_equal_the_shared_one_and_mixed_budgets_work():
+    rng = np.random.default_rng(5)
+    X, y = _make(3000, rng)
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    Xt, yt = rm.release(X, y, rng=rng)
+    a = SpreadLogisticRegression(random_state=1, max_iter=20).fit(Xt, yt, mechanism=rm)
+    b = SpreadLogisticRegression(random_state=1, max_iter=20).fit(Xt, yt, mechanism=[rm] * len(yt))
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    # heterogeneous budgets: half the clients flip with 0.1, half with 0.4 — each record's exact likelihood
+    lo = RecordMechanism(RandomizedResponse(K, 0.1), RandomizedResponse(2, 0.1), n_features=D)
+    hi = RecordMechanism(RandomizedResponse(K, 0.4), RandomizedResponse(2, 0.3), n_features=D)
+    mechs = [lo if i % 2 else hi for i in range(len(y))]
+    Xm = np.empty_like(X)
+    ym = np.empty_like(y)
+    for m, rows in ((lo, np.arange(1, len(y), 2)), (hi, np.arange(0, len(y), 2))):
+        Xm[rows], ym[rows] = m.release(X[rows], y[rows], rng=rng)
+    s = SpreadLogisticRegression(C=np.inf, random_state=0).fit(Xm, ym, mechanism=mechs)
+    nv = NaiveLogisticRegression(C=1e6).fit(Xm, ym, mechanism=lo)
+    truth = np.r_[THETA0, B0]
+    assert np.linalg.norm(np.r_[s.coef_[0], s.intercept_] - truth) < np.linalg.norm(np.r_[nv.coef_[0], nv.intercept_] - truth)
+
+
+def test_result_does_not_depend_on_executor():
+    rng = np.random.default_rng(6)
+    X, y = _make(3000, rng)
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    Xt, yt = rm.release(X, y, rng=rng)
+    kw = dict(random_state=7, max_iter=8, shard_size=500)
+    serial = SpreadLogisticRegression(executor=SerialExecutor(), **kw).fit(Xt, yt, mechanism=rm)
+    pooled = SpreadLogisticRegression(executor=LocalExecutor(2), **kw).fit(Xt, yt, mechanism=rm)
+    np.testing.assert_array_equal(serial.coef_, pooled.coef_)
+    again = SpreadLogisticRegression(executor=SerialExecutor(), **kw).fit(Xt, yt, mechanism=rm)
+    np.testing.assert_array_equal(serial.coef_, again.coef_)
+
+
+def test_reconstruction_and_history_attributes():
+    rng = np.random.default_rng(8)
+    X, y = _make(2000, rng)
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    Xt, yt = rm.release(X, y, rng=rng)
+    rec = ReconstructionLogisticRegression(random_state=0).fit(Xt, yt, mechanism=rm)
+    assert rec.coef_.shape == (1, D) and rec.n_iter_ == 1
+    s = SpreadLogisticRegression(random_state=0, max_iter=10).fit(Xt, yt, mechanism=rm)
+    assert s.n_iter_ == len(s.history_) and {"objective", "acceptance", "coef_norm"} <= set(s.history_[0])
+    assert set(s.prior_["categorical"]) == set(range(D))
+    np.testing.assert_allclose([p.sum() for p in s.prior_["categorical"].values()], 1.0)
+    assert np.array_equal(s.classes_, [0, 1])
+    assert set(np.unique(s.predict(X))) <= {0, 1}
+
+
+@pytest.mark.parametrize("est", [SpreadLogisticRegression(max_iter=5), NaiveLogisticRegression()], ids=lambda e: type(e).__name__)
+def test_sklearn_estimator_checks(est):
+    """Without a mechanism the estimators are plain classifiers and pass every scikit-learn check
+    (check_array_api_input is skipped by scikit-learn itself unless SCIPY_ARRAY_API is set)."""
+    results = check_estimator(est, on_fail=None)
+    failed = [r["check_name"] for r in results if r["status"] == "failed"]
+    assert not failed, failed
+
+
+BAD = [
+    ("labels outside the mechanism's classes", lambda Xt, yt: (Xt, np.where(yt == 1, 2, yt)), "y_tilde"),
+    ("feature state outside its domain", lambda Xt, yt: (np.where(Xt == 0, K, Xt), yt), "X_tilde"),
+    ("too few feature columns", lambda Xt, yt: (Xt[:, :2], yt), "X_tilde"),
+    ("NaN feature", lambda Xt, yt: (np.where(Xt == 0, np.nan, Xt.astype(float)), yt), "X_tilde"),
+    ("label length mismatch", lambda Xt, yt: (Xt, yt[:-1]), "y_tilde"),
+]
+
+
+@pytest.mark.parametrize("name, corrupt, field", BAD, ids=[b[0] for b in BAD])
+def test_bad_input_is_rejected_before_any_work(name, corrupt, field):
+    rng = np.random.default_rng(9)
+    X, y = _make(200, rng)
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    Xt, yt = rm.release(X, y, rng=rng)
+    Xb, yb = corrupt(Xt, yt)
+    with pytest.raises(ValidationError) as e:
+        SpreadLogisticRegression().fit(Xb, yb, mechanism=rm)
+    assert e.value.field == field
+
+
+@pytest.mark.parametrize("param, value", [("e_step", "gibbs"), ("C", -1.0), ("max_iter", 0), ("n_samples", 0),
+                                          ("relaxation", 2.5), ("prior", "uniform"), ("encoding", "onehot")])
+def test_bad_parameters(param, value):
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    with pytest.raises(ValidationError) as e:
+        SpreadLogisticRegression(**{param: value}).fit(np.zeros((4, D), int), np.array([0, 1, 0, 1]), mechanism=rm)
+    assert e.value.field == param
+
+
+def test_bad_mechanism_arguments():
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    X = np.zeros((4, D), int)
+    y = np.array([0, 1, 0, 1])
+    with pytest.raises(ValidationError, match="one RecordMechanism per row"):
+        SpreadLogisticRegression().fit(X, y, mechanism=[rm] * 3)
+    other = RecordMechanism(RandomizedResponse(K + 1, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    with pytest.raises(ValidationError, match="share the feature domains"):
+        SpreadLogisticRegression().fit(X, y, mechanism=[rm, other, rm, rm])
+    with pytest.raises(ValidationError, match="mechanism"):
+        SpreadLogisticRegression().fit(X, y, mechanism="rr")
