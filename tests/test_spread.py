@@ -174,13 +174,43 @@ def test_multiclass_label_rr_beats_naive():
     p_true = np.exp(lt - logsumexp(lt, axis=1, keepdims=True))
     assert np.abs(s.predict_proba(Xte) - p_true).mean() < 0.6 * np.abs(nv.predict_proba(Xte) - p_true).mean()
     assert s.score(Xte, yte) > 0.9
-    # softmax is identified up to a shift: compare centred coefficients
-    Wc = W - W.mean(axis=0)
-    err_s = np.linalg.norm(s.coef_ - s.coef_.mean(axis=0) - Wc)
-    err_n = np.linalg.norm(nv.coef_ - nv.coef_.mean(axis=0) - Wc)
-    # multiclass recovery at this N is only modestly better than naive (5.3 vs 7.0): measured,
-    # not yet explained — the consistency tests above are binary
-    assert err_s < err_n, (err_s, err_n)
+
+
+@pytest.mark.slow
+def test_multiclass_em_fixed_point_is_the_exact_spread_mle():
+    """Softmax + 3-ary label RR: spread-EM lands on the brute-force maximiser of eq 47.
+    Multi-class EM converges slowly (much missing information), so burn-in is set explicitly;
+    measured single-run max deviations 0.10–0.29 (3 seeds), so the 3-run mean gets 0.25."""
+    rng = np.random.default_rng(0)
+    d, k, C, n = 2, 3, 3, 6000
+    W = np.array([[2.0, -1.0], [-1.5, 2.0], [0.0, -1.0]]) * 1.5
+    b0 = np.array([0.2, -0.1, 0.0])
+    prior = np.array([[0.5, 0.3, 0.2], [0.2, 0.3, 0.5]])
+    X = np.stack([rng.choice(k, size=n, p=prior[j]) for j in range(d)], axis=1)
+    lg = (X / 2) @ W.T + b0
+    p = np.exp(lg - logsumexp(lg, axis=1, keepdims=True))
+    y = (rng.random(n)[:, None] > np.cumsum(p, axis=1)).sum(axis=1)
+    rm = RecordMechanism(RandomizedResponse(k, 0.3), RandomizedResponse(C, 0.3), n_features=d)
+    Xt, yt = rm.release(X, y, rng=rng)
+    states = np.array(list(itertools.product(range(k), repeat=d)))
+    P = rm.fields[0].mechanism.matrix
+    base = np.sum(np.log(P[Xt[:, None, :], states[None]]), axis=2) + np.sum(np.log(prior[np.arange(d), states]), axis=1)[None]
+    L = np.log(rm.label.matrix)[yt]
+
+    def nll(v):
+        lp = (states / 2) @ v[: C * d].reshape(C, d).T + v[C * d:]
+        lp = lp - logsumexp(lp, axis=1, keepdims=True)
+        return -logsumexp((base[:, :, None] + lp[None] + L[:, None, :]).reshape(n, -1), axis=1).sum()
+
+    v = minimize(nll, np.zeros(C * d + C), method="BFGS").x
+    mle = v[: C * d].reshape(C, d)
+    mle -= mle.mean(axis=0)
+    runs = []
+    for seed in range(3):
+        s = SpreadLogisticRegression(C=np.inf, prior=CategoricalPrior(prior), n_samples=4, burn_in=150, max_iter=250,
+                                     n_average=100, random_state=seed).fit(Xt, yt, mechanism=rm)
+        runs.append(s.coef_ - s.coef_.mean(axis=0))
+    assert np.max(np.abs(np.mean(runs, axis=0) - mle)) < 0.25, (np.mean(runs, axis=0), mle)
 
 
 def test_gaussian_feature_noise_and_given_gaussian_prior():

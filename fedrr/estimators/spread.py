@@ -51,8 +51,11 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     e_step : "mcmc" (default; consistent: exact-posterior Metropolis chains, labels summed out)
         or "importance" (Barber §5.1 self-normalised importance sampling, for reproduction).
     n_samples : samples per record per iteration (default 2 for mcmc, 10 for importance).
-    max_iter, tol : EM iterations, and the relative change of the averaged coefficients that stops it.
-    burn_in : iterations before parameter averaging starts (default max_iter // 2).
+    max_iter : most EM iterations in all.
+    burn_in : iterations before parameter averaging starts; None (default) starts when the
+        parameter norm stops drifting (at max_iter − n_average at the latest).
+    n_average, tol : the estimate is the mean of ``n_average`` post-burn-in iterates (stochastic
+        EM); it stops earlier once ≥ 10 are averaged and their mean moves by < tol (relative).
     encoding : model input of a discrete state s with k states: s/(k−1) ("unit") or s ("index").
     numeric_prior : "gaussian" or "histogram" (with ``n_bins``) for numeric columns.
     relaxation : over-relaxation ω of each EM step, θ ← θ + ω(M(θ) − θ), in (0, 2); 1 is plain EM.
@@ -62,7 +65,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, C: float = 1.0, *, prior: Any = "learned", e_step: str = "mcmc", n_samples: int | None = None,
-                 max_iter: int = 60, tol: float = 1e-3, burn_in: int | None = None, m_step_iter: int = 10,
+                 max_iter: int = 200, tol: float = 1e-4, burn_in: int | None = None, n_average: int = 30, m_step_iter: int = 10,
                  encoding: str = "unit", numeric_prior: str = "gaussian", n_bins: int = 10, fit_intercept: bool = True,
                  executor: Any = None, shard_size: int = 2048, random_state: Any = None, mechanism: Any = None,
                  relaxation: float = 1.8, verbose: int = 0):
@@ -72,6 +75,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.e_step = e_step
         self.n_samples = n_samples
         self.max_iter = max_iter
+        self.n_average = n_average
         self.tol = tol
         self.burn_in = burn_in
         self.m_step_iter = m_step_iter
@@ -99,7 +103,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValidationError("C", f"must be a number > 0 (np.inf for no penalty), got {self.C!r}") from None
         if not C > 0:
             raise ValidationError("C", f"must be > 0 (np.inf for no penalty), got {self.C!r}")
-        for name, lo in (("max_iter", 1), ("m_step_iter", 1), ("shard_size", 1), ("n_bins", 1)):
+        for name, lo in (("max_iter", 1), ("n_average", 1), ("m_step_iter", 1), ("shard_size", 1), ("n_bins", 1)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < lo:
                 raise ValidationError(name, f"must be an integer >= {lo}, got {v!r}")
@@ -216,7 +220,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                 shards.append((gi, rows[s0:s1]))
         label_logP = [None if rm.label is None else np.log(rm.label.matrix) for rm, _ in groups]
         states: list[Any] = [None] * len(shards)
-        burn_in = self.burn_in if self.burn_in is not None else self.max_iter // 2
+        norms: list[float] = []
+        burn_in = self.burn_in  # None: detected from the iterates (see _stationary)
         avg_coef = avg_b = None
         n_avg = 0
         self.history_ = []
@@ -239,7 +244,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                 prior = prior.blend(_prior_from_stats(prior, [r["stats"] for r in results]), 1.0 / (it + 1))
             accepted = sum(r["accepted"] for r in results) / max(1, sum(r["proposed"] for r in results))
             change = np.nan
-            if it > burn_in:
+            norms.append(float(np.linalg.norm(np.r_[coef.ravel(), b])))
+            if burn_in is None and (_stationary(norms) or it >= self.max_iter - self.n_average):
+                burn_in = it
+            if burn_in is not None and it > burn_in:
                 n_avg += 1
                 if avg_coef is None:
                     avg_coef, avg_b = coef.copy(), b.copy()
@@ -249,14 +257,15 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                     avg_b += (b - avg_b) / n_avg
                     change = float(np.linalg.norm(avg_coef - prev) / max(np.linalg.norm(avg_coef), 1e-12))
             self.history_.append({"iter": it, "objective": obj, "acceptance": accepted, "coef_norm": float(np.linalg.norm(coef)),
-                                  "avg_change": change})
+                                  "avg_change": change, "averaging": burn_in is not None and it > burn_in})
             if self.verbose:
                 print(f"[spread-EM] iter {it}: objective={obj:.4f} |coef|={np.linalg.norm(coef):.4f} accept={accepted:.3f} change={change:.2e}")
-            if n_avg >= 5 and change < self.tol:
+            if n_avg >= self.n_average or (n_avg >= 10 and change < self.tol):
                 break
         self.coef_ = avg_coef if avg_coef is not None else coef
         self.intercept_ = avg_b if avg_b is not None else b
         self.n_iter_ = it
+        self.burn_in_ = burn_in
         self.prior_ = prior.public()
         self._prior_state = prior
         return self
@@ -295,6 +304,18 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         log_proba = self.predict_log_proba(X)
         return self.classes_[np.argmax(log_proba, axis=1)]
+
+
+def _stationary(norms: list[float], window: int = 20, threshold: float = 2.0) -> bool:
+    """Has the EM trajectory stopped drifting? Compares the mean parameter norm over the last
+    ``window`` iterations with the window before, in units of their Monte Carlo spread. Averaging
+    iterates that are still drifting would bias the estimate toward the starting point."""
+    if len(norms) < 2 * window:
+        return False
+    a = np.asarray(norms[-2 * window:-window])
+    b = np.asarray(norms[-window:])
+    spread = np.sqrt((a.var(ddof=1) + b.var(ddof=1)) / window) + 1e-12
+    return abs(b.mean() - a.mean()) / spread < threshold
 
 
 def _decode_states(X: np.ndarray, layout: ColumnLayout | None, encoding: str) -> np.ndarray:
