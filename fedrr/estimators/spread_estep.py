@@ -180,7 +180,8 @@ def _estep_rr_compiled(task: dict) -> dict:
     else:
         yterm = np.ascontiguousarray(L[task["y_tilde"]])
     has_state = task["state"] is not None
-    stateT = np.ascontiguousarray(task["state"].T, dtype=np.int64) if has_state else np.zeros((D, b), np.int64)
+    # a fresh writable copy: Ray hands task arrays over read-only
+    stateT = np.array(task["state"].T, dtype=np.int64, order="C") if has_state else np.zeros((D, b), np.int64)
     u_prop = rng.random((S + (0 if has_state else 1), D, b))
     u_acc = rng.random((S, b))
     ZT = np.empty((S, D, b), np.float32)

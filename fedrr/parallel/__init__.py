@@ -2,5 +2,6 @@
 number of workers: work is cut into fixed shards, each with its own seed."""
 
 from .executors import Executor, LocalExecutor, SerialExecutor, shard_bounds
+from .ray_executor import RayExecutor  # imports ray only when first used
 
-__all__ = ["Executor", "LocalExecutor", "SerialExecutor", "shard_bounds"]
+__all__ = ["Executor", "LocalExecutor", "RayExecutor", "SerialExecutor", "shard_bounds"]
