@@ -1,0 +1,355 @@
+"""Client populations: who the clients are, what one private record each holds, and which
+mechanism (privacy budget) each one releases it with.
+
+A population is the simulation's stand-in for the people: ``record(i)`` is client i's clean
+record and is only ever called on the client side; the server side calls ``test_set()`` (held-out
+clean data for evaluation, outside the federation) and the accounting methods, never ``record``.
+Users plug in their own by import path (``population = "mypkg.pops:MyPopulation"`` in the run
+config); the class is built as ``MyPopulation(**params)`` from the run config's other keys it
+accepts (see ``build_population``)."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import inspect
+from abc import ABC, abstractmethod
+from functools import cached_property
+from typing import Any, Sequence
+
+import numpy as np
+
+from .._validation import check_int
+from ..datasets import LOADERS, Dataset, load, train_test_split_per_class
+from ..errors import ValidationError
+from ..mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism
+
+MECHANISM_FAMILIES = ("rr", "gaussian", "laplace")
+
+
+def unit_uniform(seed: int, client_id: int, stream: str) -> float:
+    """A deterministic U[0, 1) for (seed, client, purpose): decides dropout or budget per client
+    without any shared random state (the same answer on every node and on the server)."""
+    h = hashlib.blake2b(f"{seed}:{client_id}:{stream}".encode(), digest_size=8).digest()
+    return int.from_bytes(h, "little") / 2.0**64
+
+
+class ClientPopulation(ABC):
+    """Maps a client id in [0, n_clients) to (record, mechanism). Subclass it and implement
+    ``n_clients``, ``record`` and ``mechanism``; override ``test_set`` to enable evaluation."""
+
+    #: fraction of clients that never answer (simulated dropout); see ``is_present``
+    dropout: float = 0.0
+    seed: int = 0
+
+    @property
+    @abstractmethod
+    def n_clients(self) -> int:
+        """How many clients the population has."""
+
+    @abstractmethod
+    def record(self, client_id: int) -> tuple[np.ndarray, Any]:
+        """Client side only: the clean record (features (D,), label) of one client."""
+
+    @abstractmethod
+    def mechanism(self, client_id: int) -> RecordMechanism:
+        """The mechanism this client releases its record with (its own privacy budget)."""
+
+    def test_set(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Held-out clean (X, y) for evaluating the server's model; None if there is none."""
+        return None
+
+    def is_present(self, client_id: int) -> bool:
+        """False for a client that drops out (never answers); decided per client, reproducibly."""
+        return self.dropout <= 0 or unit_uniform(self.seed, client_id, "dropout") >= self.dropout
+
+    def check_client(self, client_id: Any) -> int:
+        if isinstance(client_id, bool) or not isinstance(client_id, (int, np.integer)) or not 0 <= client_id < self.n_clients:
+            raise ValidationError("client_id", f"must be an integer in [0, {self.n_clients - 1}], got {client_id!r}")
+        return int(client_id)
+
+    def describe(self) -> dict:
+        """A JSON-able summary for results manifests (no records)."""
+        eps = sorted({round(self.mechanism(i).epsilon, 6) for i in range(min(self.n_clients, 1000))})
+        return {"class": f"{type(self).__module__}:{type(self).__qualname__}", "n_clients": self.n_clients,
+                "dropout": self.dropout, "record_epsilons": eps}
+
+
+def record_mechanism_for(family: str, n_features: int, n_states: int | None, n_classes: int, *,
+                         feature_flip: float | None = None, feature_epsilon: float | None = None,
+                         label_flip: float | None = None, label_epsilon: float | None = None,
+                         delta: float = 1e-5) -> RecordMechanism:
+    """A record mechanism from a family name and per-field parameters: k-ary randomised response
+    on discrete features ("rr"), or Gaussian / Laplace noise on features in [0, 1] (one per column);
+    k-ary randomised response on the label in every family."""
+    if family not in MECHANISM_FAMILIES:
+        raise ValidationError("mechanism", f"must be one of {MECHANISM_FAMILIES}, got {family!r}")
+    if (label_flip is None) == (label_epsilon is None):
+        raise ValidationError("label_flip", "give exactly one of label_flip and label_epsilon")
+    label = RandomizedResponse(n_classes, label_flip) if label_flip is not None else RandomizedResponse(n_classes, epsilon=label_epsilon)
+    if family == "rr":
+        if n_states is None:
+            raise ValidationError("mechanism", "'rr' needs discrete features (a dataset with integer states)")
+        if (feature_flip is None) == (feature_epsilon is None):
+            raise ValidationError("feature_flip", "give exactly one of feature_flip and feature_epsilon for 'rr'")
+        feat = RandomizedResponse(n_states, feature_flip) if feature_flip is not None else RandomizedResponse(n_states, epsilon=feature_epsilon)
+    else:
+        if feature_epsilon is None:
+            raise ValidationError("feature_epsilon", f"is required for the {family!r} family (ε per feature)")
+        feat = (GaussianMechanism(feature_epsilon, delta, 0.0, 1.0) if family == "gaussian"
+                else LaplaceMechanism(feature_epsilon, 0.0, 1.0))
+    return RecordMechanism(feat, label, n_features=n_features)
+
+
+class DatasetPopulation(ClientPopulation):
+    """Clients drawn from a real dataset: a class-balanced clean test split is held out for the
+    server's evaluation, and client i holds training row ``order[i mod n_train]`` (rows are reused
+    only when there are more clients than training rows; ``describe()`` says so).
+
+    Budgets: one ``RecordMechanism`` for everyone, or a mix — ``mechanisms`` with ``weights``:
+    each client gets mechanism j with probability weights[j], reproducibly from ``seed``.
+    ``features="states"`` keeps discrete pixels as integer states (for randomised response);
+    ``"unit"`` scales them to [0, 1] numbers (for Gaussian / Laplace noise)."""
+
+    def __init__(self, dataset: str | Dataset, n_clients: int, mechanisms: RecordMechanism | Sequence[RecordMechanism],
+                 weights: Sequence[float] | None = None, *, n_test_per_class: int = 50, features: str = "states",
+                 dropout: float = 0.0, seed: int = 0):
+        self._n = check_int("n_clients", n_clients, minimum=1)
+        self.seed = check_int("seed", seed, minimum=0)
+        if not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
+            raise ValidationError("dropout", f"must be a number in [0, 1), got {dropout!r}")
+        self.dropout = float(dropout)
+        if features not in ("states", "unit"):
+            raise ValidationError("features", f"must be 'states' or 'unit', got {features!r}")
+        self.features = features
+        self._dataset_arg = dataset
+        self.n_test_per_class = check_int("n_test_per_class", n_test_per_class, minimum=0)
+        mechs = [mechanisms] if isinstance(mechanisms, RecordMechanism) else list(mechanisms)
+        if not mechs or not all(isinstance(m, RecordMechanism) for m in mechs):
+            raise ValidationError("mechanisms", "must be a RecordMechanism or a non-empty list of them")
+        if weights is None:
+            weights = [1.0 / len(mechs)] * len(mechs)
+        w = np.asarray(weights, dtype=float)
+        if w.shape != (len(mechs),) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ValidationError("weights", f"must be {len(mechs)} non-negative numbers with a positive sum, got {weights!r}")
+        self._mechs = mechs
+        self._cdf = np.cumsum(w / w.sum())
+        D = self._data[0].shape[1]
+        for m in mechs:
+            if m.n_features != D:
+                raise ValidationError("mechanisms", f"cover {m.n_features} features but the dataset has {D}")
+
+    @cached_property
+    def _data(self):
+        ds = load(self._dataset_arg) if isinstance(self._dataset_arg, str) else self._dataset_arg
+        if ds.schema.task != "classification":
+            raise ValidationError("dataset", "must be a classification dataset")
+        n_classes = ds.schema.n_classes
+        per_class = np.bincount(ds.y, minlength=n_classes)
+        n_tr = int(per_class.min()) - self.n_test_per_class
+        if n_tr < 1:
+            raise ValidationError("n_test_per_class", f"leaves no training rows (smallest class has {per_class.min()})")
+        train, test = train_test_split_per_class(ds, n_tr, self.n_test_per_class, np.random.default_rng(self.seed))
+        return self._view(train.X, ds), train.y, self._view(test.X, ds), test.y
+
+    def _view(self, X: np.ndarray, ds: Dataset) -> np.ndarray:
+        if self.features == "states":
+            return np.asarray(X)
+        k = ds.schema.states()
+        if np.any(k == 0):
+            lo, hi = ds.schema.bounds()
+            return (np.asarray(X, float) - lo) / (hi - lo)
+        return np.asarray(X, float) / (k - 1)
+
+    @property
+    def n_clients(self) -> int:
+        return self._n
+
+    @property
+    def n_train(self) -> int:
+        return self._data[0].shape[0]
+
+    def record(self, client_id: int) -> tuple[np.ndarray, int]:
+        i = self.check_client(client_id) % self.n_train
+        X, y, _, _ = self._data
+        return X[i].copy(), int(y[i])
+
+    def mechanism(self, client_id: int) -> RecordMechanism:
+        i = self.check_client(client_id)
+        if len(self._mechs) == 1:
+            return self._mechs[0]
+        u = unit_uniform(self.seed, i, "budget")
+        return self._mechs[min(int(np.searchsorted(self._cdf, u, side="right")), len(self._mechs) - 1)]
+
+    def test_set(self) -> tuple[np.ndarray, np.ndarray]:
+        _, _, Xte, yte = self._data
+        return Xte, yte
+
+    def describe(self) -> dict:
+        out = super().describe()
+        out.update(dataset=self._dataset_arg if isinstance(self._dataset_arg, str) else "custom",
+                   n_train=self.n_train, rows_reused=self._n > self.n_train, features=self.features)
+        return out
+
+
+#: the run-config keys a built-in population reads, with their defaults
+POPULATION_DEFAULTS: dict[str, Any] = {
+    "dataset": "digits_7_vs_9",
+    "n-clients": 100,
+    "n-test-per-class": 50,
+    "mechanism": "rr",
+    "feature-flip": 0.3,
+    "feature-epsilon": 0.0,
+    "label-flip": 0.2,
+    "label-epsilon": 0.0,
+    "delta": 1e-5,
+    "budget-mix": "",
+    "dropout": 0.0,
+    "malformed-rate": 0.0,
+    "fault-kinds": "nan,wrong_shape,wrong_dtype,out_of_domain,unknown_mechanism,missing_meta",
+    "seed": 0,
+}
+
+
+def _positive_or_none(cfg: dict, key: str) -> float | None:
+    v = cfg.get(key, 0.0)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
+        raise ValidationError(key, f"must be a number >= 0 (0 = not used), got {v!r}")
+    return float(v) if v > 0 else None
+
+
+def dataset_population_from_config(cfg: dict) -> DatasetPopulation:
+    """The built-in population from flat run-config keys (``POPULATION_DEFAULTS``).
+    ``budget-mix`` = "f1:w1,f2:w2" mixes feature flip probabilities ('rr') or feature ε
+    (Gaussian/Laplace) with weights — clients with different budgets in one pool."""
+    c = {**POPULATION_DEFAULTS, **cfg}
+    name = c["dataset"]
+    if name not in LOADERS:
+        raise ValidationError("dataset", f"unknown dataset {name!r}; valid: {', '.join(LOADERS)}")
+    family = c["mechanism"]
+    if family not in MECHANISM_FAMILIES:
+        raise ValidationError("mechanism", f"must be one of {MECHANISM_FAMILIES}, got {family!r}")
+    ds = load(name)
+    states = ds.schema.states()
+    discrete = bool(np.all(states > 0))
+    if family == "rr" and not (discrete and np.all(states == states[0])):
+        raise ValidationError("mechanism", f"'rr' needs a dataset whose features all have the same number of states; {name!r} does not")
+    n_states = int(states[0]) if discrete else None
+    feat_key = "feature-flip" if family == "rr" else "feature-epsilon"
+    mix = str(c["budget-mix"]).strip()
+    if mix:
+        levels, weights = [], []
+        for part in mix.split(","):
+            bits = part.split(":")
+            try:
+                lv, wt = (float(bits[0]), float(bits[1])) if len(bits) == 2 else (None, None)
+            except ValueError:
+                lv = wt = None
+            if lv is None or not lv > 0 or not wt >= 0:
+                raise ValidationError("budget-mix", f"must look like 'value:weight,value:weight' with values > 0, got {mix!r}")
+            levels.append(lv)
+            weights.append(wt)
+    else:
+        lv = _positive_or_none(c, feat_key)
+        if lv is None:
+            raise ValidationError(feat_key, f"must be > 0 for mechanism {family!r}")
+        levels, weights = (lv,), (1.0,)
+    mechs = []
+    for lv in levels:
+        kw = {"feature_flip": lv} if family == "rr" else {"feature_epsilon": lv}
+        mechs.append(record_mechanism_for(family, ds.schema.n_features, n_states, ds.schema.n_classes,
+                                          label_flip=_positive_or_none(c, "label-flip"),
+                                          label_epsilon=_positive_or_none(c, "label-epsilon"),
+                                          delta=float(c["delta"]), **kw))
+    return DatasetPopulation(name, int(c["n-clients"]), mechs, weights,
+                             n_test_per_class=int(c["n-test-per-class"]), features="states" if family == "rr" else "unit",
+                             dropout=float(c["dropout"]), seed=int(c["seed"]))
+
+
+def load_object(path: str) -> Any:
+    """Import ``"package.module:attribute"``."""
+    if not isinstance(path, str) or ":" not in path:
+        raise ValidationError("population", f"must be 'dataset' or an import path 'module:Class', got {path!r}")
+    mod, _, attr = path.partition(":")
+    try:
+        obj = importlib.import_module(mod)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError) as exc:
+        raise ValidationError("population", f"cannot import {path!r}: {exc}") from None
+    return obj
+
+
+def build_population(cfg: dict) -> ClientPopulation:
+    """The population a run config names: ``population = "dataset"`` (built in, the keys of
+    ``POPULATION_DEFAULTS``) or ``"module:Factory"``. A factory gets the run config's keys that
+    match its parameters (dashes as underscores: ``n-clients`` -> ``n_clients``)."""
+    pop = _build_base_population(cfg)
+    rate = cfg.get("malformed-rate", 0.0)
+    if rate:
+        kinds = [k.strip() for k in str(cfg.get("fault-kinds", ",".join(FAULT_KINDS))).split(",") if k.strip()]
+        pop = FaultyPopulation(pop, rate, kinds)
+    return pop
+
+
+def _build_base_population(cfg: dict) -> ClientPopulation:
+    spec = cfg.get("population", "dataset")
+    if spec == "dataset":
+        return dataset_population_from_config(cfg)
+    factory = load_object(spec)
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        params = {}
+    accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    kw = {k.replace("-", "_"): v for k, v in cfg.items()}
+    kw = kw if accepts_all else {k: v for k, v in kw.items() if k in params}
+    pop = factory(**kw)
+    if not isinstance(pop, ClientPopulation):
+        raise ValidationError("population", f"{spec!r} must build a ClientPopulation, got {type(pop).__name__}")
+    return pop
+
+
+#: faults a ``FaultyPopulation`` client can inject into its reply, and the server's reason for each
+FAULT_KINDS = {"nan": "not_finite", "wrong_shape": "wrong_shape", "wrong_dtype": "wrong_dtype",
+               "out_of_domain": "out_of_domain", "unknown_mechanism": "unknown_mechanism", "missing_meta": "malformed"}
+
+
+class FaultyPopulation(ClientPopulation):
+    """Fault injection for tests and audits: wraps a population so that a ``malformed_rate``
+    fraction of clients (chosen reproducibly) send a corrupted reply of one of ``FAULT_KINDS``.
+    Their honest release is still what their ledger keeps."""
+
+    def __init__(self, base: ClientPopulation, malformed_rate: float, kinds: Sequence[str] = tuple(FAULT_KINDS)):
+        if not (isinstance(malformed_rate, (int, float)) and 0.0 <= malformed_rate <= 1.0):
+            raise ValidationError("malformed-rate", f"must be a number in [0, 1], got {malformed_rate!r}")
+        bad = [k for k in kinds if k not in FAULT_KINDS]
+        if bad or not kinds:
+            raise ValidationError("fault-kinds", f"must be a non-empty subset of {tuple(FAULT_KINDS)}, got {list(kinds)!r}")
+        self.base, self.malformed_rate, self.kinds = base, float(malformed_rate), tuple(kinds)
+        self.seed, self.dropout = base.seed, base.dropout
+
+    @property
+    def n_clients(self) -> int:
+        return self.base.n_clients
+
+    def record(self, client_id):
+        return self.base.record(client_id)
+
+    def mechanism(self, client_id):
+        return self.base.mechanism(client_id)
+
+    def test_set(self):
+        return self.base.test_set()
+
+    def is_present(self, client_id) -> bool:
+        return self.base.is_present(client_id)
+
+    def reply_fault(self, client_id: int) -> str | None:
+        """The fault this client injects (None: an honest reply)."""
+        if unit_uniform(self.seed, client_id, "fault") >= self.malformed_rate:
+            return None
+        return self.kinds[int(unit_uniform(self.seed, client_id, "fault-kind") * len(self.kinds))]
+
+    def describe(self) -> dict:
+        return {**self.base.describe(), "malformed_rate": self.malformed_rate, "fault_kinds": list(self.kinds)}

@@ -1,0 +1,268 @@
+"""The Flower federation end to end in a real Flower simulation (Ray backend): one-record clients
+release once, the server validates, pools and trains; plus the protocol's boundary checks."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.serverapp import Grid, ServerApp
+
+from fedrr.errors import FedrrError, ValidationError
+from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegression
+from fedrr.federation import DEFAULTS, Pool, build_population, load_run_config, parse_reply, run_federation
+from fedrr.federation.client_app import offline_release
+from fedrr.federation.pool import ReplyRejected
+from fedrr.federation.population import FAULT_KINDS
+from fedrr.federation.protocol import MESSAGE_TYPE, NodeRelease, query_content
+from fedrr.federation.server_app import InsufficientReleases, run_server
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class RecordingGrid(Grid):
+    """A pass-through Grid that keeps every message the server sends and receives."""
+
+    def __init__(self, inner: Grid):
+        self.inner, self.sent, self.received = inner, [], []
+
+    def set_run(self, run):
+        self.inner.set_run(run)
+
+    @property
+    def run(self):
+        return self.inner.run
+
+    def create_message(self, *a, **k):
+        return self.inner.create_message(*a, **k)
+
+    def get_node_ids(self):
+        return self.inner.get_node_ids()
+
+    def push_messages(self, messages):
+        messages = list(messages)
+        self.sent.extend(messages)
+        return self.inner.push_messages(messages)
+
+    def pull_messages(self, message_ids):
+        got = list(self.inner.pull_messages(message_ids))
+        self.received.extend(got)
+        return got
+
+    def send_and_receive(self, messages, *, timeout=None):
+        messages = list(messages)
+        self.sent.extend(messages)
+        got = list(self.inner.send_and_receive(messages, timeout=timeout))
+        self.received.extend(got)
+        return got
+
+
+def _arrays_of(msg: Message) -> list[np.ndarray]:
+    if msg.has_error():
+        return []
+    return [a.numpy() for rec in msg.content.array_records.values() for a in rec.values()]
+
+
+BASE = {"dataset": "digits_7_vs_9", "n-clients": 60, "n-test-per-class": 50, "feature-flip": 0.3, "label-flip": 0.2,
+        "learners": "spread,naive", "min-valid": 10, "seed": 11}
+
+
+@pytest.fixture(scope="module")
+def audited_run(tmp_path_factory):
+    """One federation whose ServerApp records every message, then queries three clients 100 times."""
+    out = tmp_path_factory.mktemp("fed")
+    cfg = {**BASE, "results-dir": str(out), "run-name": "audited"}
+    seen: dict = {}
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        rec = RecordingGrid(grid)
+        seen["metrics"] = run_server(rec, load_run_config(context.run_config), log=lambda *_: None)
+        nodes = sorted(grid.get_node_ids())[:3]
+        repeats = {}
+        for nid in nodes:
+            msgs = [Message(content=query_content(), dst_node_id=nid, message_type=MESSAGE_TYPE, group_id="again")
+                    for _ in range(100)]
+            repeats[nid] = list(rec.send_and_receive(msgs, timeout=120))
+        seen["repeats"] = repeats
+        seen["sent"], seen["received"] = rec.sent, rec.received
+
+    metrics = run_federation(cfg, server_app=app)
+    return cfg, metrics, seen, out / "audited"
+
+
+def test_pool_equals_offline_release_and_offline_fit(audited_run):
+    cfg, metrics, seen, run_dir = audited_run
+    full = load_run_config(cfg)
+    pop = build_population(full)
+    pool = Pool.load(run_dir / "pool.npz")
+    off = offline_release(pop, full["seed"])
+    order = np.argsort(off.client_id)
+    np.testing.assert_array_equal(pool.client_id, off.client_id[order])
+    np.testing.assert_array_equal(pool.X, off.x[order])
+    np.testing.assert_array_equal(pool.y, off.y[order])
+    assert all(m == pop.mechanism(int(c)) for m, c in zip(pool.mechanisms, pool.client_id))
+    assert metrics["n_releases"] == 60 and metrics["dropped"] == {}
+    # the federated fit is the offline estimator on the same releases: same accuracy
+    Xte, yte = pop.test_set()
+    mech = pop.mechanism(0)
+    spread = SpreadLogisticRegression(C=1.0, random_state=full["seed"]).fit(off.x[order], off.y[order], mechanism=mech)
+    naive = NaiveLogisticRegression(C=1.0).fit(off.x[order], off.y[order], mechanism=mech)
+    assert metrics["learners"]["spread"]["accuracy"] == pytest.approx(spread.score(Xte, yte), abs=1e-12)
+    assert metrics["learners"]["naive"]["accuracy"] == pytest.approx(naive.score(Xte, yte), abs=1e-12)
+    model = np.load(run_dir / "model-spread.npz")
+    np.testing.assert_allclose(model["coef"], spread.coef_, rtol=0, atol=1e-12)
+
+
+def test_repeated_queries_replay_one_identical_release(audited_run):
+    _, _, seen, run_dir = audited_run
+    pool = Pool.load(run_dir / "pool.npz")
+    for nid, replies in seen["repeats"].items():
+        assert len(replies) == 100
+        blobs = set()
+        for r in replies:
+            arrays = r.content.array_records["release"]
+            blobs.add(b"".join(arrays[k].data for k in ("x", "y", "client_id", "mechanism_index")))
+            cid = int(arrays["client_id"].numpy()[0])
+            np.testing.assert_array_equal(arrays["x"].numpy()[0], pool.X[pool.client_id == cid][0])
+        assert len(blobs) == 1, f"node {nid} answered with {len(blobs)} different releases"
+
+
+def test_no_message_carries_a_clean_record(audited_run):
+    cfg, _, seen, _ = audited_run
+    pop = build_population(load_run_config(cfg))
+    clean = {pop.record(c)[0].tobytes() for c in range(pop.n_clients)}
+    assert len(seen["sent"]) >= 60 + 300 and len(seen["received"]) >= 60 + 300
+    for msg in seen["sent"]:  # the server's queries hold the protocol version and nothing else
+        assert list(msg.content.array_records) == []
+        assert {k: dict(v) for k, v in msg.content.config_records.items()} == {"query": {"protocol": "fedrr/1"}}
+    for msg in seen["received"]:
+        assert set(msg.content.array_records) == {"release"} and set(msg.content.config_records) == {"meta"}
+        assert set(msg.content.array_records["release"]) == {"x", "y", "client_id", "mechanism_index"}
+        assert set(msg.content.config_records["meta"]) == {"protocol", "mechanisms"}
+        x = msg.content.array_records["release"]["x"].numpy()
+        for row in x:
+            assert row.tobytes() not in clean
+
+
+def test_dropout_malformed_and_mixed_budgets_are_counted(tmp_path):
+    cfg = {**BASE, "n-clients": 100, "dropout": 0.1, "malformed-rate": 0.05, "budget-mix": "0.2:1,0.35:1",
+           "learners": "spread,naive", "results-dir": str(tmp_path), "run-name": "faults"}
+    metrics = run_federation(cfg)
+    pop = build_population(load_run_config(cfg))
+    absent = [c for c in range(100) if not pop.is_present(c)]
+    faulty = {c: pop.reply_fault(c) for c in range(100) if pop.is_present(c) and pop.reply_fault(c)}
+    assert 3 <= len(absent) <= 20 and 1 <= len(faulty) <= 12  # ~10 % and ~5 % of 100
+    expected = {"dropped_out": len(absent)}
+    for kind in faulty.values():
+        expected[FAULT_KINDS[kind]] = expected.get(FAULT_KINDS[kind], 0) + 1
+    assert metrics["dropped"] == expected
+    assert metrics["n_releases"] == 100 - len(absent) - len(faulty)
+    assert metrics["status"] == "done" and metrics["learners"]["spread"]["accuracy"] > 0.7
+    pool = Pool.load(tmp_path / "faults" / "pool.npz")
+    assert set(pool.client_id.tolist()) == set(range(100)) - set(absent) - set(faulty)
+    flips = {round(m.fields[0].mechanism.flip_prob, 6) for m in pool.mechanisms}
+    assert flips == {0.2, 0.35}
+    assert all(m == pop.mechanism(int(c)) for m, c in zip(pool.mechanisms, pool.client_id))
+
+
+def test_too_few_valid_releases_fail_clearly(tmp_path):
+    cfg = {**BASE, "n-clients": 12, "dropout": 0.6, "min-valid": 10, "results-dir": str(tmp_path), "run-name": "few"}
+    with pytest.raises(InsufficientReleases, match=r"only \d+ valid releases \(min-valid = 10\)"):
+        run_federation(cfg)
+    metrics = json.loads((tmp_path / "few" / "metrics.json").read_text())
+    assert metrics["status"].startswith("failed") and metrics["dropped"]["dropped_out"] >= 3
+
+
+# ------------------------------------------------------------------ the protocol, without Flower
+def _reply(content: RecordDict) -> Message:
+    q = Message(content=query_content(), dst_node_id=1, message_type=MESSAGE_TYPE, group_id="t")
+    return Message(content, reply_to=q)
+
+
+def _good(pop, cid=0):
+    from fedrr.federation.client_app import client_generator, release_clients
+
+    return release_clients(pop, [cid], lambda c: client_generator(0, c))
+
+
+@pytest.fixture(scope="module")
+def pop():
+    return build_population(load_run_config({**BASE, "n-clients": 10}))
+
+
+def test_parse_reply_accepts_an_honest_release(pop):
+    rel = _good(pop)
+    back = parse_reply(_reply(rel.to_content()), 64, set(range(10)))
+    np.testing.assert_array_equal(back.x, rel.x)
+    assert back.client_id.tolist() == [0]
+
+
+@pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
+def test_parse_reply_rejects_each_fault_with_its_reason(pop, kind):
+    from fedrr.federation.client_app import corrupt
+
+    with pytest.raises(ReplyRejected) as exc:
+        parse_reply(_reply(corrupt(_good(pop).to_content(), kind)), 64, set(range(10)))
+    assert exc.value.reason == FAULT_KINDS[kind]
+
+
+def test_parse_reply_rejects_foreign_clients_and_huge_or_empty_arrays(pop):
+    rel = _good(pop)
+    with pytest.raises(ReplyRejected, match="unexpected_client"):
+        parse_reply(_reply(rel.to_content()), 64, {5})
+    empty = NodeRelease(np.zeros((0, 64), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), rel.mechanisms)
+    with pytest.raises(ReplyRejected, match="wrong_shape"):
+        parse_reply(_reply(empty.to_content()), 64, None)
+    bad_y = RecordDict({"release": ArrayRecord({"x": Array(rel.x), "y": Array(np.array([7])), "client_id": Array(rel.client_id),
+                                               "mechanism_index": Array(rel.mechanism_index)}),
+                        "meta": ConfigRecord({"protocol": "fedrr/1", "mechanisms": json.dumps(list(rel.mechanisms))})})
+    with pytest.raises(ReplyRejected, match="out_of_domain"):
+        parse_reply(_reply(bad_y), 64, None)
+    err = Message(content=query_content(), dst_node_id=1, message_type=MESSAGE_TYPE, group_id="t")
+    from flwr.app import Error
+
+    with pytest.raises(ReplyRejected, match="error_reply"):
+        parse_reply(Message(Error(code=0, reason="boom"), reply_to=err), 64, None)
+
+
+def test_pyproject_app_config_mirrors_the_defaults():
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
+    assert cfg["components"] == {"serverapp": "fedrr.federation.server_app:app", "clientapp": "fedrr.federation.client_app:app"}
+    assert cfg["config"] == DEFAULTS
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"run-mode": "swarm"}, "run-mode"), ({"cohort-size": 5}, "cohort-size"), ({"n-clients": 0}, "n-clients"),
+    ({"executor": "gpu"}, "executor"), ({"wave-size": "big"}, "wave-size"), ({"seed": 1.5}, "seed"),
+])
+def test_bad_run_config_names_the_key(bad, field):
+    with pytest.raises(ValidationError) as exc:
+        load_run_config(bad)
+    assert exc.value.field == field
+
+
+@pytest.mark.parametrize("bad, field", [
+    ({"dataset": "imagenet"}, "dataset"), ({"mechanism": "exponential"}, "mechanism"),
+    ({"feature-flip": 0.0}, "feature-flip"), ({"budget-mix": "0.2"}, "budget-mix"), ({"dropout": 1.0}, "dropout"),
+    ({"population": "no_such_module:Pop"}, "population"), ({"malformed-rate": 2.0}, "malformed-rate"),
+    ({"mechanism": "rr", "dataset": "breast_cancer"}, "mechanism"),
+])
+def test_bad_population_config_names_the_key(bad, field):
+    with pytest.raises(ValidationError) as exc:
+        build_population(load_run_config({**BASE, **bad}))
+    assert exc.value.field == field
+
+
+def test_custom_population_by_import_path():
+    pop = build_population(load_run_config({"population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation",
+                                            "n-clients": 50, "seed": 3}))
+    assert pop.n_clients == 50
+    x, y = pop.record(7)
+    assert x.shape == (pop.mechanism(7).n_features,) and y in (0, 1)
+    assert {round(pop.mechanism(c).epsilon, 6) for c in range(50)} == {round(pop.mechanism(0).epsilon, 6), round(pop.mechanism(1).epsilon, 6)}
