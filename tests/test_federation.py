@@ -266,3 +266,18 @@ def test_custom_population_by_import_path():
     x, y = pop.record(7)
     assert x.shape == (pop.mechanism(7).n_features,) and y in (0, 1)
     assert {round(pop.mechanism(c).epsilon, 6) for c in range(50)} == {round(pop.mechanism(0).epsilon, 6), round(pop.mechanism(1).epsilon, 6)}
+
+
+def test_cohort_nodes_host_many_clients_each(tmp_path):
+    cfg = {**BASE, "n-clients": 150, "run-mode": "cohort", "cohort-size": 40, "dropout": 0.1, "learners": "naive",
+           "results-dir": str(tmp_path), "run-name": "cohort"}
+    metrics = run_federation(cfg)
+    assert metrics["nodes_registered"] == 4  # 40 + 40 + 40 + 30 clients
+    full = load_run_config(cfg)
+    pop = build_population(full)
+    off = offline_release(pop, full["seed"])
+    pool = Pool.load(tmp_path / "cohort" / "pool.npz")
+    o = np.argsort(off.client_id)
+    np.testing.assert_array_equal(pool.client_id, off.client_id[o])
+    np.testing.assert_array_equal(pool.X, off.x[o])
+    assert metrics["n_releases"] == sum(pop.is_present(c) for c in range(150)) and metrics["dropped"] == {}

@@ -46,19 +46,24 @@ def client_generator(seed: int, client_id: int) -> np.random.Generator:
 def release_clients(population: ClientPopulation, client_ids, rng_for) -> NodeRelease:
     """Release each present client's record once with its own mechanism and generator."""
     xs, ys, ids, midx, specs = [], [], [], [], []
+    index_of: dict[int, int] = {}  # id(mechanism) -> index into specs
+    alive = []  # keeps those mechanisms alive, so their ids cannot be reused
     for cid in client_ids:
         if not population.is_present(cid):
             continue
         x, y = population.record(cid)
         mech = population.mechanism(cid)
         xt, yt = mech.release(np.asarray(x)[None, :], np.asarray([y]), rng=rng_for(cid))
-        spec = json.dumps(mech.to_spec(), sort_keys=True)
-        if spec not in specs:
-            specs.append(spec)
+        if id(mech) not in index_of:
+            spec = json.dumps(mech.to_spec(), sort_keys=True)
+            if spec not in specs:
+                specs.append(spec)
+            index_of[id(mech)] = specs.index(spec)
+            alive.append(mech)
         xs.append(xt[0])
         ys.append(yt[0])
         ids.append(cid)
-        midx.append(specs.index(spec))
+        midx.append(index_of[id(mech)])
     if not ids:
         raise ClientUnavailable(f"client(s) {list(client_ids)[:5]} dropped out")
     return NodeRelease(np.stack(xs), np.asarray(ys), np.asarray(ids, np.int64), np.asarray(midx, np.int64), tuple(specs))

@@ -117,7 +117,8 @@ class Pool:
     def mechanism_arg(self) -> RecordMechanism | list[RecordMechanism]:
         """What estimators take: one mechanism if all records share it, else one per record."""
         first = self.mechanisms[0]
-        return first if all(m is first or m == first for m in self.mechanisms) else list(self.mechanisms)
+        distinct = {id(m): m for m in self.mechanisms}.values()
+        return first if all(m is first or m == first for m in distinct) else list(self.mechanisms)
 
     def epsilons(self) -> np.ndarray:
         cache: dict[int, float] = {}

@@ -15,11 +15,12 @@ _QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZER
 class RayExecutor:
     """Runs each task as a Ray remote call. ``num_cpus`` is only used when this executor starts
     a local Ray instance; with a cluster (``address``/``RAY_ADDRESS``) it is not passed, because
-    Ray rejects resource arguments when connecting to an existing cluster."""
+    Ray rejects resource arguments when connecting to an existing cluster. ``cpus_per_task=0``
+    shares a Ray whose CPUs are all held by actors (a Flower simulation's ClientApp actors)."""
 
     def __init__(self, address: str | None = None, num_cpus: int | None = None, cpus_per_task: float = 1.0):
-        if cpus_per_task <= 0:
-            raise ValidationError("cpus_per_task", f"must be > 0, got {cpus_per_task!r}")
+        if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, (int, float)) or not cpus_per_task >= 0:
+            raise ValidationError("cpus_per_task", f"must be a number >= 0, got {cpus_per_task!r}")
         self.address = address
         self.num_cpus = num_cpus
         self.cpus_per_task = cpus_per_task

@@ -1,0 +1,278 @@
+"""``flwr run .`` for this app, with the flwr 1.41 pitfalls handled (``python -m fedrr.federation.flwr_cli``).
+
+What it does, in order:
+* writes a SuperLink connection into ``$FLWR_HOME/config.toml`` (flwr 1.41 keeps connections
+  there, not in pyproject.toml): ``address = ":local:"`` (flwr lazily starts a local simulation
+  SuperLink) or, with ``--superlink HOST:PORT``, an existing SuperLink (``insecure = true``);
+* runs ``flwr run <app> <connection> --stream --run-config <file.toml>`` with the simulation size
+  as ``--federation-config "num-supernodes=N client-resources-num-cpus=C"`` (integers only);
+  ``results-dir`` is made absolute (the ServerApp runs in the SuperLink's working directory,
+  i.e. wherever the ``flwr`` that first started it was run, not where you are now);
+* the local SuperLink picks free ports (``FLWR_LOCAL_SUPERLINK_HTTP_API_PORT``,
+  ``FLWR_LOCAL_CONTROL_API_PORT``) so it never attaches to someone else's SuperLink on the fixed
+  default ports; afterwards it stops that SuperLink and everything under it (SuperExec,
+  ``flwr-simulation``, Ray) by pid — ``flwr`` itself leaves it running, detached;
+* restores ``pyproject.toml`` if ``flwr`` rewrote it (it comments out a legacy
+  ``[tool.flwr.federations]`` section when it migrates one);
+* exits non-zero unless ``metrics.json`` says ``"done"`` (``flwr run`` exits 0 even when the
+  ServerApp failed).
+
+Example: ``python -m fedrr.federation.flwr_cli -c "n-clients=30 learners='naive'"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+import uuid
+from pathlib import Path
+
+import tomli_w
+
+QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
+             "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1"}
+LOCAL_CONNECTION = "fedrr-local"
+DEPLOY_CONNECTION = "fedrr-deploy"
+
+
+# ---------------------------------------------------------------------- processes (by pid)
+def _stat(pid: int) -> tuple[int, int] | None:
+    """(ppid, start time) of a live process, None if it is gone or a zombie."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2:].split()
+    if fields[0] in ("Z", "X"):
+        return None
+    return int(fields[1]), int(fields[19])
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return []
+
+
+def _live_pids() -> dict[int, tuple[int, int]]:
+    out = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit() and (st := _stat(int(d))) is not None:
+            out[int(d)] = st
+    return out
+
+
+def descendants(root: int) -> set[tuple[int, int]]:
+    """(pid, start time) of ``root`` and every live process below it."""
+    table = _live_pids()
+    if root not in table:
+        return set()
+    found, frontier = {(root, table[root][1])}, [root]
+    while frontier:
+        parent = frontier.pop()
+        for pid, (ppid, start) in table.items():
+            if ppid == parent and (pid, start) not in found:
+                found.add((pid, start))
+                frontier.append(pid)
+    return found
+
+
+def alive(procs) -> set[tuple[int, int]]:
+    """The (pid, start time) pairs that are still the same live process (pid reuse safe)."""
+    return {(pid, start) for pid, start in procs if (st := _stat(pid)) is not None and st[1] == start}
+
+
+def stop(procs, timeout: float = 15.0) -> set[tuple[int, int]]:
+    """SIGTERM every process, SIGKILL what is left after ``timeout``; returns survivors (should be empty)."""
+    for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5.0)):
+        for pid, _ in alive(procs):
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while alive(procs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if not alive(procs):
+            return set()
+    return alive(procs)
+
+
+def find_superlinks(port: int) -> list[int]:
+    """Live ``flower-superlink`` processes serving ``--port port``."""
+    pids = []
+    for pid in _live_pids():
+        cmd = _cmdline(pid)
+        if any(c.endswith("flower-superlink") for c in cmd) and "--port" in cmd:
+            i = cmd.index("--port")
+            if i + 1 < len(cmd) and cmd[i + 1] == str(port):
+                pids.append(pid)
+    return pids
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# ------------------------------------------------------------------------------- config
+def write_connection(flwr_home: Path, name: str, address: str, insecure: bool = True) -> Path:
+    """Add/replace one SuperLink connection in ``$FLWR_HOME/config.toml`` and make it the default."""
+    path = flwr_home / "config.toml"
+    cfg = tomllib.loads(path.read_text()) if path.exists() else {}
+    sl = cfg.setdefault("superlink", {})
+    sl["default"] = name
+    sl[name] = {"address": address} if address.startswith(":local") else {"address": address, "insecure": insecure}
+    flwr_home.mkdir(parents=True, exist_ok=True)
+    path.write_text(tomli_w.dumps(cfg))
+    return path
+
+
+def run_config_overrides(app: Path, overrides: dict, cwd: Path) -> dict:
+    """The overrides to send: the user's, plus an absolute ``results-dir`` and a ``run-name``
+    (so the caller knows where the metrics land)."""
+    project = tomllib.loads((app / "pyproject.toml").read_text())
+    defaults = project["tool"]["flwr"]["app"].get("config", {})
+    out = dict(overrides)
+    rd = out.get("results-dir")
+    out["results-dir"] = str((cwd / rd).resolve()) if rd else str((app / defaults.get("results-dir", "results/federation")).resolve())
+    if not out.get("run-name"):
+        out["run-name"] = time.strftime("run-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    return out
+
+
+def n_supernodes(app: Path, overrides: dict) -> int:
+    project = tomllib.loads((app / "pyproject.toml").read_text())
+    cfg = {**project["tool"]["flwr"]["app"].get("config", {}), **overrides}
+    n, m = int(cfg.get("n-clients", 100)), int(cfg.get("cohort-size", 1))
+    return -(-n // m)
+
+
+def parse_overrides(items: list[str] | None) -> dict:
+    from flwr.common.config import parse_config_args
+
+    return parse_config_args(items) if items else {}
+
+
+# ---------------------------------------------------------------------------------- run
+def flwr_run(app: str | os.PathLike = ".", *, run_config: dict | None = None, flwr_home: str | os.PathLike | None = None,
+             superlink: str | None = None, num_supernodes: int | None = None, client_cpus: int = 1,
+             timeout: float = 1800.0, cwd: str | os.PathLike | None = None, flwr: str | None = None,
+             log=print) -> dict:
+    """Run the app once with ``flwr run``; returns {"metrics", "metrics_path", "run_config",
+    "returncode", "pids" (every SuperLink-side process seen, all stopped), "survivors", "output"}."""
+    app = Path(app).resolve()
+    cwd = Path(cwd or os.getcwd()).resolve()
+    flwr_home = Path(flwr_home).resolve() if flwr_home else app / ".flwr"
+    flwr = flwr or shutil.which("flwr", path=str(Path(sys.executable).parent)) or "flwr"
+    overrides = run_config_overrides(app, dict(run_config or {}), cwd)
+    env = {**os.environ, **QUIET_ENV, "FLWR_HOME": str(flwr_home)}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # flwr spawns flower-superlink by name
+    pyproject = app / "pyproject.toml"
+    original = pyproject.read_bytes()
+
+    cmd = [flwr, "run", str(app)]
+    sl_port = None
+    if superlink:  # a SuperLink somebody else runs (deployment): nothing to stop afterwards
+        write_connection(flwr_home, DEPLOY_CONNECTION, superlink)
+        cmd += [DEPLOY_CONNECTION]
+    else:
+        write_connection(flwr_home, LOCAL_CONNECTION, ":local:")
+        sl_port = free_port()
+        env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(sl_port)
+        env["FLWR_LOCAL_CONTROL_API_PORT"] = str(free_port())  # deprecated in 1.41 but still passed along
+        n = num_supernodes or n_supernodes(app, overrides)
+        cmd += [LOCAL_CONNECTION, "--federation-config", f"num-supernodes={int(n)} client-resources-num-cpus={int(client_cpus)}"]
+    fd, cfg_file = tempfile.mkstemp(prefix="fedrr-run-config-", suffix=".toml")
+    with os.fdopen(fd, "w") as f:
+        f.write(tomli_w.dumps(overrides))
+    cmd += ["--stream", "--run-config", cfg_file]
+    log("[fedrr] " + " ".join(cmd))
+
+    seen: set[tuple[int, int]] = set()
+    output: list[str] = []
+    proc = subprocess.Popen(cmd, cwd=app, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    returncode = None
+    try:
+        def pump():
+            for line in proc.stdout:
+                output.append(line)
+                log(line.rstrip("\n"))
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        deadline = time.monotonic() + timeout
+        while proc.poll() is None and time.monotonic() < deadline:
+            if sl_port is not None:  # keep track of everything the local SuperLink starts (Ray included)
+                for pid in find_superlinks(sl_port):
+                    seen |= descendants(pid)
+            time.sleep(0.5)
+        if proc.poll() is None:
+            log(f"[fedrr] flwr run did not finish within {timeout:.0f} s; stopping it")
+            stop(descendants(proc.pid))
+        returncode = proc.wait(timeout=30)
+        reader.join(timeout=10)
+    finally:
+        if proc.poll() is None:  # interrupted: stop flwr itself
+            stop(descendants(proc.pid))
+        os.unlink(cfg_file)
+        survivors: set = set()
+        if sl_port is not None:
+            # let flwr-simulation finish shutting Ray down (its children would be orphaned otherwise)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                links = find_superlinks(sl_port)
+                tree = set().union(*(descendants(p) for p in links)) if links else set()
+                seen |= tree
+                if not any(any("flwr-simulation" in c for c in _cmdline(p)) for p, _ in tree):
+                    break
+                time.sleep(0.2)
+            links = {(p, _stat(p)[1]) for p in find_superlinks(sl_port) if _stat(p)}
+            survivors = stop(links) or set()               # the SuperLink first: it ends its SuperExec
+            survivors |= stop(seen - links)                 # then anything left below it, by pid
+        if pyproject.read_bytes() != original:
+            pyproject.write_bytes(original)
+            log(f"[fedrr] flwr rewrote {pyproject}; restored it")
+    metrics_path = Path(overrides["results-dir"]) / overrides["run-name"] / "metrics.json"
+    metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else None
+    return {"metrics": metrics, "metrics_path": str(metrics_path), "run_config": overrides, "returncode": returncode,
+            "pids": sorted(p for p, _ in seen), "survivors": sorted(p for p, _ in survivors), "output": "".join(output)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m fedrr.federation.flwr_cli", description=__doc__.split("\n\n")[0])
+    ap.add_argument("app", nargs="?", default=".", help="the Flower app directory (holds pyproject.toml)")
+    ap.add_argument("-c", "--run-config", action="append", help="run-config overrides, as for flwr run: \"n-clients=30 learners='naive'\"")
+    ap.add_argument("--flwr-home", help="FLWR_HOME to use (default: <app>/.flwr)")
+    ap.add_argument("--superlink", help="HOST:PORT of a running SuperLink (deployment, insecure); default: a local simulation")
+    ap.add_argument("--num-supernodes", type=int, help="simulated nodes (default: from n-clients and cohort-size)")
+    ap.add_argument("--client-cpus", type=int, default=1, help="CPUs per ClientApp (an integer in flwr 1.41)")
+    ap.add_argument("--timeout", type=float, default=1800.0, help="seconds before the run is stopped")
+    ap.add_argument("--json", action="store_true", help="print a JSON summary (metrics path, pids) as the last line")
+    args = ap.parse_args(argv)
+    res = flwr_run(args.app, run_config=parse_overrides(args.run_config), flwr_home=args.flwr_home, superlink=args.superlink,
+                   num_supernodes=args.num_supernodes, client_cpus=args.client_cpus, timeout=args.timeout)
+    status = (res["metrics"] or {}).get("status", "no metrics written")
+    print(f"[fedrr] status: {status}; metrics: {res['metrics_path']}", file=sys.stderr)
+    if res["survivors"]:
+        print(f"[fedrr] could not stop processes {res['survivors']}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({k: v for k, v in res.items() if k != "output"}, default=str))
+    return 0 if status == "done" and not res["survivors"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""A real multi-process Ray cluster on this machine: a head node and a second worker node
+(`ray start`), joined through RAY_ADDRESS. Spread-EM's E-step on the cluster equals the serial
+fit, and a Flower simulation attaches to the cluster (no resource arguments, which made
+run_simulation hang) and trains with the Ray executor. Every Ray process the test started is
+stopped by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from fedrr.estimators import SpreadLogisticRegression  # noqa: E402
+from fedrr.mechanisms import RandomizedResponse, RecordMechanism  # noqa: E402
+from fedrr.parallel import SerialExecutor  # noqa: E402
+from fedrr.parallel.ray_executor import RayExecutor  # noqa: E402
+
+RAY = str(Path(sys.executable).with_name("ray"))
+ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pids_with(marker: str) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if marker in (p / "cmdline").read_bytes().decode(errors="replace"):
+                    out.append(int(p.name))
+            except OSError:
+                pass
+    return [p for p in out if p != os.getpid()]
+
+
+def _run(cmd: list[str]) -> None:
+    proc = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    if ray.is_initialized():
+        ray.shutdown()
+    temp = tempfile.mkdtemp(prefix="rc", dir="/tmp")  # short: Ray's socket paths have a length limit
+    port = _free_port()
+    address = f"127.0.0.1:{port}"
+    common = ["--num-cpus=1", "--disable-usage-stats", f"--temp-dir={temp}"]
+    try:
+        _run([RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
+                        f"--ray-client-server-port={_free_port()}", *common])
+        _run([RAY, "start", f"--address={address}", "--node-ip-address=127.0.0.1", *common])
+        old = os.environ.get("RAY_ADDRESS")
+        os.environ["RAY_ADDRESS"] = address
+        yield address, temp
+    finally:
+        os.environ.pop("RAY_ADDRESS", None)
+        if ray.is_initialized():
+            ray.shutdown()
+        pids = _pids_with(temp)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.time() + 20
+        while time.time() < deadline and _pids_with(temp):
+            time.sleep(0.5)
+        for pid in _pids_with(temp):
+            os.kill(pid, signal.SIGKILL)
+        time.sleep(0.5)
+        assert _pids_with(temp) == [], "Ray processes of the test cluster were left running"
+
+
+def test_cluster_has_two_nodes_and_estep_equals_serial(ray_cluster):
+    address, _ = ray_cluster
+    rng = np.random.default_rng(0)
+    n, d, k = 3000, 5, 4
+    X = rng.integers(0, k, size=(n, d))
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X / 3) @ np.array([2.0, -1.0, 1.0, 0.5, -2.0])))).astype(int)
+    rm = RecordMechanism(RandomizedResponse(k, 0.3), RandomizedResponse(2, 0.2), n_features=d)
+    Xt, yt = rm.release(X, y, rng=rng)
+    kw = dict(random_state=5, max_iter=6, shard_size=500)
+    ex = RayExecutor()  # joins through RAY_ADDRESS
+    try:
+        par = SpreadLogisticRegression(executor=ex, **kw).fit(Xt, yt, mechanism=rm)
+        nodes = [nd for nd in ray.nodes() if nd["Alive"]]
+        assert len(nodes) == 2 and sum(nd["Resources"].get("CPU", 0) for nd in nodes) == 2
+        where = ray.get([ray.remote(num_cpus=1)(lambda: ray.get_runtime_context().get_node_id()).remote() for _ in range(8)])
+        assert len(set(where)) >= 1
+    finally:
+        ex.shutdown()
+        if ray.is_initialized():
+            ray.shutdown()
+    ser = SpreadLogisticRegression(executor=SerialExecutor(), **kw).fit(Xt, yt, mechanism=rm)
+    np.testing.assert_array_equal(par.coef_, ser.coef_)
+    np.testing.assert_array_equal(par.intercept_, ser.intercept_)
+
+
+def test_flower_simulation_on_the_cluster_with_ray_executor(ray_cluster, tmp_path):
+    from fedrr.federation import run_federation
+    from fedrr.federation.run import backend_config
+
+    assert "num_cpus" not in backend_config()["init_args"]  # attached to a cluster: no resource args
+    metrics = run_federation({"dataset": "digits_7_vs_9", "n-clients": 24, "min-valid": 20, "learners": "spread",
+                              "executor": "ray", "results-dir": str(tmp_path), "run-name": "cluster", "seed": 2})
+    assert metrics["status"] == "done" and metrics["n_releases"] == 24
+    assert metrics["learners"]["spread"]["accuracy"] > 0.7
+    if ray.is_initialized():
+        ray.shutdown()
