@@ -1,12 +1,14 @@
 """How fast one release round runs in a Flower simulation on this machine, in clients per second.
 
-Three ways, timed in the same run (collection only: from the first query to the last reply;
-Ray start-up, node registration and training excluded):
+Three ways, timed in the same run (round seconds = collection only: from the first query to the
+last reply; Ray start-up and node registration excluded):
 * plain  — what a Flower user writes: one ``grid.send_and_receive`` to every node, Flower's own
            in-memory link state (the baseline);
 * waves  — fedrr's one-node-per-client mode: a sliding window of ``wave-size`` queries and the
            per-node link-state index (``fedrr.federation.fast_linkstate``);
-* cohort — nodes hosting ``cohort-size`` logical clients each (own record, generator, ledger).
+* cohort — nodes hosting ``cohort-size`` logical clients each (own record, generator, ledger);
+           here the whole job runs (fedrr's ServerApp: collect, validate, pool, train spread-EM)
+           and its training time, clean-test accuracy and end-to-end time are reported too.
 Usage: python simulations/bench_federation_scale.py [--nodes 1000 5000 10000] [--plain-max 5000]
        [--cohort 100000 1000000] [--out results/federation_scale]"""
 
@@ -54,13 +56,19 @@ def _timing_app(mode: str, box: dict) -> ServerApp:
     return app
 
 
-def run_one(mode: str, n_clients: int, cohort: int, wave: int) -> dict:
+def run_one(mode: str, n_clients: int, cohort: int, wave: int, client_cpus: float = 1.0) -> dict:
     box: dict = {}
     cfg = {"population": POP, "n-clients": n_clients, "run-mode": "cohort" if cohort > 1 else "node",
            "cohort-size": cohort, "wave-size": wave, "results-dir": "/tmp/fedrr-bench", "node-wait-timeout": 1800.0}
     t0 = time.perf_counter()
-    run_federation(cfg, server_app=_timing_app(mode, box), indexed_linkstate=(mode != "plain"))
-    box.update(mode=mode, n_clients=n_clients, cohort_size=cohort, wave_size=wave, wall_seconds=time.perf_counter() - t0,
+    if mode == "cohort":  # the whole job: release, collect, validate, pool and train spread-EM
+        m = run_federation({**cfg, "learners": "spread", "min-valid": 1}, client_cpus=client_cpus)
+        box.update(nodes=m["nodes_registered"], replies=m["replies"], seconds=m["seconds_collect"], releases=m["n_releases"],
+                   dropped=m["dropped"], train_seconds=m["learners"]["spread"]["seconds"],
+                   accuracy=m["learners"]["spread"].get("accuracy"), total_seconds=m["seconds_total"])
+    else:
+        run_federation(cfg, server_app=_timing_app(mode, box), indexed_linkstate=(mode != "plain"), client_cpus=client_cpus)
+    box.update(client_cpus=client_cpus, mode=mode, n_clients=n_clients, cohort_size=cohort, wave_size=wave, wall_seconds=time.perf_counter() - t0,
                clients_per_second=box["releases"] / box["seconds"])
     print(json.dumps(box), flush=True)
     return box
@@ -73,28 +81,33 @@ def main(argv=None) -> int:
     ap.add_argument("--cohort", type=int, nargs="*", default=[100000, 1000000], help="client counts in cohort mode")
     ap.add_argument("--cohort-nodes", type=int, default=100)
     ap.add_argument("--wave", type=int, default=256)
+    ap.add_argument("--client-cpus", type=float, default=1.0, help="CPUs per ClientApp actor (fewer: more actors)")
     ap.add_argument("--out", default="results/federation_scale")
     args = ap.parse_args(argv)
     rows = []
     for n in args.nodes:
         if n <= args.plain_max:
-            rows.append(run_one("plain", n, 1, args.wave))
-        rows.append(run_one("waves", n, 1, args.wave))
+            rows.append(run_one("plain", n, 1, args.wave, args.client_cpus))
+        rows.append(run_one("waves", n, 1, args.wave, args.client_cpus))
     for n in args.cohort:
-        rows.append(run_one("cohort", n, -(-n // args.cohort_nodes), args.wave))
+        rows.append(run_one("cohort", n, -(-n // args.cohort_nodes), args.wave, args.client_cpus))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    keys = ["mode", "n_clients", "nodes", "cohort_size", "wave_size", "releases", "seconds", "clients_per_second", "wall_seconds"]
+    keys = ["mode", "n_clients", "nodes", "cohort_size", "wave_size", "client_cpus", "releases", "seconds", "clients_per_second",
+            "train_seconds", "accuracy", "total_seconds", "wall_seconds"]
     with open(out / "scale.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
     lines = [f"command: python simulations/bench_federation_scale.py {' '.join(argv if argv is not None else sys.argv[1:])}",
              f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}", "",
-             "| mode | clients | nodes | clients/node | releases | round seconds | clients/s |", "|---|---|---|---|---|---|---|"]
+             "| mode | clients | nodes | clients/node | releases | round seconds | clients/s | spread-EM fit s | accuracy | process wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        fit = f"{r['train_seconds']:.1f}" if "train_seconds" in r else ""
+        acc = f"{r['accuracy']:.3f}" if r.get("accuracy") is not None else ""
         lines.append(f"| {r['mode']} | {r['n_clients']:,} | {r['nodes']:,} | {r['cohort_size']} | {r['releases']:,} | "
-                     f"{r['seconds']:.1f} | {r['clients_per_second']:,.0f} |")
+                     f"{r['seconds']:.1f} | {r['clients_per_second']:,.0f} | {fit} | {acc} | {r['wall_seconds']:.0f} |")
     by = {(r["mode"], r["n_clients"]): r for r in rows}
     for n in args.nodes:
         if ("plain", n) in by:

@@ -18,7 +18,7 @@ from fedrr.estimators.spread_estep import estep_task
 from fedrr.estimators.spread_prior import ColumnLayout, given_prior
 from fedrr.mechanisms import (CategoricalPrior, GaussianMechanism, GaussianPrior, RandomizedResponse, RecordMechanism,
                               TransitionMatrix)
-from fedrr.parallel import LocalExecutor, SerialExecutor
+from fedrr.parallel import LocalExecutor, SerialExecutor, ThreadExecutor
 
 D, K = 3, 3
 THETA0 = np.array([2.5, -2.0, 1.5])
@@ -97,11 +97,13 @@ def _posterior_enum(xt, ct, rm, prior, w, b):
     return np.exp(lp - logsumexp(lp))
 
 
-@pytest.mark.parametrize("features", ["rr", "matrix"])
+@pytest.mark.parametrize("features", ["rr", "rr_anti", "matrix"])
 def test_mcmc_chain_samples_the_exact_posterior(features):
     """The E-step chain's stationary law is the exact posterior p(x | x̃, c̃), and its label
-    responsibilities equal p(c | x, c̃) — for the compiled RR kernel and for the numpy path."""
-    mech = RandomizedResponse(K, 0.3) if features == "rr" else TransitionMatrix([[0.6, 0.2, 0.1], [0.3, 0.6, 0.2], [0.1, 0.2, 0.7]])
+    responsibilities equal p(c | x, c̃) — for the compiled RR kernel (alias sampler; "rr_anti":
+    flip > (k−1)/k, keep < other, the inverse-CDF sampler) and for the numpy path."""
+    mech = {"rr": RandomizedResponse(K, 0.3), "rr_anti": RandomizedResponse(K, 0.8),
+            "matrix": TransitionMatrix([[0.6, 0.2, 0.1], [0.3, 0.6, 0.2], [0.1, 0.2, 0.7]])}[features]
     rm = RecordMechanism(mech, RandomizedResponse(2, 0.2), n_features=D)
     layout = ColumnLayout.from_mechanism(rm)
     prior = given_prior(layout, CategoricalPrior(PRIOR0))
@@ -267,6 +269,23 @@ def test_result_does_not_depend_on_executor():
     np.testing.assert_array_equal(serial.coef_, again.coef_)
 
 
+@pytest.mark.parametrize("e_step", ["mcmc", "importance"])
+def test_threads_give_the_serial_result(e_step):
+    """ThreadExecutor (the default; threads also share the M-step's products) gives the serial
+    result bit for bit, whatever the number of threads."""
+    rng = np.random.default_rng(9)
+    X, y = _make(3000, rng)
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    Xt, yt = rm.release(X, y, rng=rng)
+    kw = dict(random_state=4, max_iter=8, shard_size=500, e_step=e_step)
+    serial = SpreadLogisticRegression(executor=SerialExecutor(), **kw).fit(Xt, yt, mechanism=rm)
+    for ex in (ThreadExecutor(2), ThreadExecutor(3), None):
+        threaded = SpreadLogisticRegression(executor=ex, **kw).fit(Xt, yt, mechanism=rm)
+        np.testing.assert_array_equal(serial.coef_, threaded.coef_)
+        np.testing.assert_array_equal(serial.intercept_, threaded.intercept_)
+        np.testing.assert_array_equal(serial.prior_["categorical"][0], threaded.prior_["categorical"][0])
+
+
 def test_reconstruction_and_history_attributes():
     rng = np.random.default_rng(8)
     X, y = _make(2000, rng)
@@ -332,3 +351,26 @@ def test_bad_mechanism_arguments():
         SpreadLogisticRegression().fit(X, y, mechanism=[rm, other, rm, rm])
     with pytest.raises(ValidationError, match="mechanism"):
         SpreadLogisticRegression().fit(X, y, mechanism="rr")
+
+
+def test_rr_alias_sampler_draws_the_exact_rr_posterior():
+    """The compiled kernel's one-uniform RR posterior draw (mixture of x̃ and an alias-table draw
+    from π) has law π(x)(q if x = x̃ else r) / Z, also with zero-probability states."""
+    from fedrr.estimators.spread_kernels import _draw_alias, rr_tables
+
+    k, flip = 6, 0.4
+    mech = RandomizedResponse(k, flip)
+    pi = np.array([[0.35, 0.0, 0.05, 0.3, 0.0, 0.3], [1e-4, 0.2, 0.2, 0.2, 0.2, 0.2 - 1e-4]])
+    q, r = np.full(2, mech.keep_prob), np.full(2, mech.other_prob)
+    stay, jump, P, A = rr_tables(pi * 3.0, q, r)  # any row scale
+    u = np.random.default_rng(0).random(100_000)
+    for d in range(2):
+        for xt in (0, 1, 3):
+            draws = np.array([_draw_alias(d, xt, v, stay, jump, P, A, k) for v in u])
+            exact = pi[d] * np.where(np.arange(k) == xt, q[d], r[d])
+            exact /= exact.sum()
+            counts = np.bincount(draws, minlength=k)
+            assert np.all(counts[exact == 0] == 0)
+            keep = exact > 0
+            stat = np.sum((counts[keep] - u.size * exact[keep]) ** 2 / (u.size * exact[keep]))
+            assert chi2.sf(stat, keep.sum() - 1) > 1e-4, (d, xt, counts, exact * u.size)

@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 from .._validation import as_float_array
 from ..errors import ValidationError
 from ..mechanisms import RecordMechanism
-from ..parallel.executors import SerialExecutor, shard_bounds
+from ..parallel.executors import ThreadExecutor, shard_bounds
 from .spread_estep import estep_task
 from .spread_mstep import fit_soft_logistic, log_class_probs
 from .spread_prior import ColumnLayout, SpreadPrior, flat_prior, given_prior, marginal_mle_prior
@@ -60,7 +60,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     numeric_prior : "gaussian" or "histogram" (with ``n_bins``) for numeric columns.
     relaxation : over-relaxation ω of each EM step, θ ← θ + ω(M(θ) − θ), in (0, 2); 1 is plain EM.
     executor : object with ``map(fn, tasks)``; shards of ``shard_size`` records, each with its own
-        seed, so the result does not depend on how many workers run them.
+        seed, so the result does not depend on how many workers run them. None (default): a
+        ThreadExecutor over all CPUs (the compiled E-step releases the GIL; the M-step's matrix
+        products use the same number of threads).
     mechanism : default RecordMechanism when ``fit`` gets none; None there means clean data.
     """
 
@@ -205,19 +207,23 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     def _run_em(self, X, y, groups, prior: SpreadPrior, n_classes: int, C: float):
         mode = self.e_step
         S = self.n_samples if self.n_samples is not None else (2 if mode == "mcmc" else 10)
-        executor = self.executor if self.executor is not None else SerialExecutor()
+        executor = self.executor if self.executor is not None else ThreadExecutor()
+        # the M-step's matrix products run on the executor's threads if it has any (a ThreadExecutor,
+        # or a wrapper with ``workers()``); the result is the same for any number
+        m_threads = int(executor.workers()) if callable(getattr(executor, "workers", None)) else 1
         rows_n = 1 if n_classes == 2 else n_classes
         D = X.shape[1]
         entropy = np.random.SeedSequence(self.random_state if isinstance(self.random_state, (int, np.integer)) or self.random_state is None else None).entropy \
             if not isinstance(self.random_state, np.random.Generator) else int(self.random_state.integers(2**63))
         # initial θ: logistic regression on the decoded releases (the naive fit)
         Z0 = _decode_states(X, self.layout_, self.encoding)
+        Z0 = [Z0[s0:s1] for s0, s1 in shard_bounds(len(Z0), self.shard_size)]  # row blocks, for the threads
         coef, b, _ = fit_soft_logistic(Z0, np.eye(n_classes)[y], np.ones(len(y)), np.zeros((rows_n, D)), np.zeros(rows_n), C,
-                                       self.fit_intercept, max_iter=50)
-        shards = []  # (group index, rows)
+                                       self.fit_intercept, max_iter=50, n_threads=m_threads)
+        shards = []  # (group index, released features, released labels): sliced once, reused every iteration
         for gi, (rm, rows) in enumerate(groups):
             for s0, s1 in shard_bounds(len(rows), self.shard_size):
-                shards.append((gi, rows[s0:s1]))
+                shards.append((gi, X[rows[s0:s1]], y[rows[s0:s1]]))
         label_logP = [None if rm.label is None else np.log(rm.label.matrix) for rm, _ in groups]
         states: list[Any] = [None] * len(shards)
         norms: list[float] = []
@@ -227,16 +233,17 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.history_ = []
         for it in range(1, self.max_iter + 1):
             tasks = [{
-                "rm": groups[gi][0], "X_tilde": X[rows], "y_tilde": y[rows], "state": states[si], "prior": prior,
+                "rm": groups[gi][0], "X_tilde": Xs, "y_tilde": ys, "state": states[si], "prior": prior,
                 "coef": coef, "intercept": b, "label_logP": label_logP[gi], "n_samples": S, "mode": mode,
                 "seed": np.random.SeedSequence(entropy, spawn_key=(it, si)), "encoding": self.encoding, "layout": self.layout_, "n_classes": n_classes,
-            } for si, (gi, rows) in enumerate(shards)]
+            } for si, (gi, Xs, ys) in enumerate(shards)]
             results = executor.map(estep_task, tasks)
             states = [r["state"] for r in results]
-            Z = np.concatenate([r["Z"] for r in results])
             R = np.concatenate([r["R"] for r in results])
             w = np.concatenate([r["w"] for r in results])
-            new_coef, new_b, obj = fit_soft_logistic(Z, R, w, coef, b, C, self.fit_intercept, max_iter=self.m_step_iter)
+            # the shards' samples as row blocks: no (n·S, D) concatenated copy
+            new_coef, new_b, obj = fit_soft_logistic([r["Z"] for r in results], R, w, coef, b, C, self.fit_intercept,
+                                                     max_iter=self.m_step_iter, n_threads=m_threads)
             # over-relaxed EM: θ ← θ + ω (M(θ) − θ); same fixed point, faster in slow directions
             coef = coef + self.relaxation * (new_coef - coef)
             b = b + self.relaxation * (new_b - b)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from ..mechanisms.discrete import RandomizedResponse, _DiscreteMechanism
 from .spread_mstep import log_class_probs
@@ -85,10 +85,22 @@ def _sufficient_stats(task: dict, raw: np.ndarray, w: np.ndarray) -> dict:
     return stats
 
 
+_BLAS: ThreadpoolController | None = None
+
+
+def _one_blas_thread():
+    """threadpool_limits(1, "blas") with the library scan done once per process (it costs ~4 ms,
+    more than a small shard's E-step)."""
+    global _BLAS
+    if _BLAS is None:
+        _BLAS = ThreadpoolController()
+    return _BLAS.limit(limits=1, user_api="blas")
+
+
 def estep_task(task: dict) -> dict:
     """Run the E-step on one shard; returns samples Z (b·S, D), responsibilities R, weights w,
     prior statistics and the new chain state."""
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _one_blas_thread():
         return _estep(task)
 
 
@@ -155,12 +167,13 @@ def _all_rr(rm) -> bool:
 
 def _estep_rr_compiled(task: dict) -> dict:
     """mode="mcmc" for all-randomised-response records through the compiled kernel; the same
-    chain as the numpy path (exact RR posterior proposals, independence Metropolis)."""
-    from .spread_kernels import rr_mcmc_shard
+    chain as the numpy path (exact RR posterior proposals, independence Metropolis). The chain
+    state is kept feature-major, (D, b) int32, and handed back as its (b, D) transpose (a view)."""
+    from .spread_kernels import rr_mcmc_shard, rr_tables
     from ..mechanisms.discrete import guide_table
 
     rng = np.random.default_rng(task["seed"])
-    rm, Xt, prior, layout = task["rm"], task["X_tilde"], task["prior"], task["layout"]
+    rm, Xt, prior = task["rm"], task["X_tilde"], task["prior"]
     S = task["n_samples"]
     b, D = Xt.shape
     K = prior.disc.shape[1]
@@ -168,9 +181,13 @@ def _estep_rr_compiled(task: dict) -> dict:
     r = np.empty(D)
     for mech, cols in rm.groups():
         q[cols], r[cols] = mech.keep_prob, mech.other_prob
-    cdf = np.cumsum(prior.disc, axis=1)
-    cdf /= cdf[:, -1:]
-    guide = guide_table(cdf)
+    stay, jump, P, A = rr_tables(prior.disc, q, r)
+    if np.all(q >= r):  # the inverse-CDF tables are only read for columns with q < r
+        cdf, guide = np.zeros((0, K)), np.zeros((0, K), np.int64)
+    else:
+        cdf = np.cumsum(prior.disc, axis=1)
+        cdf /= cdf[:, -1:]
+        guide = guide_table(cdf)
     scale = input_scale(task)
     coef = task["coef"] * scale
     L = task["label_logP"]
@@ -180,16 +197,15 @@ def _estep_rr_compiled(task: dict) -> dict:
     else:
         yterm = np.ascontiguousarray(L[task["y_tilde"]])
     has_state = task["state"] is not None
-    # a fresh writable copy: Ray hands task arrays over read-only
-    stateT = np.array(task["state"].T, dtype=np.int64, order="C") if has_state else np.zeros((D, b), np.int64)
-    u_prop = rng.random((S + (0 if has_state else 1), D, b))
-    u_acc = rng.random((S, b))
-    ZT = np.empty((S, D, b), np.float32)
+    # read only (Ray hands task arrays over read-only): no copy when it is this kernel's own state
+    stateT = np.ascontiguousarray(task["state"].T, dtype=np.int32) if has_state else np.zeros((0, 0), np.int32)
+    Zt = np.empty((D, S * b), np.float32)
     R = np.empty((S, b, C))
     counts = np.zeros((D, K))
-    accepted = rr_mcmc_shard(np.ascontiguousarray(Xt.T, dtype=np.int64), yterm, stateT, has_state, u_prop, u_acc, cdf, guide,
-                             q, r, np.ascontiguousarray(coef, dtype=float), np.asarray(task["intercept"], float),
-                             scale.astype(np.float32), ZT, R, counts)
-    Z = ZT.transpose(0, 2, 1).reshape(S * b, D)  # (S·b, D), rows ordered (s, n) like the numpy path
-    return {"Z": Z, "R": R.reshape(S * b, C), "w": np.full(S * b, 1.0 / S),
-            "stats": {"counts": counts}, "state": stateT.T, "accepted": int(accepted), "proposed": S * b}
+    new_stateT = np.empty((D, b), np.int32)
+    accepted = rr_mcmc_shard(rng, np.ascontiguousarray(Xt.T, dtype=np.int32), yterm, stateT, has_state, S,
+                             stay, jump, P, A, cdf, guide, q, r, np.ascontiguousarray(coef, dtype=float),
+                             np.asarray(task["intercept"], float), scale.astype(np.float32), Zt, R, counts, new_stateT)
+    # Z = Zt.T: (S·b, D), rows ordered (s, n) like the numpy path; Fortran-ordered, not copied
+    return {"Z": Zt.T, "R": R.reshape(S * b, C), "w": np.full(S * b, 1.0 / S),
+            "stats": {"counts": counts}, "state": new_stateT.T, "accepted": int(accepted), "proposed": S * b}
