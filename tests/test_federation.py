@@ -281,3 +281,17 @@ def test_cohort_nodes_host_many_clients_each(tmp_path):
     np.testing.assert_array_equal(pool.client_id, off.client_id[o])
     np.testing.assert_array_equal(pool.X, off.x[o])
     assert metrics["n_releases"] == sum(pop.is_present(c) for c in range(150)) and metrics["dropped"] == {}
+
+
+def test_client_and_server_code_do_not_import_each_other():
+    import subprocess
+    import sys
+
+    probe = ("import sys, importlib; importlib.import_module('fedrr.federation.{0}'); "
+             "print(sorted(m for m in {1!r} if m in sys.modules))")
+    client = subprocess.run([sys.executable, "-c", probe.format("client_app", ["fedrr.estimators", "fedrr.federation.server_app",
+                                                                            "fedrr.federation.strategy", "cvxpy"])],
+                            capture_output=True, text=True, check=True)
+    server = subprocess.run([sys.executable, "-c", probe.format("server_app", ["fedrr.federation.client_app"])],
+                            capture_output=True, text=True, check=True)
+    assert client.stdout.strip() == "[]" and server.stdout.strip() == "[]"

@@ -31,10 +31,13 @@ def _group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.nda
         if len(mechanism) != n:
             raise ValidationError("mechanism", f"a per-record list must have one RecordMechanism per row ({n}), got {len(mechanism)}")
         groups: dict[str, tuple[RecordMechanism, list[int]]] = {}
+        key_of: dict[int, str] = {}  # id -> spec key: a pool of 10⁶ records shares a few objects
         for i, m in enumerate(mechanism):
-            if not isinstance(m, RecordMechanism):
-                raise ValidationError("mechanism", f"entry {i} must be a RecordMechanism, got {type(m).__name__}")
-            key = repr(m.to_spec())
+            key = key_of.get(id(m))
+            if key is None:
+                if not isinstance(m, RecordMechanism):
+                    raise ValidationError("mechanism", f"entry {i} must be a RecordMechanism, got {type(m).__name__}")
+                key = key_of[id(m)] = repr(m.to_spec())  # the list keeps m alive, so its id stays unique
             groups.setdefault(key, (m, []))[1].append(i)
         return [(m, np.asarray(rows)) for m, rows in groups.values()]
     raise ValidationError("mechanism", f"must be a RecordMechanism or a per-record sequence of them, got {type(mechanism).__name__}")

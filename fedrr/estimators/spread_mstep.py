@@ -18,6 +18,26 @@ def log_class_probs(Z: np.ndarray, coef: np.ndarray, intercept: np.ndarray) -> n
     return log_softmax(z, axis=-1)
 
 
+#: blocks are merged until each holds at least this many values: thread hand-offs cost ~10 µs, so
+#: thousands of tiny blocks (few features, many records) would be slower than one big product
+MIN_BLOCK_VALUES = 1 << 21
+
+
+def _merge_small_blocks(blocks: list[np.ndarray], dtype) -> list[np.ndarray]:
+    """Consecutive blocks joined into chunks of >= MIN_BLOCK_VALUES values. The chunking depends on
+    the block shapes only (never on the number of threads), so sums keep the same order."""
+    out, run, size = [], [], 0
+    for B in blocks:
+        run.append(B)
+        size += B.size
+        if size >= MIN_BLOCK_VALUES:
+            out.append(run[0] if len(run) == 1 else np.concatenate(run).astype(dtype, copy=False))
+            run, size = [], 0
+    if run:
+        out.append(run[0] if len(run) == 1 else np.concatenate(run).astype(dtype, copy=False))
+    return out
+
+
 def fit_soft_logistic(Z, R: np.ndarray, w: np.ndarray, coef0: np.ndarray, intercept0: np.ndarray,
                       C: float, fit_intercept: bool = True, max_iter: int = 100, tol: float = 1e-8, n_threads: int = 1):
     """argmin Σ_i w_i CE(R_i, p_θ(·|Z_i)) + ‖coef‖²/(2C): sklearn's LogisticRegression objective
@@ -38,6 +58,7 @@ def fit_soft_logistic(Z, R: np.ndarray, w: np.ndarray, coef0: np.ndarray, interc
     blocks = [np.asarray(B) for B in Z] if isinstance(Z, (list, tuple)) else [np.asarray(Z)]
     blocks = [B if B.dtype in (np.float32, np.float64) else B.astype(np.float64) for B in blocks if B.shape[0]] or [np.zeros((0, d))]
     dtype = np.result_type(*blocks) if blocks else np.float64
+    blocks = _merge_small_blocks(blocks, dtype)
     bounds = np.cumsum([0] + [B.shape[0] for B in blocks])
     pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 and len(blocks) > 1 else None
     pmap = pool.map if pool is not None else map
@@ -49,8 +70,9 @@ def fit_soft_logistic(Z, R: np.ndarray, w: np.ndarray, coef0: np.ndarray, interc
         if binary:
             z1 = z[:, 0]
             r1 = R[:, 1]
-            loss = np.sum(w * (r1 * np.logaddexp(0, -z1) + (1 - r1) * np.logaddexp(0, z1)))
-            gz = (w * (1.0 / (1.0 + np.exp(-z1)) - r1))[:, None]
+            sp = np.logaddexp(0, -z1)  # softplus(−z); softplus(z) = softplus(−z) + z and σ(z) = exp(−softplus(−z))
+            loss = np.sum(w * (sp + (1 - r1) * z1))
+            gz = (w * (np.exp(-sp) - r1))[:, None]
         else:
             lse = logsumexp(z, axis=1, keepdims=True)
             logp = z - lse

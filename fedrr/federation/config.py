@@ -24,7 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "learners": "spread,naive",  # comma list of spread | spread-flat | naive | naive-cv | wdro
     "spread-max-iter": 200,
     "C": 1.0,
-    "executor": "serial",        # serial | threads | ray (RAY_ADDRESS or ray-address for a cluster)
+    "executor": "threads",       # serial | threads | ray (RAY_ADDRESS or ray-address for a cluster)
     "ray-address": "",
     "wave-size": 256,            # most release queries in flight at once
     "min-valid": 20,             # fewer valid releases than this: the run fails with a clear error

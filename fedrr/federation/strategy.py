@@ -17,7 +17,7 @@ from ..errors import ValidationError
 from ..estimators import NaiveLogisticRegression, SpreadLogisticRegression, WassersteinDROLogisticRegression
 from ..estimators.dro_radius import noise_radius
 from ..mechanisms import RecordMechanism
-from ..parallel import SerialExecutor
+from ..parallel import SerialExecutor, ThreadExecutor
 from .pool import Pool
 
 LEARNERS = ("spread", "spread-flat", "naive", "naive-cv", "wdro")
@@ -38,11 +38,7 @@ def make_executor(kind: str, ray_address: str = "") -> Any:
     if kind == "serial":
         return SerialExecutor()
     if kind == "threads":
-        from ..parallel import executors
-
-        if not hasattr(executors, "ThreadExecutor"):
-            raise ValidationError("executor", "'threads' is not available in this version")
-        return executors.ThreadExecutor()
+        return ThreadExecutor()
     if kind == "ray":
         from ..parallel import RayExecutor
         import ray

@@ -5,9 +5,23 @@ serial executor's because every shard carries its own seed."""
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any, Callable, Iterable
 
+import numpy as np
+
 from ..errors import ValidationError
+
+#: arrays at least this large go through the object store once per life, not once per task
+_PUT_MIN_BYTES = 1 << 20
+
+
+def _run_task(fn: Callable[[Any], Any], task: Any, keys: list[str], *arrays: Any) -> Any:
+    """Worker side: Ray resolves the top-level refs to (read-only, zero-copy) arrays."""
+    if keys:
+        task = {**task, **dict(zip(keys, arrays))}
+    return fn(task)
+
 
 _QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
 
@@ -25,6 +39,8 @@ class RayExecutor:
         self.num_cpus = num_cpus
         self.cpus_per_task = cpus_per_task
         self._started_here = False
+        self._remote_fn = None
+        self._puts: dict[int, tuple[weakref.ref, Any]] = {}
 
     def _ensure(self):
         import ray
@@ -42,9 +58,43 @@ class RayExecutor:
         return ray
 
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
+        """Run ``fn(task)`` for every task as a Ray task; results in task order. Large arrays in a
+        task dict travel through the object store once: an array seen again in a later call (the
+        released records, every EM iteration) reuses its object instead of being copied again."""
         ray = self._ensure()
-        remote = ray.remote(num_cpus=self.cpus_per_task, max_retries=3)(fn)
-        return ray.get([remote.remote(t) for t in tasks])
+        remote = self._remote(ray)
+        self._purge()
+        calls = []
+        for t in tasks:
+            keys, refs = [], []
+            if isinstance(t, dict):
+                light = dict(t)
+                for k, v in t.items():
+                    if isinstance(v, np.ndarray) and v.nbytes >= _PUT_MIN_BYTES:
+                        keys.append(k)
+                        refs.append(self._ref(ray, v))
+                        light[k] = None
+                t = light
+            calls.append(remote.remote(fn, t, keys, *refs))
+        return ray.get(calls)
+
+    def _remote(self, ray):
+        if self._remote_fn is None:
+            self._remote_fn = ray.remote(num_cpus=self.cpus_per_task, max_retries=3)(_run_task)
+        return self._remote_fn
+
+    def _ref(self, ray, arr: np.ndarray):
+        """The object-store ref of ``arr``, put once while ``arr`` lives (keyed by identity)."""
+        hit = self._puts.get(id(arr))
+        if hit is not None and hit[0]() is arr:
+            return hit[1]
+        ref = ray.put(arr)
+        self._puts[id(arr)] = (weakref.ref(arr), ref)
+        return ref
+
+    def _purge(self) -> None:
+        for key in [k for k, (w, _) in self._puts.items() if w() is None]:
+            del self._puts[key]
 
     def shutdown(self) -> None:
         """Stop the Ray instance if this executor started it (never a cluster it joined)."""
@@ -53,6 +103,8 @@ class RayExecutor:
 
             ray.shutdown()
             self._started_here = False
+        self._remote_fn = None
+        self._puts.clear()
 
     def __repr__(self) -> str:
         return f"RayExecutor(address={self.address!r}, num_cpus={self.num_cpus!r}, cpus_per_task={self.cpus_per_task!r})"
