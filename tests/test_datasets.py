@@ -371,3 +371,20 @@ def test_synthetic_rejects_bad_arguments(call, field):
     with pytest.raises(ValidationError) as e:
         call(np.random.default_rng(0))
     assert e.value.field == field
+
+
+def test_vendored_data_found_from_a_copy_without_binary_files(tmp_path):
+    """A Flower app bundle carries text files only and its fedrr copy comes first on sys.path:
+    the vendored .gz data must still be found (from the installed copy) and checksum-verified."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import fedrr
+
+    src = Path(fedrr.__file__).parent
+    shutil.copytree(src, tmp_path / "fedrr", ignore=shutil.ignore_patterns("*.gz", "__pycache__"))
+    code = "import fedrr, fedrr.datasets as d; print(fedrr.__file__); print(d.load('adult').X.shape[0])"
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()
+    assert out[0].startswith(str(tmp_path)) and int(out[1]) > 40000

@@ -180,6 +180,19 @@ def test_too_few_valid_releases_fail_clearly(tmp_path):
 
 
 # ------------------------------------------------------------------ the protocol, without Flower
+@pytest.fixture(autouse=True)
+def _server_identity(request):
+    """Flower builds a new Message's metadata from the process's TaskIdentity, which only a running
+    ServerApp sets; the protocol tests below make messages outside one."""
+    from flwr.supercore.task_identity import TaskIdentity
+
+    saved = (TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id)
+    if saved[1] is None:
+        TaskIdentity.task_id, TaskIdentity.run_id, TaskIdentity.node_id = 1, 1, 1
+    yield
+    TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = saved
+
+
 def _reply(content: RecordDict) -> Message:
     q = Message(content=query_content(), dst_node_id=1, message_type=MESSAGE_TYPE, group_id="t")
     return Message(content, reply_to=q)

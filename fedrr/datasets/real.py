@@ -59,9 +59,32 @@ def verify_checksum(path: str | Path, expected: str) -> bytes:
     return data
 
 
+def _data_file(name: str) -> Path:
+    """data/<name> of this copy of fedrr or, if it lacks the file, of another importable copy: a
+    Flower app bundle (``flwr run``) ships only text files, and its copy of fedrr comes first on
+    sys.path. The SHA-256 check still applies to whichever file is found."""
+    if (_DATA_DIR / name).exists():
+        return _DATA_DIR / name
+    import importlib.machinery
+    import sys
+
+    specs = [importlib.machinery.PathFinder.find_spec("fedrr", [entry]) for entry in sys.path if isinstance(entry, str)]
+    for finder in sys.meta_path:
+        try:
+            specs.append(finder.find_spec("fedrr", None))
+        except (AttributeError, ImportError, TypeError, ValueError):
+            continue
+    for spec in specs:
+        for loc in (spec.submodule_search_locations or []) if spec is not None else []:
+            candidate = Path(loc) / "datasets" / "data" / name
+            if candidate.exists():
+                return candidate
+    return _DATA_DIR / name  # verify_checksum reports it missing
+
+
 def _read_vendored(name: str) -> str:
     """Checksum-verified, decompressed text of one file in data/."""
-    data = verify_checksum(_DATA_DIR / name, CHECKSUMS[name])
+    data = verify_checksum(_data_file(name), CHECKSUMS[name])
     try:
         return gzip.decompress(data).decode("utf-8")
     except (OSError, EOFError, zlib.error, UnicodeDecodeError) as exc:  # pragma: no cover - checksum guards this
