@@ -1,4 +1,4 @@
-# Two entry points for a fresh machine: `make demo` (the main job) and `make test`.
+# Two entry points for a fresh machine: `make demo` (the main job: the quickstart sweep) and `make test`.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -21,7 +21,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) simulations/demo_frequencies.py --out results/demo
+	$(VENV)/bin/fedrr sweep configs/quickstart.toml --out results/quickstart
+	$(VENV)/bin/fedrr show results/quickstart
 
 test: $(STAMP)
 	$(PY) -m pytest -q

@@ -12,7 +12,11 @@ class ValidationError(FedrrError, ValueError):
 
     def __init__(self, field: str, message: str):
         self.field = field
+        self.message = message
         super().__init__(f"{field}: {message}")
+
+    def __reduce__(self):  # picklable, so it crosses process boundaries (worker pools, Ray) intact
+        return (type(self), (self.field, self.message))
 
 
 class ConvergenceError(FedrrError, RuntimeError):

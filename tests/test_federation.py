@@ -12,7 +12,7 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from fedrr.errors import FedrrError, ValidationError
+from fedrr.errors import ValidationError
 from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegression
 from fedrr.federation import DEFAULTS, Pool, build_population, load_run_config, parse_reply, run_federation
 from fedrr.federation.client_app import offline_release

@@ -9,7 +9,6 @@ teardown; the test fails if any of them is left."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -30,13 +29,6 @@ from fedrr.mechanisms import RandomizedResponse, RecordMechanism  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 N_NODES = 5
-
-
-def _copy_app(dst: Path) -> Path:
-    dst.mkdir(parents=True)
-    shutil.copy2(REPO / "pyproject.toml", dst / "pyproject.toml")
-    shutil.copytree(REPO / "fedrr", dst / "fedrr", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return dst
 
 
 class Processes:
@@ -101,7 +93,7 @@ def _records(n: int):
 
 
 @pytest.fixture
-def deployment(tmp_path):
+def deployment(tmp_path, app_copy):
     procs = Processes(tmp_path)
     mech = RecordMechanism(RandomizedResponse(17, 0.2), RandomizedResponse(2, 0.1), n_features=64)
     port = free_port()
@@ -120,7 +112,7 @@ def deployment(tmp_path):
                                      "--host", "127.0.0.1", "--port", str(free_port()), "--max-wait-time", "120",
                                      "--node-config", node_config], d / "home")
             nodes.append({"dir": d, "ledger": d / "ledger" / "fedrr-release.npz", "x": x, "y": y})
-        yield {"port": port, "nodes": nodes, "procs": procs, "tmp": tmp_path, "app": _copy_app(tmp_path / "app")}
+        yield {"port": port, "nodes": nodes, "procs": procs, "tmp": tmp_path, "app": app_copy}
     finally:
         left = procs.stop_all()
         assert not left, f"processes left running: {sorted(left)}"

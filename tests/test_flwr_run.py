@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,13 +14,6 @@ from fedrr.federation.flwr_cli import QUIET_ENV, _cmdline, _live_pids, alive, st
 
 REPO = Path(__file__).resolve().parents[1]
 N = 20
-
-
-def _copy_app(dst: Path) -> Path:
-    dst.mkdir(parents=True)
-    shutil.copy2(REPO / "pyproject.toml", dst / "pyproject.toml")
-    shutil.copytree(REPO / "fedrr", dst / "fedrr", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return dst
 
 
 def _with_env(value: str) -> set[tuple[int, int]]:
@@ -37,8 +29,8 @@ def _with_env(value: str) -> set[tuple[int, int]]:
     return found
 
 
-def test_flwr_run_local_simulation(tmp_path):
-    app = _copy_app(tmp_path / "app")
+def test_flwr_run_local_simulation(tmp_path, app_copy):
+    app = app_copy
     pyproject = (app / "pyproject.toml").read_bytes()
     home, results = tmp_path / "flwr-home", tmp_path / "results"
     cmd = [sys.executable, "-m", "fedrr.federation.flwr_cli", str(app), "--flwr-home", str(home), "--json", "--timeout", "150",

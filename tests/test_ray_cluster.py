@@ -21,7 +21,6 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from fedrr.estimators import SpreadLogisticRegression  # noqa: E402
-from fedrr.mechanisms import RandomizedResponse, RecordMechanism  # noqa: E402
 from fedrr.parallel import SerialExecutor  # noqa: E402
 from fedrr.parallel.ray_executor import RayExecutor  # noqa: E402
 
@@ -64,7 +63,6 @@ def ray_cluster():
         _run([RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
                         f"--ray-client-server-port={_free_port()}", *common])
         _run([RAY, "start", f"--address={address}", "--node-ip-address=127.0.0.1", *common])
-        old = os.environ.get("RAY_ADDRESS")
         os.environ["RAY_ADDRESS"] = address
         yield address, temp
     finally:
@@ -86,14 +84,9 @@ def ray_cluster():
         assert _pids_with(temp) == [], "Ray processes of the test cluster were left running"
 
 
-def test_cluster_has_two_nodes_and_estep_equals_serial(ray_cluster):
+def test_cluster_has_two_nodes_and_estep_equals_serial(ray_cluster, small_rr_release):
     address, _ = ray_cluster
-    rng = np.random.default_rng(0)
-    n, d, k = 3000, 5, 4
-    X = rng.integers(0, k, size=(n, d))
-    y = (rng.random(n) < 1 / (1 + np.exp(-(X / 3) @ np.array([2.0, -1.0, 1.0, 0.5, -2.0])))).astype(int)
-    rm = RecordMechanism(RandomizedResponse(k, 0.3), RandomizedResponse(2, 0.2), n_features=d)
-    Xt, yt = rm.release(X, y, rng=rng)
+    Xt, yt, rm = small_rr_release
     kw = dict(random_state=5, max_iter=6, shard_size=500)
     ex = RayExecutor()  # joins through RAY_ADDRESS
     try:

@@ -20,7 +20,7 @@ from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
 
 from .. import __version__
-from ..errors import FedrrError, ValidationError
+from ..errors import FedrrError
 from .config import load_run_config, n_nodes
 from .population import build_population
 from .pool import Pool, ReplyRejected, parse_reply

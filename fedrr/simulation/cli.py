@@ -1,0 +1,174 @@
+"""The ``fedrr`` command: privacy budget vs accuracy sweeps from TOML scenario configs."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import FedrrError, ValidationError
+
+_QUIET = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
+          "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "MPLBACKEND": "Agg"}
+
+DESCRIPTION = """\
+How much accuracy do you keep at a privacy budget ε per record, with N clients, for each learner?
+
+A scenario is a TOML file (see configs/): the population (dataset, number of clients, dropout),
+the mechanism and its ε grid, the learners, repeats, and how to run it (a real Flower
+simulation, Flower nodes hosting cohorts of clients, or offline without Flower).
+Every result is plotted against one axis: ε of releasing a whole record (all features and the
+label), composed by the mechanisms' own accounting."""
+
+EPILOG = """\
+examples:
+  fedrr sweep configs/quickstart.toml --out results/quickstart   # the whole grid, resumable
+  fedrr show results/quickstart                                  # markdown table of the results
+  fedrr plot results/quickstart                                  # accuracy_vs_epsilon.png / .svg
+  fedrr run configs/quickstart.toml --epsilon 3000               # one grid point only
+  fedrr check configs/my_scenario.toml                           # validate a config, run nothing
+
+Rerunning `fedrr sweep` with the same config and --out skips every finished cell, so an
+interrupted sweep resumes where it stopped. Config errors print one line naming the key and
+exit with status 2."""
+
+
+def _default_out(cfg) -> Path:
+    return Path(cfg["scenario"]["out"] or f"results/{cfg.name}")
+
+
+def _grid_index(cfg, args) -> list[int] | None:
+    if args.index is not None:
+        if not 0 <= args.index < max(len(cfg.grid), 1):
+            raise ValidationError("--index", f"must be in [0, {max(len(cfg.grid), 1) - 1}], got {args.index}")
+        return [args.index]
+    if args.epsilon is None:
+        return [0]
+    if not cfg.grid_key:
+        raise ValidationError("--epsilon", "this scenario's population sets the budgets (no grid); leave --epsilon out")
+    for g, v in enumerate(cfg.grid):
+        if abs(v - args.epsilon) <= 1e-9 * max(abs(v), 1.0):
+            return [g]
+    raise ValidationError("--epsilon", f"{args.epsilon:g} is not a value of privacy.{cfg.grid_key} "
+                          f"({', '.join(f'{v:g}' for v in cfg.grid)})")
+
+
+def _cmd_sweep(args, single: bool) -> int:
+    from .config import load_config
+    from .report import write_reports
+    from .sweep import sweep
+
+    cfg = load_config(args.config)
+    out = Path(args.out) if args.out else _default_out(cfg)
+    grid = _grid_index(cfg, args) if single else None
+    progress = False if args.no_progress else None
+    t0 = time.perf_counter()
+    res = sweep(cfg, out, grid_indices=grid, workers=args.workers, progress=progress, argv=sys.argv if args.argv is None else args.argv)
+    rep = write_reports(out)
+    print(rep["markdown"])
+    print(f"[fedrr] {len(res.computed)} cell(s) computed, {len(res.skipped)} skipped (already finished), "
+          f"{len(res.failed)} failed in {time.perf_counter() - t0:.1f} s")
+    print(f"[fedrr] wrote {rep['csv']}, {rep['summary']}, " + ", ".join(str(p) for p in rep["plots"]) + f", {out / 'manifest.json'}")
+    if res.failed:
+        for k, e in res.failed.items():
+            print(f"fedrr: cell {k} failed: {e}", file=sys.stderr)
+        print("fedrr: rerun the same command to retry the failed cells", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_plot(args) -> int:
+    from .report import plot
+
+    for p in plot(args.results_dir):
+        print(p)
+    return 0
+
+
+def _cmd_show(args) -> int:
+    from .report import summary_markdown
+
+    print(summary_markdown(args.results_dir), end="")
+    return 0
+
+
+def _cmd_check(args) -> int:
+    from .config import cells, load_config
+    from .sweep import preflight
+
+    cfg = load_config(args.config)
+    preflight(cfg)
+    print(f"{args.config}: OK — scenario {cfg.name!r}, mode {cfg['run']['mode']}, "
+          f"{len(cells(cfg))} cells ({max(len(cfg.grid), 1)} grid points × {len(cfg.n_grid)} N × "
+          f"{cfg['scenario']['repeats']} repeats), learners {', '.join(cfg['learners']['names'])}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="fedrr", description=DESCRIPTION, epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def common(p):
+        p.add_argument("config", metavar="CONFIG", help="scenario TOML file, e.g. configs/quickstart.toml")
+        p.add_argument("--out", metavar="DIR", help="results directory (default: scenario.out, else results/<scenario name>)")
+        p.add_argument("--workers", type=int, metavar="N", help="offline mode: cells in parallel (default: run.workers)")
+        p.add_argument("--no-progress", action="store_true", help="no progress bar")
+        p.set_defaults(argv=None)
+
+    p = sub.add_parser("sweep", help="run every cell of the grid (resumes: finished cells are skipped)",
+                       description="Run every (grid point, N, repeat) cell of CONFIG and write results.csv, "
+                       "manifest.json, summary.md and accuracy_vs_epsilon.png/.svg to DIR. Each cell is saved to "
+                       "DIR/cells/ as it finishes; rerunning skips the finished ones.",
+                       epilog="example: fedrr sweep configs/quickstart.toml --out results/quickstart")
+    common(p)
+    p.set_defaults(func=lambda a: _cmd_sweep(a, single=False))
+    p = sub.add_parser("run", help="run one grid point (default: the first) with all its N and repeats",
+                       description="Run the cells of one grid point of CONFIG (into the same DIR a sweep uses, so a "
+                       "later sweep reuses them).",
+                       epilog="example: fedrr run configs/quickstart.toml --epsilon 3000")
+    common(p)
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--epsilon", type=float, metavar="VALUE", help="a value of the config's grid (epsilon_grid: ε per record; "
+                   "feature_flip_grid: a flip probability; feature_epsilon_grid: ε per feature)")
+    g.add_argument("--index", type=int, metavar="I", help="the grid point by position (0 = first)")
+    p.set_defaults(func=lambda a: _cmd_sweep(a, single=True))
+    p = sub.add_parser("plot", help="(re)draw the plots of a results directory",
+                       epilog="example: fedrr plot results/quickstart")
+    p.add_argument("results_dir", metavar="RESULTS_DIR")
+    p.set_defaults(func=_cmd_plot)
+    p = sub.add_parser("show", help="print the markdown summary table of a results directory",
+                       epilog="example: fedrr show results/quickstart")
+    p.add_argument("results_dir", metavar="RESULTS_DIR")
+    p.set_defaults(func=_cmd_show)
+    p = sub.add_parser("check", help="validate a config (and its dataset) without running anything",
+                       epilog="example: fedrr check configs/quickstart.toml")
+    p.add_argument("config", metavar="CONFIG")
+    p.set_defaults(func=_cmd_check)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    for k, v in _QUIET.items():
+        os.environ.setdefault(k, v)
+    args = build_parser().parse_args(argv)
+    if getattr(args, "argv", "absent") is None:
+        args.argv = ["fedrr", *(argv if argv is not None else sys.argv[1:])]
+    try:
+        return args.func(args)
+    except ValidationError as exc:
+        print(f"fedrr: error: {exc}", file=sys.stderr)
+        return 2
+    except FedrrError as exc:
+        print(f"fedrr: failed: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("fedrr: interrupted; rerun the same command to resume (finished cells are kept)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,296 @@
+"""Results of a sweep directory: ``results.csv`` (one row per cell × learner), plots (PNG + SVG)
+and ``summary.md``, all rebuilt from ``OUT/cells/*.json`` and ``OUT/manifest.json``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ValidationError
+from .config import ORACLE_LEARNERS, ScenarioConfig, cell_fingerprint, cells, parse_config
+
+CSV_COLUMNS = [
+    "scenario", "cell", "grid_index", "n_index", "repeat", "seed", "mode", "mechanism", "grid_axis", "grid_value",
+    "requested_eps_record", "eps_record", "eps_record_min", "eps_record_max", "delta_record", "eps_features",
+    "eps_label", "eps_per_feature", "n_features", "feature_flip", "feature_epsilon", "label_flip", "label_epsilon",
+    "n_clients", "n_releases", "dropped", "dropped_detail", "learner", "oracle", "metric", "accuracy", "seconds",
+    "cell_seconds", "error",
+]
+
+#: above this ε per record the local-DP guarantee is nominal: the summary says so
+HUGE_EPSILON = 10.0
+
+
+def load_results(out: str | Path) -> tuple[ScenarioConfig, list[dict], list[str]]:
+    """(config, finished cell records of the config's current grid, keys of cells not finished)."""
+    out = Path(out)
+    man_path = out / "manifest.json"
+    if not man_path.exists():
+        raise ValidationError("RESULTS_DIR", f"{str(out)!r} has no manifest.json: not a results directory of `fedrr sweep`")
+    man = json.loads(man_path.read_text())
+    cfg = parse_config(man["config"], path=man.get("config_path", ""), text=man.get("config_text", ""))
+    recs, missing = [], []
+    for c in cells(cfg):
+        p = out / "cells" / f"{c.key}.json"
+        rec = None
+        if p.exists():
+            try:
+                rec = json.loads(p.read_text())
+            except json.JSONDecodeError:
+                rec = None
+        if rec is not None and rec.get("fingerprint") == cell_fingerprint(cfg, c) and rec.get("status") == "done":
+            recs.append(rec)
+        else:
+            missing.append(c.key)
+    return cfg, recs, missing
+
+
+def rows(recs: list[dict]) -> list[dict]:
+    out = []
+    for rec in recs:
+        e, p = rec["eps"], rec["params"]
+        for learner, entry in rec["learners"].items():
+            out.append({
+                "scenario": rec["scenario"], "cell": rec["cell"], "grid_index": rec["g"], "n_index": rec["n"], "repeat": rec["r"],
+                "seed": rec["seed"], "mode": rec["mode"], "mechanism": p["mechanism"], "grid_axis": rec["grid_axis"],
+                "grid_value": rec["grid_value"], "requested_eps_record": p.get("requested_eps_record"),
+                "eps_record": e["record"], "eps_record_min": e["min"], "eps_record_max": e["max"], "delta_record": e["delta"],
+                "eps_features": e["features"], "eps_label": e["label"], "eps_per_feature": e["per_feature"],
+                "n_features": e["n_features"], "feature_flip": p["feature_flip"], "feature_epsilon": p["feature_epsilon"],
+                "label_flip": p["label_flip"], "label_epsilon": p["label_epsilon"], "n_clients": rec["n_clients"],
+                "n_releases": rec["n_releases"], "dropped": int(sum(rec["dropped"].values())),
+                "dropped_detail": json.dumps(rec["dropped"], sort_keys=True), "learner": learner,
+                "oracle": learner in ORACLE_LEARNERS, "metric": "accuracy", "accuracy": entry.get("accuracy"),
+                "seconds": entry.get("seconds"), "cell_seconds": rec["seconds"], "error": entry.get("error", ""),
+            })
+    return out
+
+
+def write_csv(path: Path, table: list[dict]) -> None:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
+    w.writeheader()
+    for r in table:
+        w.writerow({k: ("" if r[k] is None else r[k]) for k in CSV_COLUMNS})
+    from .sweep import _atomic_write
+
+    _atomic_write(path, buf.getvalue())
+
+
+def aggregate(table: list[dict]) -> dict[tuple[int, int, str], dict]:
+    """(grid index, N index, learner) -> mean/sd/count of accuracy, x = ε_record, N."""
+    groups: dict[tuple[int, int, str], list[dict]] = defaultdict(list)
+    for r in table:
+        groups[(r["grid_index"], r["n_index"], r["learner"])].append(r)
+    out = {}
+    for k, rs in groups.items():
+        acc = np.array([r["accuracy"] for r in rs if r["accuracy"] is not None], float)
+        out[k] = {"mean": float(acc.mean()) if acc.size else math.nan, "sd": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
+                  "count": int(acc.size), "errors": sum(1 for r in rs if r["error"]), "eps": float(np.mean([r["eps_record"] for r in rs])),
+                  "delta": float(np.mean([r["delta_record"] for r in rs])), "n": rs[0]["n_clients"], "row": rs[0]}
+    return out
+
+
+def _learner_order(cfg: ScenarioConfig) -> list[str]:
+    return list(cfg["learners"]["names"])
+
+
+def _fmt_eps(e: float) -> str:
+    return f"{e:.3g}" if e < 1000 else f"{e:,.0f}"
+
+
+def _decorate(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """Log x-axis, labels, title, grid and (if anything was drawn) a legend."""
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+
+
+def _mean_band(ax, pts: list[dict], xkey: str, name: str, reps: int) -> None:
+    """One learner's mean line over ``pts`` (x from ``xkey``) with a ±1 sd band when repeated."""
+    x = np.array([a[xkey] for a in pts], float)
+    m = np.array([a["mean"] for a in pts])
+    sd = np.array([a["sd"] for a in pts])
+    line, = ax.plot(x, m, marker="o", label=name, **_style(name))
+    if reps > 1:
+        ax.fill_between(x, m - sd, m + sd, color=line.get_color(), alpha=0.2, linewidth=0)
+
+
+def _style(name: str) -> dict:
+    return {"linestyle": "--"} if name in ORACLE_LEARNERS else {}
+
+
+def plot(out: str | Path) -> list[Path]:
+    """accuracy_vs_epsilon.{png,svg} (one panel per N) and, with an N grid, accuracy_vs_n.{png,svg}."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    cfg, recs, missing = load_results(out)
+    if not recs:
+        raise ValidationError("RESULTS_DIR", f"{str(out)!r} has no finished cells yet")
+    agg = aggregate(rows(recs))
+    learners = _learner_order(cfg)
+    G, Ns = max(len(cfg.grid), 1), cfg.n_grid
+    written = []
+    reps = cfg["scenario"]["repeats"]
+    band = f"mean ± sd over {reps} repeats" if reps > 1 else "1 repeat"
+    fig, axes = plt.subplots(1, len(Ns), figsize=(5.2 * len(Ns), 4.0), squeeze=False)
+    for j, ax in enumerate(axes[0]):
+        for name in learners:
+            pts = sorted((agg[(g, j, name)] for g in range(G) if (g, j, name) in agg), key=lambda a: a["eps"])
+            pts = [a for a in pts if a["count"]]
+            if not pts:
+                continue
+            _mean_band(ax, pts, "eps", name, reps)
+        _decorate(ax, "ε per record (all features + label, composed)", "test accuracy (clean test split)",
+                  f"{cfg.name}: N = {Ns[j]:,} clients ({band})")
+    top = max(a["eps"] for a in agg.values())
+    if top > HUGE_EPSILON:
+        fig.text(0.01, 0.005, f"Note: ε per record up to {_fmt_eps(top)} — above {HUGE_EPSILON:g} local DP is a nominal guarantee; "
+                 "read the axis as noise size.", fontsize=7, color="0.35")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    for ext in ("png", "svg"):
+        p = out / f"accuracy_vs_epsilon.{ext}"
+        fig.savefig(p, dpi=120)
+        written.append(p)
+    plt.close(fig)
+    if len(Ns) > 1:
+        fig, axes = plt.subplots(1, G, figsize=(5.2 * G, 4.0), squeeze=False)
+        for g, ax in enumerate(axes[0]):
+            eps_g = None
+            for name in learners:
+                pts = [agg[(g, j, name)] for j in range(len(Ns)) if (g, j, name) in agg and agg[(g, j, name)]["count"]]
+                if not pts:
+                    continue
+                eps_g = pts[0]["eps"]
+                _mean_band(ax, pts, "n", name, reps)
+            _decorate(ax, "N (clients, one record each)", "test accuracy",
+                      f"ε per record = {_fmt_eps(eps_g) if eps_g is not None else '?'} ({band})")
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            p = out / f"accuracy_vs_n.{ext}"
+            fig.savefig(p, dpi=120)
+            written.append(p)
+        plt.close(fig)
+    return written
+
+
+def _param_text(r: dict) -> str:
+    bits = []
+    if r["feature_flip"] is not None:
+        bits.append(f"feature flip {r['feature_flip']:.4g}")
+    if r["feature_epsilon"] is not None:
+        bits.append(f"ε/feature {r['feature_epsilon']:.3g}")
+    if r["label_flip"] is not None:
+        bits.append(f"label flip {r['label_flip']:.3g}")
+    if r["label_epsilon"] is not None:
+        bits.append(f"label ε {r['label_epsilon']:.3g}")
+    return ", ".join(bits) or "set by the population"
+
+
+def summary_markdown(out: str | Path) -> str:
+    out = Path(out)
+    cfg, recs, missing = load_results(out)
+    man = json.loads((out / "manifest.json").read_text())
+    table = rows(recs)
+    agg = aggregate(table)
+    learners = _learner_order(cfg)
+    G, Ns = max(len(cfg.grid), 1), cfg.n_grid
+    reps = cfg["scenario"]["repeats"]
+    lines = [f"# {cfg.name}", ""]
+    if cfg["scenario"]["description"]:
+        lines += [cfg["scenario"]["description"].strip(), ""]
+    pop = cfg["population"]
+    who = pop["dataset"] if cfg.is_dataset else pop["population"]
+    lines += [f"- population: {who}; mechanism: {cfg['privacy']['mechanism'] if cfg.grid_key else 'set by the population'}; "
+              f"mode: {cfg['run']['mode']}; repeats: {reps}; seed: {cfg['scenario']['seed']}",
+              f"- cells finished: {len(recs)} of {len(recs) + len(missing)}"
+              + (f" (missing: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''})" if missing else ""),
+              f"- fedrr {man['versions'].get('fedrr')}, flwr {man['versions'].get('flwr')}, git {str(man['git'].get('commit'))[:10]}"
+              f"{' (dirty)' if man['git'].get('dirty') else ''}; {man['machine']['cpu_count']} CPUs", ""]
+    cell_txt = "mean ± sd over repeats" if reps > 1 else "one repeat"
+    for j, N in enumerate(Ns):
+        lines += [f"## N = {N:,} clients (test accuracy, {cell_txt})", ""]
+        head = "| ε per record | δ per record | per-field parameters | " + " | ".join(learners) + " | releases | dropped |"
+        lines += [head, "|" + "---|" * (5 + len(learners))]
+        for g in range(G):
+            first = next((agg[(g, j, n)] for n in learners if (g, j, n) in agg), None)
+            if first is None:
+                continue
+            r = first["row"]
+            cells_txt = []
+            for n in learners:
+                a = agg.get((g, j, n))
+                if a is None or not a["count"]:
+                    cells_txt.append("error" if a and a["errors"] else "–")
+                else:
+                    cells_txt.append(f"{a['mean']:.3f} ± {a['sd']:.3f}" if reps > 1 else f"{a['mean']:.3f}")
+            rel = [x["n_releases"] for x in table if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]]
+            drp = [x["dropped"] for x in table if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]]
+            eps_txt = _fmt_eps(first["eps"]) + (" ⚠" if first["eps"] > HUGE_EPSILON else "")
+            if r["eps_record_max"] - r["eps_record_min"] > 1e-9 * r["eps_record_max"]:
+                eps_txt += f" (mean; {_fmt_eps(r['eps_record_min'])}–{_fmt_eps(r['eps_record_max'])})"
+            lines.append(f"| {eps_txt} | {first['delta']:.2g} | {_param_text(r)} | " + " | ".join(cells_txt)
+                         + f" | {np.mean(rel):,.0f} | {np.mean(drp):,.0f} |")
+        lines.append("")
+    errs = sorted({(x["learner"], x["error"]) for x in table if x["error"]})
+    if errs:
+        lines += ["Errors:", ""] + [f"- {n}: {e[:300]}" for n, e in errs] + [""]
+    lines += ["**ε axis.** ε per record is the basic composition of every field's ε (D features + the label), "
+              "computed by the mechanisms' own accounting (`RecordMechanism.epsilon`); δ likewise adds up "
+              "(Gaussian: D·δ per feature). " + _split_text(cfg)]
+    huge = [r for r in table if r["eps_record"] > HUGE_EPSILON]
+    if huge:
+        worst = max(huge, key=lambda r: r["eps_record"])
+        lines += ["", f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
+                  f"{HUGE_EPSILON:g}, up to {_fmt_eps(worst['eps_record'])} (= {worst['n_features']} features × "
+                  f"{worst['eps_per_feature']:.3g} + label {worst['eps_label']:.3g}). Local DP with ε that large bounds "
+                  "almost nothing formally (an adversary's odds may move by e^ε); read these points as 'noise of this "
+                  "size', not as a meaningful privacy guarantee."]
+    if any(n in ORACLE_LEARNERS for n in learners):
+        lines += ["", "Oracles (dashed in the plots) see clean data and sit outside the federation: `clean` = logistic "
+                  "regression on the clean records of the clients that released; `spread-true` = spread-EM on the releases "
+                  "with the clean records' own per-feature prior."]
+    return "\n".join(lines) + "\n"
+
+
+def _split_text(cfg: ScenarioConfig) -> str:
+    if cfg.grid_key == "epsilon_grid":
+        s = cfg["privacy"]["split"]
+        return (f"The grid is a record budget ε_record split {s['features']:g} to the features (ε per feature = "
+                f"{s['features']:g}·ε_record / D) and {s['label']:g} to the label; for randomised response ε is converted "
+                "to a flip probability by `RandomizedResponse(k, epsilon=...)`.")
+    if cfg.grid_key == "feature_flip_grid":
+        return "The grid sets the flip probability per feature; the x-axis is the resulting ε per record."
+    if cfg.grid_key == "feature_epsilon_grid":
+        return "The grid sets ε per feature; the x-axis is the resulting ε per record."
+    return "The population sets each client's budget; the x-axis is the mean ε per record over the pool."
+
+
+def write_reports(out: str | Path) -> dict[str, Any]:
+    """results.csv, summary.md and the plots; returns what was written."""
+    out = Path(out)
+    cfg, recs, missing = load_results(out)
+    table = rows(recs)
+    write_csv(out / "results.csv", table)
+    from .sweep import _atomic_write
+
+    md = summary_markdown(out)
+    _atomic_write(out / "summary.md", md)
+    plots = plot(out) if recs else []
+    return {"csv": out / "results.csv", "summary": out / "summary.md", "plots": plots, "rows": len(table),
+            "missing": missing, "markdown": md}

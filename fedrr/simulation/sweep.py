@@ -1,0 +1,386 @@
+"""Privacy-budget sweeps: run every cell of a scenario, write each as it finishes, resume.
+
+A cell is one population and one release of it (one federation) at one grid point, one N and one
+repeat; every learner is fitted in the cell. Cells run
+
+* offline: ``fedrr.federation.client_app.offline_release`` (the pool a Flower run would collect,
+  without Flower) and ``ReleaseStrategy``, in parallel worker processes;
+* flower / cohort: ``fedrr.federation.run_federation``, one after another (each is a Ray
+  simulation already).
+
+Each finished cell is written atomically to ``OUT/cells/<key>.json`` (temporary file, then
+``os.replace``). A rerun skips every cell whose file exists with the same fingerprint (the
+parameters that decide its result), so a killed sweep resumes where it stopped and every cell ends
+up present exactly once. A cell's seed derives from (scenario seed, cell index) only
+(``config.cell_seed``): results do not depend on parallelism or order."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from ..errors import FedrrError, ValidationError
+from .config import (Cell, ScenarioConfig, cell_fingerprint, cell_run_config, cells, parse_config, privacy_params)
+
+#: federation run-config key -> scenario config path, to report population errors by config key
+_FIELD_PATHS = {
+    "mechanism": "privacy.mechanism", "feature-flip": "privacy.feature_flip_grid", "feature_flip": "privacy.feature_flip_grid",
+    "feature-epsilon": "privacy.feature_epsilon_grid", "feature_epsilon": "privacy.feature_epsilon_grid",
+    "label-flip": "privacy.label_flip", "label_flip": "privacy.label_flip", "label-epsilon": "privacy.label_epsilon",
+    "label_epsilon": "privacy.label_epsilon", "flip_prob": "privacy", "epsilon": "privacy", "delta": "privacy.delta",
+    "dataset": "population.dataset", "n_test_per_class": "population.n_test_per_class", "n-clients": "population.n_clients",
+    "n_clients": "population.n_clients", "dropout": "population.dropout", "population": "population.population",
+    "mechanisms": "privacy", "learners": "learners.names",
+}
+
+
+def _as_config_error(exc: ValidationError) -> ValidationError:
+    msg = str(exc)
+    prefix = f"{exc.field}: "
+    msg = msg[len(prefix):] if msg.startswith(prefix) else msg
+    path = _FIELD_PATHS.get(exc.field)
+    return ValidationError(path, msg) if path else exc
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, obj: Any) -> None:
+    _atomic_write(path, json.dumps(obj, indent=2, default=_jsonable) + "\n")
+
+
+def _jsonable(o):
+    if isinstance(o, np.integer):
+        return int(o)
+    if isinstance(o, np.floating):
+        return float(o)
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    return str(o)
+
+
+# ------------------------------------------------------------------------------- accounting
+def pool_accounting(pool) -> dict[str, Any]:
+    """Record ε/δ of a pool by the mechanisms' own accounting (``RecordMechanism.epsilon``,
+    ``.delta``, ``.epsilon_breakdown()``): mean, min and max over records, and the distinct ones."""
+    by_id: dict[int, Any] = {}
+    counts: dict[int, int] = {}
+    for m in pool.mechanisms:
+        by_id.setdefault(id(m), m)
+        counts[id(m)] = counts.get(id(m), 0) + 1
+    mechs = list(by_id.values())
+    w = np.array([counts[id(m)] for m in mechs], float)
+    w /= w.sum()
+    eps = np.array([m.epsilon for m in mechs])
+    bd = [m.epsilon_breakdown() for m in mechs]
+    D = mechs[0].n_features
+    feats = float(np.dot(w, [b["features"] for b in bd]))
+    return {"record": float(np.dot(w, eps)), "min": float(eps.min()), "max": float(eps.max()),
+            "delta": float(np.dot(w, [m.delta for m in mechs])), "features": feats,
+            "label": float(np.dot(w, [b["label"] for b in bd])), "per_feature": feats / D, "n_features": D,
+            "distinct": sorted({round(float(e), 9) for e in eps})}
+
+
+# ------------------------------------------------------------------------------------ cells
+def _oracle_fits(names: list[str], population, pool, test, C: float, executor, seed: int, max_iter: int) -> dict[str, dict]:
+    """Clean-data oracles, outside the federation: ``clean`` = logistic regression on the clean
+    records of the clients that released (encoded like the learners encode releases);
+    ``spread-true`` = spread-EM on the releases with the clean records' own per-feature prior."""
+    from ..estimators import NaiveLogisticRegression, SpreadLogisticRegression
+
+    out: dict[str, dict] = {}
+    if not names:
+        return out
+    ids = pool.client_id
+    recs = [population.record(int(i)) for i in ids]
+    Xc = np.stack([np.asarray(x) for x, _ in recs])
+    yc = np.asarray([y for _, y in recs])
+    del recs
+    mech = pool.mechanisms[0]
+    for name in names:
+        entry: dict[str, Any] = {}
+        t0 = time.perf_counter()
+        try:
+            if name == "clean":
+                est = NaiveLogisticRegression(C=C).fit(Xc, yc, mechanism=mech)
+            else:  # spread-true
+                ks = {getattr(f.mechanism, "k", None) for m in {id(m): m for m in pool.mechanisms}.values() for f in m.fields}
+                if None in ks or len(ks) != 1:
+                    raise ValidationError("learners.names", "'spread-true' needs discrete features with one number of states")
+                k = ks.pop()
+                counts = np.stack([np.bincount(np.asarray(Xc[:, j], int), minlength=k) for j in range(Xc.shape[1])]) + 1e-3
+                prior = counts / counts.sum(axis=1, keepdims=True)
+                est = SpreadLogisticRegression(C=C, prior=prior, executor=executor, random_state=seed, max_iter=max_iter)
+                est.fit(pool.X, pool.y, mechanism=pool.mechanism_arg())
+            entry["seconds"] = time.perf_counter() - t0
+            if test is not None:
+                entry["accuracy"] = float(est.score(*test))
+        except (FedrrError, ValueError, ArithmeticError) as exc:
+            entry["error"] = f"{type(exc).__name__}: {exc}"
+        out[name] = entry
+    return out
+
+
+def run_cell(task: dict) -> dict:
+    """Run one cell and write its file; returns the cell record. ``task``: config sections, cell
+    (g, n, r), out dir, executor. Top level, so worker processes can run it."""
+    t_start = time.perf_counter()
+    cfg = parse_config(task["config"])
+    cell = Cell(*task["cell"])
+    out = Path(task["out"])
+    mode = cfg["run"]["mode"]
+    rc = cell_run_config(cfg, cell, results_dir=str(out / "runs"), executor=task.get("executor"))
+    names = cfg["learners"]["names"]
+    oracles = [n for n in names if n not in rc["learners"].split(",")]
+    from ..federation import Pool, ReleaseStrategy, build_population, load_run_config
+    from ..federation.strategy import make_executor
+
+    try:
+        full = load_run_config(rc)
+        population = build_population(full)
+    except ValidationError as exc:
+        raise _as_config_error(exc) from None
+    test = population.test_set()
+    executor = make_executor(full["executor"], full["ray-address"])
+    if mode == "offline":
+        from ..federation.client_app import offline_release
+
+        t0 = time.perf_counter()
+        rel = offline_release(population, full["seed"])
+        dropped = {"dropped_out": population.n_clients - len(rel.client_id)} if population.n_clients > len(rel.client_id) else {}
+        pool = Pool.from_releases([rel], dropped)
+        seconds_collect = time.perf_counter() - t0
+        if pool.n < full["min-valid"]:
+            raise FedrrError(f"cell {cell.key}: only {pool.n} valid releases (run.min_valid = {full['min-valid']})")
+        strategy = ReleaseStrategy(full["learners"], C=full["C"], executor=executor, random_state=full["seed"],
+                                   spread_max_iter=full["spread-max-iter"])
+        learners: dict[str, dict] = {}
+        for name in strategy.learners:
+            entry: dict[str, Any] = {}
+            try:
+                res = strategy.fit(name, pool)
+                entry["seconds"] = res.seconds
+                if test is not None:
+                    entry["accuracy"] = float(res.estimator.score(*test))
+            except (FedrrError, ValueError, ArithmeticError) as exc:
+                entry["error"] = f"{type(exc).__name__}: {exc}"
+            learners[name] = entry
+        n_releases = pool.n
+    else:
+        from ..federation import run_federation
+
+        if full["ray-address"]:
+            os.environ["RAY_ADDRESS"] = full["ray-address"]
+        t0 = time.perf_counter()
+        metrics = run_federation(full)
+        seconds_collect = float(metrics.get("seconds_collect", time.perf_counter() - t0))
+        pool = Pool.load(out / "runs" / cell.key / "pool.npz")
+        learners = {n: {k: v for k, v in metrics["learners"][n].items() if k in ("accuracy", "seconds", "error")}
+                    for n in metrics["learners"]}
+        dropped = dict(metrics.get("dropped") or {})
+        n_releases = int(metrics["n_releases"])
+    learners.update(_oracle_fits(oracles, population, pool, test, full["C"], executor, full["seed"], full["spread-max-iter"]))
+    params = privacy_params(cfg, cell.g)
+    record = {
+        "scenario": cfg.name, "cell": cell.key, "g": cell.g, "n": cell.n, "r": cell.r,
+        "fingerprint": cell_fingerprint(cfg, cell), "seed": full["seed"], "mode": mode,
+        "grid_axis": cfg.grid_key or "population", "grid_value": cfg.grid[cell.g] if cfg.grid_key else None,
+        "params": {"mechanism": params["mechanism"], "feature_flip": params["feature-flip"] or None,
+                   "feature_epsilon": params["feature-epsilon"] or None, "label_flip": params["label-flip"] or None,
+                   "label_epsilon": params["label-epsilon"] or None, "requested_eps_record": params.get("requested_eps_record")},
+        "population": population.describe() if population.n_clients <= 100_000 else {"n_clients": population.n_clients},
+        "n_clients": population.n_clients, "n_releases": n_releases, "dropped": dropped,
+        "eps": pool_accounting(pool), "learners": {n: learners.get(n, {"error": "not run"}) for n in names},
+        "seconds_collect": seconds_collect, "seconds": time.perf_counter() - t_start,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "done",
+    }
+    write_json(out / "cells" / f"{cell.key}.json", record)
+    return record
+
+
+def _run_cell_in_worker(task: dict) -> dict:
+    """run_cell in a worker process, with any error turned into one that pickles intact."""
+    try:
+        return run_cell(task)
+    except (ValidationError, FedrrError):
+        raise
+    except Exception as exc:
+        raise FedrrError(f"{type(exc).__name__}: {exc}") from None
+
+
+def _worker_init() -> None:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # one BLAS thread per worker process: the workers are the parallelism
+
+
+# ------------------------------------------------------------------------------- manifest
+def _git_commit() -> dict:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+        return {"commit": commit or None, "dirty": bool(dirty)} if commit else {"commit": None}
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None}
+
+
+def _versions() -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for pkg in ("fedrr", "flwr", "ray", "numpy", "scipy", "scikit-learn", "matplotlib"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def manifest(cfg: ScenarioConfig, argv: list[str] | None = None) -> dict:
+    return {
+        "scenario": cfg.name, "config_path": cfg.path, "config": cfg.as_dict(), "config_text": cfg.text,
+        "grid_axis": cfg.grid_key or "population", "seed": cfg["scenario"]["seed"],
+        "cell_seeds": "numpy.random.SeedSequence(scenario.seed, spawn_key=(grid index, N index, repeat))",
+        "versions": _versions(), "git": _git_commit(),
+        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
+                    "hostname": platform.node()},
+        "command": argv if argv is not None else sys.argv, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+# ---------------------------------------------------------------------------------- sweeps
+@dataclass
+class SweepResult:
+    out: Path
+    computed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def is_done(cfg: ScenarioConfig, cell: Cell, out: Path) -> bool:
+    p = out / "cells" / f"{cell.key}.json"
+    if not p.exists():
+        return False
+    try:
+        rec = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return rec.get("status") == "done" and rec.get("fingerprint") == cell_fingerprint(cfg, cell)
+
+
+def preflight(cfg: ScenarioConfig) -> None:
+    """Checks that need the dataset (mechanism vs feature types, test split size, ε too small or
+    large for a flip probability), before any cell starts."""
+    for g in range(max(len(cfg.grid), 1)):
+        privacy_params(cfg, g)
+    if cfg.is_dataset:
+        from ..federation.population import dataset_population_from_config
+
+        rc = cell_run_config(cfg, Cell(0, 0, 0))
+        try:
+            pop = dataset_population_from_config(rc)
+            pop.test_set()
+        except ValidationError as exc:
+            raise _as_config_error(exc) from None
+
+
+def sweep(cfg: ScenarioConfig, out: str | Path, *, grid_indices: list[int] | None = None, workers: int | None = None,
+          progress: bool | None = None, log: Callable[[str], None] = print, argv: list[str] | None = None) -> SweepResult:
+    """Run the scenario's cells (all, or those at ``grid_indices``) into ``out``; skip finished ones."""
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    preflight(cfg)
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    for stale in (out / "cells").glob(".*.tmp"):  # a write cut short by a kill: never a finished cell
+        stale.unlink(missing_ok=True)
+    man_path = out / "manifest.json"
+    man = manifest(cfg, argv)
+    if man_path.exists():
+        try:
+            old = json.loads(man_path.read_text())
+            man["first_started_at"] = old.get("first_started_at", old.get("started_at"))
+        except (OSError, json.JSONDecodeError):
+            pass
+    write_json(man_path, man)
+    all_cells = cells(cfg, grid_indices)
+    res = SweepResult(out)
+    todo = []
+    for c in all_cells:
+        if is_done(cfg, c, out):
+            res.skipped.append(c.key)
+        else:
+            todo.append(c)
+    if res.skipped:
+        log(f"[fedrr] {len(res.skipped)} of {len(all_cells)} cells already finished in {out}/cells (skipped)")
+    mode = cfg["run"]["mode"]
+    n_workers = workers if workers is not None else (cfg["run"]["workers"] or os.cpu_count() or 1)
+    n_workers = max(1, min(n_workers, len(todo))) if mode == "offline" else 1
+    executor = "serial" if n_workers > 1 else None
+    tasks = {c.key: {"config": cfg.as_dict(), "cell": (c.g, c.n, c.r), "out": str(out), "executor": executor} for c in todo}
+    bar = tqdm(total=len(all_cells), initial=len(res.skipped), desc=f"{cfg.name} cells", unit="cell",
+               disable=(not progress) if progress is not None else None, file=sys.stderr)
+
+    def done(key: str, rec: dict | None, err: BaseException | None) -> None:
+        bar.update(1)
+        if err is not None:
+            res.failed[key] = f"{type(err).__name__}: {err}"
+            bar.write(f"[fedrr] cell {key} FAILED: {res.failed[key]}")
+            return
+        res.computed.append(key)
+        accs = ", ".join(f"{n} {e['accuracy']:.3f}" if "accuracy" in e else f"{n} error" for n, e in rec["learners"].items())
+        bar.write(f"[fedrr] cell {key}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}: {accs} ({rec['seconds']:.0f} s)")
+
+    try:
+        if n_workers > 1:
+            import multiprocessing as mp
+
+            with ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
+                futs = {pool.submit(_run_cell_in_worker, t): k for k, t in tasks.items()}
+                pending = set(futs)
+                try:
+                    while pending:
+                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for f in finished:
+                            err = f.exception()
+                            done(futs[f], None if err else f.result(), err)
+                except BaseException:
+                    for f in pending:
+                        f.cancel()
+                    raise
+        else:
+            for key, t in tasks.items():
+                try:
+                    rec = run_cell(t)
+                except ValidationError:
+                    raise
+                except Exception as exc:  # one failed cell must not lose the others
+                    done(key, None, exc)
+                else:
+                    done(key, rec, None)
+    finally:
+        bar.close()
+    res.seconds = time.perf_counter() - t0
+    man["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    man["cells"] = {"total": len(all_cells), "computed": len(res.computed), "skipped": len(res.skipped), "failed": res.failed}
+    man["seconds"] = res.seconds
+    write_json(man_path, man)
+    return res

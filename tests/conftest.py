@@ -1,0 +1,34 @@
+"""Shared test fixtures."""
+
+import numpy as np
+import pytest
+
+from fedrr.mechanisms import RandomizedResponse, RecordMechanism
+
+
+@pytest.fixture
+def small_rr_release():
+    """3,000 synthetic 4-state records (5 features) released with RR flip 0.3 and label flip 0.2:
+    (X_tilde, y_tilde, mechanism), for executor-equivalence tests."""
+    rng = np.random.default_rng(0)
+    n, d, k = 3000, 5, 4
+    X = rng.integers(0, k, size=(n, d))
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X / 3) @ np.array([2.0, -1.0, 1.0, 0.5, -2.0])))).astype(int)
+    rm = RecordMechanism(RandomizedResponse(k, 0.3), RandomizedResponse(2, 0.2), n_features=d)
+    Xt, yt = rm.release(X, y, rng=rng)
+    return Xt, yt, rm
+
+
+@pytest.fixture
+def app_copy(tmp_path):
+    """A copy of the Flower app (pyproject.toml + the fedrr package) in tmp_path/app, so that
+    `flwr run` can never rewrite the repository's own pyproject.toml."""
+    import shutil
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    dst = tmp_path / "app"
+    dst.mkdir()
+    shutil.copy2(repo / "pyproject.toml", dst / "pyproject.toml")
+    shutil.copytree(repo / "fedrr", dst / "fedrr", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dst

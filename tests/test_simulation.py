@@ -1,0 +1,353 @@
+"""fedrr.simulation: scenario configs (validated with precise errors), resumable sweeps that write
+one file per finished cell, record-level ε by the mechanisms' own accounting, reports, and the
+``fedrr`` CLI (offline and in a real Flower simulation)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fedrr import ValidationError
+from fedrr.federation import build_population, load_run_config
+from fedrr.simulation import cell_run_config, cells, load_config, parse_config, sweep
+from fedrr.simulation.cli import main
+
+for _k, _v in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
+               "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "MPLBACKEND": "Agg"}.items():
+    os.environ.setdefault(_k, _v)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+TINY = """
+[scenario]
+name = "tiny"
+seed = 3
+repeats = 2
+[population]
+dataset = "digits_7_vs_9"
+n_clients = 120
+n_test_per_class = 30
+[privacy]
+mechanism = "rr"
+feature_flip_grid = [0.1, 0.3]
+label_flip = "same"
+[learners]
+names = ["naive", "spread"]
+spread_max_iter = 25
+[run]
+mode = "offline"
+workers = 1
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "scenario.toml") -> Path:
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def _csv(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _cell_mtimes(out: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in (out / "cells").glob("*.json")}
+
+
+# ------------------------------------------------------------------------------ sweeps, resume
+def test_offline_sweep_writes_everything_and_resumes_without_recomputing(tmp_path, capsys):
+    cfg = _write(tmp_path, TINY)
+    out = tmp_path / "out"
+    assert main(["sweep", str(cfg), "--out", str(out), "--no-progress", "--workers", "2"]) == 0
+    first = capsys.readouterr().out
+    assert "4 cell(s) computed, 0 skipped" in first
+    rows = _csv(out / "results.csv")
+    assert len(rows) == 2 * 2 * 2  # grid points x repeats x learners
+    assert Counter((r["cell"], r["learner"]) for r in rows) == Counter({(c.key, n): 1 for c in cells(load_config(cfg)) for n in ("naive", "spread")})
+    for r in rows:
+        assert 0.0 <= float(r["accuracy"]) <= 1.0 and float(r["eps_record"]) > 0 and r["n_releases"] == "120"
+        assert r["error"] == "" and float(r["seconds"]) >= 0
+    man = json.loads((out / "manifest.json").read_text())
+    assert man["config"]["privacy"]["feature_flip_grid"] == [0.1, 0.3] and man["seed"] == 3
+    assert {"fedrr", "flwr", "ray", "numpy", "scikit-learn"} <= set(man["versions"])
+    assert man["machine"]["cpu_count"] >= 1 and man["machine"]["python"] and "commit" in man["git"]
+    for name in ("accuracy_vs_epsilon.png", "accuracy_vs_epsilon.svg", "summary.md"):
+        assert (out / name).stat().st_size > 0
+    assert (out / "accuracy_vs_epsilon.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "summary.md").read_text()
+    assert "| naive | spread |" in md and "Honest note" in md  # ε per record of 64 flipped pixels is in the hundreds
+    before = _cell_mtimes(out)
+    t0 = time.perf_counter()
+    assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 0
+    assert time.perf_counter() - t0 < 20
+    assert "0 cell(s) computed, 4 skipped" in capsys.readouterr().out
+    assert _cell_mtimes(out) == before  # nothing recomputed
+    # show and plot work on the directory alone
+    assert main(["show", str(out)]) == 0
+    assert "ε per record" in capsys.readouterr().out
+    (out / "accuracy_vs_epsilon.svg").unlink()
+    assert main(["plot", str(out)]) == 0
+    assert (out / "accuracy_vs_epsilon.svg").exists()
+    # deleted cells are the only ones recomputed, and with the same result (seeds depend on the cell only)
+    victim = sorted(before)[1]
+    old = json.loads((out / "cells" / victim).read_text())
+    (out / "cells" / victim).unlink()
+    assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 0
+    assert "1 cell(s) computed, 3 skipped" in capsys.readouterr().out
+    after = _cell_mtimes(out)
+    assert {k: v for k, v in after.items() if k != victim} == {k: v for k, v in before.items() if k != victim}
+    new = json.loads((out / "cells" / victim).read_text())
+    assert new["learners"]["naive"]["accuracy"] == old["learners"]["naive"]["accuracy"]
+    assert new["learners"]["spread"]["accuracy"] == old["learners"]["spread"]["accuracy"]  # parallel run == serial run
+
+
+def test_killed_sweep_rerun_completes_every_cell_exactly_once(tmp_path, capsys):
+    cfg = _write(tmp_path, TINY.replace("feature_flip_grid = [0.1, 0.3]", "feature_flip_grid = [0.1, 0.2, 0.3]"))
+    out = tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-m", "fedrr.simulation.cli", "sweep", str(cfg), "--out", str(out), "--no-progress",
+                             "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    try:
+        deadline = time.monotonic() + 90
+        while not list((out / "cells").glob("*.json")) if (out / "cells").exists() else True:
+            assert proc.poll() is None, "the sweep ended before it could be killed"
+            assert time.monotonic() < deadline, "no cell finished in 90 s"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the sweep and anything it started
+        proc.wait()
+    n_done = len(list((out / "cells").glob("*.json")))
+    assert 1 <= n_done < 6
+    assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 0
+    assert f"{6 - n_done} cell(s) computed, {n_done} skipped" in capsys.readouterr().out
+    keys = sorted(p.stem for p in (out / "cells").glob("*.json"))
+    assert keys == sorted(c.key for c in cells(load_config(cfg)))
+    assert not list((out / "cells").glob(".*"))  # no half-written leftovers
+    rows = _csv(out / "results.csv")
+    assert sorted(Counter((r["cell"], r["learner"]) for r in rows).values()) == [1] * 12
+
+
+# ------------------------------------------------------------------------ one ε axis, accounting
+def _sweep_and_check_accounting(tmp_path, text: str) -> list[dict]:
+    cfg = load_config(_write(tmp_path, text))
+    out = tmp_path / "out"
+    res = sweep(cfg, out, workers=1, progress=False, log=lambda s: None)
+    assert not res.failed
+    from fedrr.simulation.report import write_reports
+
+    write_reports(out)
+    rows = _csv(out / "results.csv")
+    assert rows
+    for c in cells(cfg):
+        pop = build_population(load_run_config(cell_run_config(cfg, c)))
+        mech = pop.mechanism(0)
+        for r in (r for r in rows if r["cell"] == c.key):
+            assert float(r["eps_record"]) == pytest.approx(mech.epsilon, rel=1e-12)
+            assert float(r["delta_record"]) == pytest.approx(mech.delta, rel=1e-12, abs=0)
+            bd = mech.epsilon_breakdown()
+            assert float(r["eps_features"]) == pytest.approx(bd["features"], rel=1e-12)
+            assert float(r["eps_label"]) == pytest.approx(bd["label"], rel=1e-12)
+    return rows
+
+
+def test_record_epsilon_is_the_mechanisms_accounting_rr(tmp_path):
+    rows = _sweep_and_check_accounting(tmp_path, TINY.replace("repeats = 2", "repeats = 1")
+                                       .replace('names = ["naive", "spread"]', 'names = ["naive"]'))
+    assert {round(float(r["feature_flip"]), 6) for r in rows} == {0.1, 0.3}
+
+
+def test_record_epsilon_is_the_mechanisms_accounting_gaussian(tmp_path):
+    rows = _sweep_and_check_accounting(tmp_path, """
+[population]
+dataset = "digits_7_vs_9"
+n_clients = 80
+n_test_per_class = 20
+[privacy]
+mechanism = "gaussian"
+feature_epsilon_grid = [0.5, 2.0]
+label_epsilon = 1.0
+delta = 1e-6
+[learners]
+names = ["naive"]
+""")
+    for r in rows:
+        assert float(r["delta_record"]) == pytest.approx(64 * 1e-6)  # δ composes over the 64 pixels
+        assert float(r["eps_record"]) == pytest.approx(64 * float(r["feature_epsilon"]) + 1.0)
+
+
+@pytest.mark.parametrize("mechanism", ["rr", "laplace"])
+def test_record_budget_split_gives_the_requested_record_epsilon(tmp_path, mechanism):
+    rows = _sweep_and_check_accounting(tmp_path, f"""
+[population]
+dataset = "digits_7_vs_9"
+n_clients = 80
+n_test_per_class = 20
+[privacy]
+mechanism = "{mechanism}"
+epsilon_grid = [20.0, 150.0]
+split = {{features = 0.8, label = 0.2}}
+[learners]
+names = ["naive", "clean"]
+""")
+    for r in rows:
+        assert float(r["eps_record"]) == pytest.approx(float(r["requested_eps_record"]), rel=1e-9)
+        assert float(r["eps_label"]) == pytest.approx(0.2 * float(r["requested_eps_record"]), rel=1e-9)
+        assert float(r["eps_per_feature"]) == pytest.approx(0.8 * float(r["requested_eps_record"]) / 64, rel=1e-9)
+
+
+# --------------------------------------------------------------------------- invalid configs
+BASE = {
+    "population": {"dataset": "digits_7_vs_9", "n_clients": 50},
+    "privacy": {"mechanism": "rr", "epsilon_grid": [10.0]},
+    "learners": {"names": ["naive"]},
+}
+
+
+def _with(**changes):
+    import copy
+
+    cfg = copy.deepcopy(BASE)
+    for path, value in changes.items():
+        sec, _, key = path.partition("__")
+        if key:
+            if value is _DELETE:
+                cfg.setdefault(sec, {}).pop(key, None)
+            else:
+                cfg.setdefault(sec, {})[key] = value
+        else:
+            cfg[sec] = value
+    return cfg
+
+
+_DELETE = object()
+
+INVALID = [
+    (_with(bogus={"a": 1}), "bogus", "valid sections: scenario, population, privacy, learners, run"),
+    (_with(n_clients=5), "n_clients", "belongs in [population]"),
+    (_with(privacy__epsilon_grd=[1.0]), "privacy.epsilon_grd", "valid keys in [privacy]: mechanism, epsilon_grid"),
+    (_with(privacy__epsilon_grid=[]), "privacy.epsilon_grid", "is empty"),
+    (_with(privacy__epsilon_grid=[1.0, -2.0]), "privacy.epsilon_grid", "must be > 0"),
+    (_with(privacy__epsilon_grid=[0.0]), "privacy.epsilon_grid", "values must be > 0 (ε is a privacy budget), got 0.0"),
+    (_with(privacy__epsilon_grid="1,10"), "privacy.epsilon_grid", "must be a list of numbers"),
+    (_with(privacy__epsilon_grid=[1.0, "ten"]), "privacy.epsilon_grid", "numbers only"),
+    (_with(privacy__epsilon_grid=[1.0, 1.0]), "privacy.epsilon_grid", "repeated"),
+    (_with(privacy__epsilon_grid=_DELETE), "privacy.epsilon_grid", "is missing"),
+    (_with(privacy__feature_flip_grid=[0.2]), "privacy.feature_flip_grid", "exactly one swept axis"),
+    (_with(population__dataset="cifar10"), "population.dataset", "unknown value 'cifar10'; valid: mnist_7_vs_9"),
+    (_with(population__dataset="diabetes"), "population.dataset", "regression dataset"),
+    (_with(population__n_clients="many"), "population.n_clients", "must be an integer or a list of integers"),
+    (_with(population__n_clients=0), "population.n_clients", "must be >= 1"),
+    (_with(population__n_clients=[10, 2.5]), "population.n_clients", "integers only"),
+    (_with(population__dropout=1.0), "population.dropout", "in [0, 1)"),
+    (_with(population__population="mypops.Thing"), "population.population", "import path"),
+    (_with(population__options={"k": 1}), "population.options", "only for a custom population"),
+    (_with(learners__names=["spread", "magic"]), "learners.names", "unknown value 'magic'; valid: spread, spread-flat"),
+    (_with(learners__names=[]), "learners.names", "is empty"),
+    (_with(learners__names=["clean"]), "learners.names", "at least one learner trained on the releases"),
+    (_with(learners__names="spread"), "learners.names", "must be a list of strings"),
+    (_with(learners__C=0), "learners.C", "must be > 0"),
+    (_with(privacy__mechanism="rappor"), "privacy.mechanism", "unknown value 'rappor'; valid: rr, gaussian, laplace"),
+    (_with(privacy__split={"features": 0.9, "label": 0.2}), "privacy.split", "add up to 1"),
+    (_with(privacy__split={"features": 0.9, "labels": 0.1}), "privacy.split", "unknown key(s) ['labels']"),
+    (_with(privacy__label_flip=0.1), "privacy.label_flip", "cannot be set with epsilon_grid"),
+    (_with(privacy__epsilon_grid=_DELETE, privacy__feature_flip_grid=[0.2, 1.5]), "privacy.feature_flip_grid", "open interval (0, 1)"),
+    (_with(privacy__epsilon_grid=_DELETE, privacy__mechanism="gaussian", privacy__feature_flip_grid=[0.2]),
+     "privacy.feature_flip_grid", "for mechanism 'rr'"),
+    (_with(privacy__epsilon_grid=_DELETE, privacy__feature_epsilon_grid=[1.0], privacy__label_flip="same"),
+     "privacy.label_flip", "needs feature_flip_grid"),
+    (_with(privacy__epsilon_grid=_DELETE, privacy__feature_epsilon_grid=[1.0], privacy__label_flip=0.1, privacy__label_epsilon=1.0),
+     "privacy.label_epsilon", "not both"),
+    (_with(privacy__delta=0.0), "privacy.delta", "open interval (0, 1)"),
+    (_with(privacy__mechanism="gaussian", learners__names=["naive", "spread-true"]), "learners.names", "needs discrete features"),
+    (_with(run={"mode": "federated"}), "run.mode", "unknown value 'federated'; valid: flower, cohort, offline"),
+    (_with(run={"workers": -1}), "run.workers", "must be >= 0"),
+    (_with(run={"cohort_size": True}), "run.cohort_size", "must be an integer, got a boolean"),
+    (_with(scenario={"repeats": 0}), "scenario.repeats", "must be >= 1"),
+    (_with(scenario={"seed": 1.5}), "scenario.seed", "must be an integer, got a number 1.5"),
+    (_with(scenario="x"), "scenario", "must be a table"),
+]
+
+
+@pytest.mark.parametrize("data,field,fragment", INVALID, ids=[f"{i:02d}-{f}" for i, (_, f, _) in enumerate(INVALID)])
+def test_invalid_config_names_the_field_precisely(data, field, fragment):
+    with pytest.raises(ValidationError) as ei:
+        parse_config(data)
+    assert ei.value.field == field
+    assert fragment in str(ei.value)
+
+
+def test_at_least_fifteen_distinct_invalid_configs():
+    assert len(INVALID) >= 15 and len({f + m for _, f, m in INVALID}) == len(INVALID)
+
+
+@pytest.mark.parametrize("changes,field,fragment", [
+    ({"privacy__mechanism": "rr", "population__dataset": "breast_cancer"}, "privacy.mechanism", "same number of states"),
+    ({"population__n_test_per_class": 500}, "population.n_test_per_class", "leaves no training rows"),
+    ({"privacy__epsilon_grid": [1e-9]}, "privacy.epsilon_grid", "too small"),
+])
+def test_errors_that_need_the_dataset_are_caught_before_running(tmp_path, capsys, changes, field, fragment):
+    import tomli_w
+
+    p = tmp_path / "bad.toml"
+    p.write_text(tomli_w.dumps(_with(**changes)))
+    assert main(["check", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"fedrr: error: {field}: ") and fragment in err
+
+
+def test_cli_bad_config_prints_one_line_and_exits_2(tmp_path, capsys):
+    p = _write(tmp_path, TINY.replace("feature_flip_grid = [0.1, 0.3]", "feature_flip_grid = []"))
+    assert main(["sweep", str(p), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err == "fedrr: error: privacy.feature_flip_grid: is empty; give at least one value, e.g. [1.0, 10.0]\n"
+    assert not (tmp_path / "o").exists()
+    p2 = _write(tmp_path, "[scenario\nname = 1", "broken.toml")
+    assert main(["check", str(p2)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("fedrr: error: config: ") and "not valid TOML" in err and err.count("\n") == 1
+    assert main(["run", str(_write(tmp_path, TINY, "ok.toml")), "--epsilon", "0.25"]) == 2
+    assert "0.25 is not a value of privacy.feature_flip_grid (0.1, 0.3)" in capsys.readouterr().err
+    assert main(["show", str(tmp_path)]) == 2
+
+
+def test_help_has_an_example(capsys):
+    with pytest.raises(SystemExit) as ei:
+        main(["--help"])
+    assert ei.value.code == 0
+    text = capsys.readouterr().out
+    assert "fedrr sweep configs/quickstart.toml" in text and "resumes" in text
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "configs").glob("*.toml")))
+def test_shipped_configs_are_valid(name):
+    cfg = load_config(ROOT / "configs" / name)
+    assert cells(cfg)
+
+
+# ---------------------------------------------------------------------------- Flower, end to end
+def test_reduced_quickstart_in_flower_mode_through_the_cli(tmp_path, capsys):
+    text = (ROOT / "configs" / "quickstart.toml").read_text()
+    text = (text.replace("n_clients = 300 ", "n_clients = 30 ").replace("n_test_per_class = 100", "n_test_per_class = 20")
+            .replace("epsilon_grid = [1000, 3000, 10000]", "epsilon_grid = [10000]"))
+    assert 'mode = "flower"' in text and "n_clients = 30 " in text
+    cfg = _write(tmp_path, text)
+    out = tmp_path / "qs"
+    assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 0
+    rows = _csv(out / "results.csv")
+    assert sorted(r["learner"] for r in rows) == ["clean", "naive", "spread"]
+    for r in rows:
+        assert r["mode"] == "flower" and r["n_releases"] == "30" and r["error"] == ""
+        assert float(r["eps_record"]) == pytest.approx(10000, rel=1e-9)
+        assert 0.0 <= float(r["accuracy"]) <= 1.0
+    assert (out / "runs" / "g000-n00-r000" / "metrics.json").exists()  # the Flower server's own record
+    assert (out / "accuracy_vs_epsilon.png").exists() and (out / "summary.md").exists()
