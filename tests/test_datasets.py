@@ -237,6 +237,7 @@ def test_corrupt_or_missing_vendored_file_raises(tmp_path, monkeypatch, name, lo
     data[len(data) // 2] ^= 0xFF
     (tmp_path / name).write_bytes(bytes(data))
     monkeypatch.setattr(real, "_DATA_DIR", tmp_path)
+    monkeypatch.setattr(real, "_other_data_dirs", lambda: [])  # no other installed copy to fall back on
     with pytest.raises(ChecksumError, match="corrupt"):
         loader()
     (tmp_path / name).unlink()

@@ -65,6 +65,14 @@ def _data_file(name: str) -> Path:
     sys.path. The SHA-256 check still applies to whichever file is found."""
     if (_DATA_DIR / name).exists():
         return _DATA_DIR / name
+    for directory in _other_data_dirs():
+        if (directory / name).exists():
+            return directory / name
+    return _DATA_DIR / name  # verify_checksum reports it missing
+
+
+def _other_data_dirs() -> list[Path]:
+    """data/ folders of the other importable copies of fedrr (sys.path entries, import finders)."""
     import importlib.machinery
     import sys
 
@@ -74,12 +82,8 @@ def _data_file(name: str) -> Path:
             specs.append(finder.find_spec("fedrr", None))
         except (AttributeError, ImportError, TypeError, ValueError):
             continue
-    for spec in specs:
-        for loc in (spec.submodule_search_locations or []) if spec is not None else []:
-            candidate = Path(loc) / "datasets" / "data" / name
-            if candidate.exists():
-                return candidate
-    return _DATA_DIR / name  # verify_checksum reports it missing
+    return [Path(loc) / "datasets" / "data" for spec in specs if spec is not None
+            for loc in (spec.submodule_search_locations or [])]
 
 
 def _read_vendored(name: str) -> str:
