@@ -21,8 +21,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/fedrr sweep configs/quickstart.toml --out results/quickstart
-	$(VENV)/bin/fedrr show results/quickstart
+	$(VENV)/bin/fedrr sweep configs/quickstart.toml --out results/demo/quickstart
+	$(VENV)/bin/fedrr show results/demo/quickstart
 
 test: $(STAMP)
 	$(PY) -m pytest -q

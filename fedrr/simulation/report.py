@@ -160,9 +160,9 @@ def plot(out: str | Path) -> list[Path]:
                   f"{cfg.name}: N = {Ns[j]:,} clients ({band})")
     top = max(a["eps"] for a in agg.values())
     if top > HUGE_EPSILON:
-        fig.text(0.01, 0.005, f"Note: ε per record up to {_fmt_eps(top)} — above {HUGE_EPSILON:g} local DP is a nominal guarantee; "
+        fig.text(0.01, 0.005, f"Note: ε per record up to {_fmt_eps(top)}; above {HUGE_EPSILON:g} local DP is a nominal guarantee:\n"
                  "read the axis as noise size.", fontsize=7, color="0.35")
-    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
     for ext in ("png", "svg"):
         p = out / f"accuracy_vs_epsilon.{ext}"
         fig.savefig(p, dpi=120)
