@@ -93,8 +93,6 @@ def test_cluster_has_two_nodes_and_estep_equals_serial(ray_cluster, small_rr_rel
         par = SpreadLogisticRegression(executor=ex, **kw).fit(Xt, yt, mechanism=rm)
         nodes = [nd for nd in ray.nodes() if nd["Alive"]]
         assert len(nodes) == 2 and sum(nd["Resources"].get("CPU", 0) for nd in nodes) == 2
-        where = ray.get([ray.remote(num_cpus=1)(lambda: ray.get_runtime_context().get_node_id()).remote() for _ in range(8)])
-        assert len(set(where)) >= 1
     finally:
         ex.shutdown()
         if ray.is_initialized():

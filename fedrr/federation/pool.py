@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,9 +119,25 @@ class Pool:
         distinct = {id(m): m for m in self.mechanisms}.values()
         return first if all(m is first or m == first for m in distinct) else list(self.mechanisms)
 
-    def epsilons(self) -> np.ndarray:
-        cache: dict[int, float] = {}
-        return np.array([cache.setdefault(id(m), m.epsilon) for m in self.mechanisms])
+    def accounting(self) -> dict[str, Any]:
+        """Record ε/δ of the pool by the mechanisms' own accounting (``RecordMechanism.epsilon``,
+        ``.delta``, ``.epsilon_breakdown()``): record-weighted means, min and max, distinct values."""
+        by_id: dict[int, RecordMechanism] = {}
+        counts: dict[int, int] = {}
+        for m in self.mechanisms:
+            by_id.setdefault(id(m), m)
+            counts[id(m)] = counts.get(id(m), 0) + 1
+        mechs = list(by_id.values())
+        w = np.array([counts[id(m)] for m in mechs], float)
+        w /= w.sum()
+        eps = np.array([m.epsilon for m in mechs])
+        parts = [m.epsilon_breakdown() for m in mechs]
+        D = mechs[0].n_features
+        feats = float(np.dot(w, [b["features"] for b in parts]))
+        return {"record": float(np.dot(w, eps)), "min": float(eps.min()), "max": float(eps.max()),
+                "delta": float(np.dot(w, [m.delta for m in mechs])), "features": feats,
+                "label": float(np.dot(w, [b["label"] for b in parts])), "per_feature": feats / D, "n_features": D,
+                "distinct": sorted({round(float(e), 9) for e in eps})}
 
     def save(self, path: str | os.PathLike) -> None:
         """Atomically write the pool (releases, client ids, mechanism specs, counts)."""
@@ -149,7 +164,3 @@ def _spec_index(specs: list[str], m: RecordMechanism) -> int:
     if s not in specs:
         specs.append(s)
     return specs.index(s)
-
-
-def count_reasons(reasons: list[str]) -> dict[str, int]:
-    return dict(Counter(reasons))

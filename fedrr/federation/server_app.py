@@ -8,8 +8,6 @@ that dies part-way keeps what it had."""
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -20,6 +18,7 @@ from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
 
 from .. import __version__
+from .._io import write_json
 from ..errors import FedrrError
 from .config import load_run_config, n_nodes
 from .population import build_population
@@ -93,22 +92,6 @@ def validate_replies(replies: list[Message], n_features: int | None, n_clients: 
     return valid, dict(reasons)
 
 
-def _write_json(path: Path, obj: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, default=_jsonable))
-    os.replace(tmp, path)
-
-
-def _jsonable(o):
-    if isinstance(o, (np.integer,)):
-        return int(o)
-    if isinstance(o, (np.floating,)):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
-
-
 def run_server(grid: Grid, cfg: dict, log=print) -> dict:
     """The whole server side of one federated run; returns the metrics it wrote."""
     t_start = time.perf_counter()
@@ -136,15 +119,15 @@ def run_server(grid: Grid, cfg: dict, log=print) -> dict:
     log(f"[fedrr] {n_valid} valid releases from {len(replies)} replies in {metrics['seconds_collect']:.1f} s; dropped: {reasons or 'none'}")
     if n_valid < int(cfg["min-valid"]):
         metrics["status"] = "failed: too few valid releases"
-        _write_json(out / "metrics.json", metrics)
+        write_json(out / "metrics.json", metrics)
         raise InsufficientReleases(f"only {n_valid} valid releases (min-valid = {cfg['min-valid']}); dropped: {reasons}")
     pool = Pool.from_releases(valid, reasons)
     pool.save(out / "pool.npz")
-    eps = pool.epsilons()
-    metrics["record_epsilon"] = {"min": float(eps.min()), "max": float(eps.max()), "mean": float(eps.mean())}
+    acc = pool.accounting()
+    metrics["record_epsilon"] = {"min": acc["min"], "max": acc["max"], "mean": acc["record"], "delta": acc["delta"]}
     metrics["status"] = "training"
     metrics["learners"] = {}
-    _write_json(out / "metrics.json", metrics)
+    write_json(out / "metrics.json", metrics)
     test = population.test_set()
     strategy = ReleaseStrategy(cfg["learners"], C=float(cfg["C"]), executor=make_executor(cfg["executor"], cfg["ray-address"]),
                                random_state=int(cfg["seed"]), spread_max_iter=int(cfg["spread-max-iter"]))
@@ -162,10 +145,10 @@ def run_server(grid: Grid, cfg: dict, log=print) -> dict:
             entry["error"] = f"{type(exc).__name__}: {exc}"
             log(f"[fedrr] {learner} failed: {entry['error']}")
         metrics["learners"][learner] = entry
-        _write_json(out / "metrics.json", metrics)
+        write_json(out / "metrics.json", metrics)
     metrics["status"] = "done"
     metrics["seconds_total"] = time.perf_counter() - t_start
-    _write_json(out / "metrics.json", metrics)
+    write_json(out / "metrics.json", metrics)
     return metrics
 
 

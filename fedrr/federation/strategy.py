@@ -6,7 +6,6 @@ cluster at ``RAY_ADDRESS``) — with results identical for a seed whatever runs 
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -98,7 +97,3 @@ class ReleaseStrategy:
 
     def __repr__(self) -> str:
         return f"ReleaseStrategy(learners={self.learners}, C={self.C}, executor={self.executor!r})"
-
-
-def cpu_count() -> int:
-    return os.cpu_count() or 1

@@ -285,7 +285,7 @@ def parse_config(data: dict, *, name: str = "scenario", path: str = "", text: st
 
 
 def _cross_check(cfg: ScenarioConfig) -> None:
-    pop, priv, run, learners = cfg["population"], cfg["privacy"], cfg["run"], cfg["learners"]
+    pop, priv, learners = cfg["population"], cfg["privacy"], cfg["learners"]
     if cfg.is_dataset:
         if pop["dataset"] in REGRESSION_DATASETS:
             raise ValidationError("population.dataset", f"{pop['dataset']!r} is a regression dataset; the built-in population "

@@ -79,9 +79,9 @@ def write_csv(path: Path, table: list[dict]) -> None:
     w.writeheader()
     for r in table:
         w.writerow({k: ("" if r[k] is None else r[k]) for k in CSV_COLUMNS})
-    from .sweep import _atomic_write
+    from .._io import atomic_write_text
 
-    _atomic_write(path, buf.getvalue())
+    atomic_write_text(path, buf.getvalue())
 
 
 def aggregate(table: list[dict]) -> dict[tuple[int, int, str], dict]:
@@ -287,10 +287,10 @@ def write_reports(out: str | Path) -> dict[str, Any]:
     cfg, recs, missing = load_results(out)
     table = rows(recs)
     write_csv(out / "results.csv", table)
-    from .sweep import _atomic_write
+    from .._io import atomic_write_text
 
     md = summary_markdown(out)
-    _atomic_write(out / "summary.md", md)
+    atomic_write_text(out / "summary.md", md)
     plots = plot(out) if recs else []
     return {"csv": out / "results.csv", "summary": out / "summary.md", "plots": plots, "rows": len(table),
             "missing": missing, "markdown": md}

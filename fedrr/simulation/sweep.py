@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._io import write_json
 from ..errors import FedrrError, ValidationError
 from .config import (Cell, ScenarioConfig, cell_fingerprint, cell_run_config, cells, parse_config, privacy_params)
 
@@ -52,49 +53,7 @@ def _as_config_error(exc: ValidationError) -> ValidationError:
     return ValidationError(path, msg) if path else exc
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
-
-
-def write_json(path: Path, obj: Any) -> None:
-    _atomic_write(path, json.dumps(obj, indent=2, default=_jsonable) + "\n")
-
-
-def _jsonable(o):
-    if isinstance(o, np.integer):
-        return int(o)
-    if isinstance(o, np.floating):
-        return float(o)
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    return str(o)
-
-
 # ------------------------------------------------------------------------------- accounting
-def pool_accounting(pool) -> dict[str, Any]:
-    """Record ε/δ of a pool by the mechanisms' own accounting (``RecordMechanism.epsilon``,
-    ``.delta``, ``.epsilon_breakdown()``): mean, min and max over records, and the distinct ones."""
-    by_id: dict[int, Any] = {}
-    counts: dict[int, int] = {}
-    for m in pool.mechanisms:
-        by_id.setdefault(id(m), m)
-        counts[id(m)] = counts.get(id(m), 0) + 1
-    mechs = list(by_id.values())
-    w = np.array([counts[id(m)] for m in mechs], float)
-    w /= w.sum()
-    eps = np.array([m.epsilon for m in mechs])
-    bd = [m.epsilon_breakdown() for m in mechs]
-    D = mechs[0].n_features
-    feats = float(np.dot(w, [b["features"] for b in bd]))
-    return {"record": float(np.dot(w, eps)), "min": float(eps.min()), "max": float(eps.max()),
-            "delta": float(np.dot(w, [m.delta for m in mechs])), "features": feats,
-            "label": float(np.dot(w, [b["label"] for b in bd])), "per_feature": feats / D, "n_features": D,
-            "distinct": sorted({round(float(e), 9) for e in eps})}
-
-
 # ------------------------------------------------------------------------------------ cells
 def _oracle_fits(names: list[str], population, pool, test, C: float, executor, seed: int, max_iter: int) -> dict[str, dict]:
     """Clean-data oracles, outside the federation: ``clean`` = logistic regression on the clean
@@ -204,7 +163,7 @@ def run_cell(task: dict) -> dict:
                    "label_epsilon": params["label-epsilon"] or None, "requested_eps_record": params.get("requested_eps_record")},
         "population": population.describe() if population.n_clients <= 100_000 else {"n_clients": population.n_clients},
         "n_clients": population.n_clients, "n_releases": n_releases, "dropped": dropped,
-        "eps": pool_accounting(pool), "learners": {n: learners.get(n, {"error": "not run"}) for n in names},
+        "eps": pool.accounting(), "learners": {n: learners.get(n, {"error": "not run"}) for n in names},
         "seconds_collect": seconds_collect, "seconds": time.perf_counter() - t_start,
         "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "done",
     }
