@@ -21,3 +21,7 @@ class ValidationError(FedrrError, ValueError):
 
 class ConvergenceError(FedrrError, RuntimeError):
     """A numerical solver did not reach a valid solution (never returned as a silent zero model)."""
+
+
+class ExecutorError(FedrrError, RuntimeError):
+    """A parallel task could not be completed: its worker died and every retry was used."""

@@ -253,6 +253,7 @@ def test_pyproject_app_config_mirrors_the_defaults():
 @pytest.mark.parametrize("bad, field", [
     ({"run-mode": "swarm"}, "run-mode"), ({"cohort-size": 5}, "cohort-size"), ({"n-clients": 0}, "n-clients"),
     ({"executor": "gpu"}, "executor"), ({"wave-size": "big"}, "wave-size"), ({"seed": 1.5}, "seed"),
+    ({"wdro-max-iter": -1}, "wdro-max-iter"),
 ])
 def test_bad_run_config_names_the_key(bad, field):
     with pytest.raises(ValidationError) as exc:
@@ -281,10 +282,19 @@ def test_custom_population_by_import_path():
     assert {round(pop.mechanism(c).epsilon, 6) for c in range(50)} == {round(pop.mechanism(0).epsilon, 6), round(pop.mechanism(1).epsilon, 6)}
 
 
-def test_cohort_nodes_host_many_clients_each(tmp_path):
-    cfg = {**BASE, "n-clients": 150, "run-mode": "cohort", "cohort-size": 40, "dropout": 0.1, "learners": "naive",
+def test_cohort_nodes_host_many_clients_each_and_a_failed_solver_is_reported(tmp_path):
+    """Cohort nodes, Gaussian releases, and W-DRO's solver stopped after one iteration (a real
+    Clarabel failure): the failure is reported as the learner's error, the other learner's result
+    and every file it wrote are kept."""
+    cfg = {**BASE, "n-clients": 150, "run-mode": "cohort", "cohort-size": 40, "dropout": 0.1, "mechanism": "gaussian",
+           "feature-flip": 0.0, "feature-epsilon": 2.0, "learners": "naive,wdro", "wdro-max-iter": 1,
            "results-dir": str(tmp_path), "run-name": "cohort"}
     metrics = run_federation(cfg)
+    assert metrics["status"] == "done"
+    assert metrics["learners"]["wdro"]["error"].startswith("ConvergenceError: ")
+    assert "accuracy" not in metrics["learners"]["wdro"] and not (tmp_path / "cohort" / "model-wdro.npz").exists()
+    assert 0.5 < metrics["learners"]["naive"]["accuracy"] <= 1 and (tmp_path / "cohort" / "model-naive.npz").exists()
+    assert json.loads((tmp_path / "cohort" / "metrics.json").read_text())["learners"] == metrics["learners"]
     assert metrics["nodes_registered"] == 4  # 40 + 40 + 40 + 30 clients
     full = load_run_config(cfg)
     pop = build_population(full)

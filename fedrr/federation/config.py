@@ -24,6 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "learners": "spread,naive",  # comma list of spread | spread-flat | naive | naive-cv | wdro
     "spread-max-iter": 200,
     "C": 1.0,
+    "wdro-max-iter": 0,          # iteration cap of W-DRO's conic solver (Clarabel); 0 = the solver's default
     "executor": "threads",       # serial | threads | ray (RAY_ADDRESS or ray-address for a cluster)
     "ray-address": "",
     "wave-size": 256,            # most release queries in flight at once
@@ -81,6 +82,8 @@ def load_run_config(run_config: Mapping[str, Any] | None = None) -> dict:
     for key in ("cohort-size", "wave-size", "min-valid", "n-clients", "spread-max-iter"):
         if merged[key] < 1:
             raise ValidationError(key, f"must be an integer >= 1, got {merged[key]!r}")
+    if merged["wdro-max-iter"] < 0:
+        raise ValidationError("wdro-max-iter", f"must be an integer >= 0 (0: the solver's default), got {merged['wdro-max-iter']!r}")
     if merged["executor"] not in ("serial", "threads", "ray"):
         raise ValidationError("executor", f"must be 'serial', 'threads' or 'ray', got {merged['executor']!r}")
     return merged

@@ -130,7 +130,8 @@ def run_server(grid: Grid, cfg: dict, log=print) -> dict:
     write_json(out / "metrics.json", metrics)
     test = population.test_set()
     strategy = ReleaseStrategy(cfg["learners"], C=float(cfg["C"]), executor=make_executor(cfg["executor"], cfg["ray-address"]),
-                               random_state=int(cfg["seed"]), spread_max_iter=int(cfg["spread-max-iter"]))
+                               random_state=int(cfg["seed"]), spread_max_iter=int(cfg["spread-max-iter"]),
+                               wdro_max_iter=int(cfg["wdro-max-iter"]))
     for learner in strategy.learners:
         entry: dict[str, Any] = {}
         try:

@@ -63,15 +63,17 @@ class FitResult:
 
 class ReleaseStrategy:
     """Trains each named learner on a pool. ``C`` is the L2 penalty (scikit-learn's meaning),
-    ``random_state`` seeds spread-EM, ``executor`` runs its E-step shards."""
+    ``random_state`` seeds spread-EM, ``executor`` runs its E-step shards, ``wdro_max_iter`` caps
+    W-DRO's solver (0: its default; a solve that does not converge raises ConvergenceError)."""
 
     def __init__(self, learners: str | list[str] = "spread,naive", *, C: float = 1.0, executor: Any = None,
-                 random_state: int = 0, spread_max_iter: int = 200):
+                 random_state: int = 0, spread_max_iter: int = 200, wdro_max_iter: int = 0):
         self.learners = parse_learners(learners)
         self.C = C
         self.executor = executor if executor is not None else SerialExecutor()
         self.random_state = random_state
         self.spread_max_iter = spread_max_iter
+        self.wdro_max_iter = wdro_max_iter
 
     def estimator(self, name: str, pool: Pool) -> Any:
         if name in ("spread", "spread-flat"):
@@ -83,7 +85,7 @@ class ReleaseStrategy:
             # ρ = √E‖w‖² of the pool's noise: the root mean square over records of each one's own noise
             radii = {id(m): noise_radius(_features_only(m), pool.X.shape[1]) for m in pool.mechanisms}
             rho = math.sqrt(float(np.mean([radii[id(m)] ** 2 for m in pool.mechanisms])))
-            return WassersteinDROLogisticRegression(rho=rho)
+            return WassersteinDROLogisticRegression(rho=rho, solver_options={"max_iter": int(self.wdro_max_iter)} if self.wdro_max_iter else None)
         raise ValidationError("learners", f"unknown learner {name!r}")
 
     def fit(self, name: str, pool: Pool) -> FitResult:

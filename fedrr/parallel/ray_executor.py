@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from ..errors import ValidationError
+from ..errors import ExecutorError, ValidationError
 
 #: arrays at least this large go through the object store once per life, not once per task
 _PUT_MIN_BYTES = 1 << 20
@@ -30,14 +30,22 @@ class RayExecutor:
     """Runs each task as a Ray remote call. ``num_cpus`` is only used when this executor starts
     a local Ray instance; with a cluster (``address``/``RAY_ADDRESS``) it is not passed, because
     Ray rejects resource arguments when connecting to an existing cluster. ``cpus_per_task=0``
-    shares a Ray whose CPUs are all held by actors (a Flower simulation's ClientApp actors)."""
+    shares a Ray whose CPUs are all held by actors (a Flower simulation's ClientApp actors).
+    ``max_retries``: how often Ray reruns a task whose worker died (killed, out of memory, node
+    lost); every task carries its own seed, so a rerun gives the same result. A task that still
+    fails raises :class:`fedrr.errors.ExecutorError` naming it; an exception raised *by* the task
+    (a ValidationError, say) is not retried and reaches the caller as itself."""
 
-    def __init__(self, address: str | None = None, num_cpus: int | None = None, cpus_per_task: float = 1.0):
+    def __init__(self, address: str | None = None, num_cpus: int | None = None, cpus_per_task: float = 1.0,
+                 max_retries: int = 3):
         if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, (int, float)) or not cpus_per_task >= 0:
             raise ValidationError("cpus_per_task", f"must be a number >= 0, got {cpus_per_task!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, (int, np.integer)) or max_retries < 0:
+            raise ValidationError("max_retries", f"must be an integer >= 0, got {max_retries!r}")
         self.address = address
         self.num_cpus = num_cpus
         self.cpus_per_task = cpus_per_task
+        self.max_retries = max_retries
         self._started_here = False
         self._remote_fn = None
         self._puts: dict[int, tuple[weakref.ref, Any]] = {}
@@ -76,11 +84,22 @@ class RayExecutor:
                         light[k] = None
                 t = light
             calls.append(remote.remote(fn, t, keys, *refs))
-        return ray.get(calls)
+        out = []
+        for i, ref in enumerate(calls):
+            try:
+                out.append(ray.get(ref))
+            except ray.exceptions.RayTaskError:  # the task's own exception (also an instance of its type)
+                raise
+            except ray.exceptions.RayError as exc:  # the worker or its node died, after every retry
+                for rest in calls[i + 1:]:
+                    ray.cancel(rest)
+                raise ExecutorError(f"task {i} of {len(calls)} failed after {self.max_retries} retries: "
+                                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+        return out
 
     def _remote(self, ray):
         if self._remote_fn is None:
-            self._remote_fn = ray.remote(num_cpus=self.cpus_per_task, max_retries=3)(_run_task)
+            self._remote_fn = ray.remote(num_cpus=self.cpus_per_task, max_retries=self.max_retries)(_run_task)
         return self._remote_fn
 
     def _ref(self, ray, arr: np.ndarray):
@@ -107,4 +126,5 @@ class RayExecutor:
         self._puts.clear()
 
     def __repr__(self) -> str:
-        return f"RayExecutor(address={self.address!r}, num_cpus={self.num_cpus!r}, cpus_per_task={self.cpus_per_task!r})"
+        return (f"RayExecutor(address={self.address!r}, num_cpus={self.num_cpus!r}, cpus_per_task={self.cpus_per_task!r}, "
+                f"max_retries={self.max_retries!r})")

@@ -126,7 +126,7 @@ def run_cell(task: dict) -> dict:
         if pool.n < full["min-valid"]:
             raise FedrrError(f"cell {cell.key}: only {pool.n} valid releases (run.min_valid = {full['min-valid']})")
         strategy = ReleaseStrategy(full["learners"], C=full["C"], executor=executor, random_state=full["seed"],
-                                   spread_max_iter=full["spread-max-iter"])
+                                   spread_max_iter=full["spread-max-iter"], wdro_max_iter=full["wdro-max-iter"])
         learners: dict[str, dict] = {}
         for name in strategy.learners:
             entry: dict[str, Any] = {}
