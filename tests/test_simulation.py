@@ -373,7 +373,27 @@ def _reduced(data: dict) -> dict:
     return data
 
 
-@pytest.mark.parametrize("name", ["barber_fig3_digits", "barber_fig3_mnist", "farokhi_wdro_adult", "scaling"])
+def test_every_shipped_config_has_a_reduced_end_to_end_test():
+    reduced = {"quickstart"} | set(SHIPPED_REDUCED)  # quickstart: test_reduced_quickstart_in_flower_mode_through_the_cli
+    assert {p.stem for p in (ROOT / "configs").glob("*.toml")} == reduced
+
+
+def test_barber_6_1_config_has_the_papers_noise_variances():
+    """The §6.1 config sets ε per pixel; the analytic Gaussian it builds must have σ² = 0.5 and 0.1."""
+    cfg = load_config(ROOT / "configs" / "barber_6_1.toml")
+    variances = []
+    for g in range(len(cfg.grid)):
+        pop = build_population(load_run_config(cell_run_config(cfg, cells(cfg, [g])[0])))
+        rm = pop.mechanism(0)
+        assert rm.label.flip_prob == pytest.approx(0.2)
+        variances.append(rm.fields[0].mechanism.sigma ** 2)
+    assert variances == pytest.approx([0.5, 0.1], rel=1e-9)
+
+
+SHIPPED_REDUCED = ["barber_6_1", "barber_fig3_digits", "barber_fig3_mnist", "farokhi_wdro_adult", "scaling"]
+
+
+@pytest.mark.parametrize("name", SHIPPED_REDUCED)
 def test_each_shipped_config_runs_end_to_end_reduced(name, tmp_path):
     import tomllib
 
