@@ -3,17 +3,20 @@ were clean (Barber §4.2, optionally with cross-validated C) and reconstruct-the
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
+from .._validation import _as_array
 from ..errors import ValidationError
 from ..mechanisms import RecordMechanism
 from ..parallel.executors import SerialExecutor, shard_bounds
-from .spread import SpreadLogisticRegression, _decode_states
+from ._sklearn import class_labels, validate
+from .spread import ENCODINGS, SpreadLogisticRegression, _decode_states, check_release_X
 from .spread_estep import estep_task
 from .spread_mstep import fit_soft_logistic
 from .spread_prior import ColumnLayout
@@ -32,19 +35,43 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
         self.max_iter = max_iter
         self.mechanism = mechanism
 
+    def _check_params(self) -> None:
+        try:
+            C = float(self.C)
+        except (TypeError, ValueError, OverflowError):
+            C = math.nan
+        if isinstance(self.C, (bool, str)) or not C > 0:
+            raise ValidationError("C", f"must be a number > 0 (np.inf for no penalty), got {self.C!r}")
+        if isinstance(self.max_iter, bool) or not isinstance(self.max_iter, (int, np.integer)) or self.max_iter < 1:
+            raise ValidationError("max_iter", f"must be an integer >= 1, got {self.max_iter!r}")
+        if self.cv is not None and (isinstance(self.cv, bool) or not isinstance(self.cv, (int, np.integer)) or self.cv < 2):
+            raise ValidationError("cv", f"must be None or an integer >= 2 (folds), got {self.cv!r}")
+        if self.encoding not in ENCODINGS:
+            raise ValidationError("encoding", f"must be one of {ENCODINGS}, got {self.encoding!r}")
+
     def fit(self, X, y, mechanism: Any = None):
+        self._check_params()
         mechanism = self.mechanism if mechanism is None else mechanism
-        if isinstance(mechanism, (list, tuple)):
+        if isinstance(mechanism, (list, tuple)) and mechanism:
             mechanism = mechanism[0]
         if mechanism is not None and not isinstance(mechanism, RecordMechanism):
             raise ValidationError("mechanism", f"must be a RecordMechanism or None, got {type(mechanism).__name__}")
         if mechanism is not None:
             Xv, yv = mechanism.validate_release(X, y if mechanism.label is not None else None)
-            yv = yv if yv is not None else np.asarray(y)
+            if yv is None:  # no label mechanism: clean labels
+                yv = _as_array("y", y, f"must be an array of shape ({Xv.shape[0]},)")
+                if yv.shape != (Xv.shape[0],):
+                    raise ValidationError("y", f"must have shape ({Xv.shape[0]},) to match X, got {yv.shape}")
             self.layout_ = ColumnLayout.from_mechanism(mechanism)
         else:
-            Xv, yv = validate_data(self, X, y)
+            Xv, yv = validate(self, X, y)
             self.layout_ = None
+        if Xv.shape[0] == 0:
+            raise ValidationError("X", "needs at least one record")
+        class_labels(yv)
+        largest = int(np.max(np.unique(yv, return_counts=True)[1]))
+        if self.cv is not None and self.cv > largest:  # (stratified folds: sklearn's own limit)
+            raise ValidationError("cv", f"{self.cv} folds need a class with at least {self.cv} records; the largest has {largest}")
         Z = _decode_states(Xv, self.layout_, self.encoding)
         if self.cv is None:
             self.model_ = LogisticRegression(C=self.C, max_iter=self.max_iter).fit(Z, yv)
@@ -59,8 +86,8 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
     def _inputs(self, X):
         check_is_fitted(self, "model_")
         if self.layout_ is None:
-            return validate_data(self, X, reset=False)
-        return _decode_states(np.asarray(X, float), self.layout_, self.encoding)
+            return validate(self, X, reset=False)
+        return _decode_states(check_release_X(X, self.layout_), self.layout_, self.encoding)
 
     def decision_function(self, X):
         Z = self._inputs(X)

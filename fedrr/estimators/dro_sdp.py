@@ -60,6 +60,10 @@ def solve_problem(problem: cp.Problem, solver: str, solver_options: dict | None,
             problem.solve(solver=solver, **opts)
     except cp.error.SolverError as exc:
         raise ConvergenceError(f"{what}: solver {solver} failed ({exc})") from exc
+    except (TypeError, ValueError) as exc:  # the solver refused an option (unknown name, wrong type)
+        if not solver_options:
+            raise
+        raise ValidationError("solver_options", f"{solver} rejected the options {solver_options!r}: {exc}") from None
     status = problem.status
     if status == cp.OPTIMAL_INACCURATE:
         warnings.warn(f"{what}: solver {solver} returned status {status!r}; the model may be inaccurate",

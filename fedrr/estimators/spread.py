@@ -7,14 +7,14 @@ from typing import Any, Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .._validation import as_float_array
+from .._validation import _as_array, as_float_array
 from ..errors import ValidationError
 from ..mechanisms import RecordMechanism
 from ..parallel.executors import ThreadExecutor, shard_bounds
+from ._sklearn import class_labels, validate
 from .spread_estep import estep_task
 from .spread_mstep import fit_soft_logistic, log_class_probs
 from .spread_prior import ColumnLayout, SpreadPrior, flat_prior, given_prior, marginal_mle_prior
@@ -104,7 +104,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValidationError("numeric_prior", f"must be 'gaussian' or 'histogram', got {self.numeric_prior!r}")
         try:
             C = float(self.C)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ValidationError("C", f"must be a number > 0 (np.inf for no penalty), got {self.C!r}") from None
         if not C > 0:
             raise ValidationError("C", f"must be > 0 (np.inf for no penalty), got {self.C!r}")
@@ -121,6 +121,14 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValidationError("relaxation", f"must be in (0, 2) (1 = plain EM), got {self.relaxation!r}")
         if isinstance(self.prior, str) and self.prior not in ("learned", "flat"):
             raise ValidationError("prior", f"must be 'learned', 'flat' or a prior object, got {self.prior!r}")
+        B = self.burn_in
+        if B is not None and (isinstance(B, bool) or not isinstance(B, (int, np.integer)) or B < 0):
+            raise ValidationError("burn_in", f"must be an integer >= 0 or None, got {B!r}")
+        _check_random_state(self.random_state)
+        if not isinstance(self.fit_intercept, (bool, np.bool_)):
+            raise ValidationError("fit_intercept", f"must be True or False, got {self.fit_intercept!r}")
+        if self.executor is not None and not callable(getattr(self.executor, "map", None)):
+            raise ValidationError("executor", f"must be None or an object with map(fn, tasks), got {type(self.executor).__name__}")
         return C
 
     # --------------------------------------------------------------------------------- fit
@@ -136,13 +144,14 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         mechanism = self.mechanism if mechanism is None else mechanism
         if mechanism is None:
             return self._fit_clean(X, y, C)
-        Xa = np.asarray(X) if not isinstance(X, list) else np.asarray(X)
+        Xa = _as_array("X", X, "must be a 2-d array (n_records, n_features)")
         if Xa.ndim != 2:
             raise ValidationError("X", f"must be 2-d (n_records, n_features), got shape {np.shape(X)}")
         n = Xa.shape[0]
         if n == 0:
             raise ValidationError("X", "needs at least one record")
         groups = _group_records(mechanism, n)
+        y = _as_array("y", y, f"must be an array of shape ({n},)")
         layout = ColumnLayout.from_mechanism(groups[0][0])
         has_label = groups[0][0].label is not None
         pools, y_all = [], np.empty(n, dtype=np.int64)
@@ -190,11 +199,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def _fit_clean(self, X, y, C):
         """No mechanism: ordinary L2-penalised logistic regression (sklearn's input rules)."""
-        Xa, ya = validate_data(self, X, y)
-        check_classification_targets(ya)
-        self.classes_, yi = np.unique(ya, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValidationError("y", f"needs at least 2 classes, got 1 class: {self.classes_[0]!r}")
+        Xa, ya = validate(self, X, y)
+        self.classes_, yi = class_labels(ya)
         self.layout_ = None
         self.n_features_in_ = Xa.shape[1]
         R = np.eye(len(self.classes_))[yi]
@@ -283,22 +289,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     # ---------------------------------------------------------------------------- predict
     def _model_input(self, X) -> np.ndarray:
         check_is_fitted(self, "coef_")
-        layout = self.layout_
-        if layout is None:
-            return validate_data(self, X, reset=False)
-        else:
-            Xa = np.asarray(X)
-            if Xa.ndim != 2:
-                raise ValidationError("X", f"must be 2-d (n_records, {layout.n_features}), got shape {Xa.shape}")
-            Xa = as_float_array("X", Xa, ndim=2)
-            if layout.discrete.any():
-                kk = layout.k[layout.discrete]
-                sub = Xa[:, layout.discrete]
-                if np.any(sub != np.round(sub)) or np.any(sub < 0) or np.any(sub >= kk):
-                    raise ValidationError("X", "discrete columns must hold integer states in {0, ..., k-1}")
-        if Xa.shape[1] != self.n_features_in_:
-            raise ValidationError("X", f"has {Xa.shape[1]} features, but the model was fitted with {self.n_features_in_}")
-        return _decode_states(Xa, layout, self.encoding) if layout is not None else Xa
+        if self.layout_ is None:
+            return validate(self, X, reset=False)
+        return _decode_states(check_release_X(X, self.layout_), self.layout_, self.encoding)
 
     def decision_function(self, X) -> np.ndarray:
         Z = self._model_input(X)
@@ -314,6 +307,31 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         log_proba = self.predict_log_proba(X)
         return self.classes_[np.argmax(log_proba, axis=1)]
+
+
+def check_release_X(X, layout: ColumnLayout) -> np.ndarray:
+    """Released features (n, D) in the layout's domain, as floats: the input of ``predict``."""
+    Xa = _as_array("X", X, f"must be a 2-d array (n_records, {layout.n_features})")
+    if Xa.ndim != 2:
+        raise ValidationError("X", f"must be 2-d (n_records, {layout.n_features}), got shape {Xa.shape}")
+    Xa = as_float_array("X", Xa, ndim=2)
+    if Xa.shape[0] == 0:
+        raise ValidationError("X", "needs at least one record")
+    if Xa.shape[1] != layout.n_features:
+        raise ValidationError("X", f"has {Xa.shape[1]} features, but the model was fitted with {layout.n_features}")
+    if layout.discrete.any():
+        kk = layout.k[layout.discrete]
+        sub = Xa[:, layout.discrete]
+        if np.any(sub != np.round(sub)) or np.any(sub < 0) or np.any(sub >= kk):
+            raise ValidationError("X", "discrete columns must hold integer states in {0, ..., k-1}")
+    return Xa
+
+
+def _check_random_state(rs: Any) -> None:
+    if rs is None or isinstance(rs, np.random.Generator):
+        return
+    if isinstance(rs, bool) or not isinstance(rs, (int, np.integer)) or rs < 0:
+        raise ValidationError("random_state", f"must be None, an integer >= 0 or a numpy.random.Generator, got {rs!r}")
 
 
 def _stationary(norms: list[float], window: int = 20, threshold: float = 2.0) -> bool:

@@ -6,10 +6,11 @@ file named by ``FEDRR_RUN_CONFIG`` (how ``run_federation`` passes config, becaus
 from __future__ import annotations
 
 import json
+import math
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from ..errors import ValidationError
 from .population import POPULATION_DEFAULTS
@@ -36,6 +37,19 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+#: learners the server can train on the releases (``strategy`` uses this list; it lives here so
+#: that the client side, which loads this module, never imports the estimators)
+LEARNERS = ("spread", "spread-flat", "naive", "naive-cv", "wdro")
+
+#: numbers that must lie in a range: key -> (test, the range as printed)
+_RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
+    "C": (lambda v: v > 0, "> 0"), "node-wait-timeout": (lambda v: v > 0, "> 0"), "reply-timeout": (lambda v: v > 0, "> 0"),
+    "dropout": (lambda v: 0 <= v < 1, "in [0, 1)"), "malformed-rate": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "delta": (lambda v: 0 < v < 1, "in (0, 1)"),
+    **{k: (lambda v: v >= 0, ">= 0 (0 = not used)") for k in ("feature-flip", "feature-epsilon", "label-flip", "label-epsilon")},
+}
+
+
 def _coerce(key: str, value: Any, default: Any) -> Any:
     if isinstance(default, bool):
         if not isinstance(value, bool):
@@ -50,7 +64,10 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
     if isinstance(default, float):
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ValidationError(key, f"must be a number, got {value!r}")
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an int too large for a float
+            raise ValidationError(key, f"must be a finite number, got {value!r}") from None
     if isinstance(default, str) and not isinstance(value, str):
         raise ValidationError(key, f"must be a string, got {value!r}")
     return value
@@ -84,8 +101,17 @@ def load_run_config(run_config: Mapping[str, Any] | None = None) -> dict:
             raise ValidationError(key, f"must be an integer >= 1, got {merged[key]!r}")
     if merged["wdro-max-iter"] < 0:
         raise ValidationError("wdro-max-iter", f"must be an integer >= 0 (0: the solver's default), got {merged['wdro-max-iter']!r}")
+    for key in ("seed", "n-test-per-class"):
+        if merged[key] < 0:
+            raise ValidationError(key, f"must be an integer >= 0, got {merged[key]!r}")
+    for key, (ok, allowed) in _RANGES.items():
+        if not (math.isfinite(merged[key]) and ok(merged[key])):
+            raise ValidationError(key, f"must be a finite number {allowed}, got {merged[key]!r}")
     if merged["executor"] not in ("serial", "threads", "ray"):
         raise ValidationError("executor", f"must be 'serial', 'threads' or 'ray', got {merged['executor']!r}")
+    names = [n.strip() for n in merged["learners"].split(",") if n.strip()]
+    if not names or any(n not in LEARNERS for n in names):
+        raise ValidationError("learners", f"must be a comma list of {', '.join(LEARNERS)}, got {merged['learners']!r}")
     return merged
 
 

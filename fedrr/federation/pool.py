@@ -72,8 +72,12 @@ def parse_reply(msg: Any, n_features: int | None, expected_ids: set[int] | None 
         specs = json.loads(str(meta.get("mechanisms")))
         if not isinstance(specs, list) or not specs:
             raise ValueError("not a non-empty list")
-        mechs = tuple(RecordMechanism.from_spec(json.loads(s) if isinstance(s, str) else s) for s in specs)
-    except (ValueError, TypeError, KeyError, ValidationError) as exc:
+        specs = [json.loads(s) if isinstance(s, str) else s for s in specs]
+        for spec in specs:  # before building anything: a spec must cover exactly x's columns
+            if not isinstance(spec, dict) or spec.get("n_features") != x.shape[1]:
+                raise ValueError(f"each spec must be a record mechanism on the reply's {x.shape[1]} features")
+        mechs = tuple(RecordMechanism.from_spec(s) for s in specs)
+    except (ValueError, TypeError, KeyError, ValidationError, RecursionError) as exc:  # RecursionError: absurdly nested JSON
         raise ReplyRejected("unknown_mechanism", f"mechanism specs not understood: {str(exc)[:200]}") from None
     if midx.min() < 0 or midx.max() >= len(mechs):
         raise ReplyRejected("malformed", f"mechanism_index outside [0, {len(mechs) - 1}]")

@@ -14,6 +14,7 @@ import hashlib
 import importlib
 import inspect
 from abc import ABC, abstractmethod
+from contextlib import contextmanager
 from functools import cached_property
 from typing import Any, Sequence
 
@@ -254,16 +255,38 @@ def dataset_population_from_config(cfg: dict) -> DatasetPopulation:
         if lv is None:
             raise ValidationError(feat_key, f"must be > 0 for mechanism {family!r}")
         levels, weights = (lv,), (1.0,)
+    label_flip, label_epsilon = _positive_or_none(c, "label-flip"), _positive_or_none(c, "label-epsilon")
+    if (label_flip is None) == (label_epsilon is None):
+        raise ValidationError("label-flip", "give exactly one of label-flip and label-epsilon (> 0; the other 0 = not used)")
+    # errors of the mechanisms' own parameters (flip_prob, epsilon, ...) are reported by config key
+    with _config_key("label-flip" if label_flip is not None else "label-epsilon"):
+        RandomizedResponse(ds.schema.n_classes, label_flip, epsilon=label_epsilon)
     mechs = []
     for lv in levels:
         kw = {"feature_flip": lv} if family == "rr" else {"feature_epsilon": lv}
-        mechs.append(record_mechanism_for(family, ds.schema.n_features, n_states, ds.schema.n_classes,
-                                          label_flip=_positive_or_none(c, "label-flip"),
-                                          label_epsilon=_positive_or_none(c, "label-epsilon"),
-                                          delta=float(c["delta"]), **kw))
-    return DatasetPopulation(name, int(c["n-clients"]), mechs, weights,
-                             n_test_per_class=int(c["n-test-per-class"]), features="states" if family == "rr" else "unit",
-                             dropout=float(c["dropout"]), seed=int(c["seed"]))
+        with _config_key("budget-mix" if mix else feat_key):
+            mechs.append(record_mechanism_for(family, ds.schema.n_features, n_states, ds.schema.n_classes,
+                                              label_flip=label_flip, label_epsilon=label_epsilon, delta=float(c["delta"]), **kw))
+    with _config_key(None):
+        return DatasetPopulation(name, int(c["n-clients"]), mechs, weights,
+                                 n_test_per_class=int(c["n-test-per-class"]), features="states" if family == "rr" else "unit",
+                                 dropout=float(c["dropout"]), seed=int(c["seed"]))
+
+
+#: DatasetPopulation's argument names -> run-config keys
+_ARG_KEYS = {"n_clients": "n-clients", "n_test_per_class": "n-test-per-class", "weights": "budget-mix"}
+
+
+@contextmanager
+def _config_key(key: str | None):
+    """Re-raise a ValidationError under the run-config key it comes from (``key``, or the argument's
+    own key); errors that already name a run-config key (delta, dropout, seed, ...) pass unchanged."""
+    try:
+        yield
+    except ValidationError as exc:
+        if exc.field in POPULATION_DEFAULTS:
+            raise
+        raise ValidationError(_ARG_KEYS.get(exc.field, key or exc.field), exc.message) from None
 
 
 def load_object(path: str) -> Any:
@@ -275,7 +298,7 @@ def load_object(path: str) -> Any:
         obj = importlib.import_module(mod)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError) as exc:
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:  # ValueError/TypeError: empty or relative module name
         raise ValidationError("population", f"cannot import {path!r}: {exc}") from None
     return obj
 

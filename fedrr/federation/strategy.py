@@ -17,9 +17,8 @@ from ..estimators import NaiveLogisticRegression, SpreadLogisticRegression, Wass
 from ..estimators.dro_radius import noise_radius
 from ..mechanisms import RecordMechanism
 from ..parallel import SerialExecutor, ThreadExecutor
+from .config import LEARNERS  # one list: the run config is checked against it before anything runs
 from .pool import Pool
-
-LEARNERS = ("spread", "spread-flat", "naive", "naive-cv", "wdro")
 
 
 def parse_learners(spec: str | list[str]) -> list[str]:

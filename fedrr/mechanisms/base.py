@@ -94,6 +94,9 @@ def mechanism_from_spec(spec: dict) -> "Mechanism":
     if not isinstance(spec, dict) or "kind" not in spec:
         raise ValidationError("spec", "must be a dict with a 'kind' entry")
     kind = spec["kind"]
-    if kind not in _REGISTRY:
+    if not isinstance(kind, str) or kind not in _REGISTRY:
         raise ValidationError("spec.kind", f"unknown mechanism {kind!r}; known: {sorted(_REGISTRY)}")
-    return _REGISTRY[kind].from_spec(spec)
+    try:
+        return _REGISTRY[kind].from_spec(spec)
+    except KeyError as exc:  # from_spec reads its parameters with spec[...]
+        raise ValidationError(f"spec.{exc.args[0]}", f"is missing from the {kind!r} spec") from None

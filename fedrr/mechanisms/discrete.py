@@ -12,12 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array, as_state_array, check_int, check_positive, check_rng
+from .._validation import as_float_array, as_state_array, check_broadcast, check_int, check_positive, check_rng
 from ..errors import ValidationError
 from .base import Mechanism, register
 from .priors import CategoricalPrior
 
 _MAX_CONDITION = 1e10
+#: most states a categorical field may have: states are int64 and a release computes (x + shift) mod k
+MAX_STATES = 2**62
 
 
 def _as_categorical_prior(prior: Any, k: int) -> np.ndarray:
@@ -50,6 +52,7 @@ class _DiscreteMechanism(Mechanism):
     def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
         xt = self.validate_release(x_tilde)
         xx = self.validate_input(x)
+        check_broadcast("x", xx, "x_tilde", xt)
         return np.log(self.matrix)[xt, xx]
 
 
@@ -118,14 +121,14 @@ class RandomizedResponse(_DiscreteMechanism):
     kind = "randomized_response"
 
     def __init__(self, k: int, flip_prob: float | None = None, *, epsilon: float | None = None):
-        self.k = check_int("k", k, minimum=2)
+        self.k = check_int("k", k, minimum=2, maximum=MAX_STATES)
         if (flip_prob is None) == (epsilon is None):
             raise ValidationError("flip_prob", "give exactly one of flip_prob or epsilon")
         if epsilon is not None:
             eps = check_positive("epsilon", epsilon)
             # f = (k-1) / (e^ε + k - 1), computed stably for large ε
             flip_prob = float((self.k - 1) * math.exp(-eps) / (1.0 + (self.k - 1) * math.exp(-eps)))
-            if flip_prob <= 0.0:
+            if flip_prob <= 0.0 or flip_prob / (self.k - 1) <= 0.0:
                 raise ValidationError("epsilon", f"is too large to represent as a flip probability (got {eps})")
             if abs(flip_prob - (self.k - 1) / self.k) < 1e-9:
                 raise ValidationError("epsilon", f"is too small: the noise would be numerically uniform (got {eps})")
@@ -133,12 +136,15 @@ class RandomizedResponse(_DiscreteMechanism):
             raise ValidationError("flip_prob", f"must be a real number in (0, 1), got {flip_prob!r}")
         try:
             f = float(flip_prob)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise ValidationError("flip_prob", f"must be a real number in (0, 1), got {flip_prob!r}") from None
         if not (0.0 < f < 1.0):
             raise ValidationError("flip_prob", f"must be in the open interval (0, 1) excluding (k-1)/k = {(self.k - 1) / self.k:.6g}, got {flip_prob!r}")
         if abs(f - (self.k - 1) / self.k) < 1e-9:
             raise ValidationError("flip_prob", f"= (k-1)/k = {(self.k - 1) / self.k:.6g} makes every report uniform: the noise is not invertible")
+        if f / (self.k - 1) <= 0.0:
+            raise ValidationError("flip_prob", f"is too small for k = {self.k}: flip_prob/(k-1), the probability of each other value, "
+                                  f"is 0 in double precision (ε would be infinite), got {flip_prob!r}")
         self.flip_prob = f
 
     @property
@@ -163,6 +169,7 @@ class RandomizedResponse(_DiscreteMechanism):
     def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
         xt = self.validate_release(x_tilde)
         xx = self.validate_input(x)
+        check_broadcast("x", xx, "x_tilde", xt)
         return np.where(xt == xx, math.log(self.keep_prob), math.log(self.other_prob))
 
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:

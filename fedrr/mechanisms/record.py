@@ -8,9 +8,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .._validation import check_int
+from .._validation import _as_array, check_int
 from ..errors import ValidationError
 from .base import Mechanism, mechanism_from_spec, register
+
+
+#: most feature columns a record may have (a scalar mechanism makes one field per column; a spec
+#: with n_features = 10**18 must not make the server build them)
+MAX_FEATURES = 10**6
 
 
 @dataclass(frozen=True)
@@ -34,7 +39,7 @@ class RecordMechanism:
         if isinstance(features, Mechanism):
             if n_features is None:
                 n_features = features.width
-            n_features = check_int("n_features", n_features, minimum=1)
+            n_features = check_int("n_features", n_features, minimum=1, maximum=MAX_FEATURES)
             if features.width == n_features:
                 fields = [Field(features, tuple(range(n_features)))]
             elif features.width == 1:
@@ -43,7 +48,10 @@ class RecordMechanism:
                 raise ValidationError("features", f"a block mechanism of width {features.width} cannot cover n_features={n_features}")
             self._replicated = features.width == 1 and n_features > 1
         else:
-            mechs = list(features)
+            try:
+                mechs = list(features)
+            except TypeError:  # not a sequence at all (a number, None, ...)
+                mechs = []
             if not mechs or not all(isinstance(m, Mechanism) for m in mechs):
                 raise ValidationError("features", "must be a Mechanism or a non-empty sequence of Mechanism objects")
             fields, start = [], 0
@@ -107,7 +115,7 @@ class RecordMechanism:
 
     # --- validation -------------------------------------------------------------------------
     def _check_X(self, X: Any, field: str) -> np.ndarray:
-        arr = np.asarray(X)
+        arr = _as_array(field, X, f"must be an array of shape (n_records, {self.n_features})")
         if arr.ndim == 1 and arr.shape[0] == self.n_features:
             arr = arr[None, :]
         if arr.ndim != 2 or arr.shape[1] != self.n_features:
@@ -138,7 +146,7 @@ class RecordMechanism:
             return None
         if y is None:
             raise ValidationError(field, "is required: the record mechanism has a label mechanism")
-        arr = np.asarray(y)
+        arr = _as_array(field, y, f"must be an array of shape ({n},)")
         if arr.shape != (n,):
             raise ValidationError(field, f"must have shape ({n},) to match the features, got {arr.shape}")
         return self.label.validate_input(arr, field) if clean else self.label.validate_release(arr, field)
@@ -165,6 +173,8 @@ class RecordMechanism:
         """Server side: log p(x̃, ỹ | x, y) per record (n,)."""
         Xt, yt = self.validate_release(X_tilde, y_tilde)
         Xc, yc = self.validate_input(X, y)
+        if Xc.shape[0] != Xt.shape[0]:
+            raise ValidationError("X", f"must have one clean record per release ({Xt.shape[0]}), got {Xc.shape[0]}")
         total = np.zeros(Xt.shape[0])
         for mech, cols in self._groups:
             total += np.asarray(mech.log_likelihood(Xt[:, cols], Xc[:, cols])).reshape(Xt.shape[0], -1).sum(axis=1)
@@ -183,6 +193,8 @@ class RecordMechanism:
 
     @classmethod
     def from_spec(cls, spec: dict) -> "RecordMechanism":
+        if not isinstance(spec, dict):
+            raise ValidationError("spec", f"must be a dict (a RecordMechanism spec), got {type(spec).__name__}")
         feats = spec.get("features")
         label = None if spec.get("label") is None else mechanism_from_spec(spec["label"])
         if isinstance(feats, dict) and "replicate" in feats:
