@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, stats
 
+from fedrr.errors import ValidationError
 from fedrr.mechanisms import (
     GaussianMechanism,
     LaplaceMechanism,
@@ -122,7 +123,11 @@ def test_laplace_scale_is_l1_sensitivity_over_epsilon(eps):
     assert laplace_scale(eps, 6.0) == pytest.approx(6.0 / eps, rel=1e-15)
     # scalar: Δ₁ = range; explicit sensitivity overrides
     assert LaplaceMechanism(eps, -2.0, 3.0).scale == pytest.approx(5.0 / eps, rel=1e-15)
-    assert LaplaceMechanism(eps, 0, 1, sensitivity=0.25).scale == pytest.approx(0.25 / eps, rel=1e-15)
+    assert LaplaceMechanism(eps, 0, 1, sensitivity=2.5).scale == pytest.approx(2.5 / eps, rel=1e-15)  # a larger Δ is allowed
+    with pytest.raises(ValidationError, match="L1 diameter"):  # a smaller one would understate ε (fedrr.audit found it)
+        LaplaceMechanism(eps, 0, 1, sensitivity=0.25)
+    with pytest.raises(ValidationError, match="L2 diameter"):
+        GaussianMechanism(eps, 1e-5, [0, 0], [1, 1], sensitivity=1.0)
 
 
 def test_laplace_is_exactly_epsilon_ldp_on_its_box():

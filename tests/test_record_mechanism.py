@@ -192,7 +192,7 @@ ALL_MECHANISMS = {
     "tm_3x3_exact_sums": TransitionMatrix([[0.5, 0.25, 0.25], [0.25, 0.5, 0.25], [0.25, 0.25, 0.5]]),
     "laplace": LaplaceMechanism(1.5, -1.0, 2.0),
     "laplace_block": LaplaceMechanism(0.5, [0.0, 1.0], [1.0, 4.0]),
-    "laplace_sens": LaplaceMechanism(0.5, 0.0, 1.0, sensitivity=0.3),
+    "laplace_sens": LaplaceMechanism(0.5, 0.0, 1.0, sensitivity=1.3),
     "gauss_analytic": GaussianMechanism(2.0, 1e-6, 0.0, 1.0),
     "gauss_classic": GaussianMechanism(0.5, 1e-5, [0.0] * 3, [1.0] * 3, calibration="classic"),
     "gauss_farokhi": GaussianMechanism(4.0, 1e-5, [0.0] * 3, [2.0] * 3, calibration="farokhi"),

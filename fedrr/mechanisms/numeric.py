@@ -9,21 +9,44 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array, check_open_unit, check_positive, check_rng
+from .._validation import as_float_array, check_broadcast, check_open_unit, check_positive, check_rng
 from ..errors import ValidationError
 from . import calibration as cal
 from .base import Mechanism, register
 from .continuous_posteriors import posterior_for
 
 GAUSSIAN_CALIBRATIONS = ("analytic", "classic", "farokhi")
+#: a release this many noise standard deviations outside [lower, upper] has probability 0 in double
+#: precision (already beyond ~40 for Gaussian, ~530 for Laplace noise): no honest client sends one.
+#: The posteriors stay exact far beyond those (tests go to 10⁴); releases like 1e300, whose squares
+#: overflow the estimators' moments, are rejected
+MAX_NOISE_SDS = 1e6
+
+
+def _at_least_diameter(sensitivity: float, diameter: float, norm: str) -> float:
+    """A given sensitivity must cover the box: in local DP any two values in [lower, upper] are
+    neighbours, so a smaller one would state a smaller ε than the noise gives (found by fedrr.audit)."""
+    if sensitivity < diameter * (1 - 1e-12):
+        raise ValidationError("sensitivity", f"must be >= {diameter:.6g}, the {norm} diameter of the box [lower, upper] (in local "
+                              f"DP any two values of the box are neighbours; a smaller one understates ε), got {sensitivity!r}")
+    return sensitivity
 
 
 def _bounds(lower: Any, upper: Any) -> tuple[np.ndarray, np.ndarray]:
     lo = as_float_array("lower", lower, ndim=(0, 1))
     hi = as_float_array("upper", upper, ndim=(0, 1))
-    lo, hi = np.broadcast_arrays(np.atleast_1d(lo), np.atleast_1d(hi))
+    if lo.size == 0 or hi.size == 0:
+        raise ValidationError("lower" if lo.size == 0 else "upper", "must give at least one bound (a number, or one per feature)")
+    try:
+        lo, hi = np.broadcast_arrays(np.atleast_1d(lo), np.atleast_1d(hi))
+    except ValueError:
+        raise ValidationError("upper", f"must have as many entries as lower (or one), got {hi.size} and {lo.size}") from None
     if np.any(hi <= lo):
         raise ValidationError("upper", f"must be > lower for every feature (lower={lo.tolist()}, upper={hi.tolist()})")
+    with np.errstate(over="ignore"):
+        span = hi - lo
+        if not (np.all(np.isfinite(span)) and np.isfinite(np.sum(span)) and np.isfinite(np.sum(span**2))):
+            raise ValidationError("upper", "the box [lower, upper] is too wide: its size (the sensitivity) overflows double precision")
     return lo.astype(float).copy(), hi.astype(float).copy()
 
 
@@ -53,7 +76,15 @@ class _AdditiveNoise(Mechanism):
         return arr
 
     def validate_release(self, x_tilde: Any, field: str = "x_tilde") -> np.ndarray:
-        return self._shape_ok(as_float_array(field, x_tilde), field)
+        arr = self._shape_ok(as_float_array(field, x_tilde), field)
+        lo, hi = self._lo_hi(arr)
+        slack = MAX_NOISE_SDS * self.noise_std
+        far = (arr < lo - slack) | (arr > hi + slack)
+        if np.any(far):
+            idx = tuple(int(i) for i in np.argwhere(far)[0])
+            raise ValidationError(field, f"values must lie within {MAX_NOISE_SDS:g} noise standard deviations ({slack:.3g}) of the "
+                                  f"bounds [lower, upper]; got {float(arr[idx])} at index {idx}: no release of this mechanism is that far")
+        return arr
 
     def _lo_hi(self, arr: np.ndarray):
         if self.width == 1:
@@ -86,7 +117,8 @@ class LaplaceMechanism(_AdditiveNoise):
     def __init__(self, epsilon: float, lower: Any = 0.0, upper: Any = 1.0, *, sensitivity: float | None = None):
         self._epsilon = check_positive("epsilon", epsilon)
         self.lower, self.upper = _bounds(lower, upper)
-        self.sensitivity = cal.l1_sensitivity(self.lower, self.upper) if sensitivity is None else check_positive("sensitivity", sensitivity)
+        l1 = cal.l1_sensitivity(self.lower, self.upper)
+        self.sensitivity = l1 if sensitivity is None else _at_least_diameter(check_positive("sensitivity", sensitivity), l1, "L1")
         self.scale = cal.laplace_scale(self._epsilon, self.sensitivity)
 
     @property
@@ -107,6 +139,7 @@ class LaplaceMechanism(_AdditiveNoise):
     def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
         xt = self.validate_release(x_tilde)
         xx = self.validate_input(x)
+        check_broadcast("x", xx, "x_tilde", xt)
         return -np.abs(xt - xx) / self.scale - math.log(2.0 * self.scale)
 
     def to_spec(self) -> dict:
@@ -125,8 +158,8 @@ class GaussianMechanism(_AdditiveNoise):
     L2 sensitivity ‖upper − lower‖₂ — valid for every ε > 0.
     calibration="classic": σ = √(2 ln(1.25/δ))·Δ₂/ε, only valid for ε < 1 (rejected otherwise).
     calibration="farokhi": Farokhi 2020's σ = √(2 ln(1.25/δ))·Δ/ε with Δ = Σ(upper − lower)
-    = (x̄ − x̲)·p_x, applied at any ε, for reproduction; ``epsilon`` is then the nominal value
-    and ``epsilon_exact`` the true guarantee of that noise.
+    = (x̄ − x̲)·p_x, applied at any ε, for reproduction; ``epsilon_exact`` is the true ε of that
+    noise, and ``epsilon`` the larger of it and the nominal value (a valid guarantee either way).
     Alternatively give ``sigma`` instead of ``epsilon``: ε is then the exact analytic one.
     """
 
@@ -143,7 +176,7 @@ class GaussianMechanism(_AdditiveNoise):
         self.lower, self.upper = _bounds(lower, upper)
         self.calibration = calibration
         if sensitivity is not None:
-            self.sensitivity = check_positive("sensitivity", sensitivity)
+            self.sensitivity = _at_least_diameter(check_positive("sensitivity", sensitivity), cal.l2_sensitivity(self.lower, self.upper), "L2")
         elif calibration == "farokhi":
             self.sensitivity = cal.l1_sensitivity(self.lower, self.upper)
         else:
@@ -165,9 +198,20 @@ class GaussianMechanism(_AdditiveNoise):
             if calibration == "classic" and self._epsilon >= 1:
                 raise ValidationError("epsilon", f"must be in (0, 1) for the classic Gaussian calibration, got {epsilon}; use calibration='analytic'")
             self.sigma = cal.classic_gaussian_sigma(self._epsilon, self._delta, self.sensitivity)
+            if calibration == "farokhi":
+                try:  # ``epsilon`` reports the exact ε of this noise: it must exist
+                    self.epsilon_exact
+                except ValidationError:
+                    raise ValidationError("epsilon", f"is too large for the Farokhi calibration: its noise (sigma = {self.sigma:.3g}) "
+                                          f"has an exact ε beyond 1e300, got {epsilon!r}") from None
 
     @property
     def epsilon(self) -> float:
+        """The ε this release guarantees at δ. Farokhi's calibration states a nominal ε that can be
+        below the true one for narrow blocks at large ε (width 1 from ε ≈ 8-16); then the exact ε
+        is reported instead, so the record's accounting never understates the loss."""
+        if self.calibration == "farokhi":
+            return max(self._epsilon, self.epsilon_exact)
         return self._epsilon
 
     @property
@@ -193,6 +237,7 @@ class GaussianMechanism(_AdditiveNoise):
     def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
         xt = self.validate_release(x_tilde)
         xx = self.validate_input(x)
+        check_broadcast("x", xx, "x_tilde", xt)
         return -0.5 * ((xt - xx) / self.sigma) ** 2 - math.log(self.sigma) - 0.5 * math.log(2 * math.pi)
 
     def to_spec(self) -> dict:
