@@ -166,3 +166,50 @@ def test_real_superlink_and_supernodes_release_once_and_replay(deployment):
     for k in a:  # the .npz zip carries timestamps; the arrays in it must be byte-identical
         assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and a[k].tobytes() == b[k].tobytes(), k
     assert [n["ledger"].read_bytes() for n in dep["nodes"]] == ledgers
+
+
+@pytest.mark.slow  # ~60 s: a real SuperNode starts one ClientApp process per message (~10 s each on 2 cores)
+def test_malicious_server_against_real_supernodes(deployment):
+    """The malicious ServerApp of ``tests/malicious_server.py``, shipped in the FAB, against real
+    SuperNodes in deployment mode (DiskLedger, OS entropy). Each node's first message is a crafted
+    release query (seed / ε / flip overrides, another ledger-dir and record-file, a planted
+    release); then ``query.clean`` and a query without a protocol version; then an honest query.
+    Every node releases once — what its ledger keeps — with its own mechanism, refuses the rest."""
+    import json
+    import shutil
+    import tomllib
+
+    import tomli_w
+
+    import malicious_server as ms  # tests/ is on sys.path under pytest
+
+    dep = deployment
+    app = dep["app"]
+    shutil.copy2(REPO / "tests" / "malicious_server.py", app / "malicious_server.py")
+    project = tomllib.loads((app / "pyproject.toml").read_text())
+    project["tool"]["flwr"]["app"]["components"]["serverapp"] = "malicious_server:app"
+    oop = ("query.clean", "protocol_missing")
+    project["tool"]["flwr"]["app"]["config"].update({"attack-burst": 1, "attack-repeats": 0, "attack-crafted": "none",
+                                                    "attack-oop": ",".join(oop)})
+    (app / "pyproject.toml").write_text(tomli_w.dumps(project))
+    attacker_paths = {p: Path(ms.OVERRIDES[p]).exists() for p in ("ledger-dir", "record-file")}
+    _run(dep, "attack")
+    attack = json.loads((dep["tmp"] / "results" / "attack" / ms.ATTACK_FILE).read_text())
+    assert all(v == [] for v in attack["refused"].values()), attack["refused"]
+    mech = RecordMechanism(RandomizedResponse(17, 0.2), RandomizedResponse(2, 0.1), n_features=64)
+    phases = attack["phases"]
+    assert len(phases["first"]) == len(phases["final"]) == N_NODES and len(phases["out_of_protocol"]) == len(oop) * N_NODES
+    first = {r["node"]: r for r in phases["first"]}
+    for r in phases["first"] + phases["final"]:
+        assert not r["error"], r.get("reason", "")[-500:]
+        assert r["digest"] == first[r["node"]]["digest"]  # the crafted first query and the honest last one: one release
+        cid = int(r["arrays"]["release/client_id"]["values"][0])
+        node = dep["nodes"][cid]
+        with np.load(node["ledger"], allow_pickle=False) as led:
+            assert r["arrays"]["release/x"]["values"] == led["x"].tolist() and r["arrays"]["release/y"]["values"] == led["y"].tolist()
+        assert [json.loads(s) for s in json.loads(r["records"]["config"]["meta"]["mechanisms"])] == [mech.to_spec()]
+        assert set(r["arrays"]) == {"release/x", "release/y", "release/client_id", "release/mechanism_index"}
+        assert r["arrays"]["release/x"]["values"][0] != np.asarray(node["x"]).tolist()  # never the clean row (chance 0.8^64)
+    for r in phases["out_of_protocol"]:
+        assert r["error"] and r["records"] is None, r["label"]
+    assert {p: Path(ms.OVERRIDES[p]).exists() for p in attacker_paths} == attacker_paths  # the server's paths were not used

@@ -14,8 +14,11 @@ Two modes, chosen on the node, never by the server:
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +27,7 @@ from flwr.clientapp import ClientApp
 
 from ..errors import FedrrError, ValidationError
 from ..mechanisms import RecordMechanism
+from ..mechanisms.snapping import harden
 from .config import load_run_config
 from .population import ClientPopulation, build_population
 from .protocol import META_KEY, PROTOCOL, QUERY_KEY, RELEASE_KEY, NodeRelease
@@ -98,11 +102,26 @@ class ContextLedger:
 
 
 class DiskLedger:
-    """Deployment ledger: the node's release on its own disk, written atomically, replayed forever."""
+    """Deployment ledger: the node's release on its own disk, written atomically, replayed forever.
+
+    ``locked()`` serialises get-or-release across processes (an exclusive ``flock`` on a file next
+    to the ledger): two queries handled at once — two ClientApp processes, or two SuperNodes
+    pointed at one ``ledger-dir`` — must not both find no ledger and each send a fresh release."""
 
     def __init__(self, directory: str | os.PathLike):
         self.dir = Path(directory)
         self.path = self.dir / "fedrr-release.npz"
+        self.lock_path = self.dir / "fedrr-release.lock"
+
+    @contextmanager
+    def locked(self):
+        self.dir.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a+b") as fh:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+            try:
+                yield self
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def get(self) -> RecordDict | None:
         if not self.path.exists():
@@ -112,11 +131,25 @@ class DiskLedger:
         return rel.to_content()
 
     def put_release(self, rel: NodeRelease) -> None:
+        """Write to a private temporary file, fsync, rename over the ledger, fsync the directory:
+        once this returns the release survives a crash, and a reader never sees half a file."""
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp.npz")
-        np.savez(tmp, x=rel.x, y=rel.y, client_id=rel.client_id, mechanism_index=rel.mechanism_index,
-                 mechanisms=np.array(json.dumps(list(rel.mechanisms))))
-        os.replace(tmp, self.path)
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".fedrr-release-", suffix=".npz")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                np.savez(fh, x=rel.x, y=rel.y, client_id=rel.client_id, mechanism_index=rel.mechanism_index,
+                         mechanisms=np.array(json.dumps(list(rel.mechanisms))))
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        dfd = os.open(self.dir, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
 
 
 def write_record_file(path: str | os.PathLike, x, y, mechanism: RecordMechanism, client_id: int = 0) -> None:
@@ -133,7 +166,9 @@ class _FilePopulation(ClientPopulation):
         with np.load(path, allow_pickle=False) as f:
             self._x, self._y = f["x"], f["y"].item()
             self._cid = int(f["client_id"])
-            self._mech = RecordMechanism.from_spec(json.loads(str(f["mechanism"])))
+            # deployment hardening: Laplace fields are released by the snapping mechanism (Mironov
+            # 2012), whose stated ε is at most the requested one; the reply carries the snapped spec
+            self._mech = harden(RecordMechanism.from_spec(json.loads(str(f["mechanism"]))))
 
     @property
     def n_clients(self) -> int:
@@ -163,15 +198,16 @@ def _answer(context: Context) -> RecordDict:
         if "ledger-dir" not in context.node_config:
             raise ValidationError("node_config", "deployment mode needs 'ledger-dir' (where this node keeps its release)")
         ledger = DiskLedger(str(context.node_config["ledger-dir"]))
-        stored = ledger.get()
-        if stored is not None:
-            return stored
-        if "record-file" not in context.node_config:
-            raise ValidationError("node_config", "deployment mode needs 'record-file' (this node's record and mechanism)")
-        pop = _FilePopulation(str(context.node_config["record-file"]))
-        rel = release_clients(pop, [pop._cid], lambda c: np.random.default_rng())  # OS entropy
-        ledger.put_release(rel)
-        return rel.to_content()
+        with ledger.locked():  # get-or-release is one step, even for queries handled concurrently
+            stored = ledger.get()
+            if stored is not None:
+                return stored
+            if "record-file" not in context.node_config:
+                raise ValidationError("node_config", "deployment mode needs 'record-file' (this node's record and mechanism)")
+            pop = _FilePopulation(str(context.node_config["record-file"]))
+            rel = release_clients(pop, [pop._cid], lambda c: np.random.default_rng())  # OS entropy
+            ledger.put_release(rel)  # on disk before anything is sent
+            return rel.to_content()
     cfg = load_run_config(context.run_config)
     pop = _population(cfg)
     hosted = hosted_clients(context, cfg, pop.n_clients)
