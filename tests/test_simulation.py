@@ -14,6 +14,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fedrr import ValidationError
@@ -98,6 +99,16 @@ def test_offline_sweep_writes_everything_and_resumes_without_recomputing(tmp_pat
     (out / "accuracy_vs_epsilon.svg").unlink()
     assert main(["plot", str(out)]) == 0
     assert (out / "accuracy_vs_epsilon.svg").exists()
+
+    # the same cells on the other parallel backend (that run used Ray tasks): identical results
+    other = tmp_path / "processes"
+    assert main(["sweep", str(cfg), "--out", str(other), "--no-progress", "--workers", "2", "--parallel", "processes"]) == 0
+    assert "4 cell(s) computed, 0 skipped" in capsys.readouterr().out
+    for p in (out / "cells").glob("*.json"):
+        a, b = json.loads(p.read_text()), json.loads((other / "cells" / p.name).read_text())
+        assert a["learners"].keys() == b["learners"].keys()
+        assert {n: e["accuracy"] for n, e in a["learners"].items()} == {n: e["accuracy"] for n, e in b["learners"].items()}
+        assert a["eps"] == b["eps"] and a["fingerprint"] == b["fingerprint"]
     # deleted cells are the only ones recomputed, and with the same result (seeds depend on the cell only)
     victim = sorted(before)[1]
     old = json.loads((out / "cells" / victim).read_text())
@@ -275,15 +286,120 @@ INVALID = [
     (_with(scenario={"repeats": 0}), "scenario.repeats", "must be >= 1"),
     (_with(scenario={"seed": 1.5}), "scenario.seed", "must be an integer, got a number 1.5"),
     (_with(scenario="x"), "scenario", "must be a table"),
+    (_with(population__budget_mix={"values": [0.2, 0.4]}), "privacy.epsilon_grid", "cannot be combined with population.budget_mix"),
+    (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": []}), "population.budget_mix.values", "non-empty list"),
+    (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2, -1]}), "population.budget_mix.values", "> 0"),
+    (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2, 0.4], "weights": [1]}),
+     "population.budget_mix.weights", "a list of 2 numbers"),
+    (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2], "share": [1]}), "population.budget_mix", "unknown key(s) ['share']"),
+    (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2, 0.4]}), "privacy.label_flip", "needs the label's budget"),
 ]
 
 
-@pytest.mark.parametrize("data,field,fragment", INVALID, ids=[f"{i:02d}-{f}" for i, (_, f, _) in enumerate(INVALID)])
+REGRESSION = {"scenario": {"name": "reg", "repeats": 2, "seed": 5},
+              "population": {"task": "regression", "dataset": "lending_club", "n_clients": 50, "n_test_per_class": 500},
+              "privacy": {"mechanism": "gaussian", "calibration": "farokhi", "delta": 1e-2, "label_public": True,
+                          "epsilon_grid": [0.416667, 4.16667]},
+              "learners": {"names": ["ls", "wdro", "gauss-dro", "mean", "clean"]}, "run": {"mode": "offline", "workers": 1}}
+
+
+def _reg(**changes) -> dict:
+    data = json.loads(json.dumps(REGRESSION))
+    for path, value in changes.items():
+        sec, _, key = path.partition("__")
+        if value is _DELETE:
+            data[sec].pop(key)
+        else:
+            data[sec][key] = value
+    return data
+
+
+REGRESSION_INVALID = [
+    (_reg(population__dataset="mnist_7_vs_9"), "population.dataset", "needs lending_club, adult or diabetes"),
+    (_reg(privacy__mechanism="rr"), "privacy.mechanism", "'gaussian' or 'laplace'"),
+    (_reg(privacy__mechanism="laplace"), "privacy.calibration", "'farokhi' is a Gaussian calibration"),
+    (_reg(run__mode="flower"), "run.mode", "runs offline"),
+    (_reg(learners__names=["ls", "spread"]), "learners.names", "'spread' is not a regression learner"),
+    (_reg(learners__names=["clean"]), "learners.names", "at least one learner trained on the releases"),
+    (_reg(privacy__epsilon_grid=_DELETE, privacy__feature_epsilon_grid=[1.0]), "privacy.feature_epsilon_grid", "give epsilon_grid"),
+    (_reg(privacy__label_public="yes"), "privacy.label_public", "must be true or false"),
+    (_reg(population__task="clustering"), "population.task", "unknown value 'clustering'"),
+    (_with(learners__names=["ls"]), "learners.names", "'ls' is a regression learner"),
+    (_with(privacy__label_public=True), "privacy.label_public", "is for task = 'regression'"),
+]
+
+
+@pytest.mark.parametrize("data,field,fragment", INVALID + REGRESSION_INVALID,
+                         ids=[f"{i:02d}-{f}" for i, (_, f, _) in enumerate(INVALID + REGRESSION_INVALID)])
 def test_invalid_config_names_the_field_precisely(data, field, fragment):
     with pytest.raises(ValidationError) as ei:
         parse_config(data)
     assert ei.value.field == field
     assert fragment in str(ei.value)
+
+
+def test_budget_mix_puts_two_budgets_in_one_pool(tmp_path):
+    """population.budget_mix: clients drawn at two flip probabilities; the cell's ε accounting
+    spans both records' ε, exactly as the mechanisms state it."""
+    import tomllib
+
+    import tomli_w
+
+    from fedrr.mechanisms import RandomizedResponse
+
+    data = tomllib.loads(TINY)
+    del data["privacy"]["feature_flip_grid"]
+    data["privacy"]["label_flip"] = 0.2
+    data["population"]["budget_mix"] = {"values": [0.15, 0.35], "weights": [1, 1]}
+    path = tmp_path / "mix.toml"
+    path.write_text(tomli_w.dumps(data))
+    cfg = load_config(path)
+    assert len(cells(cfg)) == cfg["scenario"]["repeats"]  # one grid point
+    out = tmp_path / "mix"
+    assert main(["sweep", str(path), "--out", str(out), "--no-progress"]) == 0
+    rec = json.loads(next((out / "cells").glob("*.json")).read_text())
+    k, D = 17, 64  # digits: 64 pixels with 17 states, binary label
+    eps = [D * RandomizedResponse(k, f).epsilon + RandomizedResponse(2, 0.2).epsilon for f in (0.15, 0.35)]
+    assert rec["eps"]["min"] == pytest.approx(min(eps), rel=1e-12) and rec["eps"]["max"] == pytest.approx(max(eps), rel=1e-12)
+    assert min(eps) < rec["eps"]["record"] < max(eps)
+    assert all("accuracy" in e for e in rec["learners"].values())
+
+
+def test_regression_sweep_reports_mse_the_exact_epsilon_and_a_public_label(tmp_path):
+    """Farokhi's setting as a config: ε per record is the larger of the nominal (grid) ε and the
+    exact ε of the Thm-1 noise, the label is flagged public, learners are scored by test MSE, and
+    the mean predictor's MSE is recomputed here from the same seed and split."""
+    import tomli_w
+
+    from fedrr.mechanisms import GaussianMechanism
+    from fedrr.simulation.regression import load_regression_data
+
+    path = tmp_path / "reg.toml"
+    path.write_text(tomli_w.dumps(REGRESSION))
+    out = tmp_path / "reg"
+    assert main(["sweep", str(path), "--out", str(out), "--no-progress"]) == 0
+    rows = _csv(out / "results.csv")
+    assert len(rows) == 2 * 2 * 5 and {r["metric"] for r in rows} == {"mse"} and all(r["error"] == "" for r in rows)
+    for r in rows:
+        nominal = float(r["requested_eps_record"])
+        exact = GaussianMechanism(nominal, 1e-2, np.zeros(24), np.ones(24), calibration="farokhi").epsilon_exact
+        assert exact < nominal  # p_x = 24: the paper's calibration is conservative here
+        assert float(r["eps_record"]) == pytest.approx(nominal, rel=1e-12) and float(r["delta_record"]) == 1e-2
+        assert r["eps_label"] == "" and float(r["mse"]) > 0
+    # the mean predictor's MSE from the cell's own split: the rows are the released training targets (public here)
+    X, y = load_regression_data("lending_club")
+    cfg = load_config(path)
+    c = cells(cfg)[0]
+    from fedrr.simulation.config import cell_seed
+
+    ss_split, _ = np.random.SeedSequence(cell_seed(cfg, c)).spawn(2)
+    idx = np.random.default_rng(ss_split).permutation(len(y))
+    mean_mse = float(np.mean((y[idx[:50]].mean() - y[idx[50:550]]) ** 2))
+    row = next(r for r in rows if r["cell"] == c.key and r["learner"] == "mean")
+    assert float(row["mse"]) == pytest.approx(mean_mse, rel=1e-12)
+    md = (out / "summary.md").read_text()
+    assert "test MSE" in md and "The label is public" in md and "epsilon_exact" in md
+    assert (out / "mse_vs_epsilon.png").exists() and not (out / "accuracy_vs_epsilon.png").exists()
 
 
 def test_at_least_fifteen_distinct_invalid_configs():
@@ -390,7 +506,8 @@ def test_barber_6_1_config_has_the_papers_noise_variances():
     assert variances == pytest.approx([0.5, 0.1], rel=1e-9)
 
 
-SHIPPED_REDUCED = ["barber_6_1", "barber_fig3_digits", "barber_fig3_mnist", "farokhi_wdro_adult", "scaling"]
+SHIPPED_REDUCED = ["barber_6_1", "barber_fig3_digits", "barber_fig3_mnist", "farokhi_fig1_lending_club", "farokhi_fig2_adult",
+                   "farokhi_wdro_adult", "scaling"]
 
 
 @pytest.mark.parametrize("name", SHIPPED_REDUCED)
@@ -406,5 +523,6 @@ def test_each_shipped_config_runs_end_to_end_reduced(name, tmp_path):
     rows = _csv(tmp_path / name / "results.csv")
     learners = set(data["learners"]["names"])
     assert {r["learner"] for r in rows} == learners
-    assert all(r["error"] == "" and 0.0 <= float(r["accuracy"]) <= 1.0 for r in rows), rows
-    assert (tmp_path / name / "accuracy_vs_epsilon.png").exists() and (tmp_path / name / "summary.md").exists()
+    metric = "mse" if data["population"].get("task") == "regression" else "accuracy"
+    assert all(r["error"] == "" and r["metric"] == metric and 0.0 <= float(r[metric]) <= 1.0 for r in rows), rows
+    assert (tmp_path / name / f"{metric}_vs_epsilon.png").exists() and (tmp_path / name / "summary.md").exists()

@@ -65,7 +65,7 @@ def _cmd_sweep(args, single: bool) -> int:
     grid = _grid_index(cfg, args) if single else None
     progress = False if args.no_progress else None
     t0 = time.perf_counter()
-    res = sweep(cfg, out, grid_indices=grid, workers=args.workers, progress=progress, argv=sys.argv if args.argv is None else args.argv)
+    res = sweep(cfg, out, grid_indices=grid, workers=args.workers, parallel=args.parallel, progress=progress, argv=sys.argv if args.argv is None else args.argv)
     rep = write_reports(out)
     print(rep["markdown"])
     print(f"[fedrr] {len(res.computed)} cell(s) computed, {len(res.skipped)} skipped (already finished), "
@@ -116,6 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("config", metavar="CONFIG", help="scenario TOML file, e.g. configs/quickstart.toml")
         p.add_argument("--out", metavar="DIR", help="results directory (default: scenario.out, else results/<scenario name>)")
         p.add_argument("--workers", type=int, metavar="N", help="offline mode: cells in parallel (default: run.workers)")
+        p.add_argument("--parallel", choices=("ray", "processes"), help="offline mode: run cells as Ray tasks or in a "
+                       "process pool (default: run.parallel, 'ray'); the results are the same")
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.set_defaults(argv=None)
 

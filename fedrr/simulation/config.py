@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +56,21 @@ def _is_int(v: Any) -> bool:
 
 
 def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return False
+    try:
+        return math.isfinite(v)
+    except OverflowError:  # an integer too large for a float (TOML integers are unbounded in tomllib)
+        return False
+
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _key(k: Any) -> str:
+    """A key as it is written in a TOML key path: bare, or quoted ("" for the empty key)."""
+    k = str(k)
+    return k if _BARE_KEY.fullmatch(k) else json.dumps(k)
 
 
 def _min(lo: float, strict: bool = False):
@@ -113,10 +128,12 @@ def _label_flip(path, v):
 
 
 def _learner_names(path, v):
+    from .regression import REGRESSION_LEARNERS, REGRESSION_ORACLES
+
     _need(path, len(v) > 0, f"is empty; give at least one of {', '.join(LEARNERS)}")
-    _choice(LEARNERS)(path, v)
+    _choice(LEARNERS + tuple(n for n in REGRESSION_LEARNERS if n not in LEARNERS))(path, v)
     _need(path, len(set(v)) == len(v), f"lists a learner twice: {v!r}")
-    _need(path, any(n in RELEASE_LEARNERS for n in v),
+    _need(path, any(n in RELEASE_LEARNERS or (n in REGRESSION_LEARNERS and n not in REGRESSION_ORACLES) for n in v),
           f"needs at least one learner trained on the releases ({', '.join(RELEASE_LEARNERS)}); "
           f"{', '.join(ORACLE_LEARNERS)} are clean-data oracles")
 
@@ -128,6 +145,23 @@ def _split(path, v):
     for k in ("features", "label"):
         _need(f"{path}.{k}", _is_num(v[k]) and 0 < v[k] < 1, f"must be a number in (0, 1), got {v[k]!r}")
     _need(path, abs(v["features"] + v["label"] - 1) < 1e-9, f"shares must add up to 1, got {v['features']} + {v['label']}")
+
+
+def _budget_mix(path, v):
+    if not v:
+        return
+    bad = sorted(set(map(str, v)) - {"values", "weights"})
+    _need(path, not bad, f"unknown key(s) {bad}; valid: values, weights (e.g. {{values = [0.2, 0.4], weights = [1, 1]}})")
+    vals, wts = v.get("values"), v.get("weights", [1.0] * len(v.get("values") or []))
+    _need(f"{path}.values", isinstance(vals, list) and len(vals) > 0, f"must be a non-empty list of numbers, got {vals!r}")
+    for x in vals:
+        _need(f"{path}.values", _is_num(x) and x > 0, f"values must be numbers > 0 (flip probabilities for 'rr', ε per feature "
+              f"otherwise), got {x!r}")
+    _need(f"{path}.weights", isinstance(wts, list) and len(wts) == len(vals),
+          f"must be a list of {len(vals)} numbers (one per value), got {wts!r}")
+    for w in wts:
+        _need(f"{path}.weights", _is_num(w) and w >= 0, f"weights must be numbers >= 0, got {w!r}")
+    _need(f"{path}.weights", sum(wts) > 0, f"must not all be 0, got {wts!r}")
 
 
 #: section -> key -> Key. The TOML files in configs/ document the same defaults in comments.
@@ -143,8 +177,14 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "population": Key("str", "dataset", "'dataset' or an import path 'module:Class' of a ClientPopulation", _population),
         "dataset": Key("str", "digits_7_vs_9", "dataset of the built-in population", _choice(CLASSIFICATION_DATASETS + REGRESSION_DATASETS)),
         "n_clients": Key("int_or_list", 100, "clients (one record each); a list makes an N grid", _min(1)),
-        "n_test_per_class": Key("int", 50, "held-out clean test records per class (evaluation only)", _min(0)),
+        "n_test_per_class": Key("int", 50, "held-out clean test records per class (evaluation only; regression: test rows)", _min(0)),
+        "task": Key("str", "classification", "classification (the built-in federated population) | regression (Farokhi 2020: "
+                    "inputs released by one Gaussian/Laplace block, offline; datasets lending_club, adult, diabetes)",
+                    _choice(("classification", "regression"))),
         "dropout": Key("float", 0.0, "fraction of clients that never answer", _dropout),
+        "budget_mix": Key("table", {}, "clients with different budgets in one pool, e.g. {values = [0.2, 0.4], weights = [1, 1]}: "
+                          "values are feature flip probabilities ('rr') or ε per feature (gaussian/laplace), drawn per client "
+                          "with the weights; it replaces the privacy grid (the label uses label_flip / label_epsilon)", _budget_mix),
         "options": Key("table", {}, "extra keys passed to a custom population's constructor"),
     },
     "privacy": {
@@ -155,7 +195,11 @@ SCHEMA: dict[str, dict[str, Key]] = {
         "feature_epsilon_grid": Key("float_list", None, "ε per feature", _eps_grid),
         "label_flip": Key("float_or_str", None, "label flip probability, or \"same\" as the feature flip (per-field grids)", _label_flip),
         "label_epsilon": Key("float", None, "label ε (per-field grids)", _min(0, True)),
-        "delta": Key("float", 1e-5, "δ per feature of the Gaussian mechanism (record δ = D·δ)", _open_unit),
+        "delta": Key("float", 1e-5, "δ per feature of the Gaussian mechanism (record δ = D·δ; regression: δ of the input block)", _open_unit),
+        "calibration": Key("str", "analytic", "regression, gaussian: analytic (exact (ε, δ)) | farokhi (Farokhi 2020 Thm 1, "
+                           "nominal ε; the exact ε is what is reported)", _choice(("analytic", "farokhi"))),
+        "label_public": Key("bool", False, "regression: release the target in the clear as Farokhi 2020 (ỹ = y); ε_record "
+                            "then covers the inputs only, and every output says so"),
     },
     "learners": {
         "names": Key("str_list", ["spread", "naive", "clean"], f"any of {', '.join(LEARNERS)}", _learner_names),
@@ -165,7 +209,9 @@ SCHEMA: dict[str, dict[str, Key]] = {
     "run": {
         "mode": Key("str", "offline", "flower (one Flower node per client) | cohort (nodes host cohort_size clients) | offline (no Flower)", _choice(MODES)),
         "cohort_size": Key("int", 1000, "clients per Flower node in cohort mode", _min(1)),
-        "workers": Key("int", 0, "offline cells run in parallel in this many processes (0: one per CPU)", _min(0)),
+        "workers": Key("int", 0, "offline cells run in parallel, this many at once (0: one per CPU)", _min(0)),
+        "parallel": Key("str", "ray", "how offline cells run in parallel: ray (Ray tasks on a local Ray, or the cluster at "
+                        "ray_address / RAY_ADDRESS) | processes (a local process pool); same results", _choice(("ray", "processes"))),
         "executor": Key("str", "threads", "spread-EM's E-step: serial | threads | ray (same result)", _choice(("serial", "threads", "ray"))),
         "ray_address": Key("str", "", "Ray cluster for Flower simulations and the ray executor ('' = local)"),
         "wave_size": Key("int", 256, "Flower: release queries in flight at once", _min(1)),
@@ -186,6 +232,8 @@ def _check_type(path: str, key: Key, v: Any) -> Any:
         v = float(v)
     elif k == "str":
         _need(path, isinstance(v, str), f"must be a string, {got}")
+    elif k == "bool":
+        _need(path, isinstance(v, bool), f"must be true or false, {got}")
     elif k == "table":
         _need(path, isinstance(v, dict), f"must be a table, e.g. {{features = 0.9, label = 0.1}}, {got}")
     elif k == "int_or_list":
@@ -261,7 +309,7 @@ def parse_config(data: dict, *, name: str = "scenario", path: str = "", text: st
         for sec, keys in SCHEMA.items():
             if s in keys:
                 hint = f" ({s!r} belongs in [{sec}])"
-        raise ValidationError(s, f"unknown section or key{hint}; valid sections: {', '.join(SCHEMA)}")
+        raise ValidationError(_key(s), f"unknown section or key{hint}; valid sections: {', '.join(SCHEMA)}")
     sections: dict[str, dict[str, Any]] = {}
     for sec, keys in SCHEMA.items():
         given = data.get(sec, {})
@@ -269,7 +317,7 @@ def parse_config(data: dict, *, name: str = "scenario", path: str = "", text: st
             raise ValidationError(sec, f"must be a table ([{sec}]), got {_type_name(given)} {given!r}")
         bad = [k for k in given if k not in keys]
         if bad:
-            raise ValidationError(f"{sec}.{bad[0]}", f"unknown key; valid keys in [{sec}]: {', '.join(keys)}")
+            raise ValidationError(f"{sec}.{_key(bad[0])}", f"unknown key; valid keys in [{sec}]: {', '.join(keys)}")
         out = {}
         for k, key in keys.items():
             if k in given:
@@ -284,18 +332,69 @@ def parse_config(data: dict, *, name: str = "scenario", path: str = "", text: st
     return cfg
 
 
+def _cross_check_regression(cfg: ScenarioConfig) -> None:
+    """A regression scenario: built-in data, offline, one Gaussian/Laplace block on the inputs,
+    a record budget grid (epsilon_grid), regression learners."""
+    from .regression import REGRESSION_LEARNERS
+
+    pop, priv, learners = cfg["population"], cfg["privacy"], cfg["learners"]
+    _need("population.population", cfg.is_dataset, "task = 'regression' uses the built-in datasets (no custom population)")
+    _need("population.dataset", pop["dataset"] in ("lending_club", "adult", "diabetes"),
+          f"task = 'regression' needs lending_club, adult or diabetes, got {pop['dataset']!r}")
+    _need("population.budget_mix", not pop["budget_mix"], "is not available for task = 'regression'")
+    _need("privacy.mechanism", priv["mechanism"] in ("gaussian", "laplace"),
+          f"task = 'regression' releases numeric inputs: 'gaussian' or 'laplace', got {priv['mechanism']!r}")
+    _need("run.mode", cfg["run"]["mode"] == "offline", "task = 'regression' runs offline (the Flower protocol's label is categorical)")
+    for k in ("feature_flip_grid", "feature_epsilon_grid", "label_flip", "label_epsilon"):
+        _need(f"privacy.{k}", priv[k] is None, "is not used by task = 'regression': give epsilon_grid (ε per record; "
+              "privacy.split shares it between the input block and the target, or label_public = true)")
+    _need("privacy.epsilon_grid", priv["epsilon_grid"] is not None, "is missing: task = 'regression' sweeps ε per record")
+    _need("privacy.calibration", priv["calibration"] == "analytic" or priv["mechanism"] == "gaussian",
+          "'farokhi' is a Gaussian calibration")
+    bad = [n for n in learners["names"] if n not in REGRESSION_LEARNERS]
+    _need("learners.names", not bad, f"{bad[0] if bad else ''!r} is not a regression learner; valid: {', '.join(REGRESSION_LEARNERS)}")
+    _need("learners.names", any(n != "clean" for n in learners["names"]), "needs at least one learner trained on the releases")
+    _need("learners.names", "gauss-dro" not in learners["names"] or priv["mechanism"] == "gaussian",
+          "'gauss-dro' (Thm 6) needs privacy.mechanism = 'gaussian'")
+    cfg.grid_key = "epsilon_grid"
+
+
 def _cross_check(cfg: ScenarioConfig) -> None:
     pop, priv, learners = cfg["population"], cfg["privacy"], cfg["learners"]
+    if pop["task"] == "regression":
+        return _cross_check_regression(cfg)
+    from .regression import REGRESSION_LEARNERS
+
+    bad = [n for n in learners["names"] if n not in LEARNERS and n in REGRESSION_LEARNERS]
+    _need("learners.names", not bad, f"{bad[0] if bad else ''!r} is a regression learner; set population.task = 'regression' "
+          f"or use {', '.join(LEARNERS)}")
+    _need("privacy.calibration", priv["calibration"] == "analytic", "is for task = 'regression' (classification uses the analytic Gaussian)")
+    _need("privacy.label_public", not priv["label_public"], "is for task = 'regression' (a classification label is always randomised)")
     if cfg.is_dataset:
         if pop["dataset"] in REGRESSION_DATASETS:
             raise ValidationError("population.dataset", f"{pop['dataset']!r} is a regression dataset; the built-in population "
-                                  f"trains classifiers: use one of {', '.join(CLASSIFICATION_DATASETS)}")
+                                  f"trains classifiers: use one of {', '.join(CLASSIFICATION_DATASETS)}, or set task = 'regression'")
         if pop["options"]:
             raise ValidationError("population.options", "is only for a custom population (population = 'module:Class')")
+    else:
+        from ..federation.config import DEFAULTS
+
+        owned = {k.replace("-", "_") for k in DEFAULTS}
+        for k in pop["options"]:
+            if str(k).replace("-", "_") in owned:
+                raise ValidationError(f"population.options.{_key(k)}", "is a run-config key the scenario sets itself (or the federation "
+                                      "reads); options are only the custom population's own constructor arguments")
     grids = [k for k in GRID_KEYS if priv[k] is not None]
     if len(grids) > 1:
         raise ValidationError(f"privacy.{grids[1]}", f"give exactly one swept axis, not both {grids[0]} and {grids[1]}")
-    if not grids:
+    if pop["budget_mix"]:
+        _need("population.budget_mix", cfg.is_dataset, "is for the built-in dataset population (a custom population sets its own budgets)")
+        _need(f"privacy.{grids[0]}" if grids else "population.budget_mix", not grids,
+              "cannot be combined with population.budget_mix, which sets the feature budgets itself (no privacy grid)")
+        _need("privacy.label_flip", priv["label_flip"] not in (None, "same") or priv["label_epsilon"] is not None,
+              "population.budget_mix needs the label's budget: give label_flip (a number) or label_epsilon")
+        cfg.grid_key = ""  # one grid point: the mix is the scenario's budget
+    elif not grids:
         if cfg.is_dataset:
             raise ValidationError("privacy.epsilon_grid", "is missing: give epsilon_grid (ε per record), feature_flip_grid "
                                   "or feature_epsilon_grid")
@@ -331,7 +430,12 @@ def load_config(path: str | Path) -> ScenarioConfig:
     p = Path(path)
     if not p.exists():
         raise ValidationError("config", f"file {str(p)!r} does not exist")
-    text = p.read_text()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError("config", f"{p}: not valid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ValidationError("config", f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -388,8 +492,20 @@ def privacy_params(cfg: ScenarioConfig, g: int) -> dict[str, Any]:
                            "feature-epsilon": 0.0, "label-flip": 0.0, "label-epsilon": 0.0}
     gk = cfg.grid_key
     if not gk:
+        mix = cfg["population"]["budget_mix"]
+        if mix:
+            out["budget-mix"] = ",".join(f"{v!r}:{w!r}" for v, w in zip(mix["values"], mix.get("weights", [1.0] * len(mix["values"]))))
+            if priv["label_flip"] is not None:
+                out["label-flip"] = priv["label_flip"]
+            else:
+                out["label-epsilon"] = priv["label_epsilon"]
         return out
     v = cfg.grid[g]
+    if cfg["population"]["task"] == "regression":  # one block on the inputs; the target public or Laplace
+        out.update({"requested_eps_record": v, "calibration": priv["calibration"], "label-public": priv["label_public"],
+                    "feature-epsilon": v if priv["label_public"] else priv["split"]["features"] * v,
+                    "label-epsilon": 0.0 if priv["label_public"] else priv["split"]["label"] * v})
+        return out
     if gk == "epsilon_grid":
         from ..mechanisms import RandomizedResponse
 

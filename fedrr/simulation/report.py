@@ -15,12 +15,17 @@ import numpy as np
 
 from ..errors import ValidationError
 from .config import ORACLE_LEARNERS, ScenarioConfig, cell_fingerprint, cells, parse_config
+from .regression import REGRESSION_ORACLES
+
+#: per metric: CSV column, axis label, file-name stem, table format
+METRICS = {"accuracy": ("test accuracy (clean test split)", "accuracy", "{:.3f}"),
+           "mse": ("test MSE (clean test split)", "mse", "{:.4f}")}
 
 CSV_COLUMNS = [
     "scenario", "cell", "grid_index", "n_index", "repeat", "seed", "mode", "mechanism", "grid_axis", "grid_value",
     "requested_eps_record", "eps_record", "eps_record_min", "eps_record_max", "delta_record", "eps_features",
     "eps_label", "eps_per_feature", "n_features", "feature_flip", "feature_epsilon", "label_flip", "label_epsilon",
-    "n_clients", "n_releases", "dropped", "dropped_detail", "learner", "oracle", "metric", "accuracy", "seconds",
+    "n_clients", "n_releases", "dropped", "dropped_detail", "learner", "oracle", "metric", "accuracy", "mse", "seconds",
     "cell_seconds", "error",
 ]
 
@@ -62,13 +67,15 @@ def rows(recs: list[dict]) -> list[dict]:
                 "seed": rec["seed"], "mode": rec["mode"], "mechanism": p["mechanism"], "grid_axis": rec["grid_axis"],
                 "grid_value": rec["grid_value"], "requested_eps_record": p.get("requested_eps_record"),
                 "eps_record": e["record"], "eps_record_min": e["min"], "eps_record_max": e["max"], "delta_record": e["delta"],
-                "eps_features": e["features"], "eps_label": e["label"], "eps_per_feature": e["per_feature"],
+                "eps_features": e["features"], "eps_label": e["label"], "eps_per_feature": e.get("per_feature"),
                 "n_features": e["n_features"], "feature_flip": p["feature_flip"], "feature_epsilon": p["feature_epsilon"],
                 "label_flip": p["label_flip"], "label_epsilon": p["label_epsilon"], "n_clients": rec["n_clients"],
                 "n_releases": rec["n_releases"], "dropped": int(sum(rec["dropped"].values())),
                 "dropped_detail": json.dumps(rec["dropped"], sort_keys=True), "learner": learner,
-                "oracle": learner in ORACLE_LEARNERS, "metric": "accuracy", "accuracy": entry.get("accuracy"),
+                "oracle": learner in ORACLE_LEARNERS + REGRESSION_ORACLES, "metric": rec.get("metric", "accuracy"),
+                "accuracy": entry.get("accuracy"), "mse": entry.get("mse"),
                 "seconds": entry.get("seconds"), "cell_seconds": rec["seconds"], "error": entry.get("error", ""),
+                "params_text": p.get("text"),
             })
     return out
 
@@ -85,13 +92,13 @@ def write_csv(path: Path, table: list[dict]) -> None:
 
 
 def aggregate(table: list[dict]) -> dict[tuple[int, int, str], dict]:
-    """(grid index, N index, learner) -> mean/sd/count of accuracy, x = ε_record, N."""
+    """(grid index, N index, learner) -> mean/sd/count of the cell's metric (accuracy or MSE), x = ε_record, N."""
     groups: dict[tuple[int, int, str], list[dict]] = defaultdict(list)
     for r in table:
         groups[(r["grid_index"], r["n_index"], r["learner"])].append(r)
     out = {}
     for k, rs in groups.items():
-        acc = np.array([r["accuracy"] for r in rs if r["accuracy"] is not None], float)
+        acc = np.array([r[r["metric"]] for r in rs if r[r["metric"]] is not None], float)
         out[k] = {"mean": float(acc.mean()) if acc.size else math.nan, "sd": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
                   "count": int(acc.size), "errors": sum(1 for r in rs if r["error"]), "eps": float(np.mean([r["eps_record"] for r in rs])),
                   "delta": float(np.mean([r["delta_record"] for r in rs])), "n": rs[0]["n_clients"], "row": rs[0]}
@@ -128,11 +135,17 @@ def _mean_band(ax, pts: list[dict], xkey: str, name: str, reps: int) -> None:
 
 
 def _style(name: str) -> dict:
-    return {"linestyle": "--"} if name in ORACLE_LEARNERS else {}
+    return {"linestyle": "--"} if name in ORACLE_LEARNERS + REGRESSION_ORACLES else {}
+
+
+def metric_of(cfg: ScenarioConfig) -> str:
+    """What a scenario's cells are scored by: test accuracy, or test MSE for regression."""
+    return "mse" if cfg["population"].get("task") == "regression" else "accuracy"
 
 
 def plot(out: str | Path) -> list[Path]:
-    """accuracy_vs_epsilon.{png,svg} (one panel per N) and, with an N grid, accuracy_vs_n.{png,svg}."""
+    """<metric>_vs_epsilon.{png,svg} (one panel per N) and, with an N grid, <metric>_vs_n.{png,svg};
+    the metric is accuracy, or MSE for regression scenarios."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -145,6 +158,9 @@ def plot(out: str | Path) -> list[Path]:
     agg = aggregate(rows(recs))
     learners = _learner_order(cfg)
     G, Ns = max(len(cfg.grid), 1), cfg.n_grid
+    ylabel, stem, _ = METRICS[metric_of(cfg)]
+    xlabel = ("ε per record (input block + label; label public: inputs only)" if metric_of(cfg) == "mse"
+              else "ε per record (all features + label, composed)")
     written = []
     reps = cfg["scenario"]["repeats"]
     band = f"mean ± sd over {reps} repeats" if reps > 1 else "1 repeat"
@@ -156,15 +172,14 @@ def plot(out: str | Path) -> list[Path]:
             if not pts:
                 continue
             _mean_band(ax, pts, "eps", name, reps)
-        _decorate(ax, "ε per record (all features + label, composed)", "test accuracy (clean test split)",
-                  f"{cfg.name}: N = {Ns[j]:,} clients ({band})")
+        _decorate(ax, xlabel, ylabel, f"{cfg.name}: N = {Ns[j]:,} clients ({band})")
     top = max(a["eps"] for a in agg.values())
     if top > HUGE_EPSILON:
         fig.text(0.01, 0.005, f"Note: ε per record up to {_fmt_eps(top)}; above {HUGE_EPSILON:g} local DP is a nominal guarantee:\n"
                  "read the axis as noise size.", fontsize=7, color="0.35")
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     for ext in ("png", "svg"):
-        p = out / f"accuracy_vs_epsilon.{ext}"
+        p = out / f"{stem}_vs_epsilon.{ext}"
         fig.savefig(p, dpi=120)
         written.append(p)
     plt.close(fig)
@@ -178,11 +193,11 @@ def plot(out: str | Path) -> list[Path]:
                     continue
                 eps_g = pts[0]["eps"]
                 _mean_band(ax, pts, "n", name, reps)
-            _decorate(ax, "N (clients, one record each)", "test accuracy",
+            _decorate(ax, "N (clients, one record each)", ylabel,
                       f"ε per record = {_fmt_eps(eps_g) if eps_g is not None else '?'} ({band})")
         fig.tight_layout()
         for ext in ("png", "svg"):
-            p = out / f"accuracy_vs_n.{ext}"
+            p = out / f"{stem}_vs_n.{ext}"
             fig.savefig(p, dpi=120)
             written.append(p)
         plt.close(fig)
@@ -190,6 +205,8 @@ def plot(out: str | Path) -> list[Path]:
 
 
 def _param_text(r: dict) -> str:
+    if r.get("params_text"):
+        return r["params_text"]
     bits = []
     if r["feature_flip"] is not None:
         bits.append(f"feature flip {r['feature_flip']:.4g}")
@@ -223,8 +240,10 @@ def summary_markdown(out: str | Path) -> str:
               f"- fedrr {man['versions'].get('fedrr')}, flwr {man['versions'].get('flwr')}, git {str(man['git'].get('commit'))[:10]}"
               f"{' (dirty)' if man['git'].get('dirty') else ''}; {man['machine']['cpu_count']} CPUs", ""]
     cell_txt = "mean ± sd over repeats" if reps > 1 else "one repeat"
+    metric = metric_of(cfg)
+    fmt = METRICS[metric][2]
     for j, N in enumerate(Ns):
-        lines += [f"## N = {N:,} clients (test accuracy, {cell_txt})", ""]
+        lines += [f"## N = {N:,} clients (test {'MSE' if metric == 'mse' else 'accuracy'}, {cell_txt})", ""]
         head = "| ε per record | δ per record | per-field parameters | " + " | ".join(learners) + " | releases | dropped |"
         lines += [head, "|" + "---|" * (5 + len(learners))]
         for g in range(G):
@@ -238,7 +257,7 @@ def summary_markdown(out: str | Path) -> str:
                 if a is None or not a["count"]:
                     cells_txt.append("error" if a and a["errors"] else "–")
                 else:
-                    cells_txt.append(f"{a['mean']:.3f} ± {a['sd']:.3f}" if reps > 1 else f"{a['mean']:.3f}")
+                    cells_txt.append(fmt.format(a["mean"]) + (" ± " + fmt.format(a["sd"]) if reps > 1 else ""))
             rel = [x["n_releases"] for x in table if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]]
             drp = [x["dropped"] for x in table if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]]
             eps_txt = _fmt_eps(first["eps"]) + (" ⚠" if first["eps"] > HUGE_EPSILON else "")
@@ -250,22 +269,52 @@ def summary_markdown(out: str | Path) -> str:
     errs = sorted({(x["learner"], x["error"]) for x in table if x["error"]})
     if errs:
         lines += ["Errors:", ""] + [f"- {n}: {e[:300]}" for n, e in errs] + [""]
-    lines += ["**ε axis.** ε per record is the basic composition of every field's ε (D features + the label), "
-              "computed by the mechanisms' own accounting (`RecordMechanism.epsilon`); δ likewise adds up "
-              "(Gaussian: D·δ per feature). " + _split_text(cfg)]
+    if metric == "mse":
+        lines += [_regression_text(cfg)]
+    else:
+        lines += ["**ε axis.** ε per record is the basic composition of every field's ε (D features + the label), "
+                  "computed by the mechanisms' own accounting (`RecordMechanism.epsilon`); δ likewise adds up "
+                  "(Gaussian: D·δ per feature). " + _split_text(cfg)]
     huge = [r for r in table if r["eps_record"] > HUGE_EPSILON]
-    if huge:
+    if huge and metric == "mse":
+        lines += ["", f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
+                  f"{HUGE_EPSILON:g} (up to {_fmt_eps(max(r['eps_record'] for r in huge))}): read them as 'noise of this size', "
+                  "not as a meaningful privacy guarantee."]
+    elif huge:
         worst = max(huge, key=lambda r: r["eps_record"])
         lines += ["", f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
                   f"{HUGE_EPSILON:g}, up to {_fmt_eps(worst['eps_record'])} (= {worst['n_features']} features × "
                   f"{worst['eps_per_feature']:.3g} + label {worst['eps_label']:.3g}). Local DP with ε that large bounds "
                   "almost nothing formally (an adversary's odds may move by e^ε); read these points as 'noise of this "
                   "size', not as a meaningful privacy guarantee."]
-    if any(n in ORACLE_LEARNERS for n in learners):
+    if metric == "mse" and "clean" in learners:
+        lines += ["", "The oracle `clean` (dashed in the plots) is least squares on the clean records of the same clients; "
+                  "it sits outside the federation."]
+    elif any(n in ORACLE_LEARNERS for n in learners):
         lines += ["", "Oracles (dashed in the plots) see clean data and sit outside the federation: `clean` = logistic "
                   "regression on the clean records of the clients that released; `spread-true` = spread-EM on the releases "
                   "with the clean records' own per-feature prior."]
     return "\n".join(lines) + "\n"
+
+
+def _regression_text(cfg: ScenarioConfig) -> str:
+    priv = cfg["privacy"]
+    mech = priv["mechanism"]
+    cal = f" ({priv['calibration']} calibration)" if mech == "gaussian" else ""
+    text = (f"**ε axis.** Each client releases its whole input vector in [0, 1]^p through one {mech} mechanism{cal} "
+            "(Farokhi 2020, Thm 1). ")
+    if priv["label_public"]:
+        text += ("⚠ **The label is public**: the target is released in the clear, as in the paper (ỹ = y), so ε per "
+                 "record covers the inputs only and the target is not protected at all. ")
+    else:
+        s = priv["split"]
+        text += (f"The record budget is split {s['features']:g} to the input block and {s['label']:g} to the target "
+                 "(Laplace noise on y in [0, 1]). ")
+    if mech == "gaussian" and priv["calibration"] == "farokhi":
+        text += ("Farokhi's calibration (Δ = p_x, σ = √(2 ln(1.25/δ))·Δ/ε at any ε) states a nominal ε; the x-axis is "
+                 "the larger of that and the exact ε of the noise at the same δ (`GaussianMechanism.epsilon_exact`, kept "
+                 "as `exact_features` in each cell file), so it is a valid bound either way. ")
+    return text + "Learners are scored by test mean squared error on a clean held-out split (lower is better)."
 
 
 def _split_text(cfg: ScenarioConfig) -> str:

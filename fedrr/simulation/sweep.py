@@ -31,7 +31,7 @@ import numpy as np
 
 from .._io import write_json
 from ..errors import FedrrError, ValidationError
-from .config import (Cell, ScenarioConfig, cell_fingerprint, cell_run_config, cells, parse_config, privacy_params)
+from .config import (Cell, ScenarioConfig, cell_fingerprint, cell_run_config, cell_seed, cells, parse_config, privacy_params)
 
 #: federation run-config key -> scenario config path, to report population errors by config key
 _FIELD_PATHS = {
@@ -41,15 +41,18 @@ _FIELD_PATHS = {
     "label_epsilon": "privacy.label_epsilon", "flip_prob": "privacy", "epsilon": "privacy", "delta": "privacy.delta",
     "dataset": "population.dataset", "n_test_per_class": "population.n_test_per_class", "n-clients": "population.n_clients",
     "n_clients": "population.n_clients", "dropout": "population.dropout", "population": "population.population",
-    "mechanisms": "privacy", "learners": "learners.names",
+    "mechanisms": "privacy", "learners": "learners.names", "n-test-per-class": "population.n_test_per_class",
 }
 
 
-def _as_config_error(exc: ValidationError) -> ValidationError:
+def _as_config_error(exc: ValidationError, cfg: ScenarioConfig | None = None) -> ValidationError:
     msg = str(exc)
     prefix = f"{exc.field}: "
     msg = msg[len(prefix):] if msg.startswith(prefix) else msg
     path = _FIELD_PATHS.get(exc.field)
+    if cfg is not None and cfg.grid_key == "epsilon_grid" and path in ("privacy", "privacy.feature_flip_grid", "privacy.feature_epsilon_grid",
+                                                                       "privacy.label_flip", "privacy.label_epsilon"):
+        path = "privacy.epsilon_grid"  # the per-field budgets all come from the record budget
     return ValidationError(path, msg) if path else exc
 
 
@@ -101,6 +104,8 @@ def run_cell(task: dict) -> dict:
     cfg = parse_config(task["config"])
     cell = Cell(*task["cell"])
     out = Path(task["out"])
+    if cfg["population"]["task"] == "regression":
+        return _run_regression_cell(cfg, cell, out, t_start)
     mode = cfg["run"]["mode"]
     rc = cell_run_config(cfg, cell, results_dir=str(out / "runs"), executor=task.get("executor"))
     names = cfg["learners"]["names"]
@@ -112,7 +117,7 @@ def run_cell(task: dict) -> dict:
         full = load_run_config(rc)
         population = build_population(full)
     except ValidationError as exc:
-        raise _as_config_error(exc) from None
+        raise _as_config_error(exc, cfg) from None
     test = population.test_set()
     executor = make_executor(full["executor"], full["ray-address"])
     if mode == "offline":
@@ -171,6 +176,36 @@ def run_cell(task: dict) -> dict:
     return record
 
 
+def _run_regression_cell(cfg, cell: Cell, out: Path, t_start: float) -> dict:
+    """A regression cell (Farokhi 2020 setting, offline): see fedrr.simulation.regression."""
+    from .regression import run_regression_cell
+
+    params = privacy_params(cfg, cell.g)
+    pop = cfg["population"]
+    n = cfg.n_grid[cell.n]
+    res = run_regression_cell(n, pop["n_test_per_class"], pop["dataset"], params, list(cfg["learners"]["names"]),
+                              np.random.SeedSequence(cell_seed(cfg, cell)))
+    acc = res["eps"]
+    label_txt = "label public" if params["label-public"] else f"label ε {params['label-epsilon']:.3g} (Laplace)"
+    noise = f", {params['calibration']} σ {res['sigma']:.3g}" if params["mechanism"] == "gaussian" else ""
+    record = {
+        "scenario": cfg.name, "cell": cell.key, "g": cell.g, "n": cell.n, "r": cell.r,
+        "fingerprint": cell_fingerprint(cfg, cell), "seed": cell_seed(cfg, cell), "mode": "offline",
+        "grid_axis": cfg.grid_key, "grid_value": cfg.grid[cell.g], "metric": "mse",
+        "params": {"mechanism": params["mechanism"], "feature_flip": None, "feature_epsilon": None, "label_flip": None,
+                   "label_epsilon": params["label-epsilon"] or None, "requested_eps_record": params["requested_eps_record"],
+                   "calibration": params.get("calibration"), "label_public": params["label-public"], "sigma": res["sigma"],
+                   "text": f"input block ε {acc['features']:.3g}{noise}, {label_txt}"},
+        "population": {"dataset": pop["dataset"], "task": "regression", "n_clients": n, "n_test": res["n_test"], "p": res["p"]},
+        "n_clients": n, "n_releases": res["n_releases"], "dropped": {},
+        "eps": {**acc, "per_feature": None, "n_features": res["p"], "label": acc["label"] if acc["label"] != "public" else None},
+        "learners": res["learners"], "seconds_collect": 0.0, "seconds": time.perf_counter() - t_start,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "done",
+    }
+    write_json(out / "cells" / f"{cell.key}.json", record)
+    return record
+
+
 def _run_cell_in_worker(task: dict) -> dict:
     """run_cell in a worker process, with any error turned into one that pickles intact."""
     try:
@@ -185,6 +220,55 @@ def _worker_init() -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)  # one BLAS thread per worker process: the workers are the parallelism
+
+
+def _run_cell_on_ray(task: dict) -> dict:
+    """A Ray task: one cell, one BLAS thread (the tasks are the parallelism)."""
+    _worker_init()
+    return _run_cell_in_worker(task)
+
+
+def _run_cells_on_ray(tasks: dict[str, dict], n_workers: int, address: str, done: Callable) -> None:
+    """Cells as Ray tasks (one CPU each), reported to ``done`` as each finishes. Starts a local
+    Ray of ``n_workers`` CPUs, or joins the cluster at ``address`` / RAY_ADDRESS (then every
+    node must have fedrr installed); a Ray this call started is stopped at the end."""
+    import ray
+
+    for k, v in {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}.items():
+        os.environ.setdefault(k, v)
+    started = not ray.is_initialized()
+    if started:
+        address = address or os.environ.get("RAY_ADDRESS", "")
+        if address:
+            ray.init(address=address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=n_workers, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=2)(_run_cell_on_ray)
+        refs = {remote.remote(t): k for k, t in tasks.items()}
+        pending = list(refs)
+        try:
+            while pending:
+                finished, pending = ray.wait(pending, num_returns=1)
+                for ref in finished:
+                    try:
+                        rec = ray.get(ref)
+                    except ray.exceptions.RayTaskError as exc:  # the cell's own error
+                        cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else exc
+                        if isinstance(cause, ValidationError):
+                            raise cause from None
+                        done(refs[ref], None, cause)
+                    except ray.exceptions.RayError as exc:  # its worker died after every retry
+                        done(refs[ref], None, exc)
+                    else:
+                        done(refs[ref], rec, None)
+        except BaseException:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+    finally:
+        if started:
+            ray.shutdown()
 
 
 # ------------------------------------------------------------------------------- manifest
@@ -249,6 +333,15 @@ def preflight(cfg: ScenarioConfig) -> None:
     large for a flip probability), before any cell starts."""
     for g in range(max(len(cfg.grid), 1)):
         privacy_params(cfg, g)
+    if cfg["population"]["task"] == "regression":
+        from .regression import load_regression_data
+
+        N = load_regression_data(cfg["population"]["dataset"])[0].shape[0]
+        need = max(cfg.n_grid) + cfg["population"]["n_test_per_class"]
+        if need > N:
+            raise ValidationError("population.n_clients", f"{max(cfg.n_grid)} clients + {cfg['population']['n_test_per_class']} "
+                                  f"test rows (n_test_per_class) exceed the {N} rows of {cfg['population']['dataset']!r}")
+        return
     if cfg.is_dataset:
         from ..federation.population import dataset_population_from_config
 
@@ -257,12 +350,15 @@ def preflight(cfg: ScenarioConfig) -> None:
             pop = dataset_population_from_config(rc)
             pop.test_set()
         except ValidationError as exc:
-            raise _as_config_error(exc) from None
+            raise _as_config_error(exc, cfg) from None
 
 
 def sweep(cfg: ScenarioConfig, out: str | Path, *, grid_indices: list[int] | None = None, workers: int | None = None,
-          progress: bool | None = None, log: Callable[[str], None] = print, argv: list[str] | None = None) -> SweepResult:
-    """Run the scenario's cells (all, or those at ``grid_indices``) into ``out``; skip finished ones."""
+          progress: bool | None = None, log: Callable[[str], None] = print, argv: list[str] | None = None,
+          parallel: str | None = None) -> SweepResult:
+    """Run the scenario's cells (all, or those at ``grid_indices``) into ``out``; skip finished ones.
+    Offline cells run ``workers`` at a time on Ray or in a process pool (``parallel``, default the
+    config's ``run.parallel``); Flower cells run one after another (each is a Ray simulation)."""
     from tqdm.auto import tqdm
 
     t0 = time.perf_counter()
@@ -305,11 +401,17 @@ def sweep(cfg: ScenarioConfig, out: str | Path, *, grid_indices: list[int] | Non
             bar.write(f"[fedrr] cell {key} FAILED: {res.failed[key]}")
             return
         res.computed.append(key)
-        accs = ", ".join(f"{n} {e['accuracy']:.3f}" if "accuracy" in e else f"{n} error" for n, e in rec["learners"].items())
+        metric = rec.get("metric", "accuracy")
+        accs = ", ".join(f"{n} {e[metric]:.4g}" if metric in e else f"{n} error" for n, e in rec["learners"].items())
         bar.write(f"[fedrr] cell {key}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}: {accs} ({rec['seconds']:.0f} s)")
 
+    parallel = parallel if parallel is not None else cfg["run"]["parallel"]
+    if parallel not in ("ray", "processes"):
+        raise ValidationError("run.parallel", f"must be 'ray' or 'processes', got {parallel!r}")
     try:
-        if n_workers > 1:
+        if n_workers > 1 and parallel == "ray":
+            _run_cells_on_ray(tasks, n_workers, cfg["run"]["ray_address"], done)
+        elif n_workers > 1:
             import multiprocessing as mp
 
             with ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
