@@ -191,7 +191,6 @@ def test_release_matches_the_stated_pmf(eps, lo, hi, x):
     assert _chi2_against_pmf(SnappingLaplaceMechanism(eps, lo, hi), x, 100_000, seed=31) > ALPHA
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("eps, x", [(1.0, 0.7), (3.0, 0.51), (16.0, 0.0)])
 def test_release_matches_the_stated_pmf_big(eps, x):
     assert _chi2_against_pmf(SnappingLaplaceMechanism(eps, 0.0, 1.0), x, 2_000_000, seed=32) > ALPHA
@@ -437,7 +436,6 @@ def test_spread_em_runs_on_snapped_releases():
 
 # --- big-sample versions -----------------------------------------------------------------------
 
-@pytest.mark.slow
 @pytest.mark.parametrize("eps, x0, x1", [(0.5, 0.0, 1.0), (1.0, 0.0, 1.0), (2.0, 0.25, 0.75)])
 def test_attack_rates_big(eps, x0, x1):
     rng = np.random.default_rng(81)
