@@ -402,6 +402,27 @@ def test_regression_sweep_reports_mse_the_exact_epsilon_and_a_public_label(tmp_p
     assert (out / "mse_vs_epsilon.png").exists() and not (out / "accuracy_vs_epsilon.png").exists()
 
 
+def test_regression_with_a_private_label_splits_the_record_budget(tmp_path):
+    """label_public = false: the record budget is split between the Laplace input block and
+    Laplace noise on the target; the reported ε per record is their sum = the requested one."""
+    import tomli_w
+
+    data = _reg(privacy__mechanism="laplace", privacy__calibration="analytic", privacy__label_public=False,
+                privacy__split={"features": 0.8, "label": 0.2}, learners__names=["ls", "wdro", "mean"])
+    data["scenario"]["repeats"] = 1
+    path = tmp_path / "reg.toml"
+    path.write_text(tomli_w.dumps(data))
+    out = tmp_path / "reg"
+    assert main(["sweep", str(path), "--out", str(out), "--no-progress"]) == 0
+    rows = _csv(out / "results.csv")
+    assert len(rows) == 2 * 3 and all(r["error"] == "" for r in rows)
+    for r in rows:
+        req = float(r["requested_eps_record"])
+        assert float(r["eps_record"]) == pytest.approx(req, rel=1e-12)
+        assert float(r["eps_features"]) == pytest.approx(0.8 * req, rel=1e-12) and float(r["eps_label"]) == pytest.approx(0.2 * req, rel=1e-12)
+    assert "The label is public" not in (out / "summary.md").read_text()
+
+
 def test_at_least_fifteen_distinct_invalid_configs():
     assert len(INVALID) >= 15 and len({f + m for _, f, m in INVALID}) == len(INVALID)
 

@@ -6,7 +6,8 @@ clean held-out split. Offline only: the Flower protocol's label is categorical.
 
 Learners: ``ls`` (least squares on the releases = W-DRO at ρ = 0), ``ridge-cv`` (ridge with α by
 leave-one-out CV on the releases), ``wdro`` (WassersteinDRORegression, ρ from the mechanism,
-eq 8 with the corrected squared-loss constant), ``gauss-dro`` (GaussianDROLinearRegression, Thm 6
+eq 8 with the corrected squared-loss constant; with a noised target its target bounds are the
+observed range), ``gauss-dro`` (GaussianDROLinearRegression, Thm 6
 as its SOCP), ``mean`` (the training mean of the released y), and the oracle ``clean`` (least
 squares on the clean records of the same clients)."""
 
@@ -57,7 +58,7 @@ def regression_mechanisms(p: int, params: dict) -> tuple[Any, Any]:
     return feat, label
 
 
-def _estimator(name: str, feat):
+def _estimator(name: str, feat, label_noised: bool = False):
     from sklearn.linear_model import LinearRegression, RidgeCV
 
     from ..estimators.dro import GaussianDROLinearRegression, WassersteinDRORegression
@@ -67,7 +68,10 @@ def _estimator(name: str, feat):
     if name == "ridge-cv":
         return RidgeCV(alphas=np.logspace(-4, 6, 21))
     if name == "wdro":
-        return WassersteinDRORegression(rho="auto", mechanism=feat, y_lower=0.0, y_upper=1.0)
+        # W-DRO's Lipschitz constant needs target bounds: [0, 1] for clean targets; Laplace-noised
+        # targets leave [0, 1], so their observed range is the bound (ρ still covers the inputs' noise only)
+        bounds = dict(y_lower=None, y_upper=None) if label_noised else dict(y_lower=0.0, y_upper=1.0)
+        return WassersteinDRORegression(rho="auto", mechanism=feat, **bounds)
     if name == "gauss-dro":
         if feat.kind != "gaussian":
             raise ValidationError("learners.names", "'gauss-dro' is the Gaussian-optimal W-DRO (Thm 6): it needs mechanism 'gaussian'")
@@ -100,7 +104,7 @@ def run_regression_cell(n_clients: int, n_test: int, dataset: str, params: dict,
             if name == "mean":
                 pred = np.full(len(te), float(np.mean(yt)))
             else:
-                est = _estimator(name, feat)
+                est = _estimator(name, feat, label_noised=label is not None and name != "clean")
                 est.fit(X[tr] if name == "clean" else Xt, y[tr] if name == "clean" else yt)
                 pred = est.predict(Xte)
                 if hasattr(est, "rho_"):
