@@ -32,3 +32,18 @@ def app_copy(tmp_path):
     shutil.copy2(repo / "pyproject.toml", dst / "pyproject.toml")
     shutil.copytree(repo / "fedrr", dst / "fedrr", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return dst
+
+
+def load_simulation(name: str):
+    """Import ``simulations/<name>.py`` (a script, not a package) as a module, registered in
+    ``sys.modules`` so that its dataclasses can look their module up."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "simulations" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(spec.name, mod)
+    spec.loader.exec_module(mod)
+    return sys.modules[spec.name]

@@ -9,7 +9,6 @@ queries; the deployment path through real SuperNodes is in ``test_federation_dep
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -21,6 +20,7 @@ import pytest
 from scipy.stats import binom
 
 import malicious_server as ms
+from conftest import load_simulation
 from fedrr.federation import build_population, load_run_config, run_federation
 from fedrr.federation.client_app import offline_release, write_record_file
 from fedrr.federation.protocol import PROTOCOL
@@ -33,11 +33,7 @@ RELEASE_ARRAYS = {"x", "y", "client_id", "mechanism_index"}
 
 
 def _attack_sim():
-    spec = importlib.util.spec_from_file_location("repeated_release_attack", ROOT / "simulations" / "repeated_release_attack.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, mod)  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return sys.modules[spec.name]
+    return load_simulation("repeated_release_attack")
 
 
 @pytest.fixture(scope="module")

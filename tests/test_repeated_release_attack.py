@@ -4,27 +4,19 @@ nothing after its first release."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import load_simulation
 from flwr.app import Context, Message, RecordDict
 
 from fedrr.federation.protocol import MESSAGE_TYPE, query_content
 
-ROOT = Path(__file__).resolve().parents[1]
-
 
 @pytest.fixture(scope="module")
 def att():
-    spec = importlib.util.spec_from_file_location("repeated_release_attack", ROOT / "simulations" / "repeated_release_attack.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault(spec.name, mod)  # dataclasses look their module up there
-    spec.loader.exec_module(mod)
-    return sys.modules[spec.name]
+    return load_simulation("repeated_release_attack")
 
 
 @pytest.fixture
