@@ -286,6 +286,8 @@ INVALID = [
     (_with(scenario={"repeats": 0}), "scenario.repeats", "must be >= 1"),
     (_with(scenario={"seed": 1.5}), "scenario.seed", "must be an integer, got a number 1.5"),
     (_with(scenario="x"), "scenario", "must be a table"),
+    (_with(scenario={"name": ""}), "scenario.name", "must be a non-empty name"),  # found by tests/test_fuzz.py (slow)
+    (_with(scenario={"name": "../elsewhere"}), "scenario.name", "names the default results folder"),
     (_with(population__budget_mix={"values": [0.2, 0.4]}), "privacy.epsilon_grid", "cannot be combined with population.budget_mix"),
     (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": []}), "population.budget_mix.values", "non-empty list"),
     (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2, -1]}), "population.budget_mix.values", "> 0"),

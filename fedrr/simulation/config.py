@@ -147,6 +147,11 @@ def _split(path, v):
     _need(path, abs(v["features"] + v["label"] - 1) < 1e-9, f"shares must add up to 1, got {v['features']} + {v['label']}")
 
 
+def _scenario_name(path, v):
+    _need(path, bool(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", v)),
+          f"must be a non-empty name of letters, digits, '_', '.' or '-' (it names the default results folder results/<name>), got {v!r}")
+
+
 def _budget_mix(path, v):
     if not v:
         return
@@ -167,7 +172,7 @@ def _budget_mix(path, v):
 #: section -> key -> Key. The TOML files in configs/ document the same defaults in comments.
 SCHEMA: dict[str, dict[str, Key]] = {
     "scenario": {
-        "name": Key("str", None, "name of the scenario (default: the file name)"),
+        "name": Key("str", None, "name of the scenario (default: the file name); also the default results folder", _scenario_name),
         "description": Key("str", "", "free text, copied to the manifest and summary"),
         "seed": Key("int", 0, "master seed: cell seeds derive from it and the cell's index", _min(0)),
         "repeats": Key("int", 1, "independent repeats of every grid point (new split, new noise)", _min(1)),
