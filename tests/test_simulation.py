@@ -365,6 +365,7 @@ def test_budget_mix_puts_two_budgets_in_one_pool(tmp_path):
     assert rec["eps"]["min"] == pytest.approx(min(eps), rel=1e-12) and rec["eps"]["max"] == pytest.approx(max(eps), rel=1e-12)
     assert min(eps) < rec["eps"]["record"] < max(eps)
     assert all("accuracy" in e for e in rec["learners"].values())
+    assert "feature flip mix 0.15 (weight 1), 0.35 (weight 1), label flip 0.2" in (out / "summary.md").read_text()
 
 
 def test_regression_sweep_reports_mse_the_exact_epsilon_and_a_public_label(tmp_path):

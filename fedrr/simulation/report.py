@@ -233,7 +233,7 @@ def summary_markdown(out: str | Path) -> str:
         lines += [cfg["scenario"]["description"].strip(), ""]
     pop = cfg["population"]
     who = pop["dataset"] if cfg.is_dataset else pop["population"]
-    lines += [f"- population: {who}; mechanism: {cfg['privacy']['mechanism'] if cfg.grid_key else 'set by the population'}; "
+    lines += [f"- population: {who}; mechanism: {cfg['privacy']['mechanism'] if cfg.grid_key or pop['budget_mix'] else 'set by the population'}; "
               f"mode: {cfg['run']['mode']}; repeats: {reps}; seed: {cfg['scenario']['seed']}",
               f"- cells finished: {len(recs)} of {len(recs) + len(missing)}"
               + (f" (missing: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''})" if missing else ""),
@@ -327,6 +327,9 @@ def _split_text(cfg: ScenarioConfig) -> str:
         return "The grid sets the flip probability per feature; the x-axis is the resulting ε per record."
     if cfg.grid_key == "feature_epsilon_grid":
         return "The grid sets ε per feature; the x-axis is the resulting ε per record."
+    if cfg["population"]["budget_mix"]:
+        return ("`population.budget_mix` draws each client's feature budget from the mix; the x-axis is the mean ε per "
+                "record over the pool (its range in brackets).")
     return "The population sets each client's budget; the x-axis is the mean ε per record over the pool."
 
 

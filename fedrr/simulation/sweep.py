@@ -165,7 +165,8 @@ def run_cell(task: dict) -> dict:
         "grid_axis": cfg.grid_key or "population", "grid_value": cfg.grid[cell.g] if cfg.grid_key else None,
         "params": {"mechanism": params["mechanism"], "feature_flip": params["feature-flip"] or None,
                    "feature_epsilon": params["feature-epsilon"] or None, "label_flip": params["label-flip"] or None,
-                   "label_epsilon": params["label-epsilon"] or None, "requested_eps_record": params.get("requested_eps_record")},
+                   "label_epsilon": params["label-epsilon"] or None, "requested_eps_record": params.get("requested_eps_record"),
+                   "text": _mix_text(params)},
         "population": population.describe() if population.n_clients <= 100_000 else {"n_clients": population.n_clients},
         "n_clients": population.n_clients, "n_releases": n_releases, "dropped": dropped,
         "eps": pool.accounting(), "learners": {n: learners.get(n, {"error": "not run"}) for n in names},
@@ -174,6 +175,17 @@ def run_cell(task: dict) -> dict:
     }
     write_json(out / "cells" / f"{cell.key}.json", record)
     return record
+
+
+def _mix_text(params: dict) -> str | None:
+    """The per-field parameters of a budget-mix cell, for the summary table (None otherwise)."""
+    mix = params.get("budget-mix")
+    if not mix:
+        return None
+    unit = "flip" if params["mechanism"] == "rr" else "ε/feature"
+    label = f"label flip {params['label-flip']:.3g}" if params["label-flip"] else f"label ε {params['label-epsilon']:.3g}"
+    parts = ", ".join(f"{float(v):.3g} (weight {float(w):g})" for v, w in (p.split(":") for p in mix.split(",")))
+    return f"feature {unit} mix {parts}, {label}"
 
 
 def _run_regression_cell(cfg, cell: Cell, out: Path, t_start: float) -> dict:
