@@ -178,19 +178,26 @@ class HistogramPosterior:
         return _trunclaplace_sample(lo, hi, centre, self.scale, rng.random(shape))
 
 
-def posterior_for(family: str, scale: float, x_tilde: np.ndarray, prior: Any):
-    """Dispatch on (noise family, prior type)."""
+def prior_parts(prior: Any, x_tilde: np.ndarray) -> tuple[str, np.ndarray, np.ndarray]:
+    """("gaussian", mean, var) or ("histogram", edges, probs) of a numeric prior, its per-feature
+    entries checked against the last axis of x̃ (shared by every numeric mechanism's posterior)."""
     if isinstance(prior, GaussianPrior):
-        mu = _param("prior.mean", prior.mean, x_tilde)
-        var = _param("prior.var", prior.var, x_tilde)
-        if family == "gaussian":
-            return GaussianGaussianPosterior(x_tilde, mu, var, scale)
-        return LaplaceGaussianPosterior(x_tilde, mu, var, scale)
+        return "gaussian", _param("prior.mean", prior.mean, x_tilde), _param("prior.var", prior.var, x_tilde)
     if isinstance(prior, HistogramPrior):
         edges, probs = prior.edges, prior.probs
         if edges.ndim == 2:
             _param("prior.edges", edges[:, 0], x_tilde)
         if probs.ndim == 2:
             _param("prior.probs", probs[:, 0], x_tilde)
-        return HistogramPosterior(family, scale, x_tilde, edges, probs)
+        return "histogram", edges, probs
     raise ValidationError("prior", f"must be a GaussianPrior or HistogramPrior for numeric noise, got {type(prior).__name__}")
+
+
+def posterior_for(family: str, scale: float, x_tilde: np.ndarray, prior: Any):
+    """Dispatch on (noise family, prior type)."""
+    kind, a, b = prior_parts(prior, x_tilde)
+    if kind == "histogram":
+        return HistogramPosterior(family, scale, x_tilde, a, b)
+    if family == "gaussian":
+        return GaussianGaussianPosterior(x_tilde, a, b, scale)
+    return LaplaceGaussianPosterior(x_tilde, a, b, scale)

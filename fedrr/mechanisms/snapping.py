@@ -91,9 +91,8 @@ from scipy.stats import truncnorm
 from .._validation import check_broadcast, check_positive, check_rng
 from ..errors import ValidationError
 from .base import Mechanism, register
-from .continuous_posteriors import _param, _truncnorm_sample, log1mexp, log_normal_mass
+from .continuous_posteriors import _truncnorm_sample, log1mexp, log_normal_mass, prior_parts
 from .numeric import GaussianMechanism, LaplaceMechanism, _AdditiveNoise, _bounds
-from .priors import GaussianPrior, HistogramPrior
 from .record import RecordMechanism
 
 #: η' = 2⁻⁵²: twice the unit round-off 2⁻⁵³ (covers a log with error < 1 ulp, see module doc)
@@ -354,18 +353,10 @@ class SnappingLaplaceMechanism(_AdditiveNoise):
         input is clamped): ``SnappedPosterior`` for a HistogramPrior, ``SnappedGaussianPosterior``
         for a GaussianPrior."""
         k = self.index(x_tilde)
-        if isinstance(prior, GaussianPrior):
-            mean = _per_feature("prior.mean", prior.mean, k)
-            var = _per_feature("prior.var", prior.var, k)
-            return SnappedGaussianPosterior(self, k, mean, var)
-        if isinstance(prior, HistogramPrior):
-            edges, probs = prior.edges, prior.probs
-            if edges.ndim == 2:
-                _per_feature("prior.edges", edges[:, 0], k)
-            if probs.ndim == 2:
-                _per_feature("prior.probs", probs[:, 0], k)
-            return SnappedPosterior(self, k, edges, probs)
-        raise ValidationError("prior", f"must be a GaussianPrior or HistogramPrior for numeric noise, got {type(prior).__name__}")
+        kind, a, b = prior_parts(prior, k)
+        if kind == "gaussian":
+            return SnappedGaussianPosterior(self, k, np.asarray(a, float), np.asarray(b, float))
+        return SnappedPosterior(self, k, a, b)
 
     # --- specs ------------------------------------------------------------------------------
     def to_spec(self) -> dict:
@@ -509,10 +500,6 @@ class SnappedPosterior:
             todo = todo[~acc]
         t = np.clip(tf.reshape(shape), p, q)
         return self.mech.mid + self.mech.range * t
-
-
-def _per_feature(field: str, value: np.ndarray, k: np.ndarray) -> np.ndarray:
-    return _param(field, np.asarray(value, float), k)
 
 
 class SnappedGaussianPosterior:

@@ -8,6 +8,11 @@ import signal
 from typing import Any, Callable
 
 
+def kill_count(marker_dir: str | os.PathLike) -> int:
+    """How many worker processes CrashOnce wrappers using ``marker_dir`` have killed so far."""
+    return sum(1 for n in os.listdir(marker_dir) if n.startswith("killed-"))
+
+
 class CrashOnce:
     """Wraps ``fn``; a task for which ``select(task)`` is true kills its own process the first
     ``times`` times it runs (attempts are counted by marker files under ``marker_dir``, which
@@ -18,10 +23,6 @@ class CrashOnce:
         self.select = select
         self.marker_dir = os.fspath(marker_dir)
         self.times = times
-
-    def kills(self) -> int:
-        """How many worker processes this wrapper has killed so far."""
-        return sum(1 for n in os.listdir(self.marker_dir) if n.startswith("killed-"))
 
     def __call__(self, task: Any) -> Any:
         if self.select(task):

@@ -26,6 +26,24 @@ def _run_task(fn: Callable[[Any], Any], task: Any, keys: list[str], *arrays: Any
 _QUIET_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
 
 
+def init_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
+    """Make sure this process is connected to Ray: a running connection is kept; ``address`` (or
+    ``RAY_ADDRESS``) joins that cluster, with no resource arguments (Ray rejects them there);
+    otherwise a local instance of ``num_cpus`` is started. True if this call started or joined it."""
+    import ray
+
+    for k, v in _QUIET_ENV.items():
+        os.environ.setdefault(k, v)
+    if ray.is_initialized():
+        return False
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        ray.init(address=address, log_to_driver=False)
+    else:
+        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    return True
+
+
 class RayExecutor:
     """Runs each task as a Ray remote call. ``num_cpus`` is only used when this executor starts
     a local Ray instance; with a cluster (``address``/``RAY_ADDRESS``) it is not passed, because
@@ -53,16 +71,8 @@ class RayExecutor:
     def _ensure(self):
         import ray
 
-        for k, v in _QUIET_ENV.items():
-            os.environ.setdefault(k, v)
-        if ray.is_initialized():
-            return ray
-        address = self.address or os.environ.get("RAY_ADDRESS")
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=self.num_cpus, include_dashboard=False, log_to_driver=False)
-        self._started_here = True
+        if init_ray(self.address, self.num_cpus):
+            self._started_here = True
         return ray
 
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..errors import ValidationError
+from .regression import REGRESSION_LEARNERS, REGRESSION_ORACLES
 
 #: the built-in dataset population needs a classification dataset (the others are regression)
 CLASSIFICATION_DATASETS = ("mnist_7_vs_9", "digits_7_vs_9", "breast_cancer", "adult")
@@ -128,8 +129,6 @@ def _label_flip(path, v):
 
 
 def _learner_names(path, v):
-    from .regression import REGRESSION_LEARNERS, REGRESSION_ORACLES
-
     _need(path, len(v) > 0, f"is empty; give at least one of {', '.join(LEARNERS)}")
     _choice(LEARNERS + tuple(n for n in REGRESSION_LEARNERS if n not in LEARNERS))(path, v)
     _need(path, len(set(v)) == len(v), f"lists a learner twice: {v!r}")
@@ -340,8 +339,6 @@ def parse_config(data: dict, *, name: str = "scenario", path: str = "", text: st
 def _cross_check_regression(cfg: ScenarioConfig) -> None:
     """A regression scenario: built-in data, offline, one Gaussian/Laplace block on the inputs,
     a record budget grid (epsilon_grid), regression learners."""
-    from .regression import REGRESSION_LEARNERS
-
     pop, priv, learners = cfg["population"], cfg["privacy"], cfg["learners"]
     _need("population.population", cfg.is_dataset, "task = 'regression' uses the built-in datasets (no custom population)")
     _need("population.dataset", pop["dataset"] in ("lending_club", "adult", "diabetes"),
@@ -368,8 +365,6 @@ def _cross_check(cfg: ScenarioConfig) -> None:
     pop, priv, learners = cfg["population"], cfg["privacy"], cfg["learners"]
     if pop["task"] == "regression":
         return _cross_check_regression(cfg)
-    from .regression import REGRESSION_LEARNERS
-
     bad = [n for n in learners["names"] if n not in LEARNERS and n in REGRESSION_LEARNERS]
     _need("learners.names", not bad, f"{bad[0] if bad else ''!r} is a regression learner; set population.task = 'regression' "
           f"or use {', '.join(LEARNERS)}")
@@ -398,6 +393,8 @@ def _cross_check(cfg: ScenarioConfig) -> None:
               "cannot be combined with population.budget_mix, which sets the feature budgets itself (no privacy grid)")
         _need("privacy.label_flip", priv["label_flip"] not in (None, "same") or priv["label_epsilon"] is not None,
               "population.budget_mix needs the label's budget: give label_flip (a number) or label_epsilon")
+        mix = pop["budget_mix"]
+        pop["budget_mix"] = {"values": mix["values"], "weights": mix.get("weights", [1.0] * len(mix["values"]))}
         cfg.grid_key = ""  # one grid point: the mix is the scenario's budget
     elif not grids:
         if cfg.is_dataset:
@@ -499,7 +496,7 @@ def privacy_params(cfg: ScenarioConfig, g: int) -> dict[str, Any]:
     if not gk:
         mix = cfg["population"]["budget_mix"]
         if mix:
-            out["budget-mix"] = ",".join(f"{v!r}:{w!r}" for v, w in zip(mix["values"], mix.get("weights", [1.0] * len(mix["values"]))))
+            out["budget-mix"] = ",".join(f"{v!r}:{w!r}" for v, w in zip(mix["values"], mix["weights"]))
             if priv["label_flip"] is not None:
                 out["label-flip"] = priv["label_flip"]
             else:

@@ -166,7 +166,7 @@ def run_cell(task: dict) -> dict:
         "params": {"mechanism": params["mechanism"], "feature_flip": params["feature-flip"] or None,
                    "feature_epsilon": params["feature-epsilon"] or None, "label_flip": params["label-flip"] or None,
                    "label_epsilon": params["label-epsilon"] or None, "requested_eps_record": params.get("requested_eps_record"),
-                   "text": _mix_text(params)},
+                   "text": _mix_text(cfg, params)},
         "population": population.describe() if population.n_clients <= 100_000 else {"n_clients": population.n_clients},
         "n_clients": population.n_clients, "n_releases": n_releases, "dropped": dropped,
         "eps": pool.accounting(), "learners": {n: learners.get(n, {"error": "not run"}) for n in names},
@@ -177,14 +177,14 @@ def run_cell(task: dict) -> dict:
     return record
 
 
-def _mix_text(params: dict) -> str | None:
+def _mix_text(cfg: ScenarioConfig, params: dict) -> str | None:
     """The per-field parameters of a budget-mix cell, for the summary table (None otherwise)."""
-    mix = params.get("budget-mix")
+    mix = cfg["population"]["budget_mix"]
     if not mix:
         return None
     unit = "flip" if params["mechanism"] == "rr" else "ε/feature"
     label = f"label flip {params['label-flip']:.3g}" if params["label-flip"] else f"label ε {params['label-epsilon']:.3g}"
-    parts = ", ".join(f"{float(v):.3g} (weight {float(w):g})" for v, w in (p.split(":") for p in mix.split(",")))
+    parts = ", ".join(f"{v:.3g} (weight {w:g})" for v, w in zip(mix["values"], mix["weights"]))
     return f"feature {unit} mix {parts}, {label}"
 
 
@@ -246,15 +246,9 @@ def _run_cells_on_ray(tasks: dict[str, dict], n_workers: int, address: str, done
     node must have fedrr installed); a Ray this call started is stopped at the end."""
     import ray
 
-    for k, v in {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}.items():
-        os.environ.setdefault(k, v)
-    started = not ray.is_initialized()
-    if started:
-        address = address or os.environ.get("RAY_ADDRESS", "")
-        if address:
-            ray.init(address=address, log_to_driver=False)
-        else:
-            ray.init(num_cpus=n_workers, include_dashboard=False, log_to_driver=False)
+    from ..parallel.ray_executor import init_ray
+
+    started = init_ray(address or None, n_workers)
     try:
         remote = ray.remote(num_cpus=1, max_retries=2)(_run_cell_on_ray)
         refs = {remote.remote(t): k for k, t in tasks.items()}
