@@ -58,11 +58,15 @@ def as_float_array(field: str, value: Any, *, ndim: int | tuple[int, ...] | None
     _check_ndim(field, arr, ndim)
     if not np.all(np.isfinite(arr)):
         bad = np.argwhere(~np.isfinite(arr))[0]
-        raise ValidationError(field, f"must be finite (no NaN or inf); first bad entry at index {tuple(int(i) for i in bad)}")
+        raise ValidationError(
+            field, f"must be finite (no NaN or inf); first bad entry at index {tuple(int(i) for i in bad)}"
+        )
     return arr
 
 
-def as_state_array(field: str, value: Any, k: int | np.ndarray, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
+def as_state_array(
+    field: str, value: Any, k: int | np.ndarray, *, ndim: int | tuple[int, ...] | None = None
+) -> np.ndarray:
     """An integer array of states in {0, ..., k-1} (k may vary along the last axis)."""
     raw = _as_array(field, value, "must be an array of integer states")
     _check_ndim(field, raw, ndim)
@@ -78,7 +82,9 @@ def as_state_array(field: str, value: Any, k: int | np.ndarray, *, ndim: int | t
         bad = np.argwhere((raw < 0) | (raw >= kk))[0]
         idx = tuple(int(i) for i in bad)
         kmax = int(kk if kk.ndim == 0 else kk[idx[-1]])
-        raise ValidationError(field, f"states must lie in {{0, ..., {kmax - 1}}}; got {raw[idx].item()!r} at index {idx}")
+        raise ValidationError(
+            field, f"states must lie in {{0, ..., {kmax - 1}}}; got {raw[idx].item()!r} at index {idx}"
+        )
     return raw.astype(np.int64)
 
 
@@ -95,13 +101,17 @@ def check_broadcast(field: str, a: np.ndarray, other_field: str, b: np.ndarray) 
     try:
         return np.broadcast_shapes(a.shape, b.shape)
     except ValueError:
-        raise ValidationError(field, f"shape {a.shape} does not broadcast against {other_field}'s shape {b.shape}") from None
+        raise ValidationError(
+            field, f"shape {a.shape} does not broadcast against {other_field}'s shape {b.shape}"
+        ) from None
 
 
 def check_rng(field: str, rng: Any) -> np.random.Generator:
     """A numpy.random.Generator (legacy RandomState, ints and None are rejected)."""
     if not isinstance(rng, np.random.Generator):
-        raise ValidationError(field, f"must be a numpy.random.Generator (e.g. np.random.default_rng(seed)), got {type(rng).__name__}")
+        raise ValidationError(
+            field, f"must be a numpy.random.Generator (e.g. np.random.default_rng(seed)), got {type(rng).__name__}"
+        )
     return rng
 
 

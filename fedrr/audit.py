@@ -61,8 +61,17 @@ from .mechanisms.base import Mechanism
 from .mechanisms.record import RecordMechanism
 
 __all__ = [
-    "AuditResult", "Witness", "audit_mechanism", "audit_record", "clopper_pearson", "exact_discrete_epsilon",
-    "exact_additive_epsilon", "samples_needed", "max_certifiable_epsilon", "MisclaimedMechanism", "DEFAULT_ALPHA",
+    "AuditResult",
+    "Witness",
+    "audit_mechanism",
+    "audit_record",
+    "clopper_pearson",
+    "exact_discrete_epsilon",
+    "exact_additive_epsilon",
+    "samples_needed",
+    "max_certifiable_epsilon",
+    "MisclaimedMechanism",
+    "DEFAULT_ALPHA",
 ]
 
 DEFAULT_ALPHA = 1e-6
@@ -98,8 +107,10 @@ class Witness:
     direction: str | None = None
 
     def describe(self) -> str:
-        return (f"x={_short(self.x)} vs x'={_short(self.x_prime)}, {self.test_set}: "
-                f"{self.count}/{self.n} vs {self.count_prime}/{self.n} hits, P(S|x) >= {self.p_lower:.4g}, P(S|x') <= {self.q_upper:.4g}")
+        return (
+            f"x={_short(self.x)} vs x'={_short(self.x_prime)}, {self.test_set}: "
+            f"{self.count}/{self.n} vs {self.count_prime}/{self.n} hits, P(S|x) >= {self.p_lower:.4g}, P(S|x') <= {self.q_upper:.4g}"
+        )
 
 
 @dataclass(frozen=True)
@@ -142,18 +153,28 @@ class AuditResult:
     def summary(self) -> str:
         verdict = "PASS" if self.passed else "FAIL"
         exact = "n/a" if self.exact_epsilon is None else f"{self.exact_epsilon:.4f}"
-        return (f"{verdict} {self.mechanism}: claimed ε={self.claimed_epsilon:.4f} (δ={self.claimed_delta:g}), "
-                f"certified ε̂ ≥ {self.epsilon_lower_bound:.4f} at α={self.alpha:g}, exact {exact}, n={self.n_samples}"
-                + ("" if self.witness is None else f"; witness: {self.witness.describe()}"))
+        return (
+            f"{verdict} {self.mechanism}: claimed ε={self.claimed_epsilon:.4f} (δ={self.claimed_delta:g}), "
+            f"certified ε̂ ≥ {self.epsilon_lower_bound:.4f} at α={self.alpha:g}, exact {exact}, n={self.n_samples}"
+            + ("" if self.witness is None else f"; witness: {self.witness.describe()}")
+        )
 
     def to_row(self) -> dict:
         """A flat dict for CSV/markdown tables."""
         w = self.witness
         return {
-            "mechanism": self.mechanism, "claimed_epsilon": self.claimed_epsilon, "claimed_delta": self.claimed_delta,
-            "epsilon_lower_bound": self.epsilon_lower_bound, "exact_epsilon": self.exact_epsilon,
-            "n_samples": self.n_samples, "n_certify": self.n_certify, "alpha": self.alpha,
-            "n_intervals": self.n_intervals, "max_certifiable": self.max_certifiable, "passed": self.passed, "method": self.method,
+            "mechanism": self.mechanism,
+            "claimed_epsilon": self.claimed_epsilon,
+            "claimed_delta": self.claimed_delta,
+            "epsilon_lower_bound": self.epsilon_lower_bound,
+            "exact_epsilon": self.exact_epsilon,
+            "n_samples": self.n_samples,
+            "n_certify": self.n_certify,
+            "alpha": self.alpha,
+            "n_intervals": self.n_intervals,
+            "max_certifiable": self.max_certifiable,
+            "passed": self.passed,
+            "method": self.method,
             "witness": None if w is None else w.describe(),
         }
 
@@ -205,8 +226,17 @@ def max_certifiable_epsilon(n: int, *, n_intervals: int, alpha: float = DEFAULT_
     return float(np.log(lo) - np.log(hi))
 
 
-def samples_needed(p: float, q: float, target: float, *, n_intervals: int, alpha: float = DEFAULT_ALPHA,
-                   miss: float = 1e-6, delta: float = 0.0, n_max: int = 10**11) -> int:
+def samples_needed(
+    p: float,
+    q: float,
+    target: float,
+    *,
+    n_intervals: int,
+    alpha: float = DEFAULT_ALPHA,
+    miss: float = 1e-6,
+    delta: float = 0.0,
+    n_max: int = 10**11,
+) -> int:
     """Smallest n (releases per input) such that, for a test set with true probabilities
     P(S|x) = p and P(S|x') = q, the certified bound log((p_lo − δ)/q_hi) computed at level
     α/n_intervals is ≥ ``target`` with probability ≥ 1 − ``miss``.
@@ -221,7 +251,9 @@ def samples_needed(p: float, q: float, target: float, *, n_intervals: int, alpha
     level = check_open_unit("alpha", alpha) / n_intervals
     miss = check_open_unit("miss", miss)
     if p - delta <= 0 or target >= math.log((p - delta) / q):
-        raise ValidationError("target", f"must be < log((p − δ)/q) = {math.log(max(p - delta, 1e-300) / q):.6g}: no n can certify it")
+        raise ValidationError(
+            "target", f"must be < log((p − δ)/q) = {math.log(max(p - delta, 1e-300) / q):.6g}: no n can certify it"
+        )
 
     def ok(n: int) -> bool:
         c = stats.binom.ppf(miss / 2, n, p)
@@ -270,7 +302,9 @@ def exact_discrete_epsilon(mech: Mechanism) -> tuple[float, tuple[int, int, int]
     mechanism's likelihood; returns (ε, (o, x, x')) with the maximising triple. For pure ε this
     is also the sup over output *sets* (a ratio of sums never exceeds the largest ratio)."""
     if not _is_discrete(mech):
-        raise ValidationError("mechanism", f"must be a discrete mechanism with states 0..k-1, got {type(mech).__name__}")
+        raise ValidationError(
+            "mechanism", f"must be a discrete mechanism with states 0..k-1, got {type(mech).__name__}"
+        )
     logP = _log_matrix(mech)
     hi, lo = logP.max(axis=1), logP.min(axis=1)
     with np.errstate(invalid="ignore"):
@@ -291,7 +325,9 @@ def exact_additive_epsilon(mech: Mechanism, x: Any = None, x_prime: Any = None) 
     upper) at its claimed δ: Laplace ‖x − x'‖₁/b; Gaussian the analytic-Gaussian ε for
     Δ = ‖x − x'‖₂ at δ. None for an unknown noise family."""
     if not _is_additive(mech):
-        raise ValidationError("mechanism", f"must be an additive-noise mechanism (Laplace/Gaussian), got {type(mech).__name__}")
+        raise ValidationError(
+            "mechanism", f"must be an additive-noise mechanism (Laplace/Gaussian), got {type(mech).__name__}"
+        )
     if x is None and x_prime is None:
         x, x_prime = _default_pair(mech)
     diff = np.atleast_1d(np.asarray(x, float) - np.asarray(x_prime, float))
@@ -321,11 +357,17 @@ def _label(mech: Any, label: str | None) -> str:
 
 
 # ----------------------------------------------------------------------------- discrete audit
-def _audit_discrete(mech: Mechanism, n: int, rng: np.random.Generator, alpha: float, inputs: Any, label: str) -> AuditResult:
+def _audit_discrete(
+    mech: Mechanism, n: int, rng: np.random.Generator, alpha: float, inputs: Any, label: str
+) -> AuditResult:
     k = int(mech.k)
     exact, (o_star, x_star, xp_star) = exact_discrete_epsilon(mech)
     if inputs is None:
-        states = np.arange(k) if k <= MAX_ALL_STATES else np.array(sorted({x_star, xp_star}) if x_star != xp_star else [0, 1])
+        states = (
+            np.arange(k)
+            if k <= MAX_ALL_STATES
+            else np.array(sorted({x_star, xp_star}) if x_star != xp_star else [0, 1])
+        )
     else:
         states = np.unique(mech.validate_input(np.asarray(inputs), "inputs").ravel())
         if states.size < 2:
@@ -348,12 +390,33 @@ def _audit_discrete(mech: Mechanism, n: int, rng: np.random.Generator, alpha: fl
     ratio[:, np.arange(m), np.arange(m)] = -np.inf
     o, i, j = np.unravel_index(int(np.argmax(ratio)), ratio.shape)
     best = float(ratio[o, i, j])
-    witness = Witness(int(states[i]), int(states[j]), f"S = {{x̃ = {int(o)}}}", int(counts[o, i]), int(counts[o, j]), n,
-                      float(lo[o, i]), float(hi[o, j]), output=int(o))
+    witness = Witness(
+        int(states[i]),
+        int(states[j]),
+        f"S = {{x̃ = {int(o)}}}",
+        int(counts[o, i]),
+        int(counts[o, j]),
+        n,
+        float(lo[o, i]),
+        float(hi[o, j]),
+        output=int(o),
+    )
     eps_hat = max(0.0, best)
     claimed = float(mech.epsilon)
-    return AuditResult(label, claimed, delta, eps_hat, exact, n, n, alpha, n_intervals, eps_hat <= claimed, witness,
-                       f"discrete: single outputs, {m} input states, Clopper–Pearson + Bonferroni")
+    return AuditResult(
+        label,
+        claimed,
+        delta,
+        eps_hat,
+        exact,
+        n,
+        n,
+        alpha,
+        n_intervals,
+        eps_hat <= claimed,
+        witness,
+        f"discrete: single outputs, {m} input states, Clopper–Pearson + Bonferroni",
+    )
 
 
 # ----------------------------------------------------------------------------- threshold-set audit
@@ -389,9 +452,23 @@ def _threshold_audit(s_x: np.ndarray, s_xp: np.ndarray, thresholds: np.ndarray, 
     r_minus = _certified_log_ratio(lo_le_xp, hi_le_x, delta)
     if r_plus.max() >= r_minus.max():
         t = int(np.argmax(r_plus))
-        return float(r_plus[t]), "+", float(thresholds[t]), (int(ge_x[t]), int(ge_xp[t])), (float(lo_ge_x[t]), float(hi_ge_xp[t])), n_intervals
+        return (
+            float(r_plus[t]),
+            "+",
+            float(thresholds[t]),
+            (int(ge_x[t]), int(ge_xp[t])),
+            (float(lo_ge_x[t]), float(hi_ge_xp[t])),
+            n_intervals,
+        )
     t = int(np.argmax(r_minus))
-    return float(r_minus[t]), "-", float(thresholds[t]), (int(le_xp[t]), int(le_x[t])), (float(lo_le_xp[t]), float(hi_le_x[t])), n_intervals
+    return (
+        float(r_minus[t]),
+        "-",
+        float(thresholds[t]),
+        (int(le_xp[t]), int(le_x[t])),
+        (float(lo_le_xp[t]), float(hi_le_x[t])),
+        n_intervals,
+    )
 
 
 def _sample_statistic(draw, stat, n: int, rng: np.random.Generator, row_width: int) -> np.ndarray:
@@ -401,12 +478,14 @@ def _sample_statistic(draw, stat, n: int, rng: np.random.Generator, row_width: i
     done = 0
     while done < n:
         b = min(chunk, n - done)
-        out[done:done + b] = stat(draw(b, rng))
+        out[done : done + b] = stat(draw(b, rng))
         done += b
     return out
 
 
-def _threshold_pipeline(draw_x, draw_xp, stat, n: int, rng, alpha: float, pilot_fraction: float, delta: float, row_width: int):
+def _threshold_pipeline(
+    draw_x, draw_xp, stat, n: int, rng, alpha: float, pilot_fraction: float, delta: float, row_width: int
+):
     n_pilot = max(1, int(round(pilot_fraction * n)))
     n_cert = n - n_pilot
     if n_cert < 10:
@@ -426,8 +505,9 @@ def _witness_from(res, x, xp, n_cert: int, stat_name: str) -> Witness:
     return Witness(xp, x, f"S = {{{stat_name} ≤ {t:.6g}}}", c, c2, n_cert, plo, qhi, threshold=t, direction="-")
 
 
-def _audit_additive(mech: Mechanism, n: int, rng, alpha: float, inputs: Any, statistic: str, pilot_fraction: float,
-                    label: str) -> AuditResult:
+def _audit_additive(
+    mech: Mechanism, n: int, rng, alpha: float, inputs: Any, statistic: str, pilot_fraction: float, label: str
+) -> AuditResult:
     if inputs is None:
         x, xp = _default_pair(mech)
     else:
@@ -445,13 +525,16 @@ def _audit_additive(mech: Mechanism, n: int, rng, alpha: float, inputs: Any, sta
         def draw(b, g):
             base = np.full(b, float(v)) if w == 1 else np.broadcast_to(np.asarray(v, float), (b, w))
             return mech.release(base, g)
+
         return draw
 
     if statistic == "llr":
+
         def stat(xt):
             l1 = np.asarray(mech.log_likelihood(xt, x)).reshape(xt.shape[0], -1).sum(axis=1)
             l2 = np.asarray(mech.log_likelihood(xt, xp)).reshape(xt.shape[0], -1).sum(axis=1)
             return l1 - l2
+
         name = "LLR(x̃)"
     else:
         direction = (xa - xpa).reshape(-1)
@@ -459,6 +542,7 @@ def _audit_additive(mech: Mechanism, n: int, rng, alpha: float, inputs: Any, sta
 
         def stat(xt):
             return (np.asarray(xt, float).reshape(xt.shape[0], -1) - mid) @ direction
+
         name = "<x̃ − (x+x')/2, x − x'>"
     delta = float(mech.delta)
     res, n_cert = _threshold_pipeline(draw_at(x), draw_at(xp), stat, n, rng, alpha, pilot_fraction, delta, w)
@@ -466,14 +550,34 @@ def _audit_additive(mech: Mechanism, n: int, rng, alpha: float, inputs: Any, sta
     eps_hat = max(0.0, res[0])
     claimed = float(mech.epsilon)
     exact = exact_additive_epsilon(mech, x, xp)
-    return AuditResult(label, claimed, delta, eps_hat, exact, n, n_cert, alpha, res[5], eps_hat <= claimed, witness,
-                       f"additive noise: threshold sets on {statistic}, {res[5] // 4} pilot thresholds, Clopper–Pearson + Bonferroni")
+    return AuditResult(
+        label,
+        claimed,
+        delta,
+        eps_hat,
+        exact,
+        n,
+        n_cert,
+        alpha,
+        res[5],
+        eps_hat <= claimed,
+        witness,
+        f"additive noise: threshold sets on {statistic}, {res[5] // 4} pilot thresholds, Clopper–Pearson + Bonferroni",
+    )
 
 
 # ----------------------------------------------------------------------------- public entry points
-def audit_mechanism(mech: Mechanism | RecordMechanism, *, n_samples: int, rng: np.random.Generator,
-                    alpha: float = DEFAULT_ALPHA, inputs: Any = None, statistic: str = "llr",
-                    pilot_fraction: float = 0.1, label: str | None = None) -> AuditResult:
+def audit_mechanism(
+    mech: Mechanism | RecordMechanism,
+    *,
+    n_samples: int,
+    rng: np.random.Generator,
+    alpha: float = DEFAULT_ALPHA,
+    inputs: Any = None,
+    statistic: str = "llr",
+    pilot_fraction: float = 0.1,
+    label: str | None = None,
+) -> AuditResult:
     """Audit one mechanism's claimed (ε, δ) from ``n_samples`` releases per neighbouring input.
 
     * discrete mechanisms (have ``k``): ``inputs`` = states to sample (default: all states when
@@ -487,7 +591,9 @@ def audit_mechanism(mech: Mechanism | RecordMechanism, *, n_samples: int, rng: n
     ``alpha`` is the overall false-alarm probability: a mechanism that satisfies its claim fails
     with probability ≤ α (union bound over all ``n_intervals`` confidence intervals)."""
     if _is_record(mech):
-        return audit_record(mech, n_samples=n_samples, rng=rng, alpha=alpha, pair=inputs, pilot_fraction=pilot_fraction, label=label)
+        return audit_record(
+            mech, n_samples=n_samples, rng=rng, alpha=alpha, pair=inputs, pilot_fraction=pilot_fraction, label=label
+        )
     n, rng, alpha = _check_common(n_samples, rng, alpha)
     if statistic not in ("llr", "projection"):
         raise ValidationError("statistic", f"must be 'llr' or 'projection', got {statistic!r}")
@@ -497,8 +603,11 @@ def audit_mechanism(mech: Mechanism | RecordMechanism, *, n_samples: int, rng: n
         return _audit_discrete(mech, n, rng, alpha, inputs, name)
     if _is_additive(mech):
         return _audit_additive(mech, n, rng, alpha, inputs, statistic, pilot_fraction, name)
-    raise ValidationError("mechanism", f"cannot audit {type(mech).__name__}: need a discrete mechanism (with k states), "
-                                       "an additive-noise mechanism (lower/upper/noise_family) or a RecordMechanism")
+    raise ValidationError(
+        "mechanism",
+        f"cannot audit {type(mech).__name__}: need a discrete mechanism (with k states), "
+        "an additive-noise mechanism (lower/upper/noise_family) or a RecordMechanism",
+    )
 
 
 def _field_pair(mech: Mechanism) -> tuple[np.ndarray, np.ndarray]:
@@ -523,8 +632,16 @@ def _field_sup(mech: Mechanism, a: np.ndarray, b: np.ndarray) -> float | None:
     return None
 
 
-def audit_record(record: RecordMechanism, *, n_samples: int, rng: np.random.Generator, alpha: float = DEFAULT_ALPHA,
-                 pair: Any = None, pilot_fraction: float = 0.1, label: str | None = None) -> AuditResult:
+def audit_record(
+    record: RecordMechanism,
+    *,
+    n_samples: int,
+    rng: np.random.Generator,
+    alpha: float = DEFAULT_ALPHA,
+    pair: Any = None,
+    pilot_fraction: float = 0.1,
+    label: str | None = None,
+) -> AuditResult:
     """Audit a whole record's composed (ε, δ) = (record.epsilon, record.delta).
 
     ``pair`` = ((X, y), (X', y')) two records (X of length n_features; y None when the record has
@@ -550,7 +667,11 @@ def audit_record(record: RecordMechanism, *, n_samples: int, rng: np.random.Gene
         else:
             y = yp = None
     else:
-        if not isinstance(pair, (tuple, list)) or len(pair) != 2 or not all(isinstance(r, (tuple, list)) and len(r) == 2 for r in pair):
+        if (
+            not isinstance(pair, (tuple, list))
+            or len(pair) != 2
+            or not all(isinstance(r, (tuple, list)) and len(r) == 2 for r in pair)
+        ):
             raise ValidationError("pair", "must be ((X, y), (X_prime, y_prime))")
         (X, y), (Xp, yp) = pair
         X, Xp = np.asarray(X, float).reshape(-1), np.asarray(Xp, float).reshape(-1)
@@ -571,6 +692,7 @@ def audit_record(record: RecordMechanism, *, n_samples: int, rng: np.random.Gene
             Xb = np.broadcast_to(row, (b, d))
             yb = None if lab is None else np.full(b, lab)
             return record.release(Xb, yb, rng=g)
+
         return draw
 
     def stat(out):
@@ -610,8 +732,20 @@ def audit_record(record: RecordMechanism, *, n_samples: int, rng: np.random.Gene
         exact = None if math.isnan(fwd) else float(max(fwd, bwd))
     eps_hat = max(0.0, res[0])
     claimed = float(record.epsilon)
-    return AuditResult(name, claimed, delta, eps_hat, exact, n, n_cert, alpha, res[5], eps_hat <= claimed, witness,
-                       f"record: threshold sets on the record LLR, {res[5] // 4} pilot thresholds, Clopper–Pearson + Bonferroni")
+    return AuditResult(
+        name,
+        claimed,
+        delta,
+        eps_hat,
+        exact,
+        n,
+        n_cert,
+        alpha,
+        res[5],
+        eps_hat <= claimed,
+        witness,
+        f"record: threshold sets on the record LLR, {res[5] // 4} pilot thresholds, Clopper–Pearson + Bonferroni",
+    )
 
 
 # ----------------------------------------------------------------------------- a mechanism that lies

@@ -22,8 +22,9 @@ import sys
 import time
 import warnings
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,7 @@ def quiet_warnings() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
     try:
         from sklearn.exceptions import ConvergenceWarning
+
         warnings.filterwarnings("ignore", category=ConvergenceWarning)
     except Exception:  # pragma: no cover
         pass
@@ -67,8 +69,12 @@ def library_fingerprint() -> str:
         h.update(str(f.relative_to(REPO)).encode())
         h.update(f.read_bytes())
     try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              timeout=10).stdout.strip() or "?"
+        head = (
+            subprocess.run(
+                ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
+            or "?"
+        )
     except Exception:  # pragma: no cover
         head = "?"
     return f"git {head} + fedrr sources sha256:{h.hexdigest()[:12]}"
@@ -109,7 +115,9 @@ def int_seed(rng: np.random.Generator) -> int:
 
 
 # ----------------------------------------------------------------------------- CSV
-def write_csv(path: Path, rows: Sequence[dict], command: str | None = None, fields: Sequence[str] | None = None) -> None:
+def write_csv(
+    path: Path, rows: Sequence[dict], command: str | None = None, fields: Sequence[str] | None = None
+) -> None:
     """Write rows (dicts) to CSV, preceded by a ``# command: ...`` comment line."""
     if fields is None:
         fields = list(OrderedDict.fromkeys(k for r in rows for k in r))
@@ -117,8 +125,10 @@ def write_csv(path: Path, rows: Sequence[dict], command: str | None = None, fiel
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", newline="") as fh:
         fh.write(f"# command: {command or command_line()}\n")
-        fh.write(f"# written: {time.strftime('%Y-%m-%d %H:%M:%S')} on {platform.node()} (python {platform.python_version()}); "
-                 f"library: {fingerprint()}\n")
+        fh.write(
+            f"# written: {time.strftime('%Y-%m-%d %H:%M:%S')} on {platform.node()} (python {platform.python_version()}); "
+            f"library: {fingerprint()}\n"
+        )
         w = csv.DictWriter(fh, fieldnames=list(fields), extrasaction="ignore")
         w.writeheader()
         for r in rows:
@@ -135,7 +145,7 @@ def _fmt_cell(v: Any) -> Any:
 
 
 # ----------------------------------------------------------------------------- tables
-def aggregate(rows: Sequence[dict], keys: Sequence[str], value: str) -> "OrderedDict[tuple, np.ndarray]":
+def aggregate(rows: Sequence[dict], keys: Sequence[str], value: str) -> OrderedDict[tuple, np.ndarray]:
     """{key tuple: array of values} in first-seen order."""
     out: OrderedDict[tuple, list] = OrderedDict()
     for r in rows:
@@ -155,15 +165,25 @@ def mean_std(values: np.ndarray, digits: int = 3, scale: float = 1.0) -> str:
     return f"{v.mean():.{digits}f} ± {v.std(ddof=1):.{digits}f}"
 
 
-def pivot_table(rows: Sequence[dict], row_key: str, col_key: str, value: str, *, row_order: Sequence | None = None,
-                col_order: Sequence | None = None, row_label: Callable[[Any], str] = str, col_label: Callable[[Any], str] = str,
-                digits: int = 3, scale: float = 1.0, corner: str = "") -> str:
+def pivot_table(
+    rows: Sequence[dict],
+    row_key: str,
+    col_key: str,
+    value: str,
+    *,
+    row_order: Sequence | None = None,
+    col_order: Sequence | None = None,
+    row_label: Callable[[Any], str] = str,
+    col_label: Callable[[Any], str] = str,
+    digits: int = 3,
+    scale: float = 1.0,
+    corner: str = "",
+) -> str:
     """Markdown table: rows × columns of mean ± std (sample sd over repeats) of ``value``."""
     agg = aggregate(rows, [row_key, col_key], value)
     rks = list(row_order) if row_order is not None else list(OrderedDict.fromkeys(k[0] for k in agg))
     cks = list(col_order) if col_order is not None else list(OrderedDict.fromkeys(k[1] for k in agg))
-    lines = ["| " + " | ".join([corner or row_key] + [col_label(c) for c in cks]) + " |",
-             "|" + "---|" * (len(cks) + 1)]
+    lines = ["| " + " | ".join([corner or row_key] + [col_label(c) for c in cks]) + " |", "|" + "---|" * (len(cks) + 1)]
     for rk in rks:
         cells = [mean_std(agg[(rk, ck)], digits, scale) if (rk, ck) in agg else "—" for ck in cks]
         lines.append("| " + " | ".join([row_label(rk)] + cells) + " |")
@@ -213,6 +233,8 @@ def progress(msg: str) -> None:
 
 def pyplot():
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
     return plt

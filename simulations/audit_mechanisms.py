@@ -37,14 +37,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import command_line, fingerprint, markdown_table, progress, rng_for, write_csv  # noqa: E402
 
 from fedrr.audit import DEFAULT_ALPHA, MisclaimedMechanism, audit_mechanism, samples_needed, undercalibrated  # noqa: E402
-from fedrr.mechanisms import (GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism,  # noqa: E402
-                              TransitionMatrix)
+from fedrr.mechanisms import (
+    GaussianMechanism,
+    LaplaceMechanism,
+    RandomizedResponse,
+    RecordMechanism,  # noqa: E402
+    TransitionMatrix,
+)
 
 
 def rr_n(mech: RandomizedResponse, frac: float, alpha: float, cap: int) -> int:
     m = mech.k if mech.k <= 16 else 2
     try:
-        n = samples_needed(mech.keep_prob, mech.other_prob, frac * mech.epsilon, n_intervals=2 * mech.k * m, alpha=alpha)
+        n = samples_needed(
+            mech.keep_prob, mech.other_prob, frac * mech.epsilon, n_intervals=2 * mech.k * m, alpha=alpha
+        )
     except Exception:  # target not certifiable below n_max
         n = cap
     return int(min(n, cap))
@@ -64,49 +71,175 @@ def build_rows(quick: bool, alpha: float, rr_cap: int):
     for flip in (0.1, 0.4):
         m = RandomizedResponse(256, flip)
         rows.append(("discrete", f"RR k=256 flip={flip} (MNIST pixel)", m, rr_n(m, 0.9, alpha, rr_cap), True, ""))
-    rows.append(("discrete", "TransitionMatrix binary p10=0.1 p01=0.3", TransitionMatrix.binary(0.1, 0.3), 200_000, True, ""))
+    rows.append(
+        ("discrete", "TransitionMatrix binary p10=0.1 p01=0.3", TransitionMatrix.binary(0.1, 0.3), 200_000, True, "")
+    )
 
     rows.append(("additive", "Laplace ε=1 [0,1]", LaplaceMechanism(1.0, 0.0, 1.0), n_cont, True, ""))
     rows.append(("additive", "Laplace ε=4 [0,1]", LaplaceMechanism(4.0, 0.0, 1.0), n_cont, True, ""))
-    rows.append(("additive", "Laplace ε=1 block width 5 [0,1]^5", LaplaceMechanism(1.0, [0.0] * 5, [1.0] * 5), n_cont, True, ""))
-    rows.append(("additive", "Gaussian analytic ε=1 δ=1e-5 [0,1]", GaussianMechanism(1.0, 1e-5, 0.0, 1.0), n_gauss, True,
-                 "(ε,δ) test: P(S|x) − δ must beat e^ε P(S|x') on tail sets of mass ~1e-3, so ε̂ stays below ε at feasible n"))
-    rows.append(("additive", "Gaussian analytic ε=1 δ=1e-5 block width 5", GaussianMechanism(1.0, 1e-5, [0.0] * 5, [1.0] * 5), n_gauss,
-                 True, ""))
-    rows.append(("additive", "Gaussian analytic ε=4 δ=1e-5 [0,1]", GaussianMechanism(4.0, 1e-5, 0.0, 1.0), n_gauss, True, ""))
-    rows.append(("additive", "Gaussian classic ε=0.5 δ=1e-5 [0,1]", GaussianMechanism(0.5, 1e-5, 0.0, 1.0, calibration="classic"),
-                 n_gauss, True, "classic bound is conservative: exact ε < claimed"))
-    rows.append(("additive", "Gaussian farokhi ε=1 δ=1e-5 [0,1]", GaussianMechanism(1.0, 1e-5, 0.0, 1.0, calibration="farokhi"),
-                 n_gauss, True, ""))
+    rows.append(
+        ("additive", "Laplace ε=1 block width 5 [0,1]^5", LaplaceMechanism(1.0, [0.0] * 5, [1.0] * 5), n_cont, True, "")
+    )
+    rows.append(
+        (
+            "additive",
+            "Gaussian analytic ε=1 δ=1e-5 [0,1]",
+            GaussianMechanism(1.0, 1e-5, 0.0, 1.0),
+            n_gauss,
+            True,
+            "(ε,δ) test: P(S|x) − δ must beat e^ε P(S|x') on tail sets of mass ~1e-3, so ε̂ stays below ε at feasible n",
+        )
+    )
+    rows.append(
+        (
+            "additive",
+            "Gaussian analytic ε=1 δ=1e-5 block width 5",
+            GaussianMechanism(1.0, 1e-5, [0.0] * 5, [1.0] * 5),
+            n_gauss,
+            True,
+            "",
+        )
+    )
+    rows.append(
+        ("additive", "Gaussian analytic ε=4 δ=1e-5 [0,1]", GaussianMechanism(4.0, 1e-5, 0.0, 1.0), n_gauss, True, "")
+    )
+    rows.append(
+        (
+            "additive",
+            "Gaussian classic ε=0.5 δ=1e-5 [0,1]",
+            GaussianMechanism(0.5, 1e-5, 0.0, 1.0, calibration="classic"),
+            n_gauss,
+            True,
+            "classic bound is conservative: exact ε < claimed",
+        )
+    )
+    rows.append(
+        (
+            "additive",
+            "Gaussian farokhi ε=1 δ=1e-5 [0,1]",
+            GaussianMechanism(1.0, 1e-5, 0.0, 1.0, calibration="farokhi"),
+            n_gauss,
+            True,
+            "",
+        )
+    )
     far8 = GaussianMechanism(8.0, 0.1, 0.0, 1.0, calibration="farokhi")
-    rows.append(("additive", "Gaussian farokhi ε=8 δ=0.1 [0,1] (states its exact ε)", far8, n_gauss, True,
-                 "fixed after this audit: `epsilon` is now max(nominal 8, exact 10.05)"))
-    rows.append(("miscalibrated", "Gaussian farokhi ε=8 δ=0.1 claiming the nominal 8", MisclaimedMechanism(far8, 8.0 / far8.epsilon),
-                 n_gauss, False, "FINDING: Farokhi's σ is a nominal ε outside ε<1; exact ε = 10.05 > 8"))
+    rows.append(
+        (
+            "additive",
+            "Gaussian farokhi ε=8 δ=0.1 [0,1] (states its exact ε)",
+            far8,
+            n_gauss,
+            True,
+            "fixed after this audit: `epsilon` is now max(nominal 8, exact 10.05)",
+        )
+    )
+    rows.append(
+        (
+            "miscalibrated",
+            "Gaussian farokhi ε=8 δ=0.1 claiming the nominal 8",
+            MisclaimedMechanism(far8, 8.0 / far8.epsilon),
+            n_gauss,
+            False,
+            "FINDING: Farokhi's σ is a nominal ε outside ε<1; exact ε = 10.05 > 8",
+        )
+    )
 
     f05 = RandomizedResponse(2, epsilon=0.5)
-    rows.append(("record", "record: 3 RR(2, ε=0.5) + RR label ε=0.5", RecordMechanism(f05, f05, n_features=3), n_rec, True, ""))
-    rows.append(("record", "record: RR(4, ε=0.5) + Laplace ε=0.5 + RR label ε=0.5",
-                 RecordMechanism([RandomizedResponse(4, epsilon=0.5), LaplaceMechanism(0.5, 0.0, 1.0)], f05), n_rec, True, ""))
+    rows.append(
+        ("record", "record: 3 RR(2, ε=0.5) + RR label ε=0.5", RecordMechanism(f05, f05, n_features=3), n_rec, True, "")
+    )
+    rows.append(
+        (
+            "record",
+            "record: RR(4, ε=0.5) + Laplace ε=0.5 + RR label ε=0.5",
+            RecordMechanism([RandomizedResponse(4, epsilon=0.5), LaplaceMechanism(0.5, 0.0, 1.0)], f05),
+            n_rec,
+            True,
+            "",
+        )
+    )
     f01 = RandomizedResponse(2, epsilon=0.1)
-    rows.append(("record", "record: 16 binary pixels RR ε=0.1 + label ε=0.1", RecordMechanism(f01, f01, n_features=16), n_rec, True,
-                 "small stand-in for the 784-pixel record"))
-    rows.append(("record", "record: RR(3, ε=1) + Laplace block w3 ε=1 + Gaussian ε=1 δ=1e-5 + RR label ε=1",
-                 RecordMechanism([RandomizedResponse(3, epsilon=1.0), LaplaceMechanism(1.0, [0.0] * 3, [1.0] * 3),
-                                  GaussianMechanism(1.0, 1e-5, 0.0, 1.0)], RandomizedResponse(2, epsilon=1.0)), n_rec, True,
-                 "δ > 0: no exact record ε"))
+    rows.append(
+        (
+            "record",
+            "record: 16 binary pixels RR ε=0.1 + label ε=0.1",
+            RecordMechanism(f01, f01, n_features=16),
+            n_rec,
+            True,
+            "small stand-in for the 784-pixel record",
+        )
+    )
+    rows.append(
+        (
+            "record",
+            "record: RR(3, ε=1) + Laplace block w3 ε=1 + Gaussian ε=1 δ=1e-5 + RR label ε=1",
+            RecordMechanism(
+                [
+                    RandomizedResponse(3, epsilon=1.0),
+                    LaplaceMechanism(1.0, [0.0] * 3, [1.0] * 3),
+                    GaussianMechanism(1.0, 1e-5, 0.0, 1.0),
+                ],
+                RandomizedResponse(2, epsilon=1.0),
+            ),
+            n_rec,
+            True,
+            "δ > 0: no exact record ε",
+        )
+    )
 
     rr1 = RandomizedResponse(2, epsilon=1.0)
     rows.append(("miscalibrated", "RR k=2 ε=1 claiming 0.5", MisclaimedMechanism(rr1, 0.5), 20_000, False, ""))
-    rows.append(("miscalibrated", "RR k=10 ε=2 claiming 1", MisclaimedMechanism(RandomizedResponse(10, epsilon=2.0), 0.5), 20_000, False, ""))
-    rows.append(("miscalibrated", "Laplace ε=1 with sensitivity=Δ/2 (b halved)", undercalibrated(LaplaceMechanism(1.0, 0.0, 1.0)), n_cont,
-                 False, "FINDING: was accepted by the constructor; now refused (sensitivity below the box diameter)"))
-    rows.append(("miscalibrated", "Laplace block w5 ε=1 claiming 0.5", MisclaimedMechanism(LaplaceMechanism(1.0, [0.0] * 5, [1.0] * 5), 0.5),
-                 n_cont, False, ""))
-    rows.append(("miscalibrated", "Gaussian ε=1 δ=1e-5 with sensitivity=Δ/2", undercalibrated(GaussianMechanism(1.0, 1e-5, 0.0, 1.0)),
-                 n_gauss, False, "FINDING: was accepted by the constructor; now refused (sensitivity below the box diameter)"))
-    rows.append(("miscalibrated", "record: 3 RR + label, one feature claiming half", RecordMechanism([f05, f05, MisclaimedMechanism(f05, 0.5)], f05),
-                 n_rec, False, "record claims 1.75, true 2"))
+    rows.append(
+        (
+            "miscalibrated",
+            "RR k=10 ε=2 claiming 1",
+            MisclaimedMechanism(RandomizedResponse(10, epsilon=2.0), 0.5),
+            20_000,
+            False,
+            "",
+        )
+    )
+    rows.append(
+        (
+            "miscalibrated",
+            "Laplace ε=1 with sensitivity=Δ/2 (b halved)",
+            undercalibrated(LaplaceMechanism(1.0, 0.0, 1.0)),
+            n_cont,
+            False,
+            "FINDING: was accepted by the constructor; now refused (sensitivity below the box diameter)",
+        )
+    )
+    rows.append(
+        (
+            "miscalibrated",
+            "Laplace block w5 ε=1 claiming 0.5",
+            MisclaimedMechanism(LaplaceMechanism(1.0, [0.0] * 5, [1.0] * 5), 0.5),
+            n_cont,
+            False,
+            "",
+        )
+    )
+    rows.append(
+        (
+            "miscalibrated",
+            "Gaussian ε=1 δ=1e-5 with sensitivity=Δ/2",
+            undercalibrated(GaussianMechanism(1.0, 1e-5, 0.0, 1.0)),
+            n_gauss,
+            False,
+            "FINDING: was accepted by the constructor; now refused (sensitivity below the box diameter)",
+        )
+    )
+    rows.append(
+        (
+            "miscalibrated",
+            "record: 3 RR + label, one feature claiming half",
+            RecordMechanism([f05, f05, MisclaimedMechanism(f05, 0.5)], f05),
+            n_rec,
+            False,
+            "record claims 1.75, true 2",
+        )
+    )
     return rows
 
 
@@ -122,7 +255,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="results/audit", help="output directory (default: results/audit)")
     parser.add_argument("--seed", type=int, default=0, help="master seed (default: 0)")
-    parser.add_argument("--alpha", type=float, default=DEFAULT_ALPHA, help="overall false-alarm probability per audit (default: 1e-6)")
+    parser.add_argument(
+        "--alpha", type=float, default=DEFAULT_ALPHA, help="overall false-alarm probability per audit (default: 1e-6)"
+    )
     parser.add_argument("--rr-cap", type=int, default=10_000_000, help="max draws per state for RR rows (default: 1e7)")
     parser.add_argument("--quick", action="store_true", help="10x fewer draws for continuous/record rows (smoke test)")
     args = parser.parse_args(argv)
@@ -142,20 +277,73 @@ def main(argv=None) -> int:
         sec = time.perf_counter() - t0
         ok = res.passed == expect_pass
         row = res.to_row()
-        row.update(group=group, expected="PASS" if expect_pass else "FAIL", result="PASS" if res.passed else "FAIL",
-                   as_expected=ok, ratio=res.epsilon_lower_bound / res.claimed_epsilon, seconds=round(sec, 2), note=note)
+        row.update(
+            group=group,
+            expected="PASS" if expect_pass else "FAIL",
+            result="PASS" if res.passed else "FAIL",
+            as_expected=ok,
+            ratio=res.epsilon_lower_bound / res.claimed_epsilon,
+            seconds=round(sec, 2),
+            note=note,
+        )
         results.append(row)
         progress(f"{'ok ' if ok else 'UNEXPECTED'} {res.summary()} [{sec:.1f}s]")
     total = time.perf_counter() - t_all
 
-    fields = ["group", "mechanism", "claimed_epsilon", "claimed_delta", "epsilon_lower_bound", "ratio", "exact_epsilon", "n_samples",
-              "n_certify", "n_intervals", "alpha", "max_certifiable", "expected", "result", "as_expected", "seconds", "witness", "method", "note"]
+    fields = [
+        "group",
+        "mechanism",
+        "claimed_epsilon",
+        "claimed_delta",
+        "epsilon_lower_bound",
+        "ratio",
+        "exact_epsilon",
+        "n_samples",
+        "n_certify",
+        "n_intervals",
+        "alpha",
+        "max_certifiable",
+        "expected",
+        "result",
+        "as_expected",
+        "seconds",
+        "witness",
+        "method",
+        "note",
+    ]
     write_csv(out / "audit.csv", results, command=cmd, fields=fields)
 
-    header = ["group", "mechanism", "claimed ε", "δ", "ε̂ lower bound", "ε̂/ε", "exact ε", "n / input", "max certifiable", "expected", "result", "note"]
-    body = [[r["group"], r["mechanism"], fmt(r["claimed_epsilon"]), f"{r['claimed_delta']:g}", fmt(r["epsilon_lower_bound"]), fmt(r["ratio"], 2),
-             fmt(r["exact_epsilon"]), f"{r['n_samples']:,}", fmt(r["max_certifiable"], 2), r["expected"],
-             r["result"] + ("" if r["as_expected"] else " (UNEXPECTED)"), r["note"]] for r in results]
+    header = [
+        "group",
+        "mechanism",
+        "claimed ε",
+        "δ",
+        "ε̂ lower bound",
+        "ε̂/ε",
+        "exact ε",
+        "n / input",
+        "max certifiable",
+        "expected",
+        "result",
+        "note",
+    ]
+    body = [
+        [
+            r["group"],
+            r["mechanism"],
+            fmt(r["claimed_epsilon"]),
+            f"{r['claimed_delta']:g}",
+            fmt(r["epsilon_lower_bound"]),
+            fmt(r["ratio"], 2),
+            fmt(r["exact_epsilon"]),
+            f"{r['n_samples']:,}",
+            fmt(r["max_certifiable"], 2),
+            r["expected"],
+            r["result"] + ("" if r["as_expected"] else " (UNEXPECTED)"),
+            r["note"],
+        ]
+        for r in results
+    ]
     table = markdown_table(header, body)
     n_bad = sum(not r["as_expected"] for r in results)
     witnesses = "\n".join(f"* {r['mechanism']}: {r['witness']}" for r in results)

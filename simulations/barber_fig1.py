@@ -33,9 +33,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+from _common import (
+    DEFAULT_OUT,
+    Timer,
+    command_line,
+    fingerprint,
+    markdown_table,
+    out_dir,
+    progress,
+    pyplot,
+    update_summary,
+    write_csv,
+)  # noqa: E402
 from scipy.stats import binom  # noqa: E402
-
-from _common import fingerprint, DEFAULT_OUT, Timer, command_line, markdown_table, out_dir, progress, pyplot, update_summary, write_csv  # noqa: E402
 
 PFS = (0.1, 0.2, 0.3, 0.4)
 EPS = 1e-9
@@ -82,7 +92,9 @@ def flat_prior_reconstruction(theta0: np.ndarray, pf: float) -> np.ndarray:
     return f1 * posterior1(np.array(0.5), pf, 1) + (1 - f1) * posterior1(np.array(0.5), pf, 0)
 
 
-def em_reconstruction(theta0: np.ndarray, pf: float, max_steps: int = 20_000, tol: float = 1e-13) -> tuple[np.ndarray, np.ndarray]:
+def em_reconstruction(
+    theta0: np.ndarray, pf: float, max_steps: int = 20_000, tol: float = 1e-13
+) -> tuple[np.ndarray, np.ndarray]:
     """Iterate θ ← E_{p̃_θ0}[p_θ(x = 1 | x̃)] from ½; returns θ and the steps each θ0 needed (max_steps: not converged)."""
     f1 = released_f1(theta0, pf)
     th = np.full(theta0.shape, 0.5)
@@ -116,15 +128,25 @@ def _bound(v: float) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)")
-    ap.add_argument("--repeats", type=int, default=1, help="unused: every number here is exact (kept for a uniform CLI)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)"
+    )
+    ap.add_argument(
+        "--repeats", type=int, default=1, help="unused: every number here is exact (kept for a uniform CLI)"
+    )
     ap.add_argument("--seed", type=int, default=0, help="unused: no sampling")
     ap.add_argument("--quick", action="store_true", help="coarser grids (θ0 step 0.05, 20,001 θ points)")
     ap.add_argument("--n-theta0", type=int, default=None, help="θ0 grid points on [0, 1] (default 101; quick 21)")
-    ap.add_argument("--n-theta", type=int, default=None, help="θ grid for maximising J∞ (default 200,001; quick 20,001)")
+    ap.add_argument(
+        "--n-theta", type=int, default=None, help="θ grid for maximising J∞ (default 200,001; quick 20,001)"
+    )
     ap.add_argument("--em-steps", type=int, default=None, help="max EM steps (default 20,000; quick 2,000)")
-    ap.add_argument("--finite-n", type=int, default=500, help="N for the exact finite-sample band of the spread estimate")
+    ap.add_argument(
+        "--finite-n", type=int, default=500, help="N for the exact finite-sample band of the spread estimate"
+    )
     args = ap.parse_args(argv)
     out = out_dir(args.out, args.quick)
     n0 = args.n_theta0 or (21 if args.quick else 101)
@@ -143,12 +165,22 @@ def main(argv=None) -> int:
             fm, fsd = spread_finite_n(theta0, pf, args.finite_n)
             curves[pf] = dict(lit=lit, flat=flat, em=em, spread=spread, fm=fm, fsd=fsd)
             for i, t0 in enumerate(theta0):
-                rows.append({"pf": pf, "theta0": float(t0), "f1_tilde": float(released_f1(t0, pf)),
-                             "j_inf_literal_argmax": float(lit[i]), "j_inf_literal_max": float(lit_val[i]),
-                             "j_inf_interior_local_maxima": ";".join(f"{v:.6f}" for v in interior[i]),
-                             "recon_flat_prior": float(flat[i]), "recon_em_iterated": float(em[i]), "em_steps": int(steps[i]),
-                             "spread_mle": float(spread[i]), f"spread_mean_N{args.finite_n}": float(fm[i]),
-                             f"spread_sd_N{args.finite_n}": float(fsd[i])})
+                rows.append(
+                    {
+                        "pf": pf,
+                        "theta0": float(t0),
+                        "f1_tilde": float(released_f1(t0, pf)),
+                        "j_inf_literal_argmax": float(lit[i]),
+                        "j_inf_literal_max": float(lit_val[i]),
+                        "j_inf_interior_local_maxima": ";".join(f"{v:.6f}" for v in interior[i]),
+                        "recon_flat_prior": float(flat[i]),
+                        "recon_em_iterated": float(em[i]),
+                        "em_steps": int(steps[i]),
+                        "spread_mle": float(spread[i]),
+                        f"spread_mean_N{args.finite_n}": float(fm[i]),
+                        f"spread_sd_N{args.finite_n}": float(fsd[i]),
+                    }
+                )
             progress(f"pf={pf}: done")
     write_csv(out / "fig1_bernoulli.csv", rows, cmd)
 
@@ -159,10 +191,26 @@ def main(argv=None) -> int:
         c = curves[pf]
         for t in show:
             i = int(np.argmin(np.abs(theta0 - t)))
-            body.append([pf, f"{theta0[i]:.2f}", _bound(c['lit'][i]), f"{c['flat'][i]:.4f}", f"{c['em'][i]:.4f}",
-                         f"{c['spread'][i]:.4f}", f"{c['fm'][i]:.4f} ± {c['fsd'][i]:.4f}"])
-    header = ["pf", "θ0", "argmax J∞ (literal)", "recon., flat prior", "recon. iterated (EM)", "spread MLE (N→∞)",
-              f"spread, N={args.finite_n} (exact mean ± sd)"]
+            body.append(
+                [
+                    pf,
+                    f"{theta0[i]:.2f}",
+                    _bound(c["lit"][i]),
+                    f"{c['flat'][i]:.4f}",
+                    f"{c['em'][i]:.4f}",
+                    f"{c['spread'][i]:.4f}",
+                    f"{c['fm'][i]:.4f} ± {c['fsd'][i]:.4f}",
+                ]
+            )
+    header = [
+        "pf",
+        "θ0",
+        "argmax J∞ (literal)",
+        "recon., flat prior",
+        "recon. iterated (EM)",
+        "spread MLE (N→∞)",
+        f"spread, N={args.finite_n} (exact mean ± sd)",
+    ]
     table = markdown_table(header, body)
     slopes = {pf: float(np.polyfit(theta0, curves[pf]["flat"], 1)[0]) for pf in PFS}
     inner = (theta0 > 0) & (theta0 < 1)
@@ -170,32 +218,57 @@ def main(argv=None) -> int:
     max_em_end = max(float(np.max(np.abs(curves[pf]["em"] - theta0)[~inner])) for pf in PFS)
     interior_txt = []
     for pf in PFS:
-        pts = [(r["theta0"], [float(v) for v in r["j_inf_interior_local_maxima"].split(";")]) for r in rows
-               if r["pf"] == pf and r["j_inf_interior_local_maxima"]]
+        pts = [
+            (r["theta0"], [float(v) for v in r["j_inf_interior_local_maxima"].split(";")])
+            for r in rows
+            if r["pf"] == pf and r["j_inf_interior_local_maxima"]
+        ]
         if pts:
             loc = [v for _, vs in pts for v in vs]
-            interior_txt.append(f"pf={pf}: for θ0 ∈ [{pts[0][0]:.2f}, {pts[-1][0]:.2f}] a local (never global) maximum at "
-                                f"θ ∈ [{min(loc):.3f}, {max(loc):.3f}]")
+            interior_txt.append(
+                f"pf={pf}: for θ0 ∈ [{pts[0][0]:.2f}, {pts[-1][0]:.2f}] a local (never global) maximum at "
+                f"θ ∈ [{min(loc):.3f}, {max(loc):.3f}]"
+            )
         else:
             interior_txt.append(f"pf={pf}: none")
     print(table)
     print("flat-prior slope vs (1-2pf)^2:", {pf: (round(slopes[pf], 6), round((1 - 2 * pf) ** 2, 6)) for pf in PFS})
-    print(f"max |EM-iterated reconstruction − θ0|: {max_em_err:.2e} for 0 < θ0 < 1, {max_em_end:.2e} at θ0 ∈ {{0, 1}} "
-          f"({em_steps} steps at most)")
+    print(
+        f"max |EM-iterated reconstruction − θ0|: {max_em_err:.2e} for 0 < θ0 < 1, {max_em_end:.2e} at θ0 ∈ {{0, 1}} "
+        f"({em_steps} steps at most)"
+    )
 
     # --- figure
     plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(10, 9), sharex=True, sharey=True)
     for ax, pf in zip(axes.ravel(), PFS):
         c = curves[pf]
-        ax.fill_between(theta0, c["fm"] - c["fsd"], c["fm"] + c["fsd"], color="tab:green", alpha=0.15,
-                        label=f"spread estimate, N={args.finite_n}: exact mean ± 1 sd")
+        ax.fill_between(
+            theta0,
+            c["fm"] - c["fsd"],
+            c["fm"] + c["fsd"],
+            color="tab:green",
+            alpha=0.15,
+            label=f"spread estimate, N={args.finite_n}: exact mean ± 1 sd",
+        )
         ax.plot(theta0, c["spread"], color="tab:green", lw=3, alpha=0.7, label="spread MLE, N→∞ (= θ0)")
         ax.plot(theta0, c["em"], color="k", ls=":", lw=1.8, label="reconstruction iterated as EM (→ spread MLE)")
         ax.plot(theta0, c["flat"], color="tab:orange", lw=1.8, label="reconstruction, fixed flat prior: slope (1−2pf)²")
-        ax.step(theta0, c["lit"], where="mid", color="tab:red", lw=1.5, ls="--", label="argmax J∞ literally (eq 38): boundary")
-        pts = [(r["theta0"], float(v)) for r in rows if r["pf"] == pf and r["j_inf_interior_local_maxima"]
-               for v in r["j_inf_interior_local_maxima"].split(";")]
+        ax.step(
+            theta0,
+            c["lit"],
+            where="mid",
+            color="tab:red",
+            lw=1.5,
+            ls="--",
+            label="argmax J∞ literally (eq 38): boundary",
+        )
+        pts = [
+            (r["theta0"], float(v))
+            for r in rows
+            if r["pf"] == pf and r["j_inf_interior_local_maxima"]
+            for v in r["j_inf_interior_local_maxima"].split(";")
+        ]
         if pts:
             ax.plot(*zip(*pts), ".", color="tab:red", ms=4, label="J∞: interior local (not global) maximum")
         ax.plot([0, 1], [0, 1], color="0.6", lw=0.8, zorder=0)
@@ -208,9 +281,12 @@ def main(argv=None) -> int:
     for ax in axes[:, 0]:
         ax.set_ylabel("estimated θ")
     axes[0, 0].legend(fontsize=7.5, loc="upper left")
-    fig.suptitle("Barber Fig 1, exact (no sampling): Bernoulli θ from randomised response.\n"
-                 "Red: J∞ (eq 38) taken literally has its sup at θ→0 or 1; orange: reconstruction with a fixed flat prior;\n"
-                 "black dotted: reconstruction iterated (EM) = spread MLE; green: spread MLE (eq 24, sign corrected)", fontsize=9.5)
+    fig.suptitle(
+        "Barber Fig 1, exact (no sampling): Bernoulli θ from randomised response.\n"
+        "Red: J∞ (eq 38) taken literally has its sup at θ→0 or 1; orange: reconstruction with a fixed flat prior;\n"
+        "black dotted: reconstruction iterated (EM) = spread MLE; green: spread MLE (eq 24, sign corrected)",
+        fontsize=9.5,
+    )
     fig.tight_layout(rect=(0, 0, 1, 0.95))
     fig.savefig(out / "fig1_bernoulli.png", dpi=130)
     plt.close(fig)
@@ -224,7 +300,8 @@ def main(argv=None) -> int:
         "",
         "* **argmax J∞, literally (eq 38)** — the posterior p_θ(x | x̃) uses the θ being optimised. J∞ ≤ 0 and J∞ → 0 at "
         "θ → 0 or 1, so for every pf > 0 the supremum is at a boundary: 0 for θ0 < ½, 1 for θ0 > ½ (tie at ½). "
-        "Interior local maxima of J∞ on the θ grid (drawn as dots): " + "; ".join(interior_txt)
+        "Interior local maxima of J∞ on the θ grid (drawn as dots): "
+        + "; ".join(interior_txt)
         + ". Barber's Fig 1 therefore cannot be J∞ maximised literally.",
         "* **reconstruction with a fixed flat prior** — θ* = ½ + (1 − 2pf)²(θ0 − ½); fitted slopes "
         + ", ".join(f"{slopes[pf]:.4f} (pf={pf}; (1−2pf)² = {(1 - 2 * pf) ** 2:.4f})" for pf in PFS)

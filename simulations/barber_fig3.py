@@ -35,9 +35,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
-from _common import (fingerprint, DEFAULT_OUT, Timer, aggregate, command_line, int_seed, markdown_table, mean_std, out_dir,  # noqa: E402
-                     pivot_table, progress, pyplot, quiet_warnings, rng_for, update_summary, write_csv)
+from _common import (
+    DEFAULT_OUT,
+    Timer,
+    aggregate,
+    command_line,
+    fingerprint,
+    int_seed,
+    markdown_table,
+    mean_std,
+    out_dir,  # noqa: E402
+    pivot_table,
+    progress,
+    pyplot,
+    quiet_warnings,
+    rng_for,
+    update_summary,
+    write_csv,
+)
 
 PFS = (0.1, 0.2, 0.3, 0.4)
 METHODS = ("lr_clean", "lr_noisy", "lr_noisy_cv", "spread_flat", "spread_learned", "spread_true", "spread_paper")
@@ -51,8 +66,12 @@ LABELS = {
     "spread_paper": "spread paper variant (IS, S=10, learned)",
 }
 STYLE = {
-    "lr_clean": ("k", "-", "o"), "lr_noisy": ("tab:red", "-", "v"), "lr_noisy_cv": ("tab:red", ":", "^"),
-    "spread_flat": ("tab:blue", "--", "s"), "spread_learned": ("tab:blue", "-", "o"), "spread_true": ("tab:green", "-", "D"),
+    "lr_clean": ("k", "-", "o"),
+    "lr_noisy": ("tab:red", "-", "v"),
+    "lr_noisy_cv": ("tab:red", ":", "^"),
+    "spread_flat": ("tab:blue", "--", "s"),
+    "spread_learned": ("tab:blue", "-", "o"),
+    "spread_true": ("tab:green", "-", "D"),
     "spread_paper": ("tab:purple", "-.", "x"),
 }
 DATASETS = {
@@ -65,6 +84,7 @@ PSEUDO_COUNT = 1e-3
 
 def load(name: str):
     from fedrr.datasets import load_digits_7_vs_9, load_mnist_7_vs_9
+
     return load_mnist_7_vs_9() if name == "mnist" else load_digits_7_vs_9()
 
 
@@ -113,21 +133,29 @@ def run_cell(method, Xtr, ytr, Xte, yte, Xt, yt, rm, K, seed, max_iter):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)"
+    )
     ap.add_argument("--dataset", choices=("mnist", "digits"), default="mnist")
     ap.add_argument("--repeats", type=int, default=None, help="default 10 (quick: 1)")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--quick", action="store_true", help="pf ∈ {0.1, 0.4}, 1 repeat, 40 train + 40 test per class, max_iter 20")
+    ap.add_argument(
+        "--quick", action="store_true", help="pf ∈ {0.1, 0.4}, 1 repeat, 40 train + 40 test per class, max_iter 20"
+    )
     ap.add_argument("--pfs", type=float, nargs="+", default=None)
     ap.add_argument("--methods", nargs="+", choices=METHODS, default=None)
     ap.add_argument("--n-train", type=int, default=None, help="training images per class")
     ap.add_argument("--n-test", type=int, default=None, help="test images per class")
-    ap.add_argument("--max-iter", type=int, default=None, help="EM iterations for the spread fits (default: library default, 60)")
+    ap.add_argument(
+        "--max-iter", type=int, default=None, help="EM iterations for the spread fits (default: library default, 60)"
+    )
     args = ap.parse_args(argv)
     quiet_warnings()
-    from fedrr.mechanisms import RandomizedResponse, RecordMechanism
     from fedrr.datasets import train_test_split_per_class
+    from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
     out = out_dir(args.out, args.quick)
     ds_id, K, n_tr, n_te = DATASETS[args.dataset]
@@ -145,15 +173,25 @@ def main(argv=None) -> int:
     ds = load(args.dataset)
     D = ds.X.shape[1]
     sizes = np.bincount(ds.y)
-    progress(f"{args.dataset}: {ds.X.shape[0]} images ({sizes[0]} sevens, {sizes[1]} nines), D={D}, K={K}; "
-             f"{n_tr} train + {n_te} test per class; pf={pfs}; {repeats} repeats; methods={methods}")
+    progress(
+        f"{args.dataset}: {ds.X.shape[0]} images ({sizes[0]} sevens, {sizes[1]} nines), D={D}, K={K}; "
+        f"{n_tr} train + {n_te} test per class; pf={pfs}; {repeats} repeats; methods={methods}"
+    )
     rows, eps_rows = [], []
     t_start = time.perf_counter()
     for pi, pf in enumerate(pfs):
         rm = RecordMechanism(RandomizedResponse(K, pf), RandomizedResponse(2, pf), n_features=D)
         br = rm.epsilon_breakdown()
         eps_pixel = RandomizedResponse(K, pf).epsilon
-        eps_rows.append({"pf": pf, "eps_pixel": eps_pixel, "eps_features": br["features"], "eps_label": br["label"], "eps_record": br["record"]})
+        eps_rows.append(
+            {
+                "pf": pf,
+                "eps_pixel": eps_pixel,
+                "eps_features": br["features"],
+                "eps_label": br["label"],
+                "eps_record": br["record"],
+            }
+        )
         for r in range(repeats):
             rng = rng_for(args.seed, ds_id, int(round(pf * 1000)), r)
             tr, te = train_test_split_per_class(ds, n_tr, n_te, rng)
@@ -162,22 +200,66 @@ def main(argv=None) -> int:
             line = []
             for mi, method in enumerate(methods):
                 acc, secs, n_iter = run_cell(method, tr.X, tr.y, te.X, te.y, Xt, yt, rm, K, seed + mi, max_iter)
-                rows.append({"dataset": args.dataset, "pf": pf, "repeat": r, "method": method, "accuracy": acc, "seconds": secs,
-                             "n_iter_or_C": n_iter, "n_train": 2 * n_tr, "n_test": 2 * n_te, "D": D, "K": K,
-                             "eps_pixel": eps_pixel, "eps_record": br["record"], "seed": args.seed})
+                rows.append(
+                    {
+                        "dataset": args.dataset,
+                        "pf": pf,
+                        "repeat": r,
+                        "method": method,
+                        "accuracy": acc,
+                        "seconds": secs,
+                        "n_iter_or_C": n_iter,
+                        "n_train": 2 * n_tr,
+                        "n_test": 2 * n_te,
+                        "D": D,
+                        "K": K,
+                        "eps_pixel": eps_pixel,
+                        "eps_record": br["record"],
+                        "seed": args.seed,
+                    }
+                )
                 line.append(f"{method}={acc:.3f}({secs:.0f}s)")
             write_csv(out / f"{tag}.csv", rows, cmd)
             progress(f"pf={pf} repeat {r + 1}/{repeats} [{time.perf_counter() - t_start:.0f} s] " + " ".join(line))
     total = time.perf_counter() - t_start
 
     # ------------------------------------------------------------------ tables
-    acc_table = pivot_table(rows, "method", "pf", "accuracy", row_order=methods, col_order=pfs, row_label=lambda m: LABELS[m],
-                            col_label=lambda p: f"pf={p}", corner="method \\ flip prob")
-    time_table = pivot_table(rows, "method", "pf", "seconds", row_order=methods, col_order=pfs, row_label=lambda m: LABELS[m],
-                             col_label=lambda p: f"pf={p}", corner="seconds per fit", digits=1)
-    eps_table = markdown_table(["pf", "ε per pixel", f"ε features ({D} pixels)", "ε label", "ε record (basic composition)"],
-                               [[e["pf"], f"{e['eps_pixel']:.3f}", f"{e['eps_features']:.1f}", f"{e['eps_label']:.3f}",
-                                 f"{e['eps_record']:.1f}"] for e in eps_rows])
+    acc_table = pivot_table(
+        rows,
+        "method",
+        "pf",
+        "accuracy",
+        row_order=methods,
+        col_order=pfs,
+        row_label=lambda m: LABELS[m],
+        col_label=lambda p: f"pf={p}",
+        corner="method \\ flip prob",
+    )
+    time_table = pivot_table(
+        rows,
+        "method",
+        "pf",
+        "seconds",
+        row_order=methods,
+        col_order=pfs,
+        row_label=lambda m: LABELS[m],
+        col_label=lambda p: f"pf={p}",
+        corner="seconds per fit",
+        digits=1,
+    )
+    eps_table = markdown_table(
+        ["pf", "ε per pixel", f"ε features ({D} pixels)", "ε label", "ε record (basic composition)"],
+        [
+            [
+                e["pf"],
+                f"{e['eps_pixel']:.3f}",
+                f"{e['eps_features']:.1f}",
+                f"{e['eps_label']:.3f}",
+                f"{e['eps_record']:.1f}",
+            ]
+            for e in eps_rows
+        ],
+    )
     print(f"\nAccuracy on clean test data ({args.dataset}, mean ± sd over {repeats} repeats)\n{acc_table}\n")
     print(f"Fit time\n{time_table}\n\nRecord-level ε\n{eps_table}\n")
 
@@ -185,28 +267,50 @@ def main(argv=None) -> int:
     by = {(r["pf"], r["repeat"], r["method"]): r["accuracy"] for r in rows}
     diff_rows, verdicts = [], []
     for pf in pfs:
+
         def paired(a, b):
             d = [by[(pf, r, a)] - by[(pf, r, b)] for r in range(repeats) if (pf, r, a) in by and (pf, r, b) in by]
             return np.asarray(d)
+
         cells = [pf]
-        for a, b in (("spread_learned", "lr_noisy"), ("spread_learned", "lr_noisy_cv"), ("spread_learned", "spread_paper"),
-                     ("spread_true", "spread_learned"), ("spread_flat", "spread_learned")):
+        for a, b in (
+            ("spread_learned", "lr_noisy"),
+            ("spread_learned", "lr_noisy_cv"),
+            ("spread_learned", "spread_paper"),
+            ("spread_true", "spread_learned"),
+            ("spread_flat", "spread_learned"),
+        ):
             d = paired(a, b)
             cells.append(mean_std(d * 100, 1) + (f" ({int((d > 0).sum())}/{int((d < 0).sum())})" if d.size else ""))
         diff_rows.append(cells)
         d_naive, d_paper = paired("spread_learned", "lr_noisy"), paired("spread_learned", "spread_paper")
         if d_naive.size:
             if pf >= 0.3 - 1e-9:
-                verdicts.append(f"pf={pf}: spread learned − LR noisy = {100 * d_naive.mean():+.1f} points "
-                                f"({'≥ 5: holds' if d_naive.mean() >= 0.05 else '< 5: does NOT hold'})")
+                verdicts.append(
+                    f"pf={pf}: spread learned − LR noisy = {100 * d_naive.mean():+.1f} points "
+                    f"({'≥ 5: holds' if d_naive.mean() >= 0.05 else '< 5: does NOT hold'})"
+                )
             elif abs(pf - 0.1) < 1e-9:
-                verdicts.append(f"pf={pf}: spread learned − LR noisy = {100 * d_naive.mean():+.1f} points "
-                                f"({'within 1 point or better: holds' if d_naive.mean() >= -0.01 else 'more than 1 point worse: does NOT hold'})")
+                verdicts.append(
+                    f"pf={pf}: spread learned − LR noisy = {100 * d_naive.mean():+.1f} points "
+                    f"({'within 1 point or better: holds' if d_naive.mean() >= -0.01 else 'more than 1 point worse: does NOT hold'})"
+                )
         if d_paper.size and pf >= 0.3 - 1e-9:
-            verdicts.append(f"pf={pf}: spread learned − paper variant = {100 * d_paper.mean():+.1f} points "
-                            f"({'at least as accurate: holds' if d_paper.mean() >= 0 else 'less accurate: does NOT hold'})")
-    diff_table = markdown_table(["pf", "learned − LR noisy", "learned − LR noisy CV", "learned − paper variant",
-                                 "true − learned", "flat − learned"], diff_rows)
+            verdicts.append(
+                f"pf={pf}: spread learned − paper variant = {100 * d_paper.mean():+.1f} points "
+                f"({'at least as accurate: holds' if d_paper.mean() >= 0 else 'less accurate: does NOT hold'})"
+            )
+    diff_table = markdown_table(
+        [
+            "pf",
+            "learned − LR noisy",
+            "learned − LR noisy CV",
+            "learned − paper variant",
+            "true − learned",
+            "flat − learned",
+        ],
+        diff_rows,
+    )
     print("Paired differences, accuracy points (mean ± sd over repeats; wins/losses)\n" + diff_table + "\n")
     for v in verdicts:
         print("requirement:", v)
@@ -220,15 +324,28 @@ def main(argv=None) -> int:
         mu = [agg[(m, p)].mean() for p in xs]
         sd = [agg[(m, p)].std(ddof=1) if agg[(m, p)].size > 1 else 0.0 for p in xs]
         c, ls, mk = STYLE[m]
-        ax.errorbar(np.asarray(xs) + (j - len(methods) / 2) * 0.003, mu, yerr=sd, color=c, ls=ls, marker=mk, capsize=3,
-                    label=LABELS[m], lw=1.5, ms=5)
+        ax.errorbar(
+            np.asarray(xs) + (j - len(methods) / 2) * 0.003,
+            mu,
+            yerr=sd,
+            color=c,
+            ls=ls,
+            marker=mk,
+            capsize=3,
+            label=LABELS[m],
+            lw=1.5,
+            ms=5,
+        )
     ax.set_xlabel("flip probability pf (pixels and label)")
     ax.set_ylabel("accuracy on clean test data")
     ax.set_xticks(pfs)
     ax.grid(alpha=0.3)
     eps_txt = ", ".join(f"{e['eps_record']:.0f}" for e in eps_rows)
-    ax.set_title(f"Barber Fig 3, {args.dataset} 7 vs 9: {2 * n_tr} train / {2 * n_te} test, K={K}, {repeats} repeats "
-                 f"(mean ± sd)\nrecord-level ε at pf={list(pfs)}: {eps_txt}", fontsize=9)
+    ax.set_title(
+        f"Barber Fig 3, {args.dataset} 7 vs 9: {2 * n_tr} train / {2 * n_te} test, K={K}, {repeats} repeats "
+        f"(mean ± sd)\nrecord-level ε at pf={list(pfs)}: {eps_txt}",
+        fontsize=9,
+    )
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     fig.savefig(out / f"{tag}.png", dpi=130)
@@ -245,10 +362,12 @@ def main(argv=None) -> int:
         f"{2 * n_tr} training images ({n_tr} per class) and {2 * n_te} clean test images ({n_te} per class), a new split "
         f"and new noise every repeat; {repeats} repeats; accuracy on the clean test split, mean ± sd (sample sd). "
         "Every method sees pixel state s as s/(K−1). Spread fits use C=1 and the library's default EM schedule"
-        + (f" (here max_iter={max_iter})" if max_iter else "") + f"; mean EM iterations: {iters_txt}. 'True prior' = per-pixel marginal of the clean "
+        + (f" (here max_iter={max_iter})" if max_iter else "")
+        + f"; mean EM iterations: {iters_txt}. 'True prior' = per-pixel marginal of the clean "
         f"training split with a {PSEUDO_COUNT:g} pseudo-count per state (the posterior needs mass on every state).",
-        "" if args.dataset != "mnist" else
-        "Paper: 250 train + 900 test per class; the offline MNIST set has 500 images per digit, so the test split is "
+        ""
+        if args.dataset != "mnist"
+        else "Paper: 250 train + 900 test per class; the offline MNIST set has 500 images per digit, so the test split is "
         "250 per class.",
         "",
         acc_table,
@@ -270,9 +389,14 @@ def main(argv=None) -> int:
         time_table,
     ]
     if verdicts:
-        md += ["", "Requirements (MNIST issue: learned-prior spread-EM vs naive LR(C=1) and vs the paper variant; means of the repeats)"
-               + (" — QUICK configuration, not a test of the requirement" if args.quick else "")
-               + (" — stated for MNIST; shown here for comparison" if args.dataset != "mnist" else "") + ":", ""]
+        md += [
+            "",
+            "Requirements (MNIST issue: learned-prior spread-EM vs naive LR(C=1) and vs the paper variant; means of the repeats)"
+            + (" — QUICK configuration, not a test of the requirement" if args.quick else "")
+            + (" — stated for MNIST; shown here for comparison" if args.dataset != "mnist" else "")
+            + ":",
+            "",
+        ]
         md += [f"* {v}" for v in verdicts]
     update_summary(out, tag, "\n".join(md))
     progress(f"wrote {out / (tag + '.csv')}, {out / (tag + '.png')}; total {total / 60:.1f} min")

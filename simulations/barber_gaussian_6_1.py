@@ -33,9 +33,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
-from _common import (fingerprint, DEFAULT_OUT, Timer, aggregate, command_line, int_seed, markdown_table, mean_std, out_dir,  # noqa: E402
-                     pivot_table, progress, pyplot, quiet_warnings, rng_for, update_summary, write_csv)
+from _common import (
+    DEFAULT_OUT,
+    Timer,
+    aggregate,
+    command_line,
+    fingerprint,
+    int_seed,
+    markdown_table,
+    mean_std,
+    out_dir,  # noqa: E402
+    pivot_table,
+    progress,
+    pyplot,
+    quiet_warnings,
+    rng_for,
+    update_summary,
+    write_csv,
+)
 
 SIGMA2 = (0.1, 0.5)
 LABEL_FLIP = 0.2
@@ -87,8 +102,12 @@ def run_cell(method, Xtr, ytr, Xte, yte, Xt, yt, rm, seed, max_iter):
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)"
+    )
     ap.add_argument("--repeats", type=int, default=None, help="default 3 (quick: 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="1 repeat, 60 train + 50 test per class, max_iter 20")
@@ -113,15 +132,26 @@ def main(argv=None) -> int:
 
     ds = load_mnist_7_vs_9()
     D = ds.X.shape[1]
-    progress(f"MNIST 7 vs 9, pixels/255 in [0, 1]; {n_tr} train + {n_te} test per class; σ² = {sig2s}; {repeats} repeats")
+    progress(
+        f"MNIST 7 vs 9, pixels/255 in [0, 1]; {n_tr} train + {n_te} test per class; σ² = {sig2s}; {repeats} repeats"
+    )
     rows, eps_rows = [], []
     t0 = time.perf_counter()
     for si, s2 in enumerate(sig2s):
         mech = GaussianMechanism(sigma=math.sqrt(s2), delta=DELTA, lower=0.0, upper=1.0)
         rm = RecordMechanism(mech, RandomizedResponse(2, LABEL_FLIP), n_features=D)
         br = rm.epsilon_breakdown()
-        eps_rows.append({"sigma2": s2, "sigma": mech.sigma, "eps_pixel": mech.epsilon, "eps_features": br["features"],
-                         "eps_label": br["label"], "eps_record": br["record"], "delta_record": rm.delta})
+        eps_rows.append(
+            {
+                "sigma2": s2,
+                "sigma": mech.sigma,
+                "eps_pixel": mech.epsilon,
+                "eps_features": br["features"],
+                "eps_label": br["label"],
+                "eps_record": br["record"],
+                "delta_record": rm.delta,
+            }
+        )
         for r in range(repeats):
             rng = rng_for(args.seed, 61, si, r)
             tr, te = train_test_split_per_class(ds, n_tr, n_te, rng)
@@ -131,29 +161,86 @@ def main(argv=None) -> int:
             line = []
             for mi, method in enumerate(methods):
                 acc, secs, info = run_cell(method, Xtr, tr.y, Xte, te.y, Xt, yt, rm, seed + mi, max_iter)
-                rows.append({"sigma2": s2, "repeat": r, "method": method, "accuracy": acc, "seconds": secs, "n_iter_or_C": info,
-                             "n_train": 2 * n_tr, "n_test": 2 * n_te, "label_flip": LABEL_FLIP, "eps_pixel": mech.epsilon,
-                             "eps_record": br["record"], "delta_record": rm.delta, "seed": args.seed})
+                rows.append(
+                    {
+                        "sigma2": s2,
+                        "repeat": r,
+                        "method": method,
+                        "accuracy": acc,
+                        "seconds": secs,
+                        "n_iter_or_C": info,
+                        "n_train": 2 * n_tr,
+                        "n_test": 2 * n_te,
+                        "label_flip": LABEL_FLIP,
+                        "eps_pixel": mech.epsilon,
+                        "eps_record": br["record"],
+                        "delta_record": rm.delta,
+                        "seed": args.seed,
+                    }
+                )
                 line.append(f"{method}={acc:.3f}({secs:.0f}s)")
             write_csv(out / "gaussian_6_1.csv", rows, cmd)
             progress(f"σ²={s2} repeat {r + 1}/{repeats} [{time.perf_counter() - t0:.0f} s] " + " ".join(line))
     total = time.perf_counter() - t0
 
-    acc_table = pivot_table(rows, "method", "sigma2", "accuracy", row_order=methods, col_order=sig2s, row_label=lambda m: LABELS[m],
-                            col_label=lambda s: f"σ²={s}", corner="method \\ pixel noise")
-    paper_rows = [[LABELS[m]] + [f"{PAPER[(m, s)]:.3f}" if (m, s) in PAPER else "—" for s in sig2s] for m in ("lr_clean", "spread_paper")]
+    acc_table = pivot_table(
+        rows,
+        "method",
+        "sigma2",
+        "accuracy",
+        row_order=methods,
+        col_order=sig2s,
+        row_label=lambda m: LABELS[m],
+        col_label=lambda s: f"σ²={s}",
+        corner="method \\ pixel noise",
+    )
+    paper_rows = [
+        [LABELS[m]] + [f"{PAPER[(m, s)]:.3f}" if (m, s) in PAPER else "—" for s in sig2s]
+        for m in ("lr_clean", "spread_paper")
+    ]
     paper_table = markdown_table(["paper (4,500 train/class)"] + [f"σ²={s}" for s in sig2s], paper_rows)
-    time_table = pivot_table(rows, "method", "sigma2", "seconds", row_order=methods, col_order=sig2s, row_label=lambda m: LABELS[m],
-                             col_label=lambda s: f"σ²={s}", corner="seconds per fit", digits=1)
-    eps_table = markdown_table(["σ²", "σ", "ε per pixel (δ=1e-5)", f"ε features ({D} px)", "ε label (flip 0.2)", "ε record",
-                                "δ record"],
-                               [[e["sigma2"], f"{e['sigma']:.3f}", f"{e['eps_pixel']:.3f}", f"{e['eps_features']:.0f}",
-                                 f"{e['eps_label']:.3f}", f"{e['eps_record']:.0f}", f"{e['delta_record']:.2e}"] for e in eps_rows])
-    print(f"\nAccuracy on clean test data (mean ± sd over {repeats} repeats)\n{acc_table}\n\nPaper (§6.1)\n{paper_table}\n")
+    time_table = pivot_table(
+        rows,
+        "method",
+        "sigma2",
+        "seconds",
+        row_order=methods,
+        col_order=sig2s,
+        row_label=lambda m: LABELS[m],
+        col_label=lambda s: f"σ²={s}",
+        corner="seconds per fit",
+        digits=1,
+    )
+    eps_table = markdown_table(
+        ["σ²", "σ", "ε per pixel (δ=1e-5)", f"ε features ({D} px)", "ε label (flip 0.2)", "ε record", "δ record"],
+        [
+            [
+                e["sigma2"],
+                f"{e['sigma']:.3f}",
+                f"{e['eps_pixel']:.3f}",
+                f"{e['eps_features']:.0f}",
+                f"{e['eps_label']:.3f}",
+                f"{e['eps_record']:.0f}",
+                f"{e['delta_record']:.2e}",
+            ]
+            for e in eps_rows
+        ],
+    )
+    print(
+        f"\nAccuracy on clean test data (mean ± sd over {repeats} repeats)\n{acc_table}\n\nPaper (§6.1)\n{paper_table}\n"
+    )
     print(f"Fit time\n{time_table}\n\nPrivacy\n{eps_table}\n")
     by = {(r["sigma2"], r["repeat"], r["method"]): r["accuracy"] for r in rows}
-    pairs = [(a, b) for a, b in (("spread_learned", "lr_noisy"), ("spread_given", "lr_noisy"), ("spread_learned", "lr_noisy_cv"),
-                                 ("spread_given", "spread_paper")) if a in methods and b in methods]
+    pairs = [
+        (a, b)
+        for a, b in (
+            ("spread_learned", "lr_noisy"),
+            ("spread_given", "lr_noisy"),
+            ("spread_learned", "lr_noisy_cv"),
+            ("spread_given", "spread_paper"),
+        )
+        if a in methods and b in methods
+    ]
     paired_rows = []
     for s2 in sig2s:
         cells = [s2]
@@ -179,13 +266,21 @@ def main(argv=None) -> int:
             ax.plot([i - 0.4, i + 0.4], [v, v], color="k", ls=":", lw=1)
             ax.text(i + 0.41, v, f"paper spread\n{v:.3f}", fontsize=7, va="center")
     ax.set_xticks(xs)
-    ax.set_xticklabels([f"σ² = {s}\nε/pixel = {e['eps_pixel']:.1f}, ε/record ≈ {e['eps_record']:.0f}" for s, e in zip(sig2s, eps_rows)],
-                       fontsize=8)
+    ax.set_xticklabels(
+        [
+            f"σ² = {s}\nε/pixel = {e['eps_pixel']:.1f}, ε/record ≈ {e['eps_record']:.0f}"
+            for s, e in zip(sig2s, eps_rows)
+        ],
+        fontsize=8,
+    )
     lo = min(v.mean() - v.std() for v in agg.values())
     ax.set_ylim(max(0.0, lo - 0.05), 1.0)
     ax.set_ylabel("accuracy on clean test data")
-    ax.set_title(f"Barber §6.1: MNIST 7 vs 9, Gaussian pixel noise, label flip {LABEL_FLIP}\n"
-                 f"{2 * n_tr} train / {2 * n_te} test, {repeats} repeats (paper: 9,000 / 1,800)", fontsize=9)
+    ax.set_title(
+        f"Barber §6.1: MNIST 7 vs 9, Gaussian pixel noise, label flip {LABEL_FLIP}\n"
+        f"{2 * n_tr} train / {2 * n_te} test, {repeats} repeats (paper: 9,000 / 1,800)",
+        fontsize=9,
+    )
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(out / "gaussian_6_1.png", dpi=130)

@@ -36,8 +36,10 @@ def main(argv=None) -> None:
     # inputs noised as by a Gaussian mechanism (σ = 1 per coordinate): ρ = √p_x · σ is the auto radius
     X = data.X + rng.normal(size=data.X.shape)
     radii = {"small (0.1)": 0.1, f"auto-like (√p_x = {math.sqrt(args.p):.2f})": math.sqrt(args.p), "large (300)": 300.0}
-    print(f"Gaussian W-DRO linear regression, p_x = {args.p}, n = {args.n}; median of {args.sdp_repeats} SDP "
-          f"and {args.repeats} SOCP fits (each fit includes building the cvxpy problem)")
+    print(
+        f"Gaussian W-DRO linear regression, p_x = {args.p}, n = {args.n}; median of {args.sdp_repeats} SDP "
+        f"and {args.repeats} SOCP fits (each fit includes building the cvxpy problem)"
+    )
     print(f"{'radius':<28}{'SDP [s]':>10}{'SOCP [s]':>10}{'ratio':>9}{'|Δobj|/obj':>12}{'max|Δcoef|':>12}")
     for label, rho in radii.items():
         times, fits = {}, {}
@@ -50,8 +52,10 @@ def main(argv=None) -> None:
             times[method] = statistics.median(ts)
         d_obj = abs(fits["sdp"].objective_ - fits["socp"].objective_) / fits["socp"].objective_
         d_coef = float(np.max(np.abs(fits["sdp"].coef_ - fits["socp"].coef_)))
-        print(f"{label:<28}{times['sdp']:>10.3f}{times['socp']:>10.4f}{times['sdp'] / times['socp']:>8.0f}x"
-              f"{d_obj:>12.1e}{d_coef:>12.1e}")
+        print(
+            f"{label:<28}{times['sdp']:>10.3f}{times['socp']:>10.4f}{times['sdp'] / times['socp']:>8.0f}x"
+            f"{d_obj:>12.1e}{d_coef:>12.1e}"
+        )
 
 
 if __name__ == "__main__":

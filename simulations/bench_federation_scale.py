@@ -38,38 +38,69 @@ def _timing_app(mode: str, box: dict) -> ServerApp:
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         cfg = load_run_config(context.run_config)
-        from fedrr.federation.config import n_nodes
         from flwr.app import Message
+
+        from fedrr.federation.config import n_nodes
 
         nodes = wait_for_nodes(grid, n_nodes(cfg), 1800)
         t0 = time.perf_counter()
         if mode == "plain":
-            msgs = [Message(content=query_content(), dst_node_id=n, message_type=MESSAGE_TYPE, group_id="r") for n in nodes]
+            msgs = [
+                Message(content=query_content(), dst_node_id=n, message_type=MESSAGE_TYPE, group_id="r") for n in nodes
+            ]
             replies = list(grid.send_and_receive(msgs, timeout=3600))
         else:
             replies, _ = collect_releases(grid, nodes, int(cfg["wave-size"]), 3600)
         secs = time.perf_counter() - t0
         valid, dropped = validate_replies(replies, None, None)
-        box.update(nodes=len(nodes), replies=len(replies), seconds=secs,
-                   releases=int(sum(len(v.client_id) for v in valid)), dropped=dropped)
+        box.update(
+            nodes=len(nodes),
+            replies=len(replies),
+            seconds=secs,
+            releases=int(sum(len(v.client_id) for v in valid)),
+            dropped=dropped,
+        )
 
     return app
 
 
 def run_one(mode: str, n_clients: int, cohort: int, wave: int, client_cpus: float = 1.0) -> dict:
     box: dict = {}
-    cfg = {"population": POP, "n-clients": n_clients, "run-mode": "cohort" if cohort > 1 else "node",
-           "cohort-size": cohort, "wave-size": wave, "results-dir": "/tmp/fedrr-bench", "node-wait-timeout": 1800.0}
+    cfg = {
+        "population": POP,
+        "n-clients": n_clients,
+        "run-mode": "cohort" if cohort > 1 else "node",
+        "cohort-size": cohort,
+        "wave-size": wave,
+        "results-dir": "/tmp/fedrr-bench",
+        "node-wait-timeout": 1800.0,
+    }
     t0 = time.perf_counter()
     if mode == "cohort":  # the whole job: release, collect, validate, pool and train spread-EM
         m = run_federation({**cfg, "learners": "spread", "min-valid": 1}, client_cpus=client_cpus)
-        box.update(nodes=m["nodes_registered"], replies=m["replies"], seconds=m["seconds_collect"], releases=m["n_releases"],
-                   dropped=m["dropped"], train_seconds=m["learners"]["spread"]["seconds"],
-                   accuracy=m["learners"]["spread"].get("accuracy"), total_seconds=m["seconds_total"])
+        box.update(
+            nodes=m["nodes_registered"],
+            replies=m["replies"],
+            seconds=m["seconds_collect"],
+            releases=m["n_releases"],
+            dropped=m["dropped"],
+            train_seconds=m["learners"]["spread"]["seconds"],
+            accuracy=m["learners"]["spread"].get("accuracy"),
+            total_seconds=m["seconds_total"],
+        )
     else:
-        run_federation(cfg, server_app=_timing_app(mode, box), indexed_linkstate=(mode != "plain"), client_cpus=client_cpus)
-    box.update(client_cpus=client_cpus, mode=mode, n_clients=n_clients, cohort_size=cohort, wave_size=wave, wall_seconds=time.perf_counter() - t0,
-               clients_per_second=box["releases"] / box["seconds"])
+        run_federation(
+            cfg, server_app=_timing_app(mode, box), indexed_linkstate=(mode != "plain"), client_cpus=client_cpus
+        )
+    box.update(
+        client_cpus=client_cpus,
+        mode=mode,
+        n_clients=n_clients,
+        cohort_size=cohort,
+        wave_size=wave,
+        wall_seconds=time.perf_counter() - t0,
+        clients_per_second=box["releases"] / box["seconds"],
+    )
     print(json.dumps(box), flush=True)
     return box
 
@@ -93,26 +124,46 @@ def main(argv=None) -> int:
         rows.append(run_one("cohort", n, -(-n // args.cohort_nodes), args.wave, args.client_cpus))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    keys = ["mode", "n_clients", "nodes", "cohort_size", "wave_size", "client_cpus", "releases", "seconds", "clients_per_second",
-            "train_seconds", "accuracy", "total_seconds", "wall_seconds"]
+    keys = [
+        "mode",
+        "n_clients",
+        "nodes",
+        "cohort_size",
+        "wave_size",
+        "client_cpus",
+        "releases",
+        "seconds",
+        "clients_per_second",
+        "train_seconds",
+        "accuracy",
+        "total_seconds",
+        "wall_seconds",
+    ]
     with open(out / "scale.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
-    lines = [f"command: python simulations/bench_federation_scale.py {' '.join(argv if argv is not None else sys.argv[1:])}",
-             f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}", "",
-             "| mode | clients | nodes | clients/node | releases | round seconds | clients/s | spread-EM fit s | accuracy | process wall s |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"command: python simulations/bench_federation_scale.py {' '.join(argv if argv is not None else sys.argv[1:])}",
+        f"machine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}",
+        "",
+        "| mode | clients | nodes | clients/node | releases | round seconds | clients/s | spread-EM fit s | accuracy | process wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         fit = f"{r['train_seconds']:.1f}" if "train_seconds" in r else ""
         acc = f"{r['accuracy']:.3f}" if r.get("accuracy") is not None else ""
-        lines.append(f"| {r['mode']} | {r['n_clients']:,} | {r['nodes']:,} | {r['cohort_size']} | {r['releases']:,} | "
-                     f"{r['seconds']:.1f} | {r['clients_per_second']:,.0f} | {fit} | {acc} | {r['wall_seconds']:.0f} |")
+        lines.append(
+            f"| {r['mode']} | {r['n_clients']:,} | {r['nodes']:,} | {r['cohort_size']} | {r['releases']:,} | "
+            f"{r['seconds']:.1f} | {r['clients_per_second']:,.0f} | {fit} | {acc} | {r['wall_seconds']:.0f} |"
+        )
     by = {(r["mode"], r["n_clients"]): r for r in rows}
     for n in args.nodes:
         if ("plain", n) in by:
-            lines.append(f"\nspeed-up of waves over plain at {n:,} nodes: "
-                         f"{by[('waves', n)]['clients_per_second'] / by[('plain', n)]['clients_per_second']:.1f}x")
+            lines.append(
+                f"\nspeed-up of waves over plain at {n:,} nodes: "
+                f"{by[('waves', n)]['clients_per_second'] / by[('plain', n)]['clients_per_second']:.1f}x"
+            )
     text = "\n".join(lines)
     (out / "scale.md").write_text(text + "\n")
     print(text)

@@ -38,7 +38,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=9000)
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--shard-size", type=int, default=2048, help="records per E-step shard (the library default is 2048)")
+    ap.add_argument(
+        "--shard-size", type=int, default=2048, help="records per E-step shard (the library default is 2048)"
+    )
     ap.add_argument("--out", default="results/federation_scale")
     args = ap.parse_args(argv)
     ds = load_mnist_7_vs_9()
@@ -46,30 +48,46 @@ def main(argv=None) -> int:
     idx = rng.integers(0, len(ds.y), args.n)
     rm = RecordMechanism(RandomizedResponse(256, 0.3), RandomizedResponse(2, 0.3), n_features=784)
     Xt, yt = rm.release(ds.X[idx], ds.y[idx], rng=rng)
-    kw = dict(random_state=1, max_iter=args.iters, burn_in=args.iters - 5, n_average=5, tol=1e-12, shard_size=args.shard_size)
+    kw = dict(
+        random_state=1, max_iter=args.iters, burn_in=args.iters - 5, n_average=5, tol=1e-12, shard_size=args.shard_size
+    )
     ray_ex = RayExecutor(num_cpus=2)
     executors = {"serial": SerialExecutor(), "threads (2)": ThreadExecutor(2), "ray (local, 2 CPUs)": ray_ex}
     results = {}
     for name, ex in executors.items():
         timed = Timed(ex)
         if name.startswith("ray"):  # start Ray and warm its workers outside the timing
-            SpreadLogisticRegression(executor=ex, **{**kw, "max_iter": 2, "burn_in": 1, "n_average": 1}).fit(Xt[:3000], yt[:3000], mechanism=rm)
+            SpreadLogisticRegression(executor=ex, **{**kw, "max_iter": 2, "burn_in": 1, "n_average": 1}).fit(
+                Xt[:3000], yt[:3000], mechanism=rm
+            )
         t0 = time.perf_counter()
         est = SpreadLogisticRegression(executor=timed, **kw).fit(Xt, yt, mechanism=rm)
-        results[name] = {"fit": time.perf_counter() - t0, "estep": np.array(timed.seconds[1:]), "coef": est.coef_.copy()}
-        print(f"{name}: fit {results[name]['fit']:.2f} s, E-step median {np.median(results[name]['estep']):.3f} s/iteration", flush=True)
+        results[name] = {
+            "fit": time.perf_counter() - t0,
+            "estep": np.array(timed.seconds[1:]),
+            "coef": est.coef_.copy(),
+        }
+        print(
+            f"{name}: fit {results[name]['fit']:.2f} s, E-step median {np.median(results[name]['estep']):.3f} s/iteration",
+            flush=True,
+        )
     ray_ex.shutdown()
     base = results["serial"]
-    lines = [f"command: python simulations/bench_parallel_estep.py {' '.join(argv if argv is not None else sys.argv[1:])}",
-             f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end",
-             f"data: MNIST 7/9 resampled to N={args.n}, D=784, K=256, RR flip 0.3; {args.iters} EM iterations per fit "
-             f"(E-step medians over iterations 2..{args.iters}); shard size {args.shard_size} "
-             f"({-(-args.n // args.shard_size)} shards, the same for every executor)", "",
-             "| executor | E-step s/iteration (median) | E-step speed-up vs serial | whole fit s | coefficients equal serial |",
-             "|---|---|---|---|---|"]
+    lines = [
+        f"command: python simulations/bench_parallel_estep.py {' '.join(argv if argv is not None else sys.argv[1:])}",
+        f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end",
+        f"data: MNIST 7/9 resampled to N={args.n}, D=784, K=256, RR flip 0.3; {args.iters} EM iterations per fit "
+        f"(E-step medians over iterations 2..{args.iters}); shard size {args.shard_size} "
+        f"({-(-args.n // args.shard_size)} shards, the same for every executor)",
+        "",
+        "| executor | E-step s/iteration (median) | E-step speed-up vs serial | whole fit s | coefficients equal serial |",
+        "|---|---|---|---|---|",
+    ]
     for name, r in results.items():
-        lines.append(f"| {name} | {np.median(r['estep']):.3f} | {np.median(base['estep']) / np.median(r['estep']):.2f}x | "
-                     f"{r['fit']:.1f} | {np.array_equal(r['coef'], base['coef'])} |")
+        lines.append(
+            f"| {name} | {np.median(r['estep']):.3f} | {np.median(base['estep']) / np.median(r['estep']):.2f}x | "
+            f"{r['fit']:.1f} | {np.array_equal(r['coef'], base['coef'])} |"
+        )
     text = "\n".join(lines)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

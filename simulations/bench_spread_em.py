@@ -34,8 +34,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
-from _common import fingerprint, DEFAULT_OUT, command_line, markdown_table, out_dir, progress, pyplot, quiet_warnings, rng_for, update_summary, write_csv  # noqa: E402
+from _common import (
+    DEFAULT_OUT,
+    command_line,
+    fingerprint,
+    markdown_table,
+    out_dir,
+    progress,
+    pyplot,
+    quiet_warnings,
+    rng_for,
+    update_summary,
+    write_csv,
+)  # noqa: E402
 
 GIB = 1024**3
 
@@ -68,14 +79,20 @@ def maxrss_bytes() -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)"
+    )
     ap.add_argument("--repeats", type=int, default=1, help="full default fits to time (default 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="N = 1,000 instead of 9,000")
     ap.add_argument("--n", type=int, default=None, help="records (default 9000)")
     ap.add_argument("--flip", type=float, default=0.3)
-    ap.add_argument("--threads", type=int, default=None, help="ThreadExecutor workers (default: all CPUs, as the library default)")
+    ap.add_argument(
+        "--threads", type=int, default=None, help="ThreadExecutor workers (default: all CPUs, as the library default)"
+    )
     ap.add_argument("--no-serial", action="store_true", help="skip the SerialExecutor comparison fit")
     args = ap.parse_args(argv)
     quiet_warnings()
@@ -131,17 +148,35 @@ def main(argv=None) -> int:
         estep = ends - starts
         fits.append({"est": est, "it_times": it_times, "estep": estep})
         acc = est.score(ds.X, ds.y)
-        row = {"N": n, "D": D, "K": K, "flip": args.flip, "repeat": r, "executor": repr(threads), "threads": n_threads, "n_iter": est.n_iter_,
-               "burn_in": getattr(est, "burn_in_", ""), "fit_seconds": t_full,
-               "setup_seconds": setup, "sec_per_iter_mean": float(it_times.mean()), "sec_per_iter_median": float(np.median(it_times)),
-               "estep_sec_per_iter": float(estep.mean()), "mstep_sec_per_iter": float((it_times - estep).mean()),
-               "sklearn_clean_seconds": t_sk, "ratio_spread_over_sklearn": t_full / t_sk,
-               "maxrss_before_MiB": rss_before / 2**20, "maxrss_after_MiB": rss_after / 2**20,
-               "accuracy_on_all_1000_clean": acc, "machine": platform.node()}
+        row = {
+            "N": n,
+            "D": D,
+            "K": K,
+            "flip": args.flip,
+            "repeat": r,
+            "executor": repr(threads),
+            "threads": n_threads,
+            "n_iter": est.n_iter_,
+            "burn_in": getattr(est, "burn_in_", ""),
+            "fit_seconds": t_full,
+            "setup_seconds": setup,
+            "sec_per_iter_mean": float(it_times.mean()),
+            "sec_per_iter_median": float(np.median(it_times)),
+            "estep_sec_per_iter": float(estep.mean()),
+            "mstep_sec_per_iter": float((it_times - estep).mean()),
+            "sklearn_clean_seconds": t_sk,
+            "ratio_spread_over_sklearn": t_full / t_sk,
+            "maxrss_before_MiB": rss_before / 2**20,
+            "maxrss_after_MiB": rss_after / 2**20,
+            "accuracy_on_all_1000_clean": acc,
+            "machine": platform.node(),
+        }
         rows.append(row)
-        progress(f"full default fit {r + 1}/{args.repeats} ({n_threads} threads): {t_full:.1f} s, {est.n_iter_} iterations, setup {setup:.2f} s, "
-                 f"{it_times.mean():.3f} s/iteration (E {estep.mean():.3f} + M {(it_times - estep).mean():.3f}); "
-                 f"ru_maxrss {rss_after / 2**20:.0f} MiB")
+        progress(
+            f"full default fit {r + 1}/{args.repeats} ({n_threads} threads): {t_full:.1f} s, {est.n_iter_} iterations, setup {setup:.2f} s, "
+            f"{it_times.mean():.3f} s/iteration (E {estep.mean():.3f} + M {(it_times - estep).mean():.3f}); "
+            f"ru_maxrss {rss_after / 2**20:.0f} MiB"
+        )
 
     # the same first fit through SerialExecutor: same-run speed-up, and bit-identical coefficients
     ser = None
@@ -152,11 +187,22 @@ def main(argv=None) -> int:
         t_ser = time.perf_counter() - t
         it_s = np.diff(np.append(np.asarray(ex.starts) - t, t_ser))
         e_s = np.asarray(ex.ends) - np.asarray(ex.starts)
-        same = bool(np.array_equal(est_s.coef_, fits[0]["est"].coef_) and np.array_equal(est_s.intercept_, fits[0]["est"].intercept_))
-        ser = {"seconds": t_ser, "n_iter": est_s.n_iter_, "sec_per_iter": float(it_s.mean()), "estep": float(e_s.mean()),
-               "mstep": float((it_s - e_s).mean()), "identical": same}
-        progress(f"same fit through SerialExecutor: {t_ser:.1f} s, {est_s.n_iter_} iterations, {it_s.mean():.3f} s/iteration "
-                 f"(E {e_s.mean():.3f} + M {(it_s - e_s).mean():.3f}); coefficients bit-identical to the threaded fit: {same}")
+        same = bool(
+            np.array_equal(est_s.coef_, fits[0]["est"].coef_)
+            and np.array_equal(est_s.intercept_, fits[0]["est"].intercept_)
+        )
+        ser = {
+            "seconds": t_ser,
+            "n_iter": est_s.n_iter_,
+            "sec_per_iter": float(it_s.mean()),
+            "estep": float(e_s.mean()),
+            "mstep": float((it_s - e_s).mean()),
+            "identical": same,
+        }
+        progress(
+            f"same fit through SerialExecutor: {t_ser:.1f} s, {est_s.n_iter_} iterations, {it_s.mean():.3f} s/iteration "
+            f"(E {e_s.mean():.3f} + M {(it_s - e_s).mean():.3f}); coefficients bit-identical to the threaded fit: {same}"
+        )
 
     # peak memory of a fit: tracemalloc on a short fit (numpy reports its buffers to tracemalloc)
     tracemalloc.start()
@@ -176,9 +222,17 @@ def main(argv=None) -> int:
     load1 = load()
     progress(load1)
     for r in rows:
-        r.update({"tracemalloc_peak_fit_MiB": peak_fit / 2**20, "maxrss_end_MiB": rss_end / 2**20,
-                  "serial_fit_seconds": ser["seconds"] if ser else "", "serial_sec_per_iter": ser["sec_per_iter"] if ser else "",
-                  "serial_identical": ser["identical"] if ser else "", "loadavg_start": load0, "loadavg_end": load1})
+        r.update(
+            {
+                "tracemalloc_peak_fit_MiB": peak_fit / 2**20,
+                "maxrss_end_MiB": rss_end / 2**20,
+                "serial_fit_seconds": ser["seconds"] if ser else "",
+                "serial_sec_per_iter": ser["sec_per_iter"] if ser else "",
+                "serial_identical": ser["identical"] if ser else "",
+                "loadavg_start": load0,
+                "loadavg_end": load1,
+            }
+        )
     write_csv(out / "bench_spread_em.csv", rows, cmd)
 
     ok_time = t_full.max() <= 60.0
@@ -192,13 +246,20 @@ def main(argv=None) -> int:
         f"data: MNIST 7/9 resampled with replacement to N={n}, D={D}, K={K}; RR flip {args.flip} on pixels and labels",
         "",
         f"full default fit (SpreadLogisticRegression(): mcmc E-step, S=2, library-default EM schedule, {n_threads} threads): "
-        + ", ".join(f"{v:.1f} s" for v in t_full) + f"  [{rows[0]['n_iter']} iterations; averaging started after iteration {rows[0]['burn_in']}]",
+        + ", ".join(f"{v:.1f} s" for v in t_full)
+        + f"  [{rows[0]['n_iter']} iterations; averaging started after iteration {rows[0]['burn_in']}]",
         f"  setup before the first E-step:      {np.mean([r['setup_seconds'] for r in rows]):.2f} s",
         f"  seconds per EM iteration:           {spi.mean():.3f} (median {np.mean([r['sec_per_iter_median'] for r in rows]):.3f}; "
         f"E-step {np.mean([r['estep_sec_per_iter'] for r in rows]):.3f} + M-step {np.mean([r['mstep_sec_per_iter'] for r in rows]):.3f})",
-        *([f"same fit through SerialExecutor (1 thread): {ser['seconds']:.1f} s [{ser['n_iter']} iterations], "
-           f"{ser['sec_per_iter']:.3f} s/iteration (E-step {ser['estep']:.3f} + M-step {ser['mstep']:.3f}); "
-           f"threads speed-up {ser['seconds'] / t_full[0]:.2f}x; coefficients bit-identical: {ser['identical']}"] if ser else []),
+        *(
+            [
+                f"same fit through SerialExecutor (1 thread): {ser['seconds']:.1f} s [{ser['n_iter']} iterations], "
+                f"{ser['sec_per_iter']:.3f} s/iteration (E-step {ser['estep']:.3f} + M-step {ser['mstep']:.3f}); "
+                f"threads speed-up {ser['seconds'] / t_full[0]:.2f}x; coefficients bit-identical: {ser['identical']}"
+            ]
+            if ser
+            else []
+        ),
         f"sklearn LogisticRegression(C=1) on the clean {n}x{D} inputs: {t_sk:.2f} s",
         f"ratio full spread fit / sklearn clean fit: {t_full.mean() / t_sk:.1f}x",
         f"peak memory: tracemalloc peak of a fit {peak_fit / 2**20:.0f} MiB; process ru_maxrss {rss_end / 2**20:.0f} MiB "
@@ -223,8 +284,11 @@ def main(argv=None) -> int:
     ax.set_xlabel("EM iteration")
     ax.set_ylabel("seconds")
     ax.set_ylim(bottom=0)
-    ax.set_title(f"N={n}, D={D}, K={K}: full fit {t_full[0]:.1f} s (setup {rows[0]['setup_seconds']:.1f} s), "
-                 f"{t_full[0] / t_sk:.0f}x sklearn", fontsize=9)
+    ax.set_title(
+        f"N={n}, D={D}, K={K}: full fit {t_full[0]:.1f} s (setup {rows[0]['setup_seconds']:.1f} s), "
+        f"{t_full[0] / t_sk:.0f}x sklearn",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     ax = axes[1]
     h = f0["est"].history_
@@ -240,27 +304,52 @@ def main(argv=None) -> int:
     fig.savefig(out / "bench_spread_em.png", dpi=120)
     plt.close(fig)
 
-    md = [f"## Benchmark — default spread-EM fit at N = {n:,}, D = {D}, K = {K}" + (" (QUICK configuration)" if args.quick else ""),
-          "",
-          f"Command: `{cmd}`; library: {fingerprint()}. Files: `bench_spread_em.txt`, `bench_spread_em.csv`, `bench_spread_em.png`.",
-          "",
-          markdown_table(["measure", "value"], [
-              ["full default fit", ", ".join(f"{v:.1f} s" for v in t_full) + f" ({rows[0]['n_iter']} iterations, burn-in {rows[0]['burn_in']})"],
-              ["setup (prior deconvolution, naive initial fit)", f"{np.mean([r['setup_seconds'] for r in rows]):.2f} s"],
-              ["seconds per EM iteration (E + M)", f"{spi.mean():.3f} (E {np.mean([r['estep_sec_per_iter'] for r in rows]):.3f}, "
-                                                   f"M {np.mean([r['mstep_sec_per_iter'] for r in rows]):.3f})"],
-              *([["same fit, SerialExecutor (1 thread)", f"{ser['seconds']:.1f} s ({ser['sec_per_iter']:.3f} s/iteration); "
-                   f"speed-up {ser['seconds'] / t_full[0]:.2f}×; bit-identical: {'yes' if ser['identical'] else 'NO'}"]] if ser else []),
-              ["sklearn LogisticRegression(C=1), clean, same size", f"{t_sk:.2f} s"],
-              ["ratio spread / sklearn", f"{t_full.mean() / t_sk:.1f}×"],
-              ["tracemalloc peak of a fit", f"{peak_fit / 2**20:.0f} MiB"],
-              ["process ru_maxrss (whole run)", f"{rss_end / 2**20:.0f} MiB"],
-              ["target ≤ 60 s", "met" if ok_time else "NOT met"],
-              ["target ≤ 2 GiB", "met" if ok_mem else "NOT met"],
-          ]),
-          "",
-          f"Default executor: {n_threads} threads over the fixed shards ({os.cpu_count()}-CPU machine shared with other jobs; "
-          f"{load0} at start, {load1} at the end), so the times are upper bounds for an idle machine."]
+    md = [
+        f"## Benchmark — default spread-EM fit at N = {n:,}, D = {D}, K = {K}"
+        + (" (QUICK configuration)" if args.quick else ""),
+        "",
+        f"Command: `{cmd}`; library: {fingerprint()}. Files: `bench_spread_em.txt`, `bench_spread_em.csv`, `bench_spread_em.png`.",
+        "",
+        markdown_table(
+            ["measure", "value"],
+            [
+                [
+                    "full default fit",
+                    ", ".join(f"{v:.1f} s" for v in t_full)
+                    + f" ({rows[0]['n_iter']} iterations, burn-in {rows[0]['burn_in']})",
+                ],
+                [
+                    "setup (prior deconvolution, naive initial fit)",
+                    f"{np.mean([r['setup_seconds'] for r in rows]):.2f} s",
+                ],
+                [
+                    "seconds per EM iteration (E + M)",
+                    f"{spi.mean():.3f} (E {np.mean([r['estep_sec_per_iter'] for r in rows]):.3f}, "
+                    f"M {np.mean([r['mstep_sec_per_iter'] for r in rows]):.3f})",
+                ],
+                *(
+                    [
+                        [
+                            "same fit, SerialExecutor (1 thread)",
+                            f"{ser['seconds']:.1f} s ({ser['sec_per_iter']:.3f} s/iteration); "
+                            f"speed-up {ser['seconds'] / t_full[0]:.2f}×; bit-identical: {'yes' if ser['identical'] else 'NO'}",
+                        ]
+                    ]
+                    if ser
+                    else []
+                ),
+                ["sklearn LogisticRegression(C=1), clean, same size", f"{t_sk:.2f} s"],
+                ["ratio spread / sklearn", f"{t_full.mean() / t_sk:.1f}×"],
+                ["tracemalloc peak of a fit", f"{peak_fit / 2**20:.0f} MiB"],
+                ["process ru_maxrss (whole run)", f"{rss_end / 2**20:.0f} MiB"],
+                ["target ≤ 60 s", "met" if ok_time else "NOT met"],
+                ["target ≤ 2 GiB", "met" if ok_mem else "NOT met"],
+            ],
+        ),
+        "",
+        f"Default executor: {n_threads} threads over the fixed shards ({os.cpu_count()}-CPU machine shared with other jobs; "
+        f"{load0} at start, {load1} at the end), so the times are upper bounds for an idle machine.",
+    ]
     update_summary(out, "bench", "\n".join(md))
     progress(f"wrote {out / name}")
     return 0

@@ -40,7 +40,17 @@ from fedrr.mechanisms import RandomizedResponse
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 TRUE_CATEGORICAL = np.array([0.35, 0.25, 0.20, 0.12, 0.08])  # k = 5
 THETA0 = 0.3  # true share voting "yes"
-FIELDS = ["epsilon", "attribute", "k", "n", "naive_l1", "inversion_l1", "mle_l1", "expected_debiased_l1", "mle_converged"]
+FIELDS = [
+    "epsilon",
+    "attribute",
+    "k",
+    "n",
+    "naive_l1",
+    "inversion_l1",
+    "mle_l1",
+    "expected_debiased_l1",
+    "mle_converged",
+]
 
 
 def make_population(n: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -81,17 +91,19 @@ def run(n: int, seed: int) -> list[dict]:
                 converged = True
             except ConvergenceError:  # reported, not hidden: EM is very slow at small ε
                 mle, converged = np.full(k, np.nan), False
-            rows.append({
-                "epsilon": eps,
-                "attribute": attribute,
-                "k": k,
-                "n": n,
-                "naive_l1": float(np.abs(naive - truth).sum()),
-                "inversion_l1": float(np.abs(inversion - truth).sum()),
-                "mle_l1": float(np.abs(mle - truth).sum()),
-                "expected_debiased_l1": expected_debiased_l1(mech, truth, n),
-                "mle_converged": converged,
-            })
+            rows.append(
+                {
+                    "epsilon": eps,
+                    "attribute": attribute,
+                    "k": k,
+                    "n": n,
+                    "naive_l1": float(np.abs(naive - truth).sum()),
+                    "inversion_l1": float(np.abs(inversion - truth).sum()),
+                    "mle_l1": float(np.abs(mle - truth).sum()),
+                    "expected_debiased_l1": expected_debiased_l1(mech, truth, n),
+                    "mle_converged": converged,
+                }
+            )
     return rows
 
 
@@ -101,8 +113,11 @@ def print_table(rows: list[dict], file=sys.stdout) -> None:
     print("-" * len(head), file=file)
     for r in rows:
         mle = f"{r['mle_l1']:9.4f}" if r["mle_converged"] else f"{'no conv.':>9}"
-        print(f"{r['epsilon']:7.2f}  {r['attribute']:<11}  {r['naive_l1']:9.4f}  {r['inversion_l1']:11.4f}  {mle}  "
-              f"{r['expected_debiased_l1']:9.4f}", file=file)
+        print(
+            f"{r['epsilon']:7.2f}  {r['attribute']:<11}  {r['naive_l1']:9.4f}  {r['inversion_l1']:11.4f}  {mle}  "
+            f"{r['expected_debiased_l1']:9.4f}",
+            file=file,
+        )
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
@@ -119,7 +134,9 @@ def plot(rows: list[dict], path: Path, n: int) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for ax, attribute, title in zip(axes, ("categorical", "vote"), ("categorical attribute (k = 5)", f"binary vote (θ₀ = {THETA0})")):
+    for ax, attribute, title in zip(
+        axes, ("categorical", "vote"), ("categorical attribute (k = 5)", f"binary vote (θ₀ = {THETA0})")
+    ):
         sel = [r for r in rows if r["attribute"] == attribute]
         eps = [r["epsilon"] for r in sel]
         ax.plot(eps, [r["naive_l1"] for r in sel], "o--", label="naive (raw released frequencies)")

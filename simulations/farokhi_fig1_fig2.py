@@ -49,11 +49,22 @@ import numpy as np  # noqa: E402
 
 DELTA = 1e-2
 METHODS = ("mean", "ls", "ridge_cv", "lipschitz", "remark2", "gauss_dro")
-LABELS = {"mean": "training mean", "ls": "least squares (unregularised)", "ridge_cv": "ridge, LOO-CV α",
-          "lipschitz": "Lipschitz-regularised (eq 8, corrected L)", "remark2": "Lipschitz, Remark 2 as printed",
-          "gauss_dro": "Gaussian-optimal (Thm 6)"}
-STYLE = {"mean": ("k", "--"), "ls": ("tab:blue", "-"), "ridge_cv": ("tab:gray", ":"), "lipschitz": ("tab:orange", "-"),
-         "remark2": ("tab:red", "-."), "gauss_dro": ("tab:green", "-")}
+LABELS = {
+    "mean": "training mean",
+    "ls": "least squares (unregularised)",
+    "ridge_cv": "ridge, LOO-CV α",
+    "lipschitz": "Lipschitz-regularised (eq 8, corrected L)",
+    "remark2": "Lipschitz, Remark 2 as printed",
+    "gauss_dro": "Gaussian-optimal (Thm 6)",
+}
+STYLE = {
+    "mean": ("k", "--"),
+    "ls": ("tab:blue", "-"),
+    "ridge_cv": ("tab:gray", ":"),
+    "lipschitz": ("tab:orange", "-"),
+    "remark2": ("tab:red", "-."),
+    "gauss_dro": ("tab:green", "-"),
+}
 # the mean predictor on top of the (often identical) Lipschitz fit, which is drawn wide underneath
 LINE = {"mean": {"zorder": 5, "lw": 1.2}, "lipschitz": {"zorder": 1, "lw": 4, "alpha": 0.5}}
 _DATA: dict = {}
@@ -64,6 +75,7 @@ def load(name: str):
     scaled to [0, 1] (the paper encodes categoricals as integers); p_x = 12."""
     if name not in _DATA:
         from fedrr.datasets import load_adult, load_lending_club
+
         if name == "lending_club":
             d = load_lending_club(scale="unit")
             X, y = np.asarray(d.X, float), np.asarray(d.y, float)
@@ -94,9 +106,11 @@ def run_task(task: dict) -> tuple[list[dict], list[dict]]:
 
     X, y = load(task["dataset"])
     N, p = X.shape
-    rng = np.random.default_rng([task["seed"], task["ds_id"], task["cal_id"], task["n"], task["eps_id"], task["repeat"]])
+    rng = np.random.default_rng(
+        [task["seed"], task["ds_id"], task["cal_id"], task["n"], task["eps_id"], task["repeat"]]
+    )
     idx = rng.permutation(N)
-    tr, te = idx[: task["n"]], idx[task["n"]:]
+    tr, te = idx[: task["n"]], idx[task["n"] :]
     eps = task["eps_px"] / p
     mech = GaussianMechanism(eps, DELTA, np.zeros(p), np.ones(p), calibration=task["calibration"])
     Xt = mech.release(X[tr], rng)
@@ -105,12 +119,21 @@ def run_task(task: dict) -> tuple[list[dict], list[dict]]:
         "ls": lambda: LinearRegression(),
         "ridge_cv": lambda: RidgeCV(alphas=np.logspace(-4, 6, 21)),
         "lipschitz": lambda: WassersteinDRORegression(rho="auto", mechanism=mech, y_lower=0.0, y_upper=1.0),
-        "remark2": lambda: WassersteinDRORegression(rho="auto", mechanism=mech, y_lower=0.0, y_upper=1.0,
-                                                    lipschitz="remark2"),
+        "remark2": lambda: WassersteinDRORegression(
+            rho="auto", mechanism=mech, y_lower=0.0, y_upper=1.0, lipschitz="remark2"
+        ),
         "gauss_dro": lambda: GaussianDROLinearRegression(rho="auto", mechanism=mech),
     }
-    base = dict(dataset=task["dataset"], calibration=task["calibration"], n=task["n"], eps_px=task["eps_px"],
-                eps=eps, sigma=mech.sigma, eps_exact=mech.epsilon_exact, repeat=task["repeat"])
+    base = dict(
+        dataset=task["dataset"],
+        calibration=task["calibration"],
+        n=task["n"],
+        eps_px=task["eps_px"],
+        eps=eps,
+        sigma=mech.sigma,
+        eps_exact=mech.epsilon_exact,
+        repeat=task["repeat"],
+    )
     rows, checks = [], []
     fitted = {}
     for method in METHODS:
@@ -128,18 +151,35 @@ def run_task(task: dict) -> tuple[list[dict], list[dict]]:
                 pred, coef_norm, err = np.full(yte.shape, np.nan), float("nan"), str(exc)[:200]
         mse = float(np.mean((pred - yte) ** 2))
         acc = float(np.mean((pred > 0.5) == (yte > 0.5))) if task["dataset"] == "adult" else float("nan")
-        rows.append(dict(base, method=method, rho=rho, test_mse=mse, test_acc=acc, coef_norm=coef_norm,
-                         seconds=time.perf_counter() - t0, error=err))
+        rows.append(
+            dict(
+                base,
+                method=method,
+                rho=rho,
+                test_mse=mse,
+                test_acc=acc,
+                coef_norm=coef_norm,
+                seconds=time.perf_counter() - t0,
+                error=err,
+            )
+        )
     if task.get("sdp_check") and "gauss_dro" in fitted:
         socp = fitted["gauss_dro"]
         t0 = time.perf_counter()
         try:
             sdp = GaussianDROLinearRegression(rho="auto", mechanism=mech, method="sdp").fit(Xt, ytr)
-            checks.append(dict(base, rho=sdp.rho_, sdp_seconds=time.perf_counter() - t0,
-                               socp_seconds=socp.solve_seconds_,
-                               rel_objective_diff=abs(sdp.objective_ - socp.objective_) / socp.objective_,
-                               max_coef_diff=float(np.max(np.abs(sdp.coef_ - socp.coef_))),
-                               intercept_diff=abs(sdp.intercept_ - socp.intercept_), error=""))
+            checks.append(
+                dict(
+                    base,
+                    rho=sdp.rho_,
+                    sdp_seconds=time.perf_counter() - t0,
+                    socp_seconds=socp.solve_seconds_,
+                    rel_objective_diff=abs(sdp.objective_ - socp.objective_) / socp.objective_,
+                    max_coef_diff=float(np.max(np.abs(sdp.coef_ - socp.coef_))),
+                    intercept_diff=abs(sdp.intercept_ - socp.intercept_),
+                    error="",
+                )
+            )
         except ConvergenceError as exc:
             checks.append(dict(base, rho=socp.rho_, sdp_seconds=time.perf_counter() - t0, error=str(exc)[:200]))
     return rows, checks
@@ -149,6 +189,7 @@ def write_csv(path: Path, rows: list[dict]) -> None:
     """CSV (gzip-compressed if the name ends in .gz), floats to 7 significant digits."""
     import csv
     import gzip
+
     keys = list(dict.fromkeys(k for r in rows for k in r))
     fmt = [{k: (f"{v:.7g}" if isinstance(v, float) else v) for k, v in r.items()} for r in rows]
     opener = gzip.open if path.suffix == ".gz" else open
@@ -166,52 +207,93 @@ def _nanmean(values) -> float:
 def summarise(rows: list[dict]) -> list[dict]:
     """Mean, standard error and paired ratio to the mean predictor per (dataset, calibration, n, ε·p_x, method)."""
     from collections import defaultdict
+
     groups = defaultdict(list)
-    mean_mse = {(r["dataset"], r["calibration"], r["n"], r["eps_px"], r["repeat"]): r["test_mse"]
-                for r in rows if r["method"] == "mean"}
+    mean_mse = {
+        (r["dataset"], r["calibration"], r["n"], r["eps_px"], r["repeat"]): r["test_mse"]
+        for r in rows
+        if r["method"] == "mean"
+    }
     for r in rows:
         groups[(r["dataset"], r["calibration"], r["n"], r["eps_px"], r["method"])].append(r)
     out = []
-    for (ds, cal, n, epx, method), rs in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], kv[0][3],
-                                                                              METHODS.index(kv[0][4]))):
+    for (ds, cal, n, epx, method), rs in sorted(
+        groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], kv[0][3], METHODS.index(kv[0][4]))
+    ):
         mse = np.array([r["test_mse"] for r in rs])
         ratio = np.array([r["test_mse"] / mean_mse[(ds, cal, n, epx, r["repeat"])] for r in rs])
         ok = np.isfinite(mse)
-        out.append(dict(dataset=ds, calibration=cal, n=n, eps_px=epx, eps=rs[0]["eps"], sigma=rs[0]["sigma"],
-                        eps_exact=rs[0]["eps_exact"], rho=_nanmean([r["rho"] for r in rs]), method=method,
-                        repeats=len(rs), failures=int((~ok).sum()),
-                        test_mse=float(np.mean(mse[ok])) if ok.any() else float("nan"),
-                        test_mse_se=float(np.std(mse[ok], ddof=1) / math.sqrt(ok.sum())) if ok.sum() > 1 else float("nan"),
-                        ratio_to_mean=float(np.mean(ratio[ok])) if ok.any() else float("nan"),
-                        ratio_to_mean_se=float(np.std(ratio[ok], ddof=1) / math.sqrt(ok.sum())) if ok.sum() > 1 else float("nan"),
-                        test_acc_mean=_nanmean([r["test_acc"] for r in rs]),
-                        coef_norm_mean=_nanmean([r["coef_norm"] for r in rs])))
+        out.append(
+            dict(
+                dataset=ds,
+                calibration=cal,
+                n=n,
+                eps_px=epx,
+                eps=rs[0]["eps"],
+                sigma=rs[0]["sigma"],
+                eps_exact=rs[0]["eps_exact"],
+                rho=_nanmean([r["rho"] for r in rs]),
+                method=method,
+                repeats=len(rs),
+                failures=int((~ok).sum()),
+                test_mse=float(np.mean(mse[ok])) if ok.any() else float("nan"),
+                test_mse_se=float(np.std(mse[ok], ddof=1) / math.sqrt(ok.sum())) if ok.sum() > 1 else float("nan"),
+                ratio_to_mean=float(np.mean(ratio[ok])) if ok.any() else float("nan"),
+                ratio_to_mean_se=float(np.std(ratio[ok], ddof=1) / math.sqrt(ok.sum()))
+                if ok.sum() > 1
+                else float("nan"),
+                test_acc_mean=_nanmean([r["test_acc"] for r in rs]),
+                coef_norm_mean=_nanmean([r["coef_norm"] for r in rs]),
+            )
+        )
     return out
 
 
 def plot(summary: list[dict], out: Path, paper_max: float, datasets: list[str]) -> list[Path]:
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     def series(ds, cal, n, method, key, max_eps=np.inf):
-        pts = sorted((s["eps_px"], s[key], s[key + "_se"]) for s in summary
-                     if s["dataset"] == ds and s["calibration"] == cal and s["n"] == n and s["method"] == method
-                     and s["eps_px"] <= max_eps * (1 + 1e-9))
+        pts = sorted(
+            (s["eps_px"], s[key], s[key + "_se"])
+            for s in summary
+            if s["dataset"] == ds
+            and s["calibration"] == cal
+            and s["n"] == n
+            and s["method"] == method
+            and s["eps_px"] <= max_eps * (1 + 1e-9)
+        )
         return tuple(np.array(v) for v in zip(*pts)) if pts else None
 
     files = []
-    titles = {"lending_club": "Fig 1: Lending Club interest rate", "adult": "Fig 2: Adult (income >50K, linear regression)"}
+    titles = {
+        "lending_club": "Fig 1: Lending Club interest rate",
+        "adult": "Fig 2: Adult (income >50K, linear regression)",
+    }
     for k, ds in enumerate(datasets):
         n0 = min(s["n"] for s in summary if s["dataset"] == ds)
         fig, axes = plt.subplots(1, 2, figsize=(12, 4.3))
-        for ax, key, ylabel in ((axes[0], "test_mse", "test MSE (clean data)"),
-                                (axes[1], "ratio_to_mean", "test MSE / MSE of training mean")):
+        for ax, key, ylabel in (
+            (axes[0], "test_mse", "test MSE (clean data)"),
+            (axes[1], "ratio_to_mean", "test MSE / MSE of training mean"),
+        ):
             for method in METHODS:
                 x, m, se = series(ds, "farokhi", n0, method, key, paper_max)
                 c, ls = STYLE[method]
-                ax.errorbar(x, m, yerr=se, color=c, ls=ls, marker="o", ms=3, capsize=2, label=LABELS[method],
-                            **LINE.get(method, {}))
+                ax.errorbar(
+                    x,
+                    m,
+                    yerr=se,
+                    color=c,
+                    ls=ls,
+                    marker="o",
+                    ms=3,
+                    capsize=2,
+                    label=LABELS[method],
+                    **LINE.get(method, {}),
+                )
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel("ε · p_x  (ε per record, Farokhi calibration, δ = 0.01)")
@@ -227,8 +309,9 @@ def plot(summary: list[dict], out: Path, paper_max: float, datasets: list[str]) 
 
         ns = sorted({s["n"] for s in summary if s["dataset"] == ds})
         cals = ["farokhi", "analytic"]
-        fig, axes = plt.subplots(len(cals), len(ns), figsize=(4.2 * len(ns), 3.6 * len(cals)), sharex=True, sharey=True,
-                                 squeeze=False)
+        fig, axes = plt.subplots(
+            len(cals), len(ns), figsize=(4.2 * len(ns), 3.6 * len(cals)), sharex=True, sharey=True, squeeze=False
+        )
         for i, cal in enumerate(cals):
             for j, n in enumerate(ns):
                 ax = axes[i][j]
@@ -238,8 +321,18 @@ def plot(summary: list[dict], out: Path, paper_max: float, datasets: list[str]) 
                         continue
                     x, m, se = got
                     c, ls = STYLE[method]
-                    ax.errorbar(x, m, yerr=se, color=c, ls=ls, marker="o", ms=2.5, capsize=1.5, label=LABELS[method],
-                                **LINE.get(method, {}))
+                    ax.errorbar(
+                        x,
+                        m,
+                        yerr=se,
+                        color=c,
+                        ls=ls,
+                        marker="o",
+                        ms=2.5,
+                        capsize=1.5,
+                        label=LABELS[method],
+                        **LINE.get(method, {}),
+                    )
                 ax.axvspan(1, paper_max, color="y", alpha=0.08)
                 ax.set_xscale("log")
                 ax.set_yscale("log")
@@ -289,9 +382,20 @@ def main(argv=None) -> int:
                 for eps_id, epx in enumerate(grid(cal, n)):
                     for r in range(repeats):
                         paper = cal == "farokhi" and n == n_paper and epx <= paper_max * (1 + 1e-9)
-                        tasks.append(dict(dataset=ds, ds_id=ds_id, calibration=cal, cal_id=cal_id, n=n, eps_px=epx,
-                                          eps_id=eps_id, repeat=r, seed=args.seed,
-                                          sdp_check=paper and r == 0 and (not args.quick or epx == 1.0)))
+                        tasks.append(
+                            dict(
+                                dataset=ds,
+                                ds_id=ds_id,
+                                calibration=cal,
+                                cal_id=cal_id,
+                                n=n,
+                                eps_px=epx,
+                                eps_id=eps_id,
+                                repeat=r,
+                                seed=args.seed,
+                                sdp_check=paper and r == 0 and (not args.quick or epx == 1.0),
+                            )
+                        )
     tasks.sort(key=lambda t: not t["sdp_check"])  # the slow SDP checks first, so the pool stays busy
     t0 = time.perf_counter()
     rows, checks = [], []
@@ -301,7 +405,9 @@ def main(argv=None) -> int:
             checks += c
             if k % 200 == 0 or k == len(tasks):
                 print(f"  {k}/{len(tasks)} tasks, {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
-    rows.sort(key=lambda r: (r["dataset"], r["calibration"], r["n"], r["eps_px"], r["repeat"], METHODS.index(r["method"])))
+    rows.sort(
+        key=lambda r: (r["dataset"], r["calibration"], r["n"], r["eps_px"], r["repeat"], METHODS.index(r["method"]))
+    )
     summary = summarise(rows)
     write_csv(args.out / "runs.csv.gz", rows)
     write_csv(args.out / "summary.csv", summary)
@@ -315,20 +421,27 @@ def main(argv=None) -> int:
     print(f"solver failures: {len(fails)}" + (f" (e.g. {fails[0]['method']}: {fails[0]['error']})" if fails else ""))
     if checks:
         ok = [c for c in checks if not c["error"]]
-        print(f"SDP vs SOCP on {len(checks)} paper-setting problems: {len(checks) - len(ok)} SDP failures; "
-              f"max rel. objective diff {max(c['rel_objective_diff'] for c in ok):.1e}, max coef diff "
-              f"{max(c['max_coef_diff'] for c in ok):.1e}; SDP {np.median([c['sdp_seconds'] for c in ok]):.2f} s vs "
-              f"SOCP {np.median([c['socp_seconds'] for c in ok]):.3f} s (median)")
+        print(
+            f"SDP vs SOCP on {len(checks)} paper-setting problems: {len(checks) - len(ok)} SDP failures; "
+            f"max rel. objective diff {max(c['rel_objective_diff'] for c in ok):.1e}, max coef diff "
+            f"{max(c['max_coef_diff'] for c in ok):.1e}; SDP {np.median([c['sdp_seconds'] for c in ok]):.2f} s vs "
+            f"SOCP {np.median([c['socp_seconds'] for c in ok]):.3f} s (median)"
+        )
     for ds in args.datasets:
         for cal in ("farokhi", "analytic"):
             for n in n_grid(ds, args.quick):
                 print(f"\n{ds}, {cal}, n = {n}: test MSE / MSE of the training mean (mean over {repeats} repeats)")
                 print("  ε·p_x   σ        " + "".join(f"{m:>11}" for m in METHODS[1:]))
                 for epx in grid(cal, n):
-                    ss = {s["method"]: s for s in summary if s["dataset"] == ds and s["calibration"] == cal
-                          and s["n"] == n and s["eps_px"] == epx}
-                    print(f"  {epx:<7.3g} {ss['mean']['sigma']:<8.3g} " + "".join(f"{ss[m]['ratio_to_mean']:>11.3f}"
-                                                                             for m in METHODS[1:]))
+                    ss = {
+                        s["method"]: s
+                        for s in summary
+                        if s["dataset"] == ds and s["calibration"] == cal and s["n"] == n and s["eps_px"] == epx
+                    }
+                    print(
+                        f"  {epx:<7.3g} {ss['mean']['sigma']:<8.3g} "
+                        + "".join(f"{ss[m]['ratio_to_mean']:>11.3f}" for m in METHODS[1:])
+                    )
     print("\nwrote", ", ".join(str(p) for p in [args.out / "runs.csv.gz", args.out / "summary.csv", *files]))
     return 0
 

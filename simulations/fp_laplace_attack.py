@@ -27,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
 from _common import command_line, fingerprint, rng_for, write_csv  # noqa: E402
+
 from fedrr.mechanisms import LaplaceMechanism, SnappingLaplaceMechanism  # noqa: E402
 from fedrr.mechanisms.fp_attack import exclusion_rate  # noqa: E402
 
@@ -42,7 +42,20 @@ CELLS = [  # (ε, x0, x1)
     (4.0, 0.1, 0.9),
 ]
 SAMPLERS = ("numpy Laplace", "textbook Laplace", "snapping")
-FIELDS = ["epsilon", "x0", "x1", "sampler", "n", "excluded", "rate", "ci_low", "ci_high", "false_exclusions", "stated_epsilon", "seconds"]
+FIELDS = [
+    "epsilon",
+    "x0",
+    "x1",
+    "sampler",
+    "n",
+    "excluded",
+    "rate",
+    "ci_low",
+    "ci_high",
+    "false_exclusions",
+    "stated_epsilon",
+    "seconds",
+]
 
 
 def run(n: int, seed: int) -> list[dict]:
@@ -58,12 +71,27 @@ def run(n: int, seed: int) -> list[dict]:
                 kw = {"sampler": "numpy" if sampler.startswith("numpy") else "textbook"}
             t = time.perf_counter()
             r = exclusion_rate(mech, x0, x1, n, rng, **kw)
-            rows.append({"epsilon": eps, "x0": x0, "x1": x1, "sampler": sampler, "n": n, "excluded": r["excluded"],
-                         "rate": r["rate"], "ci_low": r["ci"][0], "ci_high": r["ci"][1],
-                         "false_exclusions": r["false_exclusions"], "stated_epsilon": mech.epsilon,
-                         "seconds": round(time.perf_counter() - t, 2)})
-            print(f"ε={eps:<4} x0={x0!r:<6} x1={x1!r:<21} {sampler:<17} excluded {r['excluded']:>6}/{n} "
-                  f"= {r['rate']:.4f} [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]  false={r['false_exclusions']}", flush=True)
+            rows.append(
+                {
+                    "epsilon": eps,
+                    "x0": x0,
+                    "x1": x1,
+                    "sampler": sampler,
+                    "n": n,
+                    "excluded": r["excluded"],
+                    "rate": r["rate"],
+                    "ci_low": r["ci"][0],
+                    "ci_high": r["ci"][1],
+                    "false_exclusions": r["false_exclusions"],
+                    "stated_epsilon": mech.epsilon,
+                    "seconds": round(time.perf_counter() - t, 2),
+                }
+            )
+            print(
+                f"ε={eps:<4} x0={x0!r:<6} x1={x1!r:<21} {sampler:<17} excluded {r['excluded']:>6}/{n} "
+                f"= {r['rate']:.4f} [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]  false={r['false_exclusions']}",
+                flush=True,
+            )
     return rows
 
 
@@ -88,8 +116,10 @@ def markdown(rows: list[dict], command: str) -> str:
     ]
     for (eps, x0, x1), d in by_cell.items():
         nl, tb, sn = d["numpy Laplace"], d["textbook Laplace"], d["snapping"]
-        lines.append(f"| {eps:g} | {x0!r} | {x1!r} | {fmt(nl)} | {fmt(tb)} | {fmt(sn)} (ε={sn['stated_epsilon']!r}) | "
-                     f"{nl['false_exclusions']}/{tb['false_exclusions']}/{sn['false_exclusions']} |")
+        lines.append(
+            f"| {eps:g} | {x0!r} | {x1!r} | {fmt(nl)} | {fmt(tb)} | {fmt(sn)} (ε={sn['stated_epsilon']!r}) | "
+            f"{nl['false_exclusions']}/{tb['false_exclusions']}/{sn['false_exclusions']} |"
+        )
     lines += [
         "",
         "Reading: with numpy's sampler most releases rule out the other input with certainty — even an input",

@@ -44,10 +44,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
+from _common import command_line, markdown_table, progress, pyplot, write_csv  # noqa: E402
 from scipy.special import logsumexp  # noqa: E402
 from scipy.stats import binom, laplace  # noqa: E402
-
-from _common import command_line, markdown_table, progress, pyplot, write_csv  # noqa: E402
 
 from fedrr.mechanisms import LaplaceMechanism, Mechanism, RandomizedResponse  # noqa: E402
 
@@ -178,7 +177,11 @@ def rr_exact_map_accuracy(k: int, keep: float, M: int) -> float:
             if c <= n:
                 new[1:, c:] += g[:-1, : n + 1 - c] * at_c
             g = new
-        inner = math.exp(log_fact[n] - n * math.log(k - 1)) * float(np.sum(g[:, n] / (1.0 + np.arange(k)))) if k > 1 else 1.0
+        inner = (
+            math.exp(log_fact[n] - n * math.log(k - 1)) * float(np.sum(g[:, n] / (1.0 + np.arange(k))))
+            if k > 1
+            else 1.0
+        )
         total += pc[c] * inner
     return float(total)
 
@@ -199,28 +202,45 @@ def attack_offline(field: Field, n: int, rng: np.random.Generator, m_grid=M_GRID
     x = field.support[truth]
     fresh = field.mech.release(np.repeat(x[:, None], M, axis=1), rng)  # resampler: M draws
     replayed = np.repeat(fresh[:, :1], M, axis=1)  # replayer: the first draw, M times
-    post = {"resampler": posterior_independent(field, fresh),
-            "replayer": posterior_replaying(field, replayed),
-            "replayer, eq 3 misapplied": posterior_independent(field, replayed)}
+    post = {
+        "resampler": posterior_independent(field, fresh),
+        "replayer": posterior_replaying(field, replayed),
+        "replayer, eq 3 misapplied": posterior_independent(field, replayed),
+    }
     eps = field.mech.epsilon
     rows = []
     k = len(field.support)
     for client, lp in post.items():
         mass, share = mass_on_truth(lp, truth), map_share(lp, truth)
         for m in m_grid:
-            row = {"part": "offline", "field": field.name, "client": client, "M": m, "n_clients": n,
-                   "epsilon_per_release": eps, "epsilon_spent": eps * (m if client == "resampler" else 1),
-                   "mass_on_truth": float(mass[:, m - 1].mean()), "mass_on_truth_se": float(mass[:, m - 1].std(ddof=1) / math.sqrt(n)),
-                   "map_accuracy": float(share[:, m - 1].mean()), "map_accuracy_se": float(share[:, m - 1].std(ddof=1) / math.sqrt(n))}
+            row = {
+                "part": "offline",
+                "field": field.name,
+                "client": client,
+                "M": m,
+                "n_clients": n,
+                "epsilon_per_release": eps,
+                "epsilon_spent": eps * (m if client == "resampler" else 1),
+                "mass_on_truth": float(mass[:, m - 1].mean()),
+                "mass_on_truth_se": float(mass[:, m - 1].std(ddof=1) / math.sqrt(n)),
+                "map_accuracy": float(share[:, m - 1].mean()),
+                "map_accuracy_se": float(share[:, m - 1].std(ddof=1) / math.sqrt(n)),
+            }
             if isinstance(field.mech, RandomizedResponse):
                 keep = field.mech.keep_prob
                 mm = m if client == "resampler" else 1
-                row["map_accuracy_exact"] = binary_exact_map_accuracy(keep, mm) if k == 2 else rr_exact_map_accuracy(k, keep, mm)
+                row["map_accuracy_exact"] = (
+                    binary_exact_map_accuracy(keep, mm) if k == 2 else rr_exact_map_accuracy(k, keep, mm)
+                )
             rows.append(row)
     closed = eq3_closed_form(field, fresh)
-    checks = {"field": field.name,
-              "eq3_max_abs_diff": float(np.max(np.abs(np.exp(closed) - np.exp(post["resampler"])))),
-              "replay_equals_first": bool(all(np.array_equal(post["replayer"][:, m], post["replayer"][:, 0]) for m in range(M)))}
+    checks = {
+        "field": field.name,
+        "eq3_max_abs_diff": float(np.max(np.abs(np.exp(closed) - np.exp(post["resampler"])))),
+        "replay_equals_first": bool(
+            all(np.array_equal(post["replayer"][:, m], post["replayer"][:, 0]) for m in range(M))
+        ),
+    }
     return rows, checks
 
 
@@ -234,27 +254,45 @@ def paper_formula_checks(rng: np.random.Generator) -> list[dict]:
     lp = posterior_independent(field, patterns)[:, -1]
     map_is_majority = bool(np.array_equal(lp.argmax(axis=1), (patterns.sum(axis=1) >= 2).astype(int)))
     q = 1 - f
-    printed = 0.5 * q ** 3 + 0.5 * (1 - (1 - q) ** 3)  # I(sum > 2): says 1 only if all three say 1
-    majority = q ** 3 + 3 * q ** 2 * (1 - q)
-    out.append({"formula": "majority of 3 reports, printed I(c1+c2+c3 > 2)",
-                "finding": (f"eq 3's MAP equals I(c1+c2+c3 >= 2) (= I(sum > 1)) on all 8 patterns: {map_is_majority}; "
-                            f"the printed rule is unanimity, not majority: accuracy {printed:.3f} vs majority {majority:.3f} "
-                            f"vs one report {q:.3f} (f = {f}, uniform prior)")})
+    printed = 0.5 * q**3 + 0.5 * (1 - (1 - q) ** 3)  # I(sum > 2): says 1 only if all three say 1
+    majority = q**3 + 3 * q**2 * (1 - q)
+    out.append(
+        {
+            "formula": "majority of 3 reports, printed I(c1+c2+c3 > 2)",
+            "finding": (
+                f"eq 3's MAP equals I(c1+c2+c3 >= 2) (= I(sum > 1)) on all 8 patterns: {map_is_majority}; "
+                f"the printed rule is unanimity, not majority: accuracy {printed:.3f} vs majority {majority:.3f} "
+                f"vs one report {q:.3f} (f = {f}, uniform prior)"
+            ),
+        }
+    )
     # Warner: E[f̃_A] = p + (1 − 2p) f_A, so f_A = (f̃_A − p)/(1 − 2p)
     p, fA, n = 0.2, 0.3, 2_000_000
     votes = rng.random(n) < fA
     flipped = votes ^ (rng.random(n) < p)
     ft = flipped.mean()
-    out.append({"formula": "Warner's estimate, printed f_A = (f̃_A + p)/(1 − 2p)",
-                "finding": (f"f_A = {fA}, p = {p}, N = {n:,}: (f̃ − p)/(1 − 2p) = {(ft - p) / (1 - 2 * p):.4f}, "
-                            f"printed (f̃ + p)/(1 − 2p) = {(ft + p) / (1 - 2 * p):.4f}; the sign of p is wrong in print")})
+    out.append(
+        {
+            "formula": "Warner's estimate, printed f_A = (f̃_A + p)/(1 − 2p)",
+            "finding": (
+                f"f_A = {fA}, p = {p}, N = {n:,}: (f̃ − p)/(1 − 2p) = {(ft - p) / (1 - 2 * p):.4f}, "
+                f"printed (f̃ + p)/(1 − 2p) = {(ft + p) / (1 - 2 * p):.4f}; the sign of p is wrong in print"
+            ),
+        }
+    )
     # eq 3 itself: correct; concentration is exponential (log-odds grow linearly in M)
     for fld in (rr_field("RR k=2, f=0.2", 2, flip_prob=0.2), rr_field("RR k=17, f=0.3", 17, flip_prob=0.3)):
         m = fld.mech
-        out.append({"formula": f"eq 3 concentration, {fld.name}",
-                    "finding": (f"E[log posterior odds truth : a given wrong value] = M·ε·(keep − other) = "
-                                f"M × {m.epsilon * (m.keep_prob - m.other_prob):.3f} (ε = {m.epsilon:.3f}): linear in M, so the "
-                                f"posterior mass off the truth decays exponentially, as the paper says")})
+        out.append(
+            {
+                "formula": f"eq 3 concentration, {fld.name}",
+                "finding": (
+                    f"E[log posterior odds truth : a given wrong value] = M·ε·(keep − other) = "
+                    f"M × {m.epsilon * (m.keep_prob - m.other_prob):.3f} (ε = {m.epsilon:.3f}): linear in M, so the "
+                    f"posterior mass off the truth decays exponentially, as the paper says"
+                ),
+            }
+        )
     return out
 
 
@@ -277,8 +315,14 @@ def collect_flower_replays(base: dict, n_clients: int, M: int, seed: int, result
     from fedrr.federation.protocol import MESSAGE_TYPE, query_content
     from fedrr.federation.server_app import wait_for_nodes
 
-    cfg = {"dataset": "digits_7_vs_9", "n-clients": n_clients, "seed": seed, "results-dir": results_dir,
-           "run-name": f"replay-{base['mechanism']}", **base}
+    cfg = {
+        "dataset": "digits_7_vs_9",
+        "n-clients": n_clients,
+        "seed": seed,
+        "results-dir": results_dir,
+        "run-name": f"replay-{base['mechanism']}",
+        **base,
+    }
     got: dict = {}
     app = ServerApp()
 
@@ -286,8 +330,11 @@ def collect_flower_replays(base: dict, n_clients: int, M: int, seed: int, result
     def main(grid: Grid, context: Context) -> None:
         rc = load_run_config(context.run_config)
         nodes = wait_for_nodes(grid, n_nodes(rc), float(rc["node-wait-timeout"]))
-        msgs = [Message(content=query_content(), dst_node_id=nid, message_type=MESSAGE_TYPE, group_id=f"query-{m}")
-                for m in range(M) for nid in nodes]
+        msgs = [
+            Message(content=query_content(), dst_node_id=nid, message_type=MESSAGE_TYPE, group_id=f"query-{m}")
+            for m in range(M)
+            for nid in nodes
+        ]
         pending = {mid: i for i, mid in enumerate(grid.push_messages(msgs)) if mid}
         order: dict[int, list] = {}
         deadline = time.monotonic() + 300
@@ -299,8 +346,12 @@ def collect_flower_replays(base: dict, n_clients: int, M: int, seed: int, result
                     continue
                 rel = parse_reply(r, None, None)
                 arrays = r.content.array_records["release"]
-                digest = hashlib.sha256(b"".join(arrays[k].data for k in ("x", "y", "client_id", "mechanism_index"))).hexdigest()
-                order.setdefault(int(rel.client_id[0]), []).append((i, rel.x[0], rel.y[0], digest, json.dumps(list(rel.mechanisms))))
+                digest = hashlib.sha256(
+                    b"".join(arrays[k].data for k in ("x", "y", "client_id", "mechanism_index"))
+                ).hexdigest()
+                order.setdefault(int(rel.client_id[0]), []).append(
+                    (i, rel.x[0], rel.y[0], digest, json.dumps(list(rel.mechanisms)))
+                )
             if not replies:
                 time.sleep(0.05)
         got["replies"] = {c: [t[1:] for t in sorted(v, key=lambda t: t[0])] for c, v in order.items()}
@@ -312,8 +363,9 @@ def collect_flower_replays(base: dict, n_clients: int, M: int, seed: int, result
     return cfg, got["replies"]
 
 
-def attack_flower(base: dict, n_clients: int, M: int, seed: int, results_dir: str, rng: np.random.Generator,
-                  m_grid=M_GRID) -> tuple[list[dict], dict]:
+def attack_flower(
+    base: dict, n_clients: int, M: int, seed: int, results_dir: str, rng: np.random.Generator, m_grid=M_GRID
+) -> tuple[list[dict], dict]:
     """The replaying client through Flower vs a resampling client simulated offline with the same
     records and mechanisms; per field type (features, label)."""
     from fedrr.federation import build_population, load_run_config
@@ -326,29 +378,51 @@ def attack_flower(base: dict, n_clients: int, M: int, seed: int, results_dir: st
     pop = build_population(full)
     honest = offline_release(pop, full["seed"])
     ids = sorted(replies)
-    checks = {"federation": base["mechanism"], "n_clients": n_clients, "queries_per_client": M, "seconds": seconds,
-              "byte_identical": all(len({r[2] for r in replies[c]}) == 1 for c in ids),
-              "equals_offline_release": all(np.array_equal(replies[c][0][0], honest.x[honest.client_id == c][0])
-                                            and replies[c][0][1] == honest.y[honest.client_id == c][0] for c in ids),
-              "mechanism_unchanged": all(json.loads(replies[c][0][3]) == [json.dumps(pop.mechanism(c).to_spec(), sort_keys=True)] for c in ids)}
+    checks = {
+        "federation": base["mechanism"],
+        "n_clients": n_clients,
+        "queries_per_client": M,
+        "seconds": seconds,
+        "byte_identical": all(len({r[2] for r in replies[c]}) == 1 for c in ids),
+        "equals_offline_release": all(
+            np.array_equal(replies[c][0][0], honest.x[honest.client_id == c][0])
+            and replies[c][0][1] == honest.y[honest.client_id == c][0]
+            for c in ids
+        ),
+        "mechanism_unchanged": all(
+            json.loads(replies[c][0][3]) == [json.dumps(pop.mechanism(c).to_spec(), sort_keys=True)] for c in ids
+        ),
+    }
     mech = pop.mechanism(0)
     feat_mech = mech.mechanism_for(0)
     if isinstance(feat_mech, RandomizedResponse):
-        ffield = Field(f"{base['mechanism']} federation: pixel, RR k={feat_mech.k} f={feat_mech.flip_prob:g}", feat_mech,
-                       np.arange(feat_mech.k), np.full(feat_mech.k, 1.0 / feat_mech.k))
+        ffield = Field(
+            f"{base['mechanism']} federation: pixel, RR k={feat_mech.k} f={feat_mech.flip_prob:g}",
+            feat_mech,
+            np.arange(feat_mech.k),
+            np.full(feat_mech.k, 1.0 / feat_mech.k),
+        )
     else:
-        ffield = Field(f"{base['mechanism']} federation: pixel, Laplace ε={feat_mech.epsilon:g}", feat_mech,
-                       np.linspace(0, 1, 17), np.full(17, 1 / 17))
+        ffield = Field(
+            f"{base['mechanism']} federation: pixel, Laplace ε={feat_mech.epsilon:g}",
+            feat_mech,
+            np.linspace(0, 1, 17),
+            np.full(17, 1 / 17),
+        )
     lab = mech.label
-    lfield = Field(f"{base['mechanism']} federation: label, RR k={lab.k} f={lab.flip_prob:g}", lab, np.arange(lab.k), np.full(lab.k, 1 / lab.k))
+    lfield = Field(
+        f"{base['mechanism']} federation: label, RR k={lab.k} f={lab.flip_prob:g}",
+        lab,
+        np.arange(lab.k),
+        np.full(lab.k, 1 / lab.k),
+    )
     X = np.stack([np.stack([r[0] for r in replies[c]]) for c in ids])  # (n, M, D)
     Y = np.stack([np.array([r[1] for r in replies[c]]) for c in ids])  # (n, M)
     clean_x = np.stack([pop.record(c)[0] for c in ids])
     clean_y = np.array([pop.record(c)[1] for c in ids])
     rows = []
     equal = True
-    for field, rep, clean in ((ffield, X.transpose(0, 2, 1).reshape(-1, M), clean_x.reshape(-1)),
-                              (lfield, Y, clean_y)):
+    for field, rep, clean in ((ffield, X.transpose(0, 2, 1).reshape(-1, M), clean_x.reshape(-1)), (lfield, Y, clean_y)):
         truth = field.truth_index(clean)
         lp_replay = posterior_replaying(field, rep)
         equal &= all(np.array_equal(lp_replay[:, m], lp_replay[:, 0]) for m in range(M))
@@ -359,13 +433,22 @@ def attack_flower(base: dict, n_clients: int, M: int, seed: int, results_dir: st
             for m in m_grid:
                 if m > M:
                     continue
-                rows.append({"part": "flower", "field": field.name, "client": client, "M": m, "n_clients": n_clients,
-                             "n_values": len(truth), "epsilon_per_release": field.mech.epsilon,
-                             "epsilon_spent": field.mech.epsilon * (m if client.startswith("resampler") else 1),
-                             "mass_on_truth": float(mass[:, m - 1].mean()),
-                             "mass_on_truth_se": float(mass[:, m - 1].std(ddof=1) / math.sqrt(len(truth))),
-                             "map_accuracy": float(share[:, m - 1].mean()),
-                             "map_accuracy_se": float(share[:, m - 1].std(ddof=1) / math.sqrt(len(truth)))})
+                rows.append(
+                    {
+                        "part": "flower",
+                        "field": field.name,
+                        "client": client,
+                        "M": m,
+                        "n_clients": n_clients,
+                        "n_values": len(truth),
+                        "epsilon_per_release": field.mech.epsilon,
+                        "epsilon_spent": field.mech.epsilon * (m if client.startswith("resampler") else 1),
+                        "mass_on_truth": float(mass[:, m - 1].mean()),
+                        "mass_on_truth_se": float(mass[:, m - 1].std(ddof=1) / math.sqrt(len(truth))),
+                        "map_accuracy": float(share[:, m - 1].mean()),
+                        "map_accuracy_se": float(share[:, m - 1].std(ddof=1) / math.sqrt(len(truth))),
+                    }
+                )
     checks["posterior_after_M_equals_after_1"] = bool(equal)
     return rows, checks
 
@@ -381,12 +464,31 @@ def offline_table(rows: list[dict], field: str, m_grid=M_GRID) -> str:
     for m in m_grid:
         rs, rp, rb = by[("resampler", m)], by[("replayer", m)], by[("replayer, eq 3 misapplied", m)]
         exact = lambda r: f" (exact {r['map_accuracy_exact']:.3f})" if "map_accuracy_exact" in r else ""  # noqa: E731
-        body.append([m, _fmt(rs["mass_on_truth"]), _fmt(rs["map_accuracy"], rs["map_accuracy_se"]) + exact(rs),
-                     f"{rs['epsilon_spent']:.3g}", _fmt(rp["mass_on_truth"]), _fmt(rp["map_accuracy"], rp["map_accuracy_se"]) + exact(rp),
-                     f"{rp['epsilon_spent']:.3g}", f"{_fmt(rb['mass_on_truth'])} / {_fmt(rb['map_accuracy'])}"])
-    return markdown_table(["M", "resampler: mass on truth", "resampler: MAP acc.", "resampler: ε spent",
-                           "replayer: mass on truth", "replayer: MAP acc.", "replayer: ε spent",
-                           "eq 3 misapplied to replays: mass / MAP"], body)
+        body.append(
+            [
+                m,
+                _fmt(rs["mass_on_truth"]),
+                _fmt(rs["map_accuracy"], rs["map_accuracy_se"]) + exact(rs),
+                f"{rs['epsilon_spent']:.3g}",
+                _fmt(rp["mass_on_truth"]),
+                _fmt(rp["map_accuracy"], rp["map_accuracy_se"]) + exact(rp),
+                f"{rp['epsilon_spent']:.3g}",
+                f"{_fmt(rb['mass_on_truth'])} / {_fmt(rb['map_accuracy'])}",
+            ]
+        )
+    return markdown_table(
+        [
+            "M",
+            "resampler: mass on truth",
+            "resampler: MAP acc.",
+            "resampler: ε spent",
+            "replayer: mass on truth",
+            "replayer: MAP acc.",
+            "replayer: ε spent",
+            "eq 3 misapplied to replays: mass / MAP",
+        ],
+        body,
+    )
 
 
 def flower_table(rows: list[dict], m_grid=M_GRID) -> str:
@@ -398,10 +500,31 @@ def flower_table(rows: list[dict], m_grid=M_GRID) -> str:
             rs, rp = by.get((f, "resampler (offline)", m)), by.get((f, "replayer (Flower)", m))
             if rs is None:
                 continue
-            body.append([f, m, _fmt(rs["mass_on_truth"]), _fmt(rs["map_accuracy"]), f"{rs['epsilon_spent']:.3g}",
-                         _fmt(rp["mass_on_truth"]), _fmt(rp["map_accuracy"]), f"{rp['epsilon_spent']:.3g}"])
-    return markdown_table(["field (values attacked)", "M", "resampler: mass on truth", "resampler: MAP acc.", "resampler: ε",
-                           "fedrr via Flower: mass on truth", "fedrr via Flower: MAP acc.", "fedrr: ε"], body)
+            body.append(
+                [
+                    f,
+                    m,
+                    _fmt(rs["mass_on_truth"]),
+                    _fmt(rs["map_accuracy"]),
+                    f"{rs['epsilon_spent']:.3g}",
+                    _fmt(rp["mass_on_truth"]),
+                    _fmt(rp["map_accuracy"]),
+                    f"{rp['epsilon_spent']:.3g}",
+                ]
+            )
+    return markdown_table(
+        [
+            "field (values attacked)",
+            "M",
+            "resampler: mass on truth",
+            "resampler: MAP acc.",
+            "resampler: ε",
+            "fedrr via Flower: mass on truth",
+            "fedrr via Flower: MAP acc.",
+            "fedrr: ε",
+        ],
+        body,
+    )
 
 
 def summary_table(rows: list[dict], fields: list[Field]) -> str:
@@ -413,10 +536,25 @@ def summary_table(rows: list[dict], fields: list[Field]) -> str:
         acc = lambda r: r.get("map_accuracy_exact", r["map_accuracy"])  # noqa: E731
         m95 = next((m for m in M_GRID if acc(by[("resampler", m)]) >= 0.95), None)
         mx = max(M_GRID)
-        body.append([f.name, f"{acc(by[('resampler', 1)]):.3f}", f"M = {m95} (ε spent {m95 * f.mech.epsilon:.3g})" if m95 else f"not by M = {mx}",
-                     f"{acc(by[('resampler', mx)]):.3f} (ε {mx * f.mech.epsilon:.3g})", f"{acc(by[('replayer', mx)]):.3f} (ε {f.mech.epsilon:.3g})"])
-    return markdown_table(["field", "MAP acc. after 1 query (exact for RR, Monte Carlo for Laplace)", "resampler reaches MAP acc. 0.95 at",
-                           f"resampler after {max(M_GRID)}", f"fedrr (replays) after {max(M_GRID)}"], body)
+        body.append(
+            [
+                f.name,
+                f"{acc(by[('resampler', 1)]):.3f}",
+                f"M = {m95} (ε spent {m95 * f.mech.epsilon:.3g})" if m95 else f"not by M = {mx}",
+                f"{acc(by[('resampler', mx)]):.3f} (ε {mx * f.mech.epsilon:.3g})",
+                f"{acc(by[('replayer', mx)]):.3f} (ε {f.mech.epsilon:.3g})",
+            ]
+        )
+    return markdown_table(
+        [
+            "field",
+            "MAP acc. after 1 query (exact for RR, Monte Carlo for Laplace)",
+            "resampler reaches MAP acc. 0.95 at",
+            f"resampler after {max(M_GRID)}",
+            f"fedrr (replays) after {max(M_GRID)}",
+        ],
+        body,
+    )
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -425,16 +563,28 @@ def plot(rows: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, 2 if flower else 1, figsize=(14 if flower else 7, 7.2), squeeze=False)
     panels = [("offline", "resampler", "replayer", "offline: true value drawn from the server's (uniform) prior")]
     if flower:
-        panels.append(("flower", "resampler (offline)", "replayer (Flower)", "Flower federation on digits 7 vs 9 (real records)"))
+        panels.append(
+            ("flower", "resampler (offline)", "replayer (Flower)", "Flower federation on digits 7 vs 9 (real records)")
+        )
     for ax, (part, res, rep, title) in zip(axes[0], panels):
         fields = list(dict.fromkeys(r["field"] for r in rows if r["part"] == part))
         for i, f in enumerate(fields):
             color = f"C{i}"
             for client, style, marker in ((res, "-", "o"), (rep, "--", "s")):
-                pts = sorted((r["M"], r["mass_on_truth"]) for r in rows if r["part"] == part and r["field"] == f and r["client"] == client)
+                pts = sorted(
+                    (r["M"], r["mass_on_truth"])
+                    for r in rows
+                    if r["part"] == part and r["field"] == f and r["client"] == client
+                )
                 if pts:
-                    ax.plot(*zip(*pts), style, marker=marker, ms=4, color=color,
-                            label=f"{f} — {'resampling client' if client == res else 'fedrr (replays)'}")
+                    ax.plot(
+                        *zip(*pts),
+                        style,
+                        marker=marker,
+                        ms=4,
+                        color=color,
+                        label=f"{f} — {'resampling client' if client == res else 'fedrr (replays)'}",
+                    )
         ax.set_xscale("log")
         ax.set_ylim(0, 1.02)
         ax.set_xlabel("M = number of queries to the same client")
@@ -442,50 +592,105 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)
-    fig.suptitle("Repeated-release attack (Barber eq 3): a resampling client leaks with M, fedrr's replaying client does not", fontsize=11)
+    fig.suptitle(
+        "Repeated-release attack (Barber eq 3): a resampling client leaks with M, fedrr's replaying client does not",
+        fontsize=11,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=130)
     plt.close(fig)
 
 
-def write_report(out: Path, rows: list[dict], checks: list[dict], flower_checks: list[dict], formulas: list[dict],
-                 fields: list[Field], n: int, seconds: float, command: str) -> Path:
-    lines = ["# Repeated-release attack (Barber 2020 eq 3) — resampling client vs fedrr's replaying client", "",
-             f"`{command}` — {seconds:.0f} s. CSV: `repeated_release.csv`; plot: `repeated_release.png`.", "",
-             "The server queries one client M times and computes its exact Bayesian posterior over the client's true value "
-             "(log-space, `mechanism.log_likelihood` × prior, normalised). *Mass on truth*: the posterior probability of the "
-             "true value, averaged over clients. *MAP acc.*: how often the posterior's mode is the true value (ties split "
-             "evenly), ± one Monte Carlo standard error; *exact*: the same number computed without sampling (binomial for "
-             "k = 2, a multinomial dynamic programme for k > 2). *ε spent*: M·ε for the resampler (basic composition, tight "
-             "for pure ε-LDP), ε for the replayer. The last column is a server that (wrongly) treats fedrr's replays as "
-             "independent draws: over-confident in the released value, no more accurate.", "",
-             "## Summary", "", summary_table(rows, fields), "",
-             "## Part 1 — offline, exact", "", f"{n:,} clients per field, true values drawn from the server's uniform prior. "
-             "The MAP accuracy need not rise at every step: with an even number of reports ties appear (RR k = 2, M = 2 "
-             "ties whenever the two reports disagree, so its exact accuracy equals M = 1's; Laplace, M = 2: Σ|x̃_m − v| is "
-             "flat between the two reports, so every grid value there ties). The posterior mass on the truth rises at every step.", ""]
+def write_report(
+    out: Path,
+    rows: list[dict],
+    checks: list[dict],
+    flower_checks: list[dict],
+    formulas: list[dict],
+    fields: list[Field],
+    n: int,
+    seconds: float,
+    command: str,
+) -> Path:
+    lines = [
+        "# Repeated-release attack (Barber 2020 eq 3) — resampling client vs fedrr's replaying client",
+        "",
+        f"`{command}` — {seconds:.0f} s. CSV: `repeated_release.csv`; plot: `repeated_release.png`.",
+        "",
+        "The server queries one client M times and computes its exact Bayesian posterior over the client's true value "
+        "(log-space, `mechanism.log_likelihood` × prior, normalised). *Mass on truth*: the posterior probability of the "
+        "true value, averaged over clients. *MAP acc.*: how often the posterior's mode is the true value (ties split "
+        "evenly), ± one Monte Carlo standard error; *exact*: the same number computed without sampling (binomial for "
+        "k = 2, a multinomial dynamic programme for k > 2). *ε spent*: M·ε for the resampler (basic composition, tight "
+        "for pure ε-LDP), ε for the replayer. The last column is a server that (wrongly) treats fedrr's replays as "
+        "independent draws: over-confident in the released value, no more accurate.",
+        "",
+        "## Summary",
+        "",
+        summary_table(rows, fields),
+        "",
+        "## Part 1 — offline, exact",
+        "",
+        f"{n:,} clients per field, true values drawn from the server's uniform prior. "
+        "The MAP accuracy need not rise at every step: with an even number of reports ties appear (RR k = 2, M = 2 "
+        "ties whenever the two reports disagree, so its exact accuracy equals M = 1's; Laplace, M = 2: Σ|x̃_m − v| is "
+        "flat between the two reports, so every grid value there ties). The posterior mass on the truth rises at every step.",
+        "",
+    ]
     for f in fields:
         lines += [f"### {f.name} (ε = {f.mech.epsilon:.3f} per release)", "", offline_table(rows, f.name), ""]
-    lines += ["**Eq 3 against an independent closed form** (RR: softmax of log prior + ε·counts; Laplace: scipy's density), "
-              "and replay posterior after M replies vs after 1:", "",
-              markdown_table(["field", "max |posterior − closed form|", "replayer: posterior after M == after 1 (array_equal)"],
-                             [[c["field"], f"{c['eq3_max_abs_diff']:.1e}", c["replay_equals_first"]] for c in checks]), "",
-              "**Barber (2020) §1 checked numerically.** Eq 3 is correct as printed. Two formulas next to it are not:", "",
-              markdown_table(["formula", "finding"], [[f["formula"], f["finding"]] for f in formulas]), ""]
+    lines += [
+        "**Eq 3 against an independent closed form** (RR: softmax of log prior + ε·counts; Laplace: scipy's density), "
+        "and replay posterior after M replies vs after 1:",
+        "",
+        markdown_table(
+            ["field", "max |posterior − closed form|", "replayer: posterior after M == after 1 (array_equal)"],
+            [[c["field"], f"{c['eq3_max_abs_diff']:.1e}", c["replay_equals_first"]] for c in checks],
+        ),
+        "",
+        "**Barber (2020) §1 checked numerically.** Eq 3 is correct as printed. Two formulas next to it are not:",
+        "",
+        markdown_table(["formula", "finding"], [[f["formula"], f["finding"]] for f in formulas]),
+        "",
+    ]
     if flower_checks:
         fc = flower_checks[0]
-        lines += ["## Part 2 — through Flower (fedrr's real ClientApp, simulation engine)", "",
-                  f"A ServerApp sends every node {fc['queries_per_client']} `query.release` messages at once; "
-                  f"{fc['n_clients']} clients per federation. The server attacks every pixel (64 per client) and the label "
-                  "under a uniform prior. The resampling client uses the same records and mechanisms, offline.", "",
-                  markdown_table(["federation", "replies byte-identical per client", "= fedrr's offline release for the seed",
-                                  "mechanism in reply unchanged", "posterior after M == after 1 (array_equal, every M)", "seconds"],
-                                 [[c["federation"], c["byte_identical"], c["equals_offline_release"], c["mechanism_unchanged"],
-                                   c["posterior_after_M_equals_after_1"], f"{c['seconds']:.0f}"] for c in flower_checks]), "",
-                  flower_table(rows), "",
-                  "At M = 1 both columns are one release of the same records, but different draws (the resampler's is "
-                  "simulated, fedrr's came through Flower): their difference is sampling noise — the label rows rest on "
-                  f"{fc['n_clients']} values only, the pixel rows on {64 * fc['n_clients']}.", ""]
+        lines += [
+            "## Part 2 — through Flower (fedrr's real ClientApp, simulation engine)",
+            "",
+            f"A ServerApp sends every node {fc['queries_per_client']} `query.release` messages at once; "
+            f"{fc['n_clients']} clients per federation. The server attacks every pixel (64 per client) and the label "
+            "under a uniform prior. The resampling client uses the same records and mechanisms, offline.",
+            "",
+            markdown_table(
+                [
+                    "federation",
+                    "replies byte-identical per client",
+                    "= fedrr's offline release for the seed",
+                    "mechanism in reply unchanged",
+                    "posterior after M == after 1 (array_equal, every M)",
+                    "seconds",
+                ],
+                [
+                    [
+                        c["federation"],
+                        c["byte_identical"],
+                        c["equals_offline_release"],
+                        c["mechanism_unchanged"],
+                        c["posterior_after_M_equals_after_1"],
+                        f"{c['seconds']:.0f}",
+                    ]
+                    for c in flower_checks
+                ],
+            ),
+            "",
+            flower_table(rows),
+            "",
+            "At M = 1 both columns are one release of the same records, but different draws (the resampler's is "
+            "simulated, fedrr's came through Flower): their difference is sampling noise — the label rows rest on "
+            f"{fc['n_clients']} values only, the pixel rows on {64 * fc['n_clients']}.",
+            "",
+        ]
     else:
         lines += ["## Part 2 — through Flower", "", "Skipped (`--no-flower`).", ""]
     path = out / "repeated_release.md"
@@ -494,7 +699,9 @@ def write_report(out: Path, rows: list[dict], checks: list[dict], flower_checks:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
     ap.add_argument("--n", type=int, default=5000, help="clients per field offline (default 5000)")
     ap.add_argument("--flower-clients", type=int, default=20, help="clients per Flower federation (default 20)")
@@ -515,13 +722,22 @@ def main(argv=None) -> int:
         r, c = attack_offline(f, n, np.random.default_rng(s))
         rows += r
         checks.append(c)
-        progress(f"offline {f.name}: eq 3 max diff {c['eq3_max_abs_diff']:.1e}, replay == first: {c['replay_equals_first']}")
+        progress(
+            f"offline {f.name}: eq 3 max diff {c['eq3_max_abs_diff']:.1e}, replay == first: {c['replay_equals_first']}"
+        )
     formulas = paper_formula_checks(np.random.default_rng(s_formula))
     flower_checks = []
     if not args.no_flower:
         with tempfile.TemporaryDirectory(prefix="fedrr-replay-") as tmp:
             for (name, base), s in zip(FLOWER_FEDERATIONS.items(), s_flower.spawn(len(FLOWER_FEDERATIONS))):
-                r, c = attack_flower(base, 4 if args.quick else args.flower_clients, max(M_GRID), args.seed, tmp, np.random.default_rng(s))
+                r, c = attack_flower(
+                    base,
+                    4 if args.quick else args.flower_clients,
+                    max(M_GRID),
+                    args.seed,
+                    tmp,
+                    np.random.default_rng(s),
+                )
                 rows += r
                 flower_checks.append(c)
                 progress(f"flower {name}: {c}")
@@ -530,8 +746,12 @@ def main(argv=None) -> int:
     report = write_report(out, rows, checks, flower_checks, formulas, fields, n, time.perf_counter() - t0, command)
     print(report.read_text())
     ok = all(c["replay_equals_first"] and c["eq3_max_abs_diff"] < 1e-9 for c in checks) and all(
-        c["byte_identical"] and c["equals_offline_release"] and c["mechanism_unchanged"] and c["posterior_after_M_equals_after_1"]
-        for c in flower_checks)
+        c["byte_identical"]
+        and c["equals_offline_release"]
+        and c["mechanism_unchanged"]
+        and c["posterior_after_M_equals_after_1"]
+        for c in flower_checks
+    )
     return 0 if ok else 1
 
 

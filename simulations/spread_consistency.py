@@ -39,16 +39,39 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-
-from _common import (fingerprint, DEFAULT_OUT, Timer, aggregate, command_line, int_seed, markdown_table, mean_std, out_dir,  # noqa: E402
-                     pivot_table, progress, pyplot, quiet_warnings, rng_for, update_summary, write_csv)
+from _common import (
+    DEFAULT_OUT,
+    Timer,
+    aggregate,
+    command_line,
+    fingerprint,
+    int_seed,
+    markdown_table,
+    mean_std,
+    out_dir,  # noqa: E402
+    pivot_table,
+    progress,
+    pyplot,
+    quiet_warnings,
+    rng_for,
+    update_summary,
+    write_csv,
+)
 
 CASES = ("discrete", "gaussian_corr", "gaussian_indep")
 METHODS = ("spread", "paper", "naive", "clean")
-LABELS = {"spread": "spread-EM (default, mcmc)", "paper": "paper variant (IS, S=10)", "naive": "naive LR on releases",
-          "clean": "clean-data oracle"}
-STYLE = {"spread": ("tab:blue", "o", "-"), "paper": ("tab:purple", "x", "-."), "naive": ("tab:red", "v", "-"),
-         "clean": ("k", "s", ":")}
+LABELS = {
+    "spread": "spread-EM (default, mcmc)",
+    "paper": "paper variant (IS, S=10)",
+    "naive": "naive LR on releases",
+    "clean": "clean-data oracle",
+}
+STYLE = {
+    "spread": ("tab:blue", "o", "-"),
+    "paper": ("tab:purple", "x", "-."),
+    "naive": ("tab:red", "v", "-"),
+    "clean": ("k", "s", ":"),
+}
 
 # discrete case
 D_DISC, K_DISC = 6, 5
@@ -67,15 +90,17 @@ class Setup:
     """θ0, the input law and the mechanism of one case, fixed for the whole study."""
 
     def __init__(self, case: str, seed: int):
-        from fedrr.mechanisms import GaussianMechanism, RandomizedResponse, RecordMechanism
         from fedrr.datasets import non_isotropic_cov
+        from fedrr.mechanisms import GaussianMechanism, RandomizedResponse, RecordMechanism
 
         rng = rng_for(seed, 900, CASES.index(case))
         self.case = case
         if case == "discrete":
             self.coef, self.intercept = COEF_DISC, B_DISC
             self.probs = [rng.dirichlet(np.ones(K_DISC)) for _ in range(D_DISC)]
-            self.rm = RecordMechanism(RandomizedResponse(K_DISC, FLIP_X), RandomizedResponse(2, FLIP_Y), n_features=D_DISC)
+            self.rm = RecordMechanism(
+                RandomizedResponse(K_DISC, FLIP_X), RandomizedResponse(2, FLIP_Y), n_features=D_DISC
+            )
             self.encode = lambda X: X / (K_DISC - 1.0)
         else:
             self.coef, self.intercept = COEF_GAUSS, B_GAUSS
@@ -134,8 +159,12 @@ def fit(method: str, setup: Setup, X, y, Xt, yt, seed: int, max_iter: int | None
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)")
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)"
+    )
     ap.add_argument("--repeats", type=int, default=None, help="default 3 (quick: 1)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="N ∈ {1e3, 3e3}, 1 repeat")
@@ -157,8 +186,10 @@ def main(argv=None) -> int:
     setups = {c: Setup(c, args.seed) for c in cases}
     for c in cases:
         s = setups[c]
-        progress(f"case {c}: θ0 = {np.round(s.theta0, 3).tolist()}; record ε = {s.rm.epsilon:.3f}"
-                 + (f"; box ±{s.box:.2f}, max |corr| {s.max_corr:.2f}" if c != "discrete" else ""))
+        progress(
+            f"case {c}: θ0 = {np.round(s.theta0, 3).tolist()}; record ε = {s.rm.epsilon:.3f}"
+            + (f"; box ±{s.box:.2f}, max |corr| {s.max_corr:.2f}" if c != "discrete" else "")
+        )
     for c in cases:
         s = setups[c]
         for ni, n in enumerate(ns):
@@ -171,11 +202,22 @@ def main(argv=None) -> int:
                 for mi, m in enumerate(methods):
                     theta, secs, n_iter = fit(m, s, X, y, Xt, yt, seed + mi, args.max_iter)
                     err = float(np.linalg.norm(theta - s.theta0))
-                    rows.append({"case": c, "N": n, "repeat": r, "method": m, "param_error": err,
-                                 "coef_error": float(np.linalg.norm(theta[:-1] - s.theta0[:-1])),
-                                 "coef_norm_ratio": float(np.linalg.norm(theta[:-1]) / np.linalg.norm(s.theta0[:-1])),
-                                 "seconds": secs, "n_iter": n_iter, "rejected_rows": rejected,
-                                 "theta": " ".join(f"{v:.4f}" for v in theta), "seed": args.seed})
+                    rows.append(
+                        {
+                            "case": c,
+                            "N": n,
+                            "repeat": r,
+                            "method": m,
+                            "param_error": err,
+                            "coef_error": float(np.linalg.norm(theta[:-1] - s.theta0[:-1])),
+                            "coef_norm_ratio": float(np.linalg.norm(theta[:-1]) / np.linalg.norm(s.theta0[:-1])),
+                            "seconds": secs,
+                            "n_iter": n_iter,
+                            "rejected_rows": rejected,
+                            "theta": " ".join(f"{v:.4f}" for v in theta),
+                            "seed": args.seed,
+                        }
+                    )
                     line.append(f"{m}={err:.3f}({secs:.1f}s)")
                 write_csv(out / "spread_consistency.csv", rows, cmd)
                 progress(f"{c} N={n} repeat {r + 1}/{repeats} [{time.perf_counter() - t0:.0f} s] " + " ".join(line))
@@ -189,22 +231,48 @@ def main(argv=None) -> int:
     n_lo, n_hi = ns[0], ns[-1]
     for c in cases:
         sub = [r for r in rows if r["case"] == c]
-        tab = pivot_table(sub, "method", "N", "param_error", row_order=methods, col_order=ns, row_label=lambda m: LABELS[m],
-                          col_label=lambda n: f"N={n:,}", corner=f"{c}: ‖θ̂ − θ0‖₂")
+        tab = pivot_table(
+            sub,
+            "method",
+            "N",
+            "param_error",
+            row_order=methods,
+            col_order=ns,
+            row_label=lambda m: LABELS[m],
+            col_label=lambda n: f"N={n:,}",
+            corner=f"{c}: ‖θ̂ − θ0‖₂",
+        )
         ratio_rows = []
         for m in methods:
             if (c, m, n_lo) in agg and (c, m, n_hi) in agg:
                 ratio = agg[(c, m, n_lo)].mean() / agg[(c, m, n_hi)].mean()
-                ratio_rows.append([LABELS[m], f"{ratio:.2f}", mean_std(nagg[(c, m, n_hi)], 2),
-                                   " / ".join(f"{tagg[(c, m, n)].mean():.1f}" for n in ns if (c, m, n) in tagg)])
+                ratio_rows.append(
+                    [
+                        LABELS[m],
+                        f"{ratio:.2f}",
+                        mean_std(nagg[(c, m, n_hi)], 2),
+                        " / ".join(f"{tagg[(c, m, n)].mean():.1f}" for n in ns if (c, m, n) in tagg),
+                    ]
+                )
                 if m == "spread":
-                    verdicts.append(f"{c}: default spread-EM error falls {ratio:.2f}× from N={n_lo:,} to N={n_hi:,} "
-                                    f"({'≥ 2×: holds' if ratio >= 2 else '< 2×: does NOT hold'})")
+                    verdicts.append(
+                        f"{c}: default spread-EM error falls {ratio:.2f}× from N={n_lo:,} to N={n_hi:,} "
+                        f"({'≥ 2×: holds' if ratio >= 2 else '< 2×: does NOT hold'})"
+                    )
                 if m == "naive":
-                    verdicts.append(f"{c}: naive error ratio {ratio:.2f} "
-                                    f"({'does not fall 2×: holds' if ratio < 2 else 'falls ≥ 2×: the naive-baseline part does NOT hold'})")
-        rtab = markdown_table(["method", f"err(N={n_lo:,}) / err(N={n_hi:,})", f"‖coef‖/‖coef0‖ at N={n_hi:,}",
-                               "seconds per fit at " + " / ".join(f"{n:,}" for n in ns)], ratio_rows)
+                    verdicts.append(
+                        f"{c}: naive error ratio {ratio:.2f} "
+                        f"({'does not fall 2×: holds' if ratio < 2 else 'falls ≥ 2×: the naive-baseline part does NOT hold'})"
+                    )
+        rtab = markdown_table(
+            [
+                "method",
+                f"err(N={n_lo:,}) / err(N={n_hi:,})",
+                f"‖coef‖/‖coef0‖ at N={n_hi:,}",
+                "seconds per fit at " + " / ".join(f"{n:,}" for n in ns),
+            ],
+            ratio_rows,
+        )
         blocks.append((c, tab, rtab))
         print(f"\n{tab}\n\n{rtab}")
     print()
@@ -228,10 +296,13 @@ def main(argv=None) -> int:
         ax.set_yscale("log")
         ax.set_xlabel("N (records)")
         ax.set_ylabel("‖(coef, intercept) − θ0‖₂")
-        ttl = (f"discrete: D={D_DISC}, K={K_DISC}, RR {FLIP_X} / label {FLIP_Y}" if c == "discrete"
-               else f"correlated Gaussian: d={D_GAUSS}, cond 10, σ={SIGMA_X} / label {FLIP_Y}\n(factorised prior misspecified)"
-               if c == "gaussian_corr" else
-               f"independent Gaussian, variances 0.32…3.2: d={D_GAUSS}, σ={SIGMA_X} / label {FLIP_Y}")
+        ttl = (
+            f"discrete: D={D_DISC}, K={K_DISC}, RR {FLIP_X} / label {FLIP_Y}"
+            if c == "discrete"
+            else f"correlated Gaussian: d={D_GAUSS}, cond 10, σ={SIGMA_X} / label {FLIP_Y}\n(factorised prior misspecified)"
+            if c == "gaussian_corr"
+            else f"independent Gaussian, variances 0.32…3.2: d={D_GAUSS}, σ={SIGMA_X} / label {FLIP_Y}"
+        )
         ax.set_title(ttl, fontsize=9)
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
@@ -240,30 +311,46 @@ def main(argv=None) -> int:
     fig.savefig(out / "spread_consistency.png", dpi=130)
     plt.close(fig)
 
-    md = ["## Consistency of spread-EM on synthetic data with known θ0",
-          "",
-          f"Command: `{cmd}`; library: {fingerprint()} (wall time {total / 60:.1f} min, serial). Files: `spread_consistency.csv`, `spread_consistency.png`.",
-          "No penalty (C = ∞) for every estimator. Error = ‖(coef, intercept) − θ0‖₂, mean ± sd over "
-          f"{repeats} repeats (new data and noise each). Spread fits use the library defaults otherwise (default EM schedule, "
-          "learned prior)" + (f", here max_iter={args.max_iter}" if args.max_iter else "") + "; EM iterations and seconds per fit are in the CSV.",
-          "",
-          f"* discrete: D={D_DISC} independent features, K={K_DISC} states (input s/4), state probabilities from one "
-          f"Dirichlet(1) draw, θ0 = {np.round(setups['discrete'].theta0, 3).tolist() if 'discrete' in setups else '—'}; "
-          f"{K_DISC}-ary RR flip {FLIP_X} on every feature, label flip {FLIP_Y}.",
-          (f"* gaussian_corr: d={D_GAUSS} correlated inputs, Σ = non_isotropic_cov(condition=10) (max |corr| "
-           f"{setups['gaussian_corr'].max_corr:.2f}), θ0 = {np.round(setups['gaussian_corr'].theta0, 3).tolist()}; "
-           f"GaussianMechanism(sigma={SIGMA_X}, delta=1e-5) per feature with declared bounds ±{setups['gaussian_corr'].box:.2f} = "
-           f"±{BOX_SD:g}·max sd (rows outside the box redrawn — keeps p(y|x) exactly logistic); label flip {FLIP_Y}. "
-           "The learned prior is a product of per-feature Gaussians: misspecified for correlated inputs, so the spread "
-           "MLE has a bias floor here." if "gaussian_corr" in setups else ""),
-          (f"* gaussian_indep: as gaussian_corr with Σ replaced by the diagonal matrix of its eigenvalues "
-           f"({', '.join(f'{v:.2f}' for v in np.diag(setups['gaussian_indep'].cov))}): non-isotropic but independent, "
-           f"so the factorised prior is right; bounds ±{setups['gaussian_indep'].box:.2f}." if "gaussian_indep" in setups else ""),
-          ""]
+    md = [
+        "## Consistency of spread-EM on synthetic data with known θ0",
+        "",
+        f"Command: `{cmd}`; library: {fingerprint()} (wall time {total / 60:.1f} min, serial). Files: `spread_consistency.csv`, `spread_consistency.png`.",
+        "No penalty (C = ∞) for every estimator. Error = ‖(coef, intercept) − θ0‖₂, mean ± sd over "
+        f"{repeats} repeats (new data and noise each). Spread fits use the library defaults otherwise (default EM schedule, "
+        "learned prior)"
+        + (f", here max_iter={args.max_iter}" if args.max_iter else "")
+        + "; EM iterations and seconds per fit are in the CSV.",
+        "",
+        f"* discrete: D={D_DISC} independent features, K={K_DISC} states (input s/4), state probabilities from one "
+        f"Dirichlet(1) draw, θ0 = {np.round(setups['discrete'].theta0, 3).tolist() if 'discrete' in setups else '—'}; "
+        f"{K_DISC}-ary RR flip {FLIP_X} on every feature, label flip {FLIP_Y}.",
+        (
+            f"* gaussian_corr: d={D_GAUSS} correlated inputs, Σ = non_isotropic_cov(condition=10) (max |corr| "
+            f"{setups['gaussian_corr'].max_corr:.2f}), θ0 = {np.round(setups['gaussian_corr'].theta0, 3).tolist()}; "
+            f"GaussianMechanism(sigma={SIGMA_X}, delta=1e-5) per feature with declared bounds ±{setups['gaussian_corr'].box:.2f} = "
+            f"±{BOX_SD:g}·max sd (rows outside the box redrawn — keeps p(y|x) exactly logistic); label flip {FLIP_Y}. "
+            "The learned prior is a product of per-feature Gaussians: misspecified for correlated inputs, so the spread "
+            "MLE has a bias floor here."
+            if "gaussian_corr" in setups
+            else ""
+        ),
+        (
+            f"* gaussian_indep: as gaussian_corr with Σ replaced by the diagonal matrix of its eigenvalues "
+            f"({', '.join(f'{v:.2f}' for v in np.diag(setups['gaussian_indep'].cov))}): non-isotropic but independent, "
+            f"so the factorised prior is right; bounds ±{setups['gaussian_indep'].box:.2f}."
+            if "gaussian_indep" in setups
+            else ""
+        ),
+        "",
+    ]
     for c, tab, rtab in blocks:
         md += [tab, "", rtab, ""]
-    md += ["Requirements (default spread-EM's error falls ≥ 2× from the smallest to the largest N; the naive one does not)"
-           + (" — QUICK configuration, not a test of the requirement" if args.quick else "") + ":", ""]
+    md += [
+        "Requirements (default spread-EM's error falls ≥ 2× from the smallest to the largest N; the naive one does not)"
+        + (" — QUICK configuration, not a test of the requirement" if args.quick else "")
+        + ":",
+        "",
+    ]
     md += [f"* {v}" for v in verdicts]
     update_summary(out, "consistency", "\n".join(md))
     progress(f"wrote {out / 'spread_consistency.csv'}, {out / 'spread_consistency.png'}; total {total / 60:.1f} min")

@@ -43,31 +43,67 @@ FIRST_BURST = 4  # crafted queries pushed at once as each node's very first mess
 ATTACK_FILE = "attack.json"
 
 #: what a server would like the client to use instead of its own budget and noise
-OVERRIDES = {"protocol": PROTOCOL, "seed": 123, "epsilon": 1e6, "flip_prob": 0.0, "flip-prob": 0.0,
-             "feature-flip": 0.0, "label-flip": 0.0, "feature-epsilon": 1e6, "label-epsilon": 1e6, "k": 2,
-             "mechanism": "laplace", "population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation",
-             "run-mode": "cohort", "cohort-size": 1000, "partition-id": 0, "n-clients": 1,
-             "ledger-dir": "/tmp/fedrr-attacker-ledger", "record-file": "/tmp/fedrr-attacker-record.npz",
-             "deployment": False, "replay": False, "reset": True, "release-again": True, "echo-clean": True}
+OVERRIDES = {
+    "protocol": PROTOCOL,
+    "seed": 123,
+    "epsilon": 1e6,
+    "flip_prob": 0.0,
+    "flip-prob": 0.0,
+    "feature-flip": 0.0,
+    "label-flip": 0.0,
+    "feature-epsilon": 1e6,
+    "label-epsilon": 1e6,
+    "k": 2,
+    "mechanism": "laplace",
+    "population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation",
+    "run-mode": "cohort",
+    "cohort-size": 1000,
+    "partition-id": 0,
+    "n-clients": 1,
+    "ledger-dir": "/tmp/fedrr-attacker-ledger",
+    "record-file": "/tmp/fedrr-attacker-record.npz",
+    "deployment": False,
+    "replay": False,
+    "reset": True,
+    "release-again": True,
+    "echo-clean": True,
+}
 
 
 def _fake_release(n_features: int = 64) -> ArrayRecord:
     """A release the server would like the node to adopt as its ledger entry."""
-    return ArrayRecord({"x": Array(np.zeros((1, n_features), np.int64)), "y": Array(np.zeros(1, np.int64)),
-                        "client_id": Array(np.zeros(1, np.int64)), "mechanism_index": Array(np.zeros(1, np.int64))})
+    return ArrayRecord(
+        {
+            "x": Array(np.zeros((1, n_features), np.int64)),
+            "y": Array(np.zeros(1, np.int64)),
+            "client_id": Array(np.zeros(1, np.int64)),
+            "mechanism_index": Array(np.zeros(1, np.int64)),
+        }
+    )
 
 
 def crafted_variants() -> dict[str, RecordDict]:
     """release queries that keep the protocol version but add the server's wishes."""
     honest = {"protocol": PROTOCOL}
-    extra_configs = {"config": ConfigRecord(OVERRIDES), "run_config": ConfigRecord(OVERRIDES),
-                     "node_config": ConfigRecord({"ledger-dir": OVERRIDES["ledger-dir"], "record-file": OVERRIDES["record-file"],
-                                                  "partition-id": 0}),
-                     "meta": ConfigRecord({"protocol": PROTOCOL, "mechanisms": json.dumps(
-                         [json.dumps({"kind": "record", "features": [], "label": None})])}),
-                     "fedrr.ledger.meta": ConfigRecord({"protocol": PROTOCOL, "mechanisms": "[]"})}
-    arrays = {"release": _fake_release(), "fedrr.ledger.x": _fake_release(),
-              "arrays": ArrayRecord({"seed": Array(np.array([123], np.int64)), "flip_prob": Array(np.array([0.0]))})}
+    extra_configs = {
+        "config": ConfigRecord(OVERRIDES),
+        "run_config": ConfigRecord(OVERRIDES),
+        "node_config": ConfigRecord(
+            {"ledger-dir": OVERRIDES["ledger-dir"], "record-file": OVERRIDES["record-file"], "partition-id": 0}
+        ),
+        "meta": ConfigRecord(
+            {
+                "protocol": PROTOCOL,
+                "mechanisms": json.dumps([json.dumps({"kind": "record", "features": [], "label": None})]),
+            }
+        ),
+        "fedrr.ledger.meta": ConfigRecord({"protocol": PROTOCOL, "mechanisms": "[]"}),
+    }
+    arrays = {
+        "release": _fake_release(),
+        "fedrr.ledger.x": _fake_release(),
+        "arrays": ArrayRecord({"seed": Array(np.array([123], np.int64)), "flip_prob": Array(np.array([0.0]))}),
+    }
     metrics = {"metrics": MetricRecord({"epsilon": 1e6, "seed": 123, "flip_prob": 0.0, "k": 2})}
     return {
         "overrides_in_query": RecordDict({"query": ConfigRecord(OVERRIDES)}),
@@ -83,7 +119,10 @@ def out_of_protocol_variants() -> dict[str, tuple[str, RecordDict]]:
     good = query_content
     return {
         "train": ("train", good()),
-        "train_with_arrays": ("train", RecordDict({"query": ConfigRecord({"protocol": PROTOCOL}), "arrays": _fake_release()})),
+        "train_with_arrays": (
+            "train",
+            RecordDict({"query": ConfigRecord({"protocol": PROTOCOL}), "arrays": _fake_release()}),
+        ),
         "evaluate": ("evaluate", good()),
         "query": ("query", good()),
         "query.clean": ("query.clean", good()),
@@ -96,7 +135,10 @@ def out_of_protocol_variants() -> dict[str, tuple[str, RecordDict]]:
         "protocol_empty": (MESSAGE_TYPE, RecordDict({"query": ConfigRecord({"protocol": ""})})),
         "protocol_int": (MESSAGE_TYPE, RecordDict({"query": ConfigRecord({"protocol": 1})})),
         "protocol_list": (MESSAGE_TYPE, RecordDict({"query": ConfigRecord({"protocol": [PROTOCOL]})})),
-        "protocol_missing": (MESSAGE_TYPE, RecordDict({"query": ConfigRecord({k: v for k, v in OVERRIDES.items() if k != "protocol"})})),
+        "protocol_missing": (
+            MESSAGE_TYPE,
+            RecordDict({"query": ConfigRecord({k: v for k, v in OVERRIDES.items() if k != "protocol"})}),
+        ),
         "query_record_missing": (MESSAGE_TYPE, RecordDict({})),
         "query_record_renamed": (MESSAGE_TYPE, RecordDict({"Query": ConfigRecord({"protocol": PROTOCOL})})),
         "query_as_metric_record": (MESSAGE_TYPE, RecordDict({"query": MetricRecord({"seed": 123})})),
@@ -124,9 +166,11 @@ def summarise(reply: Message) -> dict:
             h.update(f"{name}/{key}/{arr.dtype.str}/{arr.shape}".encode())
             h.update(a.data)
             arrays[f"{name}/{key}"] = {"dtype": arr.dtype.str, "shape": list(arr.shape), "values": arr.tolist()}
-    out["records"] = {"array": {n: sorted(r) for n, r in c.array_records.items()},
-                      "config": {n: {k: _jsonable(v) for k, v in r.items()} for n, r in c.config_records.items()},
-                      "metric": {n: {k: _jsonable(v) for k, v in r.items()} for n, r in c.metric_records.items()}}
+    out["records"] = {
+        "array": {n: sorted(r) for n, r in c.array_records.items()},
+        "config": {n: {k: _jsonable(v) for k, v in r.items()} for n, r in c.config_records.items()},
+        "metric": {n: {k: _jsonable(v) for k, v in r.items()} for n, r in c.metric_records.items()},
+    }
     out["arrays"] = arrays
     out["digest"] = h.hexdigest()
     return out
@@ -151,7 +195,9 @@ def exchange(grid: Grid, plan: list[tuple[int, str, str, RecordDict]], timeout: 
             msgs.append(Message(content=content, dst_node_id=nid, message_type=mtype, group_id=label))
             labels.append((nid, label, mtype))
         except Exception as exc:  # the server's own Flower refuses to build it: nothing reached a node
-            refused.append({"node": nid, "label": label, "message_type": mtype, "refused": f"{type(exc).__name__}: {exc}"})
+            refused.append(
+                {"node": nid, "label": label, "message_type": mtype, "refused": f"{type(exc).__name__}: {exc}"}
+            )
     pending: dict[str, tuple[int, str, str]] = {}
     ids = list(grid.push_messages(msgs))
     for mid, lab in zip(ids, labels):
@@ -195,10 +241,19 @@ def attack(grid: Grid, cfg: dict, log=print) -> dict:
     timeout = float(cfg["reply-timeout"])
     burst, repeats = int(cfg.get("attack-burst", FIRST_BURST)), int(cfg.get("attack-repeats", REPEATS))
     crafted = crafted_variants()
-    first = [("everything", crafted["everything"])] + [(f"overrides-{i}", crafted["overrides_in_query"]) for i in range(1, burst)]
+    first = [("everything", crafted["everything"])] + [
+        (f"overrides-{i}", crafted["overrides_in_query"]) for i in range(1, burst)
+    ]
     crafted = _pick(crafted, str(cfg.get("attack-crafted", "")))
     oop = _pick(out_of_protocol_variants(), str(cfg.get("attack-oop", "")))
-    result: dict = {"nodes": nodes, "repeats": repeats, "burst": burst, "overrides": OVERRIDES, "phases": {}, "refused": {}}
+    result: dict = {
+        "nodes": nodes,
+        "repeats": repeats,
+        "burst": burst,
+        "overrides": OVERRIDES,
+        "phases": {},
+        "refused": {},
+    }
     phases = [
         ("first", [(n, name, MESSAGE_TYPE, content) for name, content in first for n in nodes]),
         ("crafted", [(n, name, MESSAGE_TYPE, content) for n in nodes for name, content in crafted.items()]),
@@ -211,7 +266,9 @@ def attack(grid: Grid, cfg: dict, log=print) -> dict:
         replies, refused = exchange(grid, plan, timeout) if plan else ([], [])
         result["phases"][phase] = replies
         result["refused"][phase] = refused
-        log(f"[attack] {phase}: {len(replies)} replies, {len(refused)} refused/unanswered in {time.perf_counter() - t:.1f} s")
+        log(
+            f"[attack] {phase}: {len(replies)} replies, {len(refused)} refused/unanswered in {time.perf_counter() - t:.1f} s"
+        )
     result["seconds"] = time.perf_counter() - t0
     return result
 
@@ -220,7 +277,9 @@ def write_result(cfg: dict, result: dict) -> Path:
     out = Path(cfg["results-dir"]) / (cfg["run-name"] or "attack")
     out.mkdir(parents=True, exist_ok=True)
     (out / ATTACK_FILE).write_text(json.dumps(result))
-    (out / "metrics.json").write_text(json.dumps({"status": "done", "attack": ATTACK_FILE, "seconds": result["seconds"]}))
+    (out / "metrics.json").write_text(
+        json.dumps({"status": "done", "attack": ATTACK_FILE, "seconds": result["seconds"]})
+    )
     return out / ATTACK_FILE
 
 

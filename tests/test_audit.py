@@ -29,7 +29,6 @@ from fedrr.audit import (
     DEFAULT_ALPHA,
     AuditResult,
     MisclaimedMechanism,
-    undercalibrated,
     audit_mechanism,
     audit_record,
     clopper_pearson,
@@ -37,6 +36,7 @@ from fedrr.audit import (
     exact_discrete_epsilon,
     max_certifiable_epsilon,
     samples_needed,
+    undercalibrated,
 )
 from fedrr.errors import ValidationError
 from fedrr.mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism, TransitionMatrix
@@ -113,7 +113,9 @@ def test_exact_additive_losses():
     ε at its δ equals ε to 1e-9 (relative); the classic calibration is conservative (exact < ε);
     a Laplace given sensitivity Δ/2 truly has 2ε. Fails if a calibration formula changes."""
     assert exact_additive_epsilon(LaplaceMechanism(1.3, 0.0, 1.0)) == pytest.approx(1.3, abs=1e-9)
-    assert exact_additive_epsilon(LaplaceMechanism(2.0, [0.0, -1.0, 2.0], [1.0, 1.0, 5.0])) == pytest.approx(2.0, abs=1e-9)
+    assert exact_additive_epsilon(LaplaceMechanism(2.0, [0.0, -1.0, 2.0], [1.0, 1.0, 5.0])) == pytest.approx(
+        2.0, abs=1e-9
+    )
     for eps in (0.3, 1.0, 4.0):
         g = GaussianMechanism(eps, 1e-5, [0.0, 0.0], [1.0, 2.0])
         assert exact_additive_epsilon(g) == pytest.approx(eps, rel=1e-9)
@@ -122,13 +124,17 @@ def test_exact_additive_losses():
 
 
 # ----------------------------------------------------------------------------- discrete audits
-@pytest.mark.parametrize("make, n", [
-    (lambda: RandomizedResponse(2, epsilon=1.0), 20_000),
-    (lambda: RandomizedResponse(4, epsilon=2.0), 20_000),
-    (lambda: RandomizedResponse(10, 0.5), 20_000),
-    (lambda: TransitionMatrix.binary(0.1, 0.3), 20_000),
-    (lambda: RandomizedResponse(256, epsilon=3.0), 50_000),  # k > 16: the exact worst pair is sampled
-], ids=["rr2", "rr4", "rr10", "tm_binary", "rr256"])
+@pytest.mark.parametrize(
+    "make, n",
+    [
+        (lambda: RandomizedResponse(2, epsilon=1.0), 20_000),
+        (lambda: RandomizedResponse(4, epsilon=2.0), 20_000),
+        (lambda: RandomizedResponse(10, 0.5), 20_000),
+        (lambda: TransitionMatrix.binary(0.1, 0.3), 20_000),
+        (lambda: RandomizedResponse(256, epsilon=3.0), 50_000),  # k > 16: the exact worst pair is sampled
+    ],
+    ids=["rr2", "rr4", "rr10", "tm_binary", "rr256"],
+)
 def test_discrete_audit_passes(make, n):
     """A real discrete mechanism: certified ε̂ ≤ claimed ε, exact = claimed, and the witness is a
     pair of distinct states with an output set. Fails (w.p. ≤ α) only if the mechanism's
@@ -229,7 +235,6 @@ def test_laplace_witness_brackets_noise_cdf():
         assert math.log(p / q) <= mech.epsilon + 1e-12
 
 
-
 @pytest.mark.parametrize("statistic", ["llr", "projection"])
 def test_laplace_audit_passes(statistic):
     """Laplace ε = 1 on [0, 1] (and a block of 3 features for the LLR): ε̂ ≤ 1 and ≥ 0.8 at 200 000
@@ -275,8 +280,18 @@ def test_gaussian_half_sensitivity_fails():
     the pilot grid's spacing; the audit fails it. Fails if the (ε, δ) test loses power."""
     mech = undercalibrated(GaussianMechanism(1.0, 1e-5, 0.0, 1.0))
     s = mech.sigma
-    n_cert = min(samples_needed(stats.norm.sf(t / s), stats.norm.sf((t + 1) / s), 1.0 + 1e-9, n_intervals=N_THRESHOLD_INTERVALS,
-                                alpha=ALPHA, delta=1e-5, miss=1e-3) for t in np.linspace(2.5, 5.0, 11))
+    n_cert = min(
+        samples_needed(
+            stats.norm.sf(t / s),
+            stats.norm.sf((t + 1) / s),
+            1.0 + 1e-9,
+            n_intervals=N_THRESHOLD_INTERVALS,
+            alpha=ALPHA,
+            delta=1e-5,
+            miss=1e-3,
+        )
+        for t in np.linspace(2.5, 5.0, 11)
+    )
     assert n_cert < 400_000
     res = audit_mechanism(mech, n_samples=with_pilot(int(1.3 * n_cert)), rng=rng(32), alpha=ALPHA)
     assert not res.passed and res.epsilon_lower_bound > 1.0, res.summary()
@@ -304,7 +319,9 @@ def test_record_rr_passes_and_approaches():
 def test_record_mixed_passes():
     """RR(k=4) + Laplace feature + RR label (ε 0.5 each, record ε 1.5); also via audit_mechanism.
     exact = 1.5; ε̂ ∈ (1, 1.5]. Fails if a field's release leaks more than its ε."""
-    rec = RecordMechanism([RandomizedResponse(4, epsilon=0.5), LaplaceMechanism(0.5, 0.0, 1.0)], RandomizedResponse(2, epsilon=0.5))
+    rec = RecordMechanism(
+        [RandomizedResponse(4, epsilon=0.5), LaplaceMechanism(0.5, 0.0, 1.0)], RandomizedResponse(2, epsilon=0.5)
+    )
     res = audit_mechanism(rec, n_samples=100_000, rng=rng(42), alpha=ALPHA)
     assert res.exact_epsilon == pytest.approx(1.5, abs=1e-9)
     assert res.passed and 1.0 < res.epsilon_lower_bound <= 1.5, res.summary()
@@ -340,19 +357,23 @@ def test_same_seed_same_result_and_wrapper_delegates():
     assert row["passed"] is True and row["claimed_epsilon"] == 1.0 and "LLR" in row["witness"]
 
 
-@pytest.mark.parametrize("kwargs, field", [
-    (dict(n_samples=10), "n_samples"),
-    (dict(n_samples=1000.0), "n_samples"),
-    (dict(rng=np.random.RandomState(0)), "rng"),
-    (dict(rng=0), "rng"),
-    (dict(alpha=0.0), "alpha"),
-    (dict(alpha=1.0), "alpha"),
-    (dict(statistic="max"), "statistic"),
-    (dict(pilot_fraction=1.0), "pilot_fraction"),
-    (dict(inputs=[0.0, 0.0]), "inputs"),
-    (dict(inputs=[0.0, 2.0]), "inputs[1]"),
-    (dict(inputs=0.5), "inputs"),
-], ids=lambda v: v if isinstance(v, str) else None)
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        (dict(n_samples=10), "n_samples"),
+        (dict(n_samples=1000.0), "n_samples"),
+        (dict(rng=np.random.RandomState(0)), "rng"),
+        (dict(rng=0), "rng"),
+        (dict(alpha=0.0), "alpha"),
+        (dict(alpha=1.0), "alpha"),
+        (dict(statistic="max"), "statistic"),
+        (dict(pilot_fraction=1.0), "pilot_fraction"),
+        (dict(inputs=[0.0, 0.0]), "inputs"),
+        (dict(inputs=[0.0, 2.0]), "inputs[1]"),
+        (dict(inputs=0.5), "inputs"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
 def test_validation_errors(kwargs, field):
     """Bad arguments raise ValidationError naming the field (not a numpy error deep inside)."""
     args = dict(n_samples=1000, rng=rng(0))
@@ -445,7 +466,9 @@ def test_big_farokhi_nominal_epsilon_is_caught():
     assert res.claimed_epsilon == pytest.approx(8.0) and res.exact_epsilon > 10
     assert not res.passed and res.epsilon_lower_bound > 8.0, res.summary()
     assert audit_mechanism(far, n_samples=2_000_000, rng=rng(400), alpha=ALPHA).passed
-    ok = audit_mechanism(GaussianMechanism(1.0, 1e-5, 0.0, 1.0, calibration="farokhi"), n_samples=2_000_000, rng=rng(401), alpha=ALPHA)
+    ok = audit_mechanism(
+        GaussianMechanism(1.0, 1e-5, 0.0, 1.0, calibration="farokhi"), n_samples=2_000_000, rng=rng(401), alpha=ALPHA
+    )
     assert ok.passed
 
 
@@ -458,8 +481,14 @@ def test_big_records_bigger():
     res = audit_record(rec, n_samples=2_000_000, rng=rng(500), alpha=ALPHA)
     assert res.exact_epsilon == pytest.approx(2.2, abs=1e-9)
     assert res.passed and res.epsilon_lower_bound >= 0.6 * 2.2, res.summary()
-    mixed = RecordMechanism([RandomizedResponse(3, epsilon=1.0), LaplaceMechanism(1.0, [0.0] * 3, [1.0] * 3),
-                             GaussianMechanism(1.0, 1e-5, 0.0, 1.0)], RandomizedResponse(2, epsilon=1.0))
+    mixed = RecordMechanism(
+        [
+            RandomizedResponse(3, epsilon=1.0),
+            LaplaceMechanism(1.0, [0.0] * 3, [1.0] * 3),
+            GaussianMechanism(1.0, 1e-5, 0.0, 1.0),
+        ],
+        RandomizedResponse(2, epsilon=1.0),
+    )
     rm = audit_record(mixed, n_samples=1_000_000, rng=rng(501), alpha=ALPHA)
     assert rm.exact_epsilon is None and rm.claimed_delta == pytest.approx(1e-5)
     assert rm.passed and rm.epsilon_lower_bound > 1.0, rm.summary()

@@ -25,10 +25,10 @@ from fedrr.datasets import (
     make_logistic_gaussian,
     make_logistic_multiclass_discrete,
     non_isotropic_cov,
+    real,
     train_test_split_per_class,
     verify_checksum,
 )
-from fedrr.datasets import real
 from fedrr.errors import ValidationError
 
 # Deviations are compared with Z standard errors; 4 SE leaves a two-sided per-coefficient
@@ -387,5 +387,7 @@ def test_vendored_data_found_from_a_copy_without_binary_files(tmp_path):
     src = Path(fedrr.__file__).parent
     shutil.copytree(src, tmp_path / "fedrr", ignore=shutil.ignore_patterns("*.gz", "__pycache__"))
     code = "import fedrr, fedrr.datasets as d; print(fedrr.__file__); print(d.load('adult').X.shape[0])"
-    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    ).stdout.split()
     assert out[0].startswith(str(tmp_path)) and int(out[1]) > 40000

@@ -41,10 +41,20 @@ def _gaussian_problem(rng, p_x, n=40):
 
 # --------------------------------------------------------------------------- Gaussian DRO: SDP == SOCP
 
-@pytest.mark.parametrize("p_x, rho, fit_intercept", [
-    (1, 0.3, True), (3, 0.05, True), (4, 1.0, True), (6, 25.0, True), (5, 400.0, True), (8, 3e4, True),
-    (3, 2.0, False), (5, 150.0, False),
-])
+
+@pytest.mark.parametrize(
+    "p_x, rho, fit_intercept",
+    [
+        (1, 0.3, True),
+        (3, 0.05, True),
+        (4, 1.0, True),
+        (6, 25.0, True),
+        (5, 400.0, True),
+        (8, 3e4, True),
+        (3, 2.0, False),
+        (5, 150.0, False),
+    ],
+)
 def test_sdp_equals_socp(p_x, rho, fit_intercept):
     rng = np.random.default_rng(100 + p_x)
     _, _, mu, Sigma = _gaussian_problem(rng, p_x)
@@ -107,6 +117,7 @@ def test_gaussian_estimator_methods_agree_and_expose_regularizer():
 
 # --------------------------------------------------------------------------- the radius
 
+
 def test_rho_auto_laplace_by_hand():
     p, eps = 6, 2.0
     X, y = _regression(np.random.default_rng(0), p=p)
@@ -124,8 +135,11 @@ def test_rho_auto_gaussian_by_hand():
     X, y = _regression(np.random.default_rng(1), p=p)
     far = GaussianMechanism(eps, delta, np.zeros(p), np.ones(p), calibration="farokhi")
     hand = math.sqrt(2 * math.log(1.25 / delta) * p) * p / eps  # Thm 3 with p → p_x, Δ = p_x
-    for est in (WassersteinDRORegression(mechanism=far), WassersteinDROLogisticRegression(mechanism=far),
-                GaussianDROLinearRegression(mechanism=far)):
+    for est in (
+        WassersteinDRORegression(mechanism=far),
+        WassersteinDROLogisticRegression(mechanism=far),
+        GaussianDROLinearRegression(mechanism=far),
+    ):
         yy = (y > np.median(y)).astype(int) if isinstance(est, WassersteinDROLogisticRegression) else y
         est.fit(X, yy)
         assert est.rho_ == pytest.approx(hand, rel=1e-12)
@@ -139,7 +153,7 @@ def test_rho_auto_gaussian_by_hand():
 def test_rho_auto_record_mechanism_and_zeta():
     mix = RecordMechanism([LaplaceMechanism(1.0, 0.0, 1.0), GaussianMechanism(2.0, 1e-3, [0.0, 0.0], [1.0, 2.0])])
     g = mix.fields[1].mechanism
-    assert noise_radius(mix, 3) == pytest.approx(math.sqrt(2 * 1.0 ** 2 + 2 * g.sigma ** 2), rel=1e-12)
+    assert noise_radius(mix, 3) == pytest.approx(math.sqrt(2 * 1.0**2 + 2 * g.sigma**2), rel=1e-12)
     # ζ(β) of Thm 2 with explicit constants, both branches, p = p_x + 1
     c1, c2, a, beta = 2.0, 0.5, 1.5, 0.05
     L = math.log(c1 / beta)
@@ -150,6 +164,7 @@ def test_rho_auto_record_mechanism_and_zeta():
 
 
 # --------------------------------------------------------------------------- ρ → 0 is the unregularised fit
+
 
 def test_rho_zero_squared_is_least_squares():
     X, y = _regression(np.random.default_rng(2), n=120, p=5)
@@ -214,6 +229,7 @@ def test_logistic_penalty_shrinks_monotonically():
 
 # --------------------------------------------------------------------------- the squared-loss constant
 
+
 def test_squared_loss_lipschitz_constant_is_valid_and_tight():
     rng = np.random.default_rng(9)
     p = 4
@@ -266,12 +282,15 @@ def test_noisy_inputs_outside_the_box_are_accepted():
 
 # --------------------------------------------------------------------------- scikit-learn conventions
 
-@parametrize_with_checks([
-    WassersteinDRORegression(rho=0.01),
-    WassersteinDRORegression(loss="absolute", rho=0.01),
-    WassersteinDROLogisticRegression(rho=0.01),
-    GaussianDROLinearRegression(rho=0.01),
-])
+
+@parametrize_with_checks(
+    [
+        WassersteinDRORegression(rho=0.01),
+        WassersteinDRORegression(loss="absolute", rho=0.01),
+        WassersteinDROLogisticRegression(rho=0.01),
+        GaussianDROLinearRegression(rho=0.01),
+    ]
+)
 def test_sklearn_compatible(estimator, check):
     # Nothing is skipped or expected to fail. (check_array_api_input skips itself unless
     # SCIPY_ARRAY_API is set; the estimators are numpy/cvxpy-only.)
@@ -289,6 +308,7 @@ def test_binary_classifier_tag_and_label_values():
 
 
 # --------------------------------------------------------------------------- errors
+
 
 def _field(excinfo) -> str:
     return excinfo.value.field
@@ -324,11 +344,17 @@ def test_bad_parameters_are_named():
         (WassersteinDRORegression(mechanism=GaussianMechanism(1.0, 1e-2, np.zeros(3), np.ones(3))), "mechanism"),
         (WassersteinDRORegression(mechanism="gaussian"), "mechanism"),
         (WassersteinDRORegression(mechanism=RandomizedResponse(2, epsilon=1.0)), "mechanism"),
-        (WassersteinDRORegression(mechanism=RecordMechanism(LaplaceMechanism(1.0), RandomizedResponse(2, epsilon=1.0),
-                                                            n_features=4)), "mechanism"),
+        (
+            WassersteinDRORegression(
+                mechanism=RecordMechanism(LaplaceMechanism(1.0), RandomizedResponse(2, epsilon=1.0), n_features=4)
+            ),
+            "mechanism",
+        ),
         (GaussianDROLinearRegression(rho=0.1, method="qp"), "method"),
-        (WassersteinDRORegression(rho="auto", mechanism=LaplaceMechanism(1.0), zeta_constants=(1.0, 1.0, 0.5)),
-         "zeta_constants[a]"),
+        (
+            WassersteinDRORegression(rho="auto", mechanism=LaplaceMechanism(1.0), zeta_constants=(1.0, 1.0, 0.5)),
+            "zeta_constants[a]",
+        ),
     ]
     for est, field in cases:
         with pytest.raises(ValidationError) as ei:
@@ -374,9 +400,11 @@ def test_shapes_and_nan():
 
 def test_solver_failure_is_a_convergence_error_not_a_zero_model():
     X, y = _regression(np.random.default_rng(19))
-    for est in (WassersteinDRORegression(rho=0.1, solver_options={"max_iter": 1}),
-                WassersteinDROLogisticRegression(rho=0.1, solver_options={"max_iter": 1}),
-                GaussianDROLinearRegression(rho=0.1, method="sdp", solver_options={"max_iter": 1})):
+    for est in (
+        WassersteinDRORegression(rho=0.1, solver_options={"max_iter": 1}),
+        WassersteinDROLogisticRegression(rho=0.1, solver_options={"max_iter": 1}),
+        GaussianDROLinearRegression(rho=0.1, method="sdp", solver_options={"max_iter": 1}),
+    ):
         yy = (y > 0.5).astype(int) if isinstance(est, WassersteinDROLogisticRegression) else y
         with pytest.raises(ConvergenceError):
             est.fit(X, yy)

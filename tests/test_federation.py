@@ -67,8 +67,16 @@ def _arrays_of(msg: Message) -> list[np.ndarray]:
     return [a.numpy() for rec in msg.content.array_records.values() for a in rec.values()]
 
 
-BASE = {"dataset": "digits_7_vs_9", "n-clients": 60, "n-test-per-class": 50, "feature-flip": 0.3, "label-flip": 0.2,
-        "learners": "spread,naive", "min-valid": 10, "seed": 11}
+BASE = {
+    "dataset": "digits_7_vs_9",
+    "n-clients": 60,
+    "n-test-per-class": 50,
+    "feature-flip": 0.3,
+    "label-flip": 0.2,
+    "learners": "spread,naive",
+    "min-valid": 10,
+    "seed": 11,
+}
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +94,10 @@ def audited_run(tmp_path_factory):
         nodes = sorted(grid.get_node_ids())[:3]
         repeats = {}
         for nid in nodes:
-            msgs = [Message(content=query_content(), dst_node_id=nid, message_type=MESSAGE_TYPE, group_id="again")
-                    for _ in range(100)]
+            msgs = [
+                Message(content=query_content(), dst_node_id=nid, message_type=MESSAGE_TYPE, group_id="again")
+                for _ in range(100)
+            ]
             repeats[nid] = list(rec.send_and_receive(msgs, timeout=120))
         seen["repeats"] = repeats
         seen["sent"], seen["received"] = rec.sent, rec.received
@@ -151,8 +161,16 @@ def test_no_message_carries_a_clean_record(audited_run):
 
 
 def test_dropout_malformed_and_mixed_budgets_are_counted(tmp_path):
-    cfg = {**BASE, "n-clients": 100, "dropout": 0.1, "malformed-rate": 0.05, "budget-mix": "0.2:1,0.35:1",
-           "learners": "spread,naive", "results-dir": str(tmp_path), "run-name": "faults"}
+    cfg = {
+        **BASE,
+        "n-clients": 100,
+        "dropout": 0.1,
+        "malformed-rate": 0.05,
+        "budget-mix": "0.2:1,0.35:1",
+        "learners": "spread,naive",
+        "results-dir": str(tmp_path),
+        "run-name": "faults",
+    }
     metrics = run_federation(cfg)
     pop = build_population(load_run_config(cfg))
     absent = [c for c in range(100) if not pop.is_present(c)]
@@ -229,12 +247,24 @@ def test_parse_reply_rejects_foreign_clients_and_huge_or_empty_arrays(pop):
     rel = _good(pop)
     with pytest.raises(ReplyRejected, match="unexpected_client"):
         parse_reply(_reply(rel.to_content()), 64, {5})
-    empty = NodeRelease(np.zeros((0, 64), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), rel.mechanisms)
+    empty = NodeRelease(
+        np.zeros((0, 64), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), rel.mechanisms
+    )
     with pytest.raises(ReplyRejected, match="wrong_shape"):
         parse_reply(_reply(empty.to_content()), 64, None)
-    bad_y = RecordDict({"release": ArrayRecord({"x": Array(rel.x), "y": Array(np.array([7])), "client_id": Array(rel.client_id),
-                                               "mechanism_index": Array(rel.mechanism_index)}),
-                        "meta": ConfigRecord({"protocol": "fedrr/1", "mechanisms": json.dumps(list(rel.mechanisms))})})
+    bad_y = RecordDict(
+        {
+            "release": ArrayRecord(
+                {
+                    "x": Array(rel.x),
+                    "y": Array(np.array([7])),
+                    "client_id": Array(rel.client_id),
+                    "mechanism_index": Array(rel.mechanism_index),
+                }
+            ),
+            "meta": ConfigRecord({"protocol": "fedrr/1", "mechanisms": json.dumps(list(rel.mechanisms))}),
+        }
+    )
     with pytest.raises(ReplyRejected, match="out_of_domain"):
         parse_reply(_reply(bad_y), 64, None)
     err = Message(content=query_content(), dst_node_id=1, message_type=MESSAGE_TYPE, group_id="t")
@@ -246,27 +276,44 @@ def test_parse_reply_rejects_foreign_clients_and_huge_or_empty_arrays(pop):
 
 def test_pyproject_app_config_mirrors_the_defaults():
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["flwr"]["app"]
-    assert cfg["components"] == {"serverapp": "fedrr.federation.server_app:app", "clientapp": "fedrr.federation.client_app:app"}
+    assert cfg["components"] == {
+        "serverapp": "fedrr.federation.server_app:app",
+        "clientapp": "fedrr.federation.client_app:app",
+    }
     assert cfg["config"] == DEFAULTS
 
 
-@pytest.mark.parametrize("bad, field", [
-    ({"run-mode": "swarm"}, "run-mode"), ({"cohort-size": 5}, "cohort-size"), ({"n-clients": 0}, "n-clients"),
-    ({"executor": "gpu"}, "executor"), ({"wave-size": "big"}, "wave-size"), ({"seed": 1.5}, "seed"),
-    ({"wdro-max-iter": -1}, "wdro-max-iter"),
-])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"run-mode": "swarm"}, "run-mode"),
+        ({"cohort-size": 5}, "cohort-size"),
+        ({"n-clients": 0}, "n-clients"),
+        ({"executor": "gpu"}, "executor"),
+        ({"wave-size": "big"}, "wave-size"),
+        ({"seed": 1.5}, "seed"),
+        ({"wdro-max-iter": -1}, "wdro-max-iter"),
+    ],
+)
 def test_bad_run_config_names_the_key(bad, field):
     with pytest.raises(ValidationError) as exc:
         load_run_config(bad)
     assert exc.value.field == field
 
 
-@pytest.mark.parametrize("bad, field", [
-    ({"dataset": "imagenet"}, "dataset"), ({"mechanism": "exponential"}, "mechanism"),
-    ({"feature-flip": 0.0}, "feature-flip"), ({"budget-mix": "0.2"}, "budget-mix"), ({"dropout": 1.0}, "dropout"),
-    ({"population": "no_such_module:Pop"}, "population"), ({"malformed-rate": 2.0}, "malformed-rate"),
-    ({"mechanism": "rr", "dataset": "breast_cancer"}, "mechanism"),
-])
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ({"dataset": "imagenet"}, "dataset"),
+        ({"mechanism": "exponential"}, "mechanism"),
+        ({"feature-flip": 0.0}, "feature-flip"),
+        ({"budget-mix": "0.2"}, "budget-mix"),
+        ({"dropout": 1.0}, "dropout"),
+        ({"population": "no_such_module:Pop"}, "population"),
+        ({"malformed-rate": 2.0}, "malformed-rate"),
+        ({"mechanism": "rr", "dataset": "breast_cancer"}, "mechanism"),
+    ],
+)
 def test_bad_population_config_names_the_key(bad, field):
     with pytest.raises(ValidationError) as exc:
         build_population(load_run_config({**BASE, **bad}))
@@ -274,21 +321,38 @@ def test_bad_population_config_names_the_key(bad, field):
 
 
 def test_custom_population_by_import_path():
-    pop = build_population(load_run_config({"population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation",
-                                            "n-clients": 50, "seed": 3}))
+    pop = build_population(
+        load_run_config(
+            {"population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation", "n-clients": 50, "seed": 3}
+        )
+    )
     assert pop.n_clients == 50
     x, y = pop.record(7)
     assert x.shape == (pop.mechanism(7).n_features,) and y in (0, 1)
-    assert {round(pop.mechanism(c).epsilon, 6) for c in range(50)} == {round(pop.mechanism(0).epsilon, 6), round(pop.mechanism(1).epsilon, 6)}
+    assert {round(pop.mechanism(c).epsilon, 6) for c in range(50)} == {
+        round(pop.mechanism(0).epsilon, 6),
+        round(pop.mechanism(1).epsilon, 6),
+    }
 
 
 def test_cohort_nodes_host_many_clients_each_and_a_failed_solver_is_reported(tmp_path):
     """Cohort nodes, Gaussian releases, and W-DRO's solver stopped after one iteration (a real
     Clarabel failure): the failure is reported as the learner's error, the other learner's result
     and every file it wrote are kept."""
-    cfg = {**BASE, "n-clients": 150, "run-mode": "cohort", "cohort-size": 40, "dropout": 0.1, "mechanism": "gaussian",
-           "feature-flip": 0.0, "feature-epsilon": 2.0, "learners": "naive,wdro", "wdro-max-iter": 1,
-           "results-dir": str(tmp_path), "run-name": "cohort"}
+    cfg = {
+        **BASE,
+        "n-clients": 150,
+        "run-mode": "cohort",
+        "cohort-size": 40,
+        "dropout": 0.1,
+        "mechanism": "gaussian",
+        "feature-flip": 0.0,
+        "feature-epsilon": 2.0,
+        "learners": "naive,wdro",
+        "wdro-max-iter": 1,
+        "results-dir": str(tmp_path),
+        "run-name": "cohort",
+    }
     metrics = run_federation(cfg)
     assert metrics["status"] == "done"
     assert metrics["learners"]["wdro"]["error"].startswith("ConvergenceError: ")
@@ -310,11 +374,26 @@ def test_client_and_server_code_do_not_import_each_other():
     import subprocess
     import sys
 
-    probe = ("import sys, importlib; importlib.import_module('fedrr.federation.{0}'); "
-             "print(sorted(m for m in {1!r} if m in sys.modules))")
-    client = subprocess.run([sys.executable, "-c", probe.format("client_app", ["fedrr.estimators", "fedrr.federation.server_app",
-                                                                            "fedrr.federation.strategy", "cvxpy"])],
-                            capture_output=True, text=True, check=True)
-    server = subprocess.run([sys.executable, "-c", probe.format("server_app", ["fedrr.federation.client_app"])],
-                            capture_output=True, text=True, check=True)
+    probe = (
+        "import sys, importlib; importlib.import_module('fedrr.federation.{0}'); "
+        "print(sorted(m for m in {1!r} if m in sys.modules))"
+    )
+    client = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            probe.format(
+                "client_app", ["fedrr.estimators", "fedrr.federation.server_app", "fedrr.federation.strategy", "cvxpy"]
+            ),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    server = subprocess.run(
+        [sys.executable, "-c", probe.format("server_app", ["fedrr.federation.client_app"])],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert client.stdout.strip() == "[]" and server.stdout.strip() == "[]"

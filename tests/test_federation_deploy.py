@@ -38,8 +38,12 @@ class Processes:
         self.root, self.procs, self.seen = root, [], set()
 
     def start(self, name: str, cmd: list[str], flwr_home: Path) -> subprocess.Popen:
-        env = {**os.environ, **QUIET_ENV, "FLWR_HOME": str(flwr_home),
-               "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}  # they spawn flower-superexec by name
+        env = {
+            **os.environ,
+            **QUIET_ENV,
+            "FLWR_HOME": str(flwr_home),
+            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        }  # they spawn flower-superexec by name
         flwr_home.mkdir(parents=True, exist_ok=True)
         log = open(self.root / f"{name}.log", "w")
         p = subprocess.Popen(cmd, cwd=flwr_home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -99,8 +103,19 @@ def deployment(tmp_path, app_copy):
     port = free_port()
     nodes = []
     try:
-        sl = procs.start("superlink", [str(BIN / "flower-superlink"), "--insecure", "--host", "127.0.0.1", "--port", str(port),
-                                       "--disable-runtime-dependency-installation"], tmp_path / "superlink")
+        sl = procs.start(
+            "superlink",
+            [
+                str(BIN / "flower-superlink"),
+                "--insecure",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--disable-runtime-dependency-installation",
+            ],
+            tmp_path / "superlink",
+        )
         _wait_healthy(port, sl)
         for i, (x, y) in enumerate(_records(N_NODES)):
             d = tmp_path / f"node{i}"
@@ -108,9 +123,24 @@ def deployment(tmp_path, app_copy):
             rec = d / "record.npz"
             write_record_file(rec, x, y, mech, client_id=i)
             node_config = f"partition-id={i} ledger-dir='{d / 'ledger'}' record-file='{rec}'"
-            procs.start(f"node{i}", [str(BIN / "flower-supernode"), "--insecure", "--superlink", f"127.0.0.1:{port}",
-                                     "--host", "127.0.0.1", "--port", str(free_port()), "--max-wait-time", "120",
-                                     "--node-config", node_config], d / "home")
+            procs.start(
+                f"node{i}",
+                [
+                    str(BIN / "flower-supernode"),
+                    "--insecure",
+                    "--superlink",
+                    f"127.0.0.1:{port}",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(free_port()),
+                    "--max-wait-time",
+                    "120",
+                    "--node-config",
+                    node_config,
+                ],
+                d / "home",
+            )
             nodes.append({"dir": d, "ledger": d / "ledger" / "fedrr-release.npz", "x": x, "y": y})
         yield {"port": port, "nodes": nodes, "procs": procs, "tmp": tmp_path, "app": app_copy}
     finally:
@@ -119,10 +149,22 @@ def deployment(tmp_path, app_copy):
 
 
 def _run(dep, name: str) -> dict:
-    res = flwr_run(dep["app"], superlink=f"127.0.0.1:{dep['port']}", flwr_home=dep["tmp"] / "cli-home", timeout=150,
-                   run_config={"n-clients": N_NODES, "min-valid": N_NODES, "learners": "naive", "node-wait-timeout": 60.0,
-                               "reply-timeout": 90.0, "results-dir": str(dep["tmp"] / "results"), "run-name": name},
-                   log=lambda s: None)
+    res = flwr_run(
+        dep["app"],
+        superlink=f"127.0.0.1:{dep['port']}",
+        flwr_home=dep["tmp"] / "cli-home",
+        timeout=150,
+        run_config={
+            "n-clients": N_NODES,
+            "min-valid": N_NODES,
+            "learners": "naive",
+            "node-wait-timeout": 60.0,
+            "reply-timeout": 90.0,
+            "results-dir": str(dep["tmp"] / "results"),
+            "run-name": name,
+        },
+        log=lambda s: None,
+    )
     dep["procs"].track()
     procs = dep["procs"]
     assert res["metrics"] is not None, (res["output"][-3000:], procs.log("superlink"), procs.log("node0"))
@@ -179,9 +221,8 @@ def test_malicious_server_against_real_supernodes(deployment):
     import shutil
     import tomllib
 
-    import tomli_w
-
     import malicious_server as ms  # tests/ is on sys.path under pytest
+    import tomli_w
 
     dep = deployment
     app = dep["app"]
@@ -189,8 +230,9 @@ def test_malicious_server_against_real_supernodes(deployment):
     project = tomllib.loads((app / "pyproject.toml").read_text())
     project["tool"]["flwr"]["app"]["components"]["serverapp"] = "malicious_server:app"
     oop = ("query.clean", "protocol_missing")
-    project["tool"]["flwr"]["app"]["config"].update({"attack-burst": 1, "attack-repeats": 0, "attack-crafted": "none",
-                                                    "attack-oop": ",".join(oop)})
+    project["tool"]["flwr"]["app"]["config"].update(
+        {"attack-burst": 1, "attack-repeats": 0, "attack-crafted": "none", "attack-oop": ",".join(oop)}
+    )
     (app / "pyproject.toml").write_text(tomli_w.dumps(project))
     attacker_paths = {p: Path(ms.OVERRIDES[p]).exists() for p in ("ledger-dir", "record-file")}
     _run(dep, "attack")
@@ -198,7 +240,9 @@ def test_malicious_server_against_real_supernodes(deployment):
     assert all(v == [] for v in attack["refused"].values()), attack["refused"]
     mech = RecordMechanism(RandomizedResponse(17, 0.2), RandomizedResponse(2, 0.1), n_features=64)
     phases = attack["phases"]
-    assert len(phases["first"]) == len(phases["final"]) == N_NODES and len(phases["out_of_protocol"]) == len(oop) * N_NODES
+    assert (
+        len(phases["first"]) == len(phases["final"]) == N_NODES and len(phases["out_of_protocol"]) == len(oop) * N_NODES
+    )
     first = {r["node"]: r for r in phases["first"]}
     for r in phases["first"] + phases["final"]:
         assert not r["error"], r.get("reason", "")[-500:]
@@ -206,10 +250,17 @@ def test_malicious_server_against_real_supernodes(deployment):
         cid = int(r["arrays"]["release/client_id"]["values"][0])
         node = dep["nodes"][cid]
         with np.load(node["ledger"], allow_pickle=False) as led:
-            assert r["arrays"]["release/x"]["values"] == led["x"].tolist() and r["arrays"]["release/y"]["values"] == led["y"].tolist()
+            assert (
+                r["arrays"]["release/x"]["values"] == led["x"].tolist()
+                and r["arrays"]["release/y"]["values"] == led["y"].tolist()
+            )
         assert [json.loads(s) for s in json.loads(r["records"]["config"]["meta"]["mechanisms"])] == [mech.to_spec()]
         assert set(r["arrays"]) == {"release/x", "release/y", "release/client_id", "release/mechanism_index"}
-        assert r["arrays"]["release/x"]["values"][0] != np.asarray(node["x"]).tolist()  # never the clean row (chance 0.8^64)
+        assert (
+            r["arrays"]["release/x"]["values"][0] != np.asarray(node["x"]).tolist()
+        )  # never the clean row (chance 0.8^64)
     for r in phases["out_of_protocol"]:
         assert r["error"] and r["records"] is None, r["label"]
-    assert {p: Path(ms.OVERRIDES[p]).exists() for p in attacker_paths} == attacker_paths  # the server's paths were not used
+    assert {
+        p: Path(ms.OVERRIDES[p]).exists() for p in attacker_paths
+    } == attacker_paths  # the server's paths were not used

@@ -33,9 +33,20 @@ def test_flwr_run_local_simulation(tmp_path, app_copy):
     app = app_copy
     pyproject = (app / "pyproject.toml").read_bytes()
     home, results = tmp_path / "flwr-home", tmp_path / "results"
-    cmd = [sys.executable, "-m", "fedrr.federation.flwr_cli", str(app), "--flwr-home", str(home), "--json", "--timeout", "150",
-           "--run-config", f"n-clients={N} min-valid={N} learners='spread,naive' spread-max-iter=100 "
-                           f"results-dir='{results}' run-name='flwr-run-test'"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "fedrr.federation.flwr_cli",
+        str(app),
+        "--flwr-home",
+        str(home),
+        "--json",
+        "--timeout",
+        "150",
+        "--run-config",
+        f"n-clients={N} min-valid={N} learners='spread,naive' spread-max-iter=100 "
+        f"results-dir='{results}' run-name='flwr-run-test'",
+    ]
     env = {**os.environ, **QUIET_ENV}
     proc = subprocess.run(cmd, cwd=app, env=env, capture_output=True, text=True, timeout=240)
     summary = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
@@ -62,5 +73,7 @@ def test_flwr_run_local_simulation(tmp_path, app_copy):
         stop(left | tracked, timeout=10)  # clean up before failing, by pid
         assert not (left | tracked), f"left running: {names}"
         assert not alive(left | tracked)
-    flwr_like = [p for p, _ in left if any(k in " ".join(_cmdline(p)) for k in ("flower-superlink", "flower-supernode", "flwr-"))]
+    flwr_like = [
+        p for p, _ in left if any(k in " ".join(_cmdline(p)) for k in ("flower-superlink", "flower-supernode", "flwr-"))
+    ]
     assert not flwr_like

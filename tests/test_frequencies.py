@@ -22,7 +22,7 @@ Z = stats.norm.ppf(1 - LEVEL / 2)  # 3.29
 
 WARNER_CASES = [  # (θ0, P10, P01)
     (0.3, 0.2, 0.2),
-    (0.7, 0.1, 0.3),   # asymmetric
+    (0.7, 0.1, 0.3),  # asymmetric
     (0.1, 0.35, 0.05),  # asymmetric, the other way
 ]
 
@@ -64,7 +64,9 @@ def test_warner_rmse_matches_asymptotic_sd_and_shrinks_4x(theta0, p10, p01):
     # RMSE ratio: (RMSE_1k / RMSE_16k)² / 16 = (z2_1k / z2_16k) ~ F(R, R)
     lo, hi = stats.f.ppf([LEVEL / 2, 1 - LEVEL / 2], R, R)
     ratio = rmse[1000] / rmse[16_000]
-    assert 4 * math.sqrt(lo) < ratio < 4 * math.sqrt(hi), f"ratio {ratio:.3f} not in [{4 * math.sqrt(lo):.2f}, {4 * math.sqrt(hi):.2f}]"
+    assert 4 * math.sqrt(lo) < ratio < 4 * math.sqrt(hi), (
+        f"ratio {ratio:.3f} not in [{4 * math.sqrt(lo):.2f}, {4 * math.sqrt(hi):.2f}]"
+    )
 
 
 def spread_log_likelihood(theta, x_tilde, mech):
@@ -142,7 +144,12 @@ def test_mle_equals_inversion_inside_simplex(eps):
 
 @pytest.mark.parametrize(
     "eps, pi_true, seed",
-    [(0.1, PI5, 0), (0.25, PI5, 0), (0.25, np.array([0.5, 0.3, 0.2, 0.0, 0.0]), 0), (0.5, np.array([0.5, 0.3, 0.2, 0.0, 0.0]), 1)],
+    [
+        (0.1, PI5, 0),
+        (0.25, PI5, 0),
+        (0.25, np.array([0.5, 0.3, 0.2, 0.0, 0.0]), 0),
+        (0.5, np.array([0.5, 0.3, 0.2, 0.0, 0.0]), 1),
+    ],
     ids=["eps0.1-interior", "eps0.25-interior", "eps0.25-boundary", "eps0.5-boundary"],
 )
 def test_mle_converges_at_small_epsilon(eps, pi_true, seed):
@@ -238,10 +245,15 @@ def test_weights():
     w = np.array([1, 3, 2, 1, 1, 2, 1, 4])
     repeated = np.repeat(xt, w)
     for method in ("inversion", "mle"):
-        np.testing.assert_allclose(estimate_frequencies(xt, mech, method=method, weights=w),
-                                   estimate_frequencies(repeated, mech, method=method), atol=1e-9)
-        np.testing.assert_array_equal(estimate_frequencies(xt, mech, method=method, weights=np.ones(8)),
-                                      estimate_frequencies(xt, mech, method=method))
+        np.testing.assert_allclose(
+            estimate_frequencies(xt, mech, method=method, weights=w),
+            estimate_frequencies(repeated, mech, method=method),
+            atol=1e-9,
+        )
+        np.testing.assert_array_equal(
+            estimate_frequencies(xt, mech, method=method, weights=np.ones(8)),
+            estimate_frequencies(xt, mech, method=method),
+        )
 
 
 def test_mle_raises_convergence_error_rather_than_returning_garbage():
@@ -254,6 +266,7 @@ def test_mle_raises_convergence_error_rather_than_returning_garbage():
 
 
 # --- simplex projection and warner_estimate -----------------------------------------------------
+
 
 def test_project_to_simplex_satisfies_optimality_conditions():
     rng = np.random.default_rng(0)
@@ -280,6 +293,7 @@ def test_warner_estimate_vectorises_and_rejects_non_invertible():
 
 
 # --- the README demo (simulations/demo_frequencies.py) -------------------------------------------
+
 
 def _load_demo():
     import importlib.util

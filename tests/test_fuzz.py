@@ -87,9 +87,18 @@ ROOT = Path(__file__).resolve().parents[1]
 settings.register_profile("fedrr-fuzz", derandomize=True, deadline=None, database=None, print_blob=True)
 FUZZ = settings.get_profile("fedrr-fuzz")
 #: examples per property: (default run, ``-m slow`` run)
-N = {"scenario": (200, 4000), "toml": (80, 1500), "runconfig": (300, 5000), "estimator": (300, 5000),
-     "predict": (150, 2000), "mech_ctor": (400, 10000), "spec": (400, 10000), "release": (400, 10000),
-     "record": (250, 5000), "reply": (400, 10000)}
+N = {
+    "scenario": (200, 4000),
+    "toml": (80, 1500),
+    "runconfig": (300, 5000),
+    "estimator": (300, 5000),
+    "predict": (150, 2000),
+    "mech_ctor": (400, 10000),
+    "spec": (400, 10000),
+    "release": (400, 10000),
+    "record": (250, 5000),
+    "reply": (400, 10000),
+}
 
 
 def fuzz(prop, strategy, name):
@@ -133,9 +142,14 @@ def _event(what: str) -> None:
 HUGE_INTS = st.sampled_from([2**63, -(2**63) - 1, 10**30, 10**400, -(10**400)])
 SPECIAL_FLOATS = st.sampled_from([0.0, -0.0, -1.0, 1e-300, 5e-324, 1e300, -1e300, math.nan, math.inf, -math.inf])
 WEIRD = st.one_of(
-    st.none(), st.booleans(), st.integers(-3, 3), HUGE_INTS, SPECIAL_FLOATS,
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    HUGE_INTS,
+    SPECIAL_FLOATS,
     st.floats(allow_nan=True, allow_infinity=True),
-    st.text(max_size=5), st.sampled_from(["", "nan", "1.0", "inf", "same", "rr", "dataset"]),
+    st.text(max_size=5),
+    st.sampled_from(["", "nan", "1.0", "inf", "same", "rr", "dataset"]),
     st.lists(st.one_of(st.integers(-2, 5), SPECIAL_FLOATS, st.text(max_size=2)), max_size=3),
     st.dictionaries(st.text(max_size=4), st.integers(-1, 2), max_size=2),
 )
@@ -145,17 +159,30 @@ WEIRD = st.one_of(
 
 SHIPPED = {p.name: p.read_text() for p in sorted((ROOT / "configs").glob("*.toml"))}
 SCENARIO_BASES = [tomllib.loads(t) for t in SHIPPED.values()] + [
-    {"population": {"dataset": "digits_7_vs_9", "n_clients": 50}, "privacy": {"mechanism": "rr", "epsilon_grid": [10.0]},
-     "learners": {"names": ["naive"]}},
-    {"population": {"dataset": "breast_cancer", "n_clients": [20, 40]},
-     "privacy": {"mechanism": "laplace", "feature_epsilon_grid": [0.5, 2.0], "label_flip": 0.1}, "learners": {"names": ["wdro"]}},
+    {
+        "population": {"dataset": "digits_7_vs_9", "n_clients": 50},
+        "privacy": {"mechanism": "rr", "epsilon_grid": [10.0]},
+        "learners": {"names": ["naive"]},
+    },
+    {
+        "population": {"dataset": "breast_cancer", "n_clients": [20, 40]},
+        "privacy": {"mechanism": "laplace", "feature_epsilon_grid": [0.5, 2.0], "label_flip": 0.1},
+        "learners": {"names": ["wdro"]},
+    },
 ]
 NAMES = {
     "dataset": ["mnist_7_vs_9", "digits_7_vs_9", "breast_cancer", "adult", "diabetes", "lending_club", "cifar10", ""],
     "mechanism": ["rr", "gaussian", "laplace", "rappor", "RR", ""],
     "mode": ["flower", "cohort", "offline", "federated"],
     "executor": ["serial", "threads", "ray", "dask"],
-    "population": ["dataset", "fedrr.federation.examples:TwoBudgetSyntheticPopulation", "mypkg.pops:Thing", "a:", ":b", "x"],
+    "population": [
+        "dataset",
+        "fedrr.federation.examples:TwoBudgetSyntheticPopulation",
+        "mypkg.pops:Thing",
+        "a:",
+        ":b",
+        "x",
+    ],
     "label_flip": ["same", "other"],
 }
 #: options keys: a custom population's own, and run-config keys (which must not be overridable)
@@ -165,14 +192,27 @@ OPTION_KEYS = st.sampled_from(["n_test", "anything", "C", "seed", "n-clients", "
 def _scenario_value(section: str, key: str):
     kind = SCHEMA[section][key].kind if key in SCHEMA.get(section, {}) else "any"
     names = st.sampled_from(NAMES[key]) if key in NAMES else st.text(max_size=6)
-    grid = st.lists(st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 20000), SPECIAL_FLOATS,
-                              st.sampled_from([1e-9, 0.1, 0.5, 0.99, 1.0, 2.0, 1e4, 1e6]), HUGE_INTS), max_size=5)
+    grid = st.lists(
+        st.one_of(
+            st.floats(allow_nan=True, allow_infinity=True),
+            st.integers(-5, 20000),
+            SPECIAL_FLOATS,
+            st.sampled_from([1e-9, 0.1, 0.5, 0.99, 1.0, 2.0, 1e4, 1e6]),
+            HUGE_INTS,
+        ),
+        max_size=5,
+    )
     by_kind = {
         "int": st.integers(-3, 400),
         "float": st.one_of(st.floats(-2, 2000), st.sampled_from([0.0, 1e-5, 0.5, 0.999, 1.0])),
         "str": names,
-        "table": (st.fixed_dictionaries({"features": st.one_of(st.floats(-1, 2), WEIRD), "label": st.one_of(st.floats(-1, 2), WEIRD)})
-                  if key == "split" else st.dictionaries(OPTION_KEYS, WEIRD, max_size=3)),
+        "table": (
+            st.fixed_dictionaries(
+                {"features": st.one_of(st.floats(-1, 2), WEIRD), "label": st.one_of(st.floats(-1, 2), WEIRD)}
+            )
+            if key == "split"
+            else st.dictionaries(OPTION_KEYS, WEIRD, max_size=3)
+        ),
         "int_or_list": st.one_of(st.integers(-2, 500), st.lists(st.one_of(st.integers(-2, 500), WEIRD), max_size=4)),
         "float_list": grid,
         "str_list": st.lists(st.sampled_from(LEARNERS + ("magic", "", "SPREAD")), max_size=5),
@@ -258,6 +298,7 @@ def _scenario_field(data):
             return False
         given_keys = data.get(parts[0], {}) if isinstance(data, dict) and isinstance(data.get(parts[0]), dict) else {}
         return len(parts) == 1 or parts[1] in SCHEMA[parts[0]] or parts[1] in given_keys
+
     return ok
 
 
@@ -315,18 +356,46 @@ def toml_files(draw):
         text = text[:i] + text[j:]
     elif kind == "insert":
         i = draw(st.integers(0, len(text)))
-        text = text[:i] + draw(st.one_of(st.text(max_size=12), st.sampled_from(["[", "]", "=", '"', "\n[x]\n", "inf", "nan", "99999999999999999999999"]))) + text[i:]
+        text = (
+            text[:i]
+            + draw(
+                st.one_of(
+                    st.text(max_size=12),
+                    st.sampled_from(["[", "]", "=", '"', "\n[x]\n", "inf", "nan", "99999999999999999999999"]),
+                )
+            )
+            + text[i:]
+        )
     elif kind == "line":
         i = draw(st.integers(0, len(lines) - 1))
-        lines[i] = draw(st.sampled_from(["n_clients = 1e400", "seed = -1", "repeats = 99999999999999999999999", "epsilon_grid = [nan]",
-                                         "epsilon_grid = [inf, 1]", "names = [1, 2]", "split = {features = 1, label = 0}",
-                                         "[[scenario]]", "mechanism = 3", "n_clients = [ ]", "x = {a = {b = 1}}", "dropout = -0.0"]))
+        lines[i] = draw(
+            st.sampled_from(
+                [
+                    "n_clients = 1e400",
+                    "seed = -1",
+                    "repeats = 99999999999999999999999",
+                    "epsilon_grid = [nan]",
+                    "epsilon_grid = [inf, 1]",
+                    "names = [1, 2]",
+                    "split = {features = 1, label = 0}",
+                    "[[scenario]]",
+                    "mechanism = 3",
+                    "n_clients = [ ]",
+                    "x = {a = {b = 1}}",
+                    "dropout = -0.0",
+                ]
+            )
+        )
         text = "\n".join(lines)
     else:  # a key's value replaced by a random TOML value
         keyed = [i for i, ln in enumerate(lines) if "=" in ln and not ln.lstrip().startswith("#")]
         i = draw(st.sampled_from(keyed))
         key = lines[i].split("=")[0]
-        val = draw(st.sampled_from(["true", "0", "-1", "1.5", "nan", "-inf", "''", '"x"', "[]", "[1, 'a']", "{}", "1979-05-27", "0x10"]))
+        val = draw(
+            st.sampled_from(
+                ["true", "0", "-1", "1.5", "nan", "-inf", "''", '"x"', "[]", "[1, 'a']", "{}", "1979-05-27", "0x10"]
+            )
+        )
         lines[i] = f"{key}= {val}"
         text = "\n".join(lines)
     return text.encode()
@@ -363,17 +432,62 @@ test_toml_files, test_toml_files_slow = fuzz(check_toml_file, toml_files(), "tom
 
 RUN_BASES = [
     {"n-clients": 10},
-    {"n-clients": 10, "mechanism": "gaussian", "feature-epsilon": 1.0, "dataset": "breast_cancer", "label-flip": 0.0, "label-epsilon": 2.0},
+    {
+        "n-clients": 10,
+        "mechanism": "gaussian",
+        "feature-epsilon": 1.0,
+        "dataset": "breast_cancer",
+        "label-flip": 0.0,
+        "label-epsilon": 2.0,
+    },
     {"n-clients": 10, "mechanism": "laplace", "feature-epsilon": 0.5, "dataset": "breast_cancer"},
     {"n-clients": 30, "budget-mix": "0.1:1,0.3:2", "run-mode": "cohort", "cohort-size": 10, "learners": "spread,wdro"},
     {"n-clients": 12, "malformed-rate": 0.5, "fault-kinds": "nan,wrong_shape", "dropout": 0.2, "executor": "serial"},
 ]
 RUN_NAMES = {
-    "population": ["dataset", "nope", "nope:Thing", "os:getcwd", "builtins:int", "fedrr.federation.examples:Missing", ":x", ".x:y", "x:"],
-    "dataset": NAMES["dataset"], "mechanism": NAMES["mechanism"], "run-mode": ["node", "cohort", "flower"],
+    "population": [
+        "dataset",
+        "nope",
+        "nope:Thing",
+        "os:getcwd",
+        "builtins:int",
+        "fedrr.federation.examples:Missing",
+        ":x",
+        ".x:y",
+        "x:",
+    ],
+    "dataset": NAMES["dataset"],
+    "mechanism": NAMES["mechanism"],
+    "run-mode": ["node", "cohort", "flower"],
     "executor": NAMES["executor"],
-    "learners": ["spread", "spread,naive", "naive-cv,wdro", "spread-flat", "", ",", "magic", "spread,magic", "clean", "spread, naive"],
-    "budget-mix": ["", "0.1:1", "0.1:1,0.2:0", "0.1:0", "0.1", "a:b", "0.1:1:2", "-1:1", "nan:1", "inf:1", "0.7:1", "1e300:1", "0.1:-1", "0.1:inf"],
+    "learners": [
+        "spread",
+        "spread,naive",
+        "naive-cv,wdro",
+        "spread-flat",
+        "",
+        ",",
+        "magic",
+        "spread,magic",
+        "clean",
+        "spread, naive",
+    ],
+    "budget-mix": [
+        "",
+        "0.1:1",
+        "0.1:1,0.2:0",
+        "0.1:0",
+        "0.1",
+        "a:b",
+        "0.1:1:2",
+        "-1:1",
+        "nan:1",
+        "inf:1",
+        "0.7:1",
+        "1e300:1",
+        "0.1:-1",
+        "0.1:inf",
+    ],
     "fault-kinds": ["nan", "nan,bogus", "", ",", "missing_meta,out_of_domain"],
 }
 
@@ -474,7 +588,9 @@ def _param_value(name: str):
         "e_step": st.sampled_from(["mcmc", "importance", "gibbs", None]),
         "encoding": st.sampled_from(["unit", "index", "onehot", None]),
         "numeric_prior": st.sampled_from(["gaussian", "histogram", "kde"]),
-        "random_state": st.one_of(st.integers(-2, 3), st.sampled_from(["a", 1.5, np.random.RandomState(0), np.random.default_rng(0)])),
+        "random_state": st.one_of(
+            st.integers(-2, 3), st.sampled_from(["a", 1.5, np.random.RandomState(0), np.random.default_rng(0)])
+        ),
         "executor": st.sampled_from([None, SerialExecutor(), 5, "threads"]),
         "cv": st.one_of(st.integers(-1, 30), st.none()),
         "rho": st.one_of(st.floats(-1, 5), st.sampled_from(["auto", "magic"])),
@@ -526,8 +642,18 @@ def _corrupt_array(draw, a: np.ndarray, n_classes: int | None = None):
         except (TypeError, ValueError):
             return a.astype(object)
     if how == "shape":
-        return draw(st.sampled_from([a.reshape(-1), a[..., None], a[:0], a[:-1] if len(a) > 1 else a[:0], a.T,
-                                     np.concatenate([a, a[:1]]) if a.size else a]))
+        return draw(
+            st.sampled_from(
+                [
+                    a.reshape(-1),
+                    a[..., None],
+                    a[:0],
+                    a[:-1] if len(a) > 1 else a[:0],
+                    a.T,
+                    np.concatenate([a, a[:1]]) if a.size else a,
+                ]
+            )
+        )
     if how == "ragged" and a.ndim == 2 and len(a) > 1:
         rows = a.tolist()
         rows[0] = rows[0][:-1]
@@ -540,7 +666,9 @@ def _corrupt_array(draw, a: np.ndarray, n_classes: int | None = None):
 @st.composite
 def estimator_cases(draw):
     kind = draw(st.sampled_from(["spread", "spread", "naive", "naive", "recon", "wdro"]))
-    mech_name = draw(st.sampled_from(["clean", "laplace"] if kind == "wdro" else ["rr", "tm", "laplace", "gaussian", "clean"]))
+    mech_name = draw(
+        st.sampled_from(["clean", "laplace"] if kind == "wdro" else ["rr", "tm", "laplace", "gaussian", "clean"])
+    )
     n = draw(st.integers(2, 12))
     X = _good_X(draw, mech_name, n)
     k = _n_classes(mech_name)
@@ -556,16 +684,24 @@ def estimator_cases(draw):
     elif what == "y":
         y = _corrupt_array(draw, y, k)
     elif what == "param":
-        cls = {"spread": SpreadLogisticRegression, "naive": NaiveLogisticRegression, "recon": ReconstructionLogisticRegression,
-               "wdro": WassersteinDROLogisticRegression}[kind]
+        cls = {
+            "spread": SpreadLogisticRegression,
+            "naive": NaiveLogisticRegression,
+            "recon": ReconstructionLogisticRegression,
+            "wdro": WassersteinDROLogisticRegression,
+        }[kind]
         name = draw(st.sampled_from(sorted(cls().get_params())))
         params[name] = draw(_param_value(name))
     return kind, mech_name, X, y, params, draw(st.integers(0, 2**31))
 
 
 def _make(kind, params):
-    cls = {"spread": SpreadLogisticRegression, "naive": NaiveLogisticRegression, "recon": ReconstructionLogisticRegression,
-           "wdro": WassersteinDROLogisticRegression}[kind]
+    cls = {
+        "spread": SpreadLogisticRegression,
+        "naive": NaiveLogisticRegression,
+        "recon": ReconstructionLogisticRegression,
+        "wdro": WassersteinDROLogisticRegression,
+    }[kind]
     return cls(**params)
 
 
@@ -628,8 +764,12 @@ def _fitted(kind: str, mech_name: str):
         if rm is None:
             X = rng.random((n, 2))
         else:
-            X = np.column_stack([rng.integers(0, m.k, n) if hasattr(m, "k") else rng.random(n) for m in
-                                 (rm.mechanism_for(j) for j in range(rm.n_features))])
+            X = np.column_stack(
+                [
+                    rng.integers(0, m.k, n) if hasattr(m, "k") else rng.random(n)
+                    for m in (rm.mechanism_for(j) for j in range(rm.n_features))
+                ]
+            )
         k = _n_classes(mech_name)
         y = np.arange(n) % k
         params = _good_params(kind)
@@ -642,7 +782,9 @@ def _fitted(kind: str, mech_name: str):
 @st.composite
 def predict_cases(draw):
     kind = draw(st.sampled_from(["spread", "naive", "recon", "wdro"]))
-    mech_name = draw(st.sampled_from(["clean", "laplace"] if kind == "wdro" else ["rr", "tm", "laplace", "gaussian", "clean"]))
+    mech_name = draw(
+        st.sampled_from(["clean", "laplace"] if kind == "wdro" else ["rr", "tm", "laplace", "gaussian", "clean"])
+    )
     m = draw(st.integers(1, 5))
     X = _good_X(draw, mech_name, m)
     if draw(st.integers(0, 3)):
@@ -668,9 +810,15 @@ test_predict_inputs, test_predict_inputs_slow = fuzz(check_predict, predict_case
 
 
 # ====================================================================== 4. mechanisms
-ANY_NUMBER = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.floats(1e-3, 10), HUGE_INTS, st.integers(-2, 300))
-BOUNDS = st.one_of(st.floats(-5, 5), st.lists(st.floats(-5, 5), min_size=1, max_size=3), WEIRD,
-                   st.sampled_from([[0.0, 0.0], np.zeros((2, 2)), [[0.0], [1.0]], -1e308, 1e308]))
+ANY_NUMBER = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True), st.floats(1e-3, 10), HUGE_INTS, st.integers(-2, 300)
+)
+BOUNDS = st.one_of(
+    st.floats(-5, 5),
+    st.lists(st.floats(-5, 5), min_size=1, max_size=3),
+    WEIRD,
+    st.sampled_from([[0.0, 0.0], np.zeros((2, 2)), [[0.0], [1.0]], -1e308, 1e308]),
+)
 
 
 @st.composite
@@ -691,46 +839,123 @@ def mostly(valid, bad=WEIRD, one_in: int = 4):
 POS = st.one_of(st.floats(1e-3, 50), st.sampled_from([1e-9, 1e-300, 1e6, 1e300, 1]))
 GOOD_BOUNDS = st.tuples(st.floats(-5, 5), st.floats(0.01, 10)).map(lambda t: (t[0], t[0] + t[1]))
 RR_ARGS = st.one_of(
-    st.fixed_dictionaries({"k": mostly(st.integers(2, 300)), "flip_prob": mostly(st.floats(0.001, 0.45), st.floats(0, 1) | WEIRD),
-                           "epsilon": st.none()}),
-    st.fixed_dictionaries({"k": mostly(st.integers(2, 300)), "flip_prob": st.none(), "epsilon": mostly(POS, ANY_NUMBER | WEIRD)}),
+    st.fixed_dictionaries(
+        {
+            "k": mostly(st.integers(2, 300)),
+            "flip_prob": mostly(st.floats(0.001, 0.45), st.floats(0, 1) | WEIRD),
+            "epsilon": st.none(),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"k": mostly(st.integers(2, 300)), "flip_prob": st.none(), "epsilon": mostly(POS, ANY_NUMBER | WEIRD)}
+    ),
     st.fixed_dictionaries({"k": st.integers(2, 5), "flip_prob": mostly(st.floats(0, 1)), "epsilon": mostly(POS)}),
 )
-BOX = mostly(GOOD_BOUNDS.map(lambda t: {"lower": t[0], "upper": t[1]}),
-             st.fixed_dictionaries({"lower": BOUNDS, "upper": BOUNDS}))
-BOX3 = st.lists(GOOD_BOUNDS, min_size=1, max_size=3).map(lambda ts: {"lower": [t[0] for t in ts], "upper": [t[1] for t in ts]})
-LAP_ARGS = st.builds(lambda e, box, sens: {"epsilon": e, **box, "sensitivity": sens},
-                     mostly(POS, ANY_NUMBER | WEIRD), st.one_of(BOX, BOX3), mostly(st.none(), ANY_NUMBER | WEIRD))
-GAU_ARGS = st.builds(lambda e_or_s, d, box, cal, sens: {**e_or_s, "delta": d, **box, "calibration": cal, "sensitivity": sens},
-                     st.one_of(st.fixed_dictionaries({"epsilon": mostly(POS, ANY_NUMBER | WEIRD), "sigma": st.none()}),
-                               st.fixed_dictionaries({"epsilon": st.none(), "sigma": mostly(POS, ANY_NUMBER | WEIRD)}),
-                               st.fixed_dictionaries({"epsilon": st.none(), "sigma": st.none()}),
-                               st.fixed_dictionaries({"epsilon": POS, "sigma": POS})),
-                     mostly(st.floats(1e-12, 0.5), st.floats(0, 1) | ANY_NUMBER | WEIRD), st.one_of(BOX, BOX3),
-                     mostly(st.sampled_from(["analytic", "analytic", "classic", "farokhi"]), st.sampled_from(["x", None, 1, "ANALYTIC"])),
-                     mostly(st.none(), ANY_NUMBER | WEIRD))
-REC_ARGS = st.fixed_dictionaries({
-    "features": mostly(st.sampled_from([RandomizedResponse(3, 0.2), LaplaceMechanism(1.0, [0.0] * 3, [1.0] * 3), LaplaceMechanism(2.0),
-                                        [RandomizedResponse(2, 0.1), LaplaceMechanism(1.0)], (GaussianMechanism(1.0),)]),
-                       st.sampled_from([[], 5, "rr", None, RecordMechanism(RandomizedResponse(2, 0.1), n_features=2),
-                                        [RandomizedResponse(2, 0.1), "rr"], {"a": 1}, iter([])])),
-    "label": mostly(st.sampled_from([None, RandomizedResponse(2, 0.2), TransitionMatrix.binary(0.1, 0.2)]),
-                    st.sampled_from([LaplaceMechanism(1.0, [0.0] * 2, [1.0] * 2), "rr", 3, RecordMechanism(RandomizedResponse(2, 0.1))])),
-    "n_features": mostly(st.sampled_from([None, 1, 2, 3, 4]), st.integers(-1, 5) | WEIRD),
-})
+BOX = mostly(
+    GOOD_BOUNDS.map(lambda t: {"lower": t[0], "upper": t[1]}), st.fixed_dictionaries({"lower": BOUNDS, "upper": BOUNDS})
+)
+BOX3 = st.lists(GOOD_BOUNDS, min_size=1, max_size=3).map(
+    lambda ts: {"lower": [t[0] for t in ts], "upper": [t[1] for t in ts]}
+)
+LAP_ARGS = st.builds(
+    lambda e, box, sens: {"epsilon": e, **box, "sensitivity": sens},
+    mostly(POS, ANY_NUMBER | WEIRD),
+    st.one_of(BOX, BOX3),
+    mostly(st.none(), ANY_NUMBER | WEIRD),
+)
+GAU_ARGS = st.builds(
+    lambda e_or_s, d, box, cal, sens: {**e_or_s, "delta": d, **box, "calibration": cal, "sensitivity": sens},
+    st.one_of(
+        st.fixed_dictionaries({"epsilon": mostly(POS, ANY_NUMBER | WEIRD), "sigma": st.none()}),
+        st.fixed_dictionaries({"epsilon": st.none(), "sigma": mostly(POS, ANY_NUMBER | WEIRD)}),
+        st.fixed_dictionaries({"epsilon": st.none(), "sigma": st.none()}),
+        st.fixed_dictionaries({"epsilon": POS, "sigma": POS}),
+    ),
+    mostly(st.floats(1e-12, 0.5), st.floats(0, 1) | ANY_NUMBER | WEIRD),
+    st.one_of(BOX, BOX3),
+    mostly(
+        st.sampled_from(["analytic", "analytic", "classic", "farokhi"]), st.sampled_from(["x", None, 1, "ANALYTIC"])
+    ),
+    mostly(st.none(), ANY_NUMBER | WEIRD),
+)
+REC_ARGS = st.fixed_dictionaries(
+    {
+        "features": mostly(
+            st.sampled_from(
+                [
+                    RandomizedResponse(3, 0.2),
+                    LaplaceMechanism(1.0, [0.0] * 3, [1.0] * 3),
+                    LaplaceMechanism(2.0),
+                    [RandomizedResponse(2, 0.1), LaplaceMechanism(1.0)],
+                    (GaussianMechanism(1.0),),
+                ]
+            ),
+            st.sampled_from(
+                [
+                    [],
+                    5,
+                    "rr",
+                    None,
+                    RecordMechanism(RandomizedResponse(2, 0.1), n_features=2),
+                    [RandomizedResponse(2, 0.1), "rr"],
+                    {"a": 1},
+                    iter([]),
+                ]
+            ),
+        ),
+        "label": mostly(
+            st.sampled_from([None, RandomizedResponse(2, 0.2), TransitionMatrix.binary(0.1, 0.2)]),
+            st.sampled_from(
+                [LaplaceMechanism(1.0, [0.0] * 2, [1.0] * 2), "rr", 3, RecordMechanism(RandomizedResponse(2, 0.1))]
+            ),
+        ),
+        "n_features": mostly(st.sampled_from([None, 1, 2, 3, 4]), st.integers(-1, 5) | WEIRD),
+    }
+)
 
 CTORS = {
-    "rr": (lambda a: RandomizedResponse(a["k"], a["flip_prob"], epsilon=a["epsilon"]), RR_ARGS, {"k", "flip_prob", "epsilon"}),
-    "tm": (lambda a: TransitionMatrix(a["P"]),
-           st.fixed_dictionaries({"P": mostly(stochastic_matrices(), hnp.arrays(np.float64, hnp.array_shapes(min_dims=0, max_dims=3, max_side=3))
-                                              | st.lists(st.lists(st.floats(0, 1), max_size=3), max_size=3) | WEIRD)}), {"P"}),
-    "laplace": (lambda a: LaplaceMechanism(a["epsilon"], a["lower"], a["upper"], sensitivity=a["sensitivity"]), LAP_ARGS,
-                {"epsilon", "lower", "upper", "sensitivity"}),
-    "gaussian": (lambda a: GaussianMechanism(a["epsilon"], a["delta"], a["lower"], a["upper"], calibration=a["calibration"],
-                                             sensitivity=a["sensitivity"], sigma=a["sigma"]), GAU_ARGS,
-                 {"epsilon", "delta", "lower", "upper", "calibration", "sensitivity", "sigma"}),
-    "record": (lambda a: RecordMechanism(a["features"], a["label"], n_features=a["n_features"]), REC_ARGS,
-               {"features", "label", "n_features"}),
+    "rr": (
+        lambda a: RandomizedResponse(a["k"], a["flip_prob"], epsilon=a["epsilon"]),
+        RR_ARGS,
+        {"k", "flip_prob", "epsilon"},
+    ),
+    "tm": (
+        lambda a: TransitionMatrix(a["P"]),
+        st.fixed_dictionaries(
+            {
+                "P": mostly(
+                    stochastic_matrices(),
+                    hnp.arrays(np.float64, hnp.array_shapes(min_dims=0, max_dims=3, max_side=3))
+                    | st.lists(st.lists(st.floats(0, 1), max_size=3), max_size=3)
+                    | WEIRD,
+                )
+            }
+        ),
+        {"P"},
+    ),
+    "laplace": (
+        lambda a: LaplaceMechanism(a["epsilon"], a["lower"], a["upper"], sensitivity=a["sensitivity"]),
+        LAP_ARGS,
+        {"epsilon", "lower", "upper", "sensitivity"},
+    ),
+    "gaussian": (
+        lambda a: GaussianMechanism(
+            a["epsilon"],
+            a["delta"],
+            a["lower"],
+            a["upper"],
+            calibration=a["calibration"],
+            sensitivity=a["sensitivity"],
+            sigma=a["sigma"],
+        ),
+        GAU_ARGS,
+        {"epsilon", "delta", "lower", "upper", "calibration", "sensitivity", "sigma"},
+    ),
+    "record": (
+        lambda a: RecordMechanism(a["features"], a["label"], n_features=a["n_features"]),
+        REC_ARGS,
+        {"features", "label", "n_features"},
+    ),
 }
 
 
@@ -744,8 +969,10 @@ def _valid_input(mech, n=4, seed=0):
     """Clean values in the mechanism's domain (a fixed seed: examples must replay exactly)."""
     rng = np.random.default_rng(seed)
     if isinstance(mech, RecordMechanism):
-        parts = [(cols, _valid_input(m, n * (len(cols) if m.width == 1 else 1), seed + i).reshape(n, len(cols)))
-                 for i, (m, cols) in enumerate(mech.groups())]
+        parts = [
+            (cols, _valid_input(m, n * (len(cols) if m.width == 1 else 1), seed + i).reshape(n, len(cols)))
+            for i, (m, cols) in enumerate(mech.groups())
+        ]
         X = np.empty((n, mech.n_features), dtype=np.result_type(*[p.dtype for _, p in parts]))
         for cols, part in parts:
             X[:, cols] = part
@@ -791,13 +1018,18 @@ def check_mechanism_ctor(case) -> None:
     check_accepted_mechanism(mech)
 
 
-test_mechanism_constructors, test_mechanism_constructors_slow = fuzz(check_mechanism_ctor, mechanism_args(), "mech_ctor")
+test_mechanism_constructors, test_mechanism_constructors_slow = fuzz(
+    check_mechanism_ctor, mechanism_args(), "mech_ctor"
+)
 
 
 # --- mechanism_from_spec on mutated specs ---------------------------------------------------------
 BASE_SPECS = [
-    RandomizedResponse(3, 0.2).to_spec(), TransitionMatrix.binary(0.1, 0.3).to_spec(), LaplaceMechanism(1.0, [0.0, -1.0], [1.0, 1.0]).to_spec(),
-    GaussianMechanism(1.0, 1e-5).to_spec(), GaussianMechanism(sigma=2.0).to_spec(),
+    RandomizedResponse(3, 0.2).to_spec(),
+    TransitionMatrix.binary(0.1, 0.3).to_spec(),
+    LaplaceMechanism(1.0, [0.0, -1.0], [1.0, 1.0]).to_spec(),
+    GaussianMechanism(1.0, 1e-5).to_spec(),
+    GaussianMechanism(sigma=2.0).to_spec(),
     RecordMechanism(RandomizedResponse(4, 0.3), RandomizedResponse(2, 0.1), n_features=3).to_spec(),
     RecordMechanism([LaplaceMechanism(1.0), RandomizedResponse(2, 0.1)], None).to_spec(),
 ]
@@ -826,7 +1058,14 @@ def _mutate_spec(draw, spec, depth=0):
         elif spec.get("label") is not None:
             spec["label"] = _mutate_spec(draw, spec["label"], depth + 1)
     elif op == "whole":
-        return draw(st.one_of(WEIRD, st.sampled_from(BASE_SPECS).map(lambda s: {"kind": "record", "n_features": 1, "features": {"replicate": s}, "label": s})))
+        return draw(
+            st.one_of(
+                WEIRD,
+                st.sampled_from(BASE_SPECS).map(
+                    lambda s: {"kind": "record", "n_features": 1, "features": {"replicate": s}, "label": s}
+                ),
+            )
+        )
     return spec
 
 
@@ -860,15 +1099,25 @@ test_mechanism_specs, test_mechanism_specs_slow = fuzz(check_spec, mutated_specs
 
 # --- validate_release / release / log_likelihood on fuzzed arrays --------------------------------
 FIXED_MECHS = {
-    "rr3": RandomizedResponse(3, 0.3), "tm2": TransitionMatrix.binary(0.1, 0.2), "lap": LaplaceMechanism(1.0, 0.0, 1.0),
-    "lap3": LaplaceMechanism(1.0, [0.0] * 3, [1.0] * 3), "gau": GaussianMechanism(1.0, 1e-5, -1.0, 1.0),
+    "rr3": RandomizedResponse(3, 0.3),
+    "tm2": TransitionMatrix.binary(0.1, 0.2),
+    "lap": LaplaceMechanism(1.0, 0.0, 1.0),
+    "lap3": LaplaceMechanism(1.0, [0.0] * 3, [1.0] * 3),
+    "gau": GaussianMechanism(1.0, 1e-5, -1.0, 1.0),
 }
-FUZZ_DTYPES = st.sampled_from([np.int8, np.int64, np.uint64, np.float16, np.float32, np.float64, np.bool_, np.complex128, "U3", "datetime64[s]"])
+FUZZ_DTYPES = st.sampled_from(
+    [np.int8, np.int64, np.uint64, np.float16, np.float32, np.float64, np.bool_, np.complex128, "U3", "datetime64[s]"]
+)
 FUZZ_ARRAYS = st.one_of(
     hnp.arrays(FUZZ_DTYPES, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4)),
     hnp.arrays(np.int64, hnp.array_shapes(min_dims=0, max_dims=2, max_side=4), elements=st.integers(-3, 5)),
     hnp.arrays(np.float64, hnp.array_shapes(min_dims=0, max_dims=2, max_side=4), elements=st.floats(-5, 5)),
-    st.lists(st.one_of(st.integers(-1, 3), st.floats(allow_nan=True, allow_infinity=True), st.lists(st.integers(0, 2), max_size=2)), max_size=4),
+    st.lists(
+        st.one_of(
+            st.integers(-1, 3), st.floats(allow_nan=True, allow_infinity=True), st.lists(st.integers(0, 2), max_size=2)
+        ),
+        max_size=4,
+    ),
     WEIRD,
 )
 
@@ -892,8 +1141,12 @@ def _near_valid(draw, mech, released: bool):
 def release_cases(draw):
     name = draw(st.sampled_from(sorted(FIXED_MECHS)))
     mech = FIXED_MECHS[name]
-    return name, draw(st.sampled_from(["validate_release", "release", "log_likelihood"])), \
-        _near_valid(draw, mech, True), _near_valid(draw, mech, False)
+    return (
+        name,
+        draw(st.sampled_from(["validate_release", "release", "log_likelihood"])),
+        _near_valid(draw, mech, True),
+        _near_valid(draw, mech, False),
+    )
 
 
 def check_release_inputs(case) -> None:
@@ -928,8 +1181,16 @@ test_release_inputs, test_release_inputs_slow = fuzz(check_release_inputs, relea
 
 @st.composite
 def record_cases(draw):
-    rm = draw(st.sampled_from([MECHS["rr"], MECHS["laplace"], MECHS["tm"],
-                               RecordMechanism(LaplaceMechanism(1.0, [0.0] * 3, [1.0] * 3), None, n_features=3)]))
+    rm = draw(
+        st.sampled_from(
+            [
+                MECHS["rr"],
+                MECHS["laplace"],
+                MECHS["tm"],
+                RecordMechanism(LaplaceMechanism(1.0, [0.0] * 3, [1.0] * 3), None, n_features=3),
+            ]
+        )
+    )
     n = draw(st.integers(1, 4))
     X = _valid_input(rm, n, draw(st.integers(0, 9)))
     y = None if rm.label is None else _valid_input(rm.label, n)
@@ -939,7 +1200,13 @@ def record_cases(draw):
         X = draw(FUZZ_ARRAYS) if how == "fuzz" else X.astype(float) if how == "float" else _corrupt_array(draw, X)
     if which in ("y", "both"):
         how = draw(st.sampled_from(["fuzz", "none", "corrupt"]))
-        y = draw(FUZZ_ARRAYS) if how == "fuzz" else None if how == "none" else _corrupt_array(draw, np.zeros(n, int) if y is None else y)
+        y = (
+            draw(FUZZ_ARRAYS)
+            if how == "fuzz"
+            else None
+            if how == "none"
+            else _corrupt_array(draw, np.zeros(n, int) if y is None else y)
+        )
     return rm, draw(st.sampled_from(["validate_release", "validate_input", "log_likelihood"])), X, y
 
 
@@ -970,8 +1237,10 @@ test_record_inputs, test_record_inputs_slow = fuzz(check_record_inputs, record_c
 # ====================================================================== 5. client replies
 
 REASONS = set(FAULT_KINDS.values()) | {"dropped_out", "error_reply", "unexpected_client", "malformed"}
-REPLY_MECHS = (RecordMechanism(RandomizedResponse(3, 0.2), RandomizedResponse(2, 0.1), n_features=4),
-               RecordMechanism(RandomizedResponse(3, 0.4), RandomizedResponse(2, 0.3), n_features=4))
+REPLY_MECHS = (
+    RecordMechanism(RandomizedResponse(3, 0.2), RandomizedResponse(2, 0.1), n_features=4),
+    RecordMechanism(RandomizedResponse(3, 0.4), RandomizedResponse(2, 0.3), n_features=4),
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -996,8 +1265,13 @@ def _honest(m: int, seed: int = 0) -> NodeRelease:
         rows = midx == j
         if rows.any():
             xt[rows], yt[rows] = rm.release(X[rows], y[rows], rng=rng)
-    return NodeRelease(xt, yt, np.arange(m, dtype=np.int64) * 3, midx.astype(np.int64),
-                       tuple(json.dumps(rm.to_spec(), sort_keys=True) for rm in REPLY_MECHS))
+    return NodeRelease(
+        xt,
+        yt,
+        np.arange(m, dtype=np.int64) * 3,
+        midx.astype(np.int64),
+        tuple(json.dumps(rm.to_spec(), sort_keys=True) for rm in REPLY_MECHS),
+    )
 
 
 def _message(content=None, error=None) -> Message:
@@ -1008,12 +1282,41 @@ def _message(content=None, error=None) -> Message:
 REPLY_ARRAYS = st.one_of(
     hnp.arrays(FUZZ_DTYPES, hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5)),
     hnp.arrays(np.int64, hnp.array_shapes(min_dims=1, max_dims=2, min_side=1, max_side=5), elements=st.integers(-2, 4)),
-    st.sampled_from([np.zeros((2000, 4), np.int64), np.zeros((1_000_001, 0)), np.full(3, 2**62, np.int64), np.arange(3) * 3]),
+    st.sampled_from(
+        [np.zeros((2000, 4), np.int64), np.zeros((1_000_001, 0)), np.full(3, 2**62, np.int64), np.arange(3) * 3]
+    ),
 )
 META_VALUES = st.one_of(
-    st.text(max_size=10), st.integers(-2, 2), st.booleans(), st.binary(max_size=4), st.lists(st.text(max_size=3), max_size=2),
-    st.sampled_from(["[]", "{}", "[1]", '["{}"]', "null", "[" * 50 + "]" * 50, '[{"kind": "record"}]', "NaN", '"x"',
-                     json.dumps([json.dumps({"kind": "record", "n_features": 4, "features": {"replicate": {"kind": "record"}}, "label": None})])]),
+    st.text(max_size=10),
+    st.integers(-2, 2),
+    st.booleans(),
+    st.binary(max_size=4),
+    st.lists(st.text(max_size=3), max_size=2),
+    st.sampled_from(
+        [
+            "[]",
+            "{}",
+            "[1]",
+            '["{}"]',
+            "null",
+            "[" * 50 + "]" * 50,
+            '[{"kind": "record"}]',
+            "NaN",
+            '"x"',
+            json.dumps(
+                [
+                    json.dumps(
+                        {
+                            "kind": "record",
+                            "n_features": 4,
+                            "features": {"replicate": {"kind": "record"}},
+                            "label": None,
+                        }
+                    )
+                ]
+            ),
+        ]
+    ),
 )
 
 
@@ -1026,8 +1329,24 @@ def replies(draw):
     meta = dict(content.config_records["meta"])
     records: dict = {}
     for _ in range(draw(st.integers(0, 3))):
-        op = draw(st.sampled_from(["array", "array", "drop_array", "extra_array", "garbage_bytes", "meta", "meta_spec",
-                                   "drop_meta_key", "protocol", "no_meta", "no_release", "error"]))
+        op = draw(
+            st.sampled_from(
+                [
+                    "array",
+                    "array",
+                    "drop_array",
+                    "extra_array",
+                    "garbage_bytes",
+                    "meta",
+                    "meta_spec",
+                    "drop_meta_key",
+                    "protocol",
+                    "no_meta",
+                    "no_release",
+                    "error",
+                ]
+            )
+        )
         if op == "array":
             arrays[draw(st.sampled_from(sorted(arrays) or ["x"]))] = Array(np.ascontiguousarray(draw(REPLY_ARRAYS)))
         elif op == "drop_array" and arrays:
@@ -1036,8 +1355,11 @@ def replies(draw):
             arrays[draw(st.text(min_size=1, max_size=4))] = Array(np.zeros(2))
         elif op == "garbage_bytes":
             arrays[draw(st.sampled_from(["x", "y", "client_id", "mechanism_index"]))] = Array(
-                dtype=draw(st.sampled_from(["float64", "int64", "bogus"])), shape=(m, 4), stype="numpy.ndarray",
-                data=draw(st.binary(max_size=64)))
+                dtype=draw(st.sampled_from(["float64", "int64", "bogus"])),
+                shape=(m, 4),
+                stype="numpy.ndarray",
+                data=draw(st.binary(max_size=64)),
+            )
         elif op == "meta":
             meta["mechanisms"] = draw(META_VALUES)
         elif op == "meta_spec":
@@ -1055,7 +1377,10 @@ def replies(draw):
         elif op == "no_release":
             records["no_release"] = True
         elif op == "error":
-            records["error"] = Error(code=draw(st.integers(0, 5)), reason=draw(st.sampled_from(["boom", "client dropped out", "", "x" * 500])))
+            records["error"] = Error(
+                code=draw(st.integers(0, 5)),
+                reason=draw(st.sampled_from(["boom", "client dropped out", "", "x" * 500])),
+            )
     if "error" in records:
         msg = _message(error=records["error"])
     else:
@@ -1105,8 +1430,11 @@ def test_honest_replies_are_accepted():
 
 # ==================================================================== bugs found, pinned
 def _scenario(**changes):
-    data = {"population": {"dataset": "digits_7_vs_9", "n_clients": 50}, "privacy": {"mechanism": "rr", "epsilon_grid": [10.0]},
-            "learners": {"names": ["naive"]}}
+    data = {
+        "population": {"dataset": "digits_7_vs_9", "n_clients": 50},
+        "privacy": {"mechanism": "rr", "epsilon_grid": [10.0]},
+        "learners": {"names": ["naive"]},
+    }
     for path, value in changes.items():
         sec, _, key = path.partition("__")
         if key:
@@ -1146,113 +1474,372 @@ def _fitted_naive():
 #: properties above (or, for the last few, by reading the code they pointed at).
 REGRESSIONS = [
     # --- scenario configs --------------------------------------------------------------------------
-    ("scenario_huge_int_number", lambda: parse_config(_scenario(learners__C=10**400)), "learners.C",
-     "OverflowError: int too large to convert to float (TOML integers are unbounded)"),
-    ("scenario_huge_int_grid", lambda: parse_config(_scenario(privacy__epsilon_grid=[10**400])), "privacy.epsilon_grid", "OverflowError"),
+    (
+        "scenario_huge_int_number",
+        lambda: parse_config(_scenario(learners__C=10**400)),
+        "learners.C",
+        "OverflowError: int too large to convert to float (TOML integers are unbounded)",
+    ),
+    (
+        "scenario_huge_int_grid",
+        lambda: parse_config(_scenario(privacy__epsilon_grid=[10**400])),
+        "privacy.epsilon_grid",
+        "OverflowError",
+    ),
     ("scenario_empty_key", lambda: parse_config({**_scenario(), "": 1}), '""', "ValidationError with field '' (empty)"),
-    ("scenario_empty_key_in_section", lambda: parse_config(_scenario(run={"": 1})), 'run.""', "field 'run.' (dangling)"),
-    ("scenario_options_override_run_config",
-     lambda: parse_config({"population": {"population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation", "options": {"C": "x"}},
-                           "privacy": {"feature_flip_grid": [0.2]}, "learners": {"names": ["naive"]}}),
-     "population.options.C", "accepted; the cell's run config then failed in the federation with field 'C' (or silently overrode learners.C)"),
-    ("toml_not_utf8", lambda: _load_toml_bytes(b"[scenario]\nname = \"\xff\"\n"), "config", "UnicodeDecodeError"),
+    (
+        "scenario_empty_key_in_section",
+        lambda: parse_config(_scenario(run={"": 1})),
+        'run.""',
+        "field 'run.' (dangling)",
+    ),
+    (
+        "scenario_options_override_run_config",
+        lambda: parse_config(
+            {
+                "population": {
+                    "population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation",
+                    "options": {"C": "x"},
+                },
+                "privacy": {"feature_flip_grid": [0.2]},
+                "learners": {"names": ["naive"]},
+            }
+        ),
+        "population.options.C",
+        "accepted; the cell's run config then failed in the federation with field 'C' (or silently overrode learners.C)",
+    ),
+    ("toml_not_utf8", lambda: _load_toml_bytes(b'[scenario]\nname = "\xff"\n'), "config", "UnicodeDecodeError"),
     ("toml_is_a_directory", lambda: load_config(Path(_TMP)), "config", "IsADirectoryError"),
     # --- federation run config ---------------------------------------------------------------------
-    ("run_config_C_nan", lambda: load_run_config({"C": math.nan}), "C", "accepted (the learners failed after the whole collection round)"),
-    ("run_config_C_huge_int", lambda: load_run_config({"C": 10**400}), "C", "OverflowError: int too large to convert to float"),
+    (
+        "run_config_C_nan",
+        lambda: load_run_config({"C": math.nan}),
+        "C",
+        "accepted (the learners failed after the whole collection round)",
+    ),
+    (
+        "run_config_C_huge_int",
+        lambda: load_run_config({"C": 10**400}),
+        "C",
+        "OverflowError: int too large to convert to float",
+    ),
     ("run_config_timeout_negative", lambda: load_run_config({"reply-timeout": -5}), "reply-timeout", "accepted"),
-    ("run_config_unknown_learner", lambda: load_run_config({"learners": "spread,magic"}), "learners",
-     "accepted (rejected only by the server's strategy, after the collection round)"),
-    ("run_config_seed_negative", lambda: load_run_config({"seed": -1, "population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation"}),
-     "seed", "accepted; numpy's SeedSequence raised ValueError in the server"),
-    ("run_config_delta", lambda: load_run_config({"delta": 2.0}), "delta", "accepted (rejected later as 'delta' only for mechanism gaussian)"),
-    ("population_relative_import", lambda: build_population(load_run_config({"population": ".x:y"})), "population",
-     "TypeError: the 'package' argument is required to perform a relative import"),
-    ("population_empty_module", lambda: build_population(load_run_config({"population": ":y"})), "population",
-     "ValueError: Empty module name"),
-    ("population_flip_named_by_key", lambda: build_population(load_run_config({"n-clients": 10, "feature-flip": 1.5})), "feature-flip",
-     "ValidationError named 'flip_prob' (not a run-config key)"),
-    ("population_mix_named_by_key", lambda: build_population(load_run_config({"n-clients": 10, "budget-mix": "inf:1"})), "budget-mix",
-     "ValidationError named 'flip_prob'"),
-    ("population_test_split_named_by_key", lambda: build_population(load_run_config({"n-clients": 10, "n-test-per-class": 500})),
-     "n-test-per-class", "ValidationError named 'n_test_per_class'"),
+    (
+        "run_config_unknown_learner",
+        lambda: load_run_config({"learners": "spread,magic"}),
+        "learners",
+        "accepted (rejected only by the server's strategy, after the collection round)",
+    ),
+    (
+        "run_config_seed_negative",
+        lambda: load_run_config({"seed": -1, "population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation"}),
+        "seed",
+        "accepted; numpy's SeedSequence raised ValueError in the server",
+    ),
+    (
+        "run_config_delta",
+        lambda: load_run_config({"delta": 2.0}),
+        "delta",
+        "accepted (rejected later as 'delta' only for mechanism gaussian)",
+    ),
+    (
+        "population_relative_import",
+        lambda: build_population(load_run_config({"population": ".x:y"})),
+        "population",
+        "TypeError: the 'package' argument is required to perform a relative import",
+    ),
+    (
+        "population_empty_module",
+        lambda: build_population(load_run_config({"population": ":y"})),
+        "population",
+        "ValueError: Empty module name",
+    ),
+    (
+        "population_flip_named_by_key",
+        lambda: build_population(load_run_config({"n-clients": 10, "feature-flip": 1.5})),
+        "feature-flip",
+        "ValidationError named 'flip_prob' (not a run-config key)",
+    ),
+    (
+        "population_mix_named_by_key",
+        lambda: build_population(load_run_config({"n-clients": 10, "budget-mix": "inf:1"})),
+        "budget-mix",
+        "ValidationError named 'flip_prob'",
+    ),
+    (
+        "population_test_split_named_by_key",
+        lambda: build_population(load_run_config({"n-clients": 10, "n-test-per-class": 500})),
+        "n-test-per-class",
+        "ValidationError named 'n_test_per_class'",
+    ),
     # --- mechanisms --------------------------------------------------------------------------------
     ("rr_epsilon_huge_int", lambda: RandomizedResponse(2, epsilon=10**400), "epsilon", "OverflowError"),
     ("rr_flip_huge_int", lambda: RandomizedResponse(2, 10**400), "flip_prob", "OverflowError"),
     ("laplace_epsilon_huge_int", lambda: LaplaceMechanism(10**400), "epsilon", "OverflowError"),
-    ("rr_flip_denormal", lambda: RandomizedResponse(3, 5e-324), "flip_prob",
-     "accepted; .epsilon then raised ValueError: math domain error (flip_prob/(k-1) = 0)"),
-    ("rr_k_beyond_int64", lambda: RandomizedResponse(2**63, 0.1), "k", "accepted; release raised ValueError: high is out of bounds for int64"),
-    ("laplace_epsilon_denormal", lambda: LaplaceMechanism(5e-324), "epsilon", "accepted with scale inf: releases were inf"),
-    ("laplace_scale_underflow", lambda: LaplaceMechanism(1e300, 0.0, 1e-300), "epsilon",
-     "accepted with scale 0; log_likelihood raised ValueError: math domain error"),
-    ("bounds_empty", lambda: LaplaceMechanism(1.0, [], [], sensitivity=1.0), "lower", "accepted: a mechanism of width 0"),
-    ("bounds_mismatch", lambda: LaplaceMechanism(1.0, [], [1.0, 1.0]), "lower", "ValueError: shape mismatch (numpy broadcast)"),
-    ("bounds_overflow", lambda: GaussianMechanism(1.0, 1e-5, -1e308, 1e308), "upper",
-     "RuntimeWarning: overflow, then ValidationError named 'sensitivity'"),
+    (
+        "rr_flip_denormal",
+        lambda: RandomizedResponse(3, 5e-324),
+        "flip_prob",
+        "accepted; .epsilon then raised ValueError: math domain error (flip_prob/(k-1) = 0)",
+    ),
+    (
+        "rr_k_beyond_int64",
+        lambda: RandomizedResponse(2**63, 0.1),
+        "k",
+        "accepted; release raised ValueError: high is out of bounds for int64",
+    ),
+    (
+        "laplace_epsilon_denormal",
+        lambda: LaplaceMechanism(5e-324),
+        "epsilon",
+        "accepted with scale inf: releases were inf",
+    ),
+    (
+        "laplace_scale_underflow",
+        lambda: LaplaceMechanism(1e300, 0.0, 1e-300),
+        "epsilon",
+        "accepted with scale 0; log_likelihood raised ValueError: math domain error",
+    ),
+    (
+        "bounds_empty",
+        lambda: LaplaceMechanism(1.0, [], [], sensitivity=1.0),
+        "lower",
+        "accepted: a mechanism of width 0",
+    ),
+    (
+        "bounds_mismatch",
+        lambda: LaplaceMechanism(1.0, [], [1.0, 1.0]),
+        "lower",
+        "ValueError: shape mismatch (numpy broadcast)",
+    ),
+    (
+        "bounds_overflow",
+        lambda: GaussianMechanism(1.0, 1e-5, -1e308, 1e308),
+        "upper",
+        "RuntimeWarning: overflow, then ValidationError named 'sensitivity'",
+    ),
     ("gaussian_delta_denormal", lambda: GaussianMechanism(1.0, 5e-324), "delta", "OverflowError: math range error"),
-    ("gaussian_sigma_tiny", lambda: GaussianMechanism(sigma=1e-300), "sigma",
-     "RuntimeWarning, then ValueError: The function value at x=inf is NaN (scipy brentq)"),
-    ("gaussian_farokhi_epsilon_huge", lambda: GaussianMechanism(1e300, 0.5, calibration="farokhi"), "epsilon",
-     "accepted; epsilon_exact (which .epsilon now reports for farokhi) raised scipy ValueError: f(inf) is NaN"),
-    ("spec_kind_unhashable", lambda: mechanism_from_spec({"kind": [1]}), "spec.kind", "TypeError: unhashable type: 'list'"),
+    (
+        "gaussian_sigma_tiny",
+        lambda: GaussianMechanism(sigma=1e-300),
+        "sigma",
+        "RuntimeWarning, then ValueError: The function value at x=inf is NaN (scipy brentq)",
+    ),
+    (
+        "gaussian_farokhi_epsilon_huge",
+        lambda: GaussianMechanism(1e300, 0.5, calibration="farokhi"),
+        "epsilon",
+        "accepted; epsilon_exact (which .epsilon now reports for farokhi) raised scipy ValueError: f(inf) is NaN",
+    ),
+    (
+        "spec_kind_unhashable",
+        lambda: mechanism_from_spec({"kind": [1]}),
+        "spec.kind",
+        "TypeError: unhashable type: 'list'",
+    ),
     ("spec_missing_key", lambda: mechanism_from_spec({"kind": "randomized_response"}), "spec.k", "KeyError: 'k'"),
-    ("spec_gaussian_missing_key", lambda: mechanism_from_spec({"kind": "gaussian", "delta": 0.1}), "spec.lower", "KeyError: 'lower'"),
-    ("record_spec_not_dict", lambda: RecordMechanism.from_spec([]), "spec", "AttributeError: 'list' object has no attribute 'get'"),
+    (
+        "spec_gaussian_missing_key",
+        lambda: mechanism_from_spec({"kind": "gaussian", "delta": 0.1}),
+        "spec.lower",
+        "KeyError: 'lower'",
+    ),
+    (
+        "record_spec_not_dict",
+        lambda: RecordMechanism.from_spec([]),
+        "spec",
+        "AttributeError: 'list' object has no attribute 'get'",
+    ),
     ("record_features_not_iterable", lambda: RecordMechanism(5), "features", "TypeError: 'int' object is not iterable"),
-    ("record_n_features_bomb", lambda: RecordMechanism(RandomizedResponse(2, 0.1), n_features=10**18), "n_features",
-     "hung: built 10**18 per-column fields (reachable from a client's mechanism spec)"),
-    ("release_complex", lambda: LaplaceMechanism(1.0).validate_release(np.array([0.5 + 1j])), "x_tilde",
-     "accepted: the imaginary part was silently dropped (ComplexWarning)"),
-    ("release_numeric_strings", lambda: LaplaceMechanism(1.0).validate_release(["0.5"]), "x_tilde", "accepted: strings parsed as numbers"),
-    ("release_object_huge_int", lambda: LaplaceMechanism(1.0).validate_release(np.array([10**400], dtype=object)), "x_tilde", "OverflowError"),
-    ("release_far_outside_box", lambda: LaplaceMechanism(1.0).validate_release([1e300]), "x_tilde",
-     "accepted; spread-EM then failed with ValidationError named 'prior.var' (an internal prior)"),
-    ("rr_loglik_shapes", lambda: RandomizedResponse(3, 0.2).log_likelihood([0, 1], [0, 1, 2]), "x",
-     "ValueError: operands could not be broadcast together"),
-    ("tm_loglik_shapes", lambda: TransitionMatrix.binary(0.1, 0.2).log_likelihood([0, 1], [0, 1, 1]), "x", "IndexError: shape mismatch"),
-    ("laplace_loglik_shapes", lambda: LaplaceMechanism(1.0).log_likelihood([0.1, 0.2], [0.1, 0.2, 0.3]), "x", "ValueError (broadcast)"),
-    ("record_loglik_rows", lambda: MECHS["rr"].log_likelihood(_RX, _RY, _RX[:2], _RY[:2]), "X", "ValueError (broadcast)"),
-    ("record_ragged", lambda: MECHS["rr"].validate_release([[0, 1], [1]], [0, 1]), "X_tilde",
-     "ValueError: inhomogeneous shape (numpy)"),
+    (
+        "record_n_features_bomb",
+        lambda: RecordMechanism(RandomizedResponse(2, 0.1), n_features=10**18),
+        "n_features",
+        "hung: built 10**18 per-column fields (reachable from a client's mechanism spec)",
+    ),
+    (
+        "release_complex",
+        lambda: LaplaceMechanism(1.0).validate_release(np.array([0.5 + 1j])),
+        "x_tilde",
+        "accepted: the imaginary part was silently dropped (ComplexWarning)",
+    ),
+    (
+        "release_numeric_strings",
+        lambda: LaplaceMechanism(1.0).validate_release(["0.5"]),
+        "x_tilde",
+        "accepted: strings parsed as numbers",
+    ),
+    (
+        "release_object_huge_int",
+        lambda: LaplaceMechanism(1.0).validate_release(np.array([10**400], dtype=object)),
+        "x_tilde",
+        "OverflowError",
+    ),
+    (
+        "release_far_outside_box",
+        lambda: LaplaceMechanism(1.0).validate_release([1e300]),
+        "x_tilde",
+        "accepted; spread-EM then failed with ValidationError named 'prior.var' (an internal prior)",
+    ),
+    (
+        "rr_loglik_shapes",
+        lambda: RandomizedResponse(3, 0.2).log_likelihood([0, 1], [0, 1, 2]),
+        "x",
+        "ValueError: operands could not be broadcast together",
+    ),
+    (
+        "tm_loglik_shapes",
+        lambda: TransitionMatrix.binary(0.1, 0.2).log_likelihood([0, 1], [0, 1, 1]),
+        "x",
+        "IndexError: shape mismatch",
+    ),
+    (
+        "laplace_loglik_shapes",
+        lambda: LaplaceMechanism(1.0).log_likelihood([0.1, 0.2], [0.1, 0.2, 0.3]),
+        "x",
+        "ValueError (broadcast)",
+    ),
+    (
+        "record_loglik_rows",
+        lambda: MECHS["rr"].log_likelihood(_RX, _RY, _RX[:2], _RY[:2]),
+        "X",
+        "ValueError (broadcast)",
+    ),
+    (
+        "record_ragged",
+        lambda: MECHS["rr"].validate_release([[0, 1], [1]], [0, 1]),
+        "X_tilde",
+        "ValueError: inhomogeneous shape (numpy)",
+    ),
     # --- estimators --------------------------------------------------------------------------------
-    ("spread_C_huge_int", lambda: _quiet_fit(SpreadLogisticRegression(C=10**400, **_SPREAD), _RX, _RY, MECHS["rr"]), "C", "OverflowError"),
-    ("spread_burn_in_str", lambda: _quiet_fit(SpreadLogisticRegression(burn_in="a", **_SPREAD), _RX, _RY, MECHS["rr"]), "burn_in",
-     "TypeError: '>' not supported between 'int' and 'str'"),
-    ("spread_burn_in_negative", lambda: _quiet_fit(SpreadLogisticRegression(burn_in=-5, **_SPREAD), _RX, _RY, MECHS["rr"]), "burn_in", "accepted"),
-    ("spread_random_state_str", lambda: _quiet_fit(SpreadLogisticRegression(**{**_SPREAD, "random_state": "a"}), _RX, _RY, MECHS["rr"]),
-     "random_state", "accepted: silently unseeded (a different fit every run)"),
-    ("spread_random_state_negative", lambda: _quiet_fit(SpreadLogisticRegression(**{**_SPREAD, "random_state": -1}), _RX, _RY, MECHS["rr"]),
-     "random_state", "ValueError: expected non-negative integer (numpy SeedSequence)"),
-    ("spread_fit_intercept_str", lambda: _quiet_fit(SpreadLogisticRegression(fit_intercept="no", **_SPREAD), _RX, _RY, MECHS["rr"]),
-     "fit_intercept", "accepted as True"),
-    ("spread_executor", lambda: _quiet_fit(SpreadLogisticRegression(**{**_SPREAD, "executor": 5}), _RX, _RY, MECHS["rr"]), "executor",
-     "AttributeError: 'int' object has no attribute 'map'"),
-    ("spread_clean_nan", lambda: _quiet_fit(SpreadLogisticRegression(**_SPREAD), np.array([[np.nan, 1.0], [0.0, 1.0]]), [0, 1]), "X",
-     "sklearn ValueError (no field)"),
-    ("spread_clean_continuous_y", lambda: _quiet_fit(SpreadLogisticRegression(**_SPREAD), _FX, [0.1, 0.2, 0.3, 0.4]), "y",
-     "sklearn ValueError: Unknown label type (no field)"),
-    ("spread_clean_datetime", lambda: _quiet_fit(SpreadLogisticRegression(**_SPREAD), _FX.astype("datetime64[s]"), _RY), "X",
-     "accepted; predict_proba raised numpy UFuncTypeError (matmul on datetime64)"),
-    ("spread_predict_wrong_width", lambda: _fitted_spread().predict(np.zeros((2, 3))), "X",
-     "IndexError: boolean index did not match indexed array"),
-    ("naive_C_negative", lambda: _quiet_fit(NaiveLogisticRegression(C=-1), _RX, _RY, MECHS["rr"]), "C", "sklearn InvalidParameterError"),
-    ("naive_cv_one", lambda: _quiet_fit(NaiveLogisticRegression(cv=1), _RX, _RY, MECHS["rr"]), "cv", "sklearn InvalidParameterError"),
-    ("naive_cv_too_many", lambda: _quiet_fit(NaiveLogisticRegression(cv=10), _RX, _RY, MECHS["rr"]), "cv",
-     "sklearn ValueError: Cannot have number of splits n_splits=10 greater than the number of samples"),
-    ("naive_encoding", lambda: _quiet_fit(NaiveLogisticRegression(encoding="onehot"), _RX, _RY, MECHS["rr"]), "encoding",
-     "accepted as 'unit'"),
-    ("naive_one_class", lambda: _quiet_fit(NaiveLogisticRegression(), _RX, np.zeros(4, int), MECHS["rr"]), "y",
-     "sklearn ValueError: needs samples of at least 2 classes"),
-    ("naive_no_rows", lambda: _quiet_fit(NaiveLogisticRegression(), _RX[:0], _RY[:0], MECHS["rr"]), "X", "sklearn ValueError: 0 sample(s)"),
+    (
+        "spread_C_huge_int",
+        lambda: _quiet_fit(SpreadLogisticRegression(C=10**400, **_SPREAD), _RX, _RY, MECHS["rr"]),
+        "C",
+        "OverflowError",
+    ),
+    (
+        "spread_burn_in_str",
+        lambda: _quiet_fit(SpreadLogisticRegression(burn_in="a", **_SPREAD), _RX, _RY, MECHS["rr"]),
+        "burn_in",
+        "TypeError: '>' not supported between 'int' and 'str'",
+    ),
+    (
+        "spread_burn_in_negative",
+        lambda: _quiet_fit(SpreadLogisticRegression(burn_in=-5, **_SPREAD), _RX, _RY, MECHS["rr"]),
+        "burn_in",
+        "accepted",
+    ),
+    (
+        "spread_random_state_str",
+        lambda: _quiet_fit(SpreadLogisticRegression(**{**_SPREAD, "random_state": "a"}), _RX, _RY, MECHS["rr"]),
+        "random_state",
+        "accepted: silently unseeded (a different fit every run)",
+    ),
+    (
+        "spread_random_state_negative",
+        lambda: _quiet_fit(SpreadLogisticRegression(**{**_SPREAD, "random_state": -1}), _RX, _RY, MECHS["rr"]),
+        "random_state",
+        "ValueError: expected non-negative integer (numpy SeedSequence)",
+    ),
+    (
+        "spread_fit_intercept_str",
+        lambda: _quiet_fit(SpreadLogisticRegression(fit_intercept="no", **_SPREAD), _RX, _RY, MECHS["rr"]),
+        "fit_intercept",
+        "accepted as True",
+    ),
+    (
+        "spread_executor",
+        lambda: _quiet_fit(SpreadLogisticRegression(**{**_SPREAD, "executor": 5}), _RX, _RY, MECHS["rr"]),
+        "executor",
+        "AttributeError: 'int' object has no attribute 'map'",
+    ),
+    (
+        "spread_clean_nan",
+        lambda: _quiet_fit(SpreadLogisticRegression(**_SPREAD), np.array([[np.nan, 1.0], [0.0, 1.0]]), [0, 1]),
+        "X",
+        "sklearn ValueError (no field)",
+    ),
+    (
+        "spread_clean_continuous_y",
+        lambda: _quiet_fit(SpreadLogisticRegression(**_SPREAD), _FX, [0.1, 0.2, 0.3, 0.4]),
+        "y",
+        "sklearn ValueError: Unknown label type (no field)",
+    ),
+    (
+        "spread_clean_datetime",
+        lambda: _quiet_fit(SpreadLogisticRegression(**_SPREAD), _FX.astype("datetime64[s]"), _RY),
+        "X",
+        "accepted; predict_proba raised numpy UFuncTypeError (matmul on datetime64)",
+    ),
+    (
+        "spread_predict_wrong_width",
+        lambda: _fitted_spread().predict(np.zeros((2, 3))),
+        "X",
+        "IndexError: boolean index did not match indexed array",
+    ),
+    (
+        "naive_C_negative",
+        lambda: _quiet_fit(NaiveLogisticRegression(C=-1), _RX, _RY, MECHS["rr"]),
+        "C",
+        "sklearn InvalidParameterError",
+    ),
+    (
+        "naive_cv_one",
+        lambda: _quiet_fit(NaiveLogisticRegression(cv=1), _RX, _RY, MECHS["rr"]),
+        "cv",
+        "sklearn InvalidParameterError",
+    ),
+    (
+        "naive_cv_too_many",
+        lambda: _quiet_fit(NaiveLogisticRegression(cv=10), _RX, _RY, MECHS["rr"]),
+        "cv",
+        "sklearn ValueError: Cannot have number of splits n_splits=10 greater than the number of samples",
+    ),
+    (
+        "naive_encoding",
+        lambda: _quiet_fit(NaiveLogisticRegression(encoding="onehot"), _RX, _RY, MECHS["rr"]),
+        "encoding",
+        "accepted as 'unit'",
+    ),
+    (
+        "naive_one_class",
+        lambda: _quiet_fit(NaiveLogisticRegression(), _RX, np.zeros(4, int), MECHS["rr"]),
+        "y",
+        "sklearn ValueError: needs samples of at least 2 classes",
+    ),
+    (
+        "naive_no_rows",
+        lambda: _quiet_fit(NaiveLogisticRegression(), _RX[:0], _RY[:0], MECHS["rr"]),
+        "X",
+        "sklearn ValueError: 0 sample(s)",
+    ),
     ("naive_predict_1d", lambda: _fitted_naive().predict(_RX[0]), "X", "IndexError: too many indices for array"),
     ("naive_predict_wrong_width", lambda: _fitted_naive().predict(np.zeros((2, 3))), "X", "IndexError"),
-    ("naive_predict_no_rows", lambda: _fitted_naive().predict_proba(np.zeros((0, 2))), "X", "sklearn ValueError: 0 sample(s)"),
-    ("wdro_huge_int_input", lambda: _quiet_fit(WassersteinDROLogisticRegression(rho=0.1), 10**400, _RY), "X",
-     "OverflowError: int too large to convert to float (from sklearn's check_array)"),
-    ("wdro_rho_huge_int", lambda: _quiet_fit(WassersteinDROLogisticRegression(rho=10**400), _FX, _RY), "rho", "OverflowError"),
-    ("wdro_solver_options", lambda: _quiet_fit(WassersteinDROLogisticRegression(rho=0.1, solver_options={"bogus": 1}), _FX, _RY), "solver_options",
-     "TypeError: Clarabel: unrecognized solver setting 'bogus'"),
+    (
+        "naive_predict_no_rows",
+        lambda: _fitted_naive().predict_proba(np.zeros((0, 2))),
+        "X",
+        "sklearn ValueError: 0 sample(s)",
+    ),
+    (
+        "wdro_huge_int_input",
+        lambda: _quiet_fit(WassersteinDROLogisticRegression(rho=0.1), 10**400, _RY),
+        "X",
+        "OverflowError: int too large to convert to float (from sklearn's check_array)",
+    ),
+    (
+        "wdro_rho_huge_int",
+        lambda: _quiet_fit(WassersteinDROLogisticRegression(rho=10**400), _FX, _RY),
+        "rho",
+        "OverflowError",
+    ),
+    (
+        "wdro_solver_options",
+        lambda: _quiet_fit(WassersteinDROLogisticRegression(rho=0.1, solver_options={"bogus": 1}), _FX, _RY),
+        "solver_options",
+        "TypeError: Clarabel: unrecognized solver setting 'bogus'",
+    ),
 ]
 
 
@@ -1264,12 +1851,31 @@ def test_regression(call, field):
 
 
 REPLY_REGRESSIONS = [
-    ("deep_json", "[" * 100_000 + "]" * 100_000, "RecursionError escaped parse_reply (the ServerApp only catches ReplyRejected)"),
+    (
+        "deep_json",
+        "[" * 100_000 + "]" * 100_000,
+        "RecursionError escaped parse_reply (the ServerApp only catches ReplyRejected)",
+    ),
     ("spec_is_a_list", json.dumps([[1]]), "AttributeError: 'list' object has no attribute 'get'"),
-    ("spec_kind_unhashable", json.dumps([{"kind": [1], "n_features": 4}]), "TypeError: unhashable type (caught, by luck, as TypeError)"),
-    ("spec_n_features_bomb", json.dumps([{"kind": "record", "n_features": 10**18, "label": None,
-                                          "features": {"replicate": RandomizedResponse(3, 0.2).to_spec()}}]),
-     "hung: the server built 10**18 per-column fields"),
+    (
+        "spec_kind_unhashable",
+        json.dumps([{"kind": [1], "n_features": 4}]),
+        "TypeError: unhashable type (caught, by luck, as TypeError)",
+    ),
+    (
+        "spec_n_features_bomb",
+        json.dumps(
+            [
+                {
+                    "kind": "record",
+                    "n_features": 10**18,
+                    "label": None,
+                    "features": {"replicate": RandomizedResponse(3, 0.2).to_spec()},
+                }
+            ]
+        ),
+        "hung: the server built 10**18 per-column fields",
+    ),
 ]
 
 

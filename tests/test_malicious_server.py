@@ -15,20 +15,28 @@ import subprocess
 import sys
 from pathlib import Path
 
+import malicious_server as ms
 import numpy as np
 import pytest
+from conftest import load_simulation
 from scipy.stats import binom
 
-import malicious_server as ms
-from conftest import load_simulation
 from fedrr.federation import build_population, load_run_config, run_federation
 from fedrr.federation.client_app import offline_release, write_record_file
 from fedrr.federation.protocol import PROTOCOL
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
 ROOT = Path(__file__).resolve().parents[1]
-CFG = {"dataset": "digits_7_vs_9", "n-clients": 8, "n-test-per-class": 50, "feature-flip": 0.3, "label-flip": 0.2,
-       "seed": 11, "node-wait-timeout": 60.0, "reply-timeout": 120.0}
+CFG = {
+    "dataset": "digits_7_vs_9",
+    "n-clients": 8,
+    "n-test-per-class": 50,
+    "feature-flip": 0.3,
+    "label-flip": 0.2,
+    "seed": 11,
+    "node-wait-timeout": 60.0,
+    "reply-timeout": 120.0,
+}
 RELEASE_ARRAYS = {"x", "y", "client_id", "mechanism_index"}
 
 
@@ -73,8 +81,13 @@ def test_every_message_reached_a_node_and_was_answered(attacked):
     nodes = result["nodes"]
     assert len(nodes) == CFG["n-clients"]
     assert all(v == [] for v in result["refused"].values()), result["refused"]
-    expected = {"first": ms.FIRST_BURST, "crafted": len(ms.crafted_variants()), "repeat": ms.REPEATS,
-                "out_of_protocol": len(ms.out_of_protocol_variants()), "final": 1}
+    expected = {
+        "first": ms.FIRST_BURST,
+        "crafted": len(ms.crafted_variants()),
+        "repeat": ms.REPEATS,
+        "out_of_protocol": len(ms.out_of_protocol_variants()),
+        "final": 1,
+    }
     for phase, per_node in expected.items():
         replies = result["phases"][phase]
         assert len(replies) == per_node * len(nodes), phase
@@ -92,8 +105,12 @@ def test_first_queries_crafted_still_give_the_honest_release(attacked):
         x, y = np.asarray(r["arrays"]["release/x"]["values"]), r["arrays"]["release/y"]["values"]
         np.testing.assert_array_equal(x[0], honest[cid][0])
         assert y == [honest[cid][1]]
-        assert not np.array_equal(x[0], crafted_seed.x[crafted_seed.client_id == cid][0])  # the server's seed was not used
-    assert {r["label"] for r in _replies(result, "first")} == {"everything"} | {f"overrides-{i}" for i in range(1, ms.FIRST_BURST)}
+        assert not np.array_equal(
+            x[0], crafted_seed.x[crafted_seed.client_id == cid][0]
+        )  # the server's seed was not used
+    assert {r["label"] for r in _replies(result, "first")} == {"everything"} | {
+        f"overrides-{i}" for i in range(1, ms.FIRST_BURST)
+    }
 
 
 def test_crafted_configs_and_payloads_change_nothing(attacked):
@@ -129,10 +146,14 @@ def test_repeated_queries_replay_and_the_posterior_does_not_move(attacked):
     att = _attack_sim()
     mech = pop.mechanism(0)
     feat, lab = mech.mechanism_for(0), mech.label
-    X = np.stack([np.stack([np.asarray(r["arrays"]["release/x"]["values"][0]) for r in v]) for v in per_node.values()])  # (n, M, D)
+    X = np.stack(
+        [np.stack([np.asarray(r["arrays"]["release/x"]["values"][0]) for r in v]) for v in per_node.values()]
+    )  # (n, M, D)
     Y = np.stack([np.array([r["arrays"]["release/y"]["values"][0] for r in v]) for v in per_node.values()])  # (n, M)
-    for field, reps in ((att.rr_field("pixel", feat.k, flip_prob=feat.flip_prob), X.transpose(0, 2, 1).reshape(-1, X.shape[1])),
-                        (att.rr_field("label", lab.k, flip_prob=lab.flip_prob), Y)):
+    for field, reps in (
+        (att.rr_field("pixel", feat.k, flip_prob=feat.flip_prob), X.transpose(0, 2, 1).reshape(-1, X.shape[1])),
+        (att.rr_field("label", lab.k, flip_prob=lab.flip_prob), Y),
+    ):
         lp = att.posterior_replaying(field, reps)
         assert all(np.array_equal(lp[:, m], lp[:, 0]) for m in range(lp.shape[1]))
 
@@ -144,7 +165,9 @@ def test_out_of_protocol_messages_get_errors_and_leave_no_trace(attacked):
     result, _, _ = attacked
     for r in _replies(result, "out_of_protocol"):
         assert r["error"] and r["records"] is None, r["label"]
-        assert ("expected a 'fedrr/1' release query" in r["reason"]) or ("function registered with name" in r["reason"]), r["reason"][-300:]
+        assert ("expected a 'fedrr/1' release query" in r["reason"]) or (
+            "function registered with name" in r["reason"]
+        ), r["reason"][-300:]
     assert {r["label"] for r in _replies(result, "out_of_protocol")} == set(ms.out_of_protocol_variants())
     first = _first_digest(result)
     finals = _replies(result, "final")
@@ -206,8 +229,17 @@ def test_concurrent_first_queries_on_a_deployment_node_release_once(tmp_path):
     write_record_file(tmp_path / "record.npz", np.arange(64) % 17, 1, mech, client_id=0)
     go = tmp_path / "go"
     env = {**os.environ, "FLWR_TELEMETRY_ENABLED": "0"}
-    procs = [subprocess.Popen([sys.executable, "-c", _CHILD, str(tmp_path), str(go)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True, env=env, cwd=ROOT) for _ in range(4)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _CHILD, str(tmp_path), str(go)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        for _ in range(4)
+    ]
     try:
         for p in procs:
             assert p.stdout.readline().strip() == "ready", p.stderr.read()[-2000:]
@@ -223,6 +255,10 @@ def test_concurrent_first_queries_on_a_deployment_node_release_once(tmp_path):
                 p.kill()
                 p.wait()
     with np.load(tmp_path / "ledger" / "fedrr-release.npz", allow_pickle=False) as f:
-        disk = hashlib.sha256(b"".join(np.ascontiguousarray(f[k]).tobytes() for k in ("x", "y", "client_id", "mechanism_index"))).hexdigest()
+        disk = hashlib.sha256(
+            b"".join(np.ascontiguousarray(f[k]).tobytes() for k in ("x", "y", "client_id", "mechanism_index"))
+        ).hexdigest()
     assert set(digests) == {disk}, digests
-    assert [p.name for p in (tmp_path / "ledger").iterdir() if p.name.startswith(".fedrr-release-")] == []  # no temporary left
+    assert [
+        p.name for p in (tmp_path / "ledger").iterdir() if p.name.startswith(".fedrr-release-")
+    ] == []  # no temporary left

@@ -53,6 +53,7 @@ def chisquare_release(mech, x: int, n: int, rng) -> float:
 
 # --- 1. empirical release distribution == exp(log_likelihood) ------------------------------------
 
+
 @pytest.mark.parametrize(
     "k, epsilon, xs, n",
     [
@@ -80,15 +81,17 @@ def test_rr_release_matches_log_likelihood_when_flip_prob_above_uniform(k, flip_
         assert p > ALPHA, f"k={k}, x={x}: chi-square p={p:.2e}"
 
 
-ASYM_3x3 = np.array([[0.7, 0.2, 0.1],
-                     [0.2, 0.5, 0.3],
-                     [0.1, 0.3, 0.6]])
+ASYM_3x3 = np.array([[0.7, 0.2, 0.1], [0.2, 0.5, 0.3], [0.1, 0.3, 0.6]])
 
 
 @pytest.mark.parametrize(
     "mech",
-    [TransitionMatrix.binary(0.1, 0.3), TransitionMatrix.binary(0.35, 0.05), TransitionMatrix(ASYM_3x3),
-     TransitionMatrix(ASYM_3x3.T / ASYM_3x3.T.sum(axis=0))],
+    [
+        TransitionMatrix.binary(0.1, 0.3),
+        TransitionMatrix.binary(0.35, 0.05),
+        TransitionMatrix(ASYM_3x3),
+        TransitionMatrix(ASYM_3x3.T / ASYM_3x3.T.sum(axis=0)),
+    ],
     ids=["binary_p10=.1_p01=.3", "binary_p10=.35_p01=.05", "3x3", "3x3_T"],
 )
 def test_transition_matrix_release_matches_log_likelihood(mech):
@@ -155,6 +158,7 @@ def test_rr_release_actually_randomises_and_never_reports_truth_when_flip_prob_n
 
 # --- 2. stated ε is the exact max likelihood ratio ----------------------------------------------
 
+
 @pytest.mark.parametrize("k", [2, 3, 17, 256])
 @pytest.mark.parametrize("epsilon", [0.01, 0.5, 1.0, 3.0, 10.0])
 def test_rr_from_epsilon_states_exact_ratio_and_round_trips(k, epsilon):
@@ -199,7 +203,9 @@ def test_rr_flip_prob_above_uniform_has_the_mirror_epsilon():
 def test_transition_matrix_epsilon_is_brute_force_ratio(P):
     m = TransitionMatrix(P)
     Pa = np.asarray(P)
-    by_hand = max(math.log(Pa[i, j] / Pa[i, jj]) for i in range(len(Pa)) for j in range(len(Pa)) for jj in range(len(Pa)))
+    by_hand = max(
+        math.log(Pa[i, j] / Pa[i, jj]) for i in range(len(Pa)) for j in range(len(Pa)) for jj in range(len(Pa))
+    )
     assert m.epsilon == pytest.approx(by_hand, rel=1e-12)
     assert brute_force_epsilon(m) == pytest.approx(by_hand, rel=1e-12)
 
@@ -226,6 +232,7 @@ def test_log_likelihood_broadcasts():
 
 
 # --- spec round trip (exact) ---------------------------------------------------------------------
+
 
 def test_rr_spec_round_trip_is_exact():
     for m in [RandomizedResponse(2, 0.25), RandomizedResponse(256, epsilon=3.3), RandomizedResponse(3, 0.9)]:

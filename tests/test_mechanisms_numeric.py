@@ -113,6 +113,7 @@ def test_noise_std_matches_family():
 
 # --- 2. calibration --------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("eps", [0.1, 1.0, 8.0])
 def test_laplace_scale_is_l1_sensitivity_over_epsilon(eps):
     lo, hi = [0.0, -1.0, 2.0], [1.0, 1.0, 5.0]
@@ -123,7 +124,9 @@ def test_laplace_scale_is_l1_sensitivity_over_epsilon(eps):
     assert laplace_scale(eps, 6.0) == pytest.approx(6.0 / eps, rel=1e-15)
     # scalar: Δ₁ = range; explicit sensitivity overrides
     assert LaplaceMechanism(eps, -2.0, 3.0).scale == pytest.approx(5.0 / eps, rel=1e-15)
-    assert LaplaceMechanism(eps, 0, 1, sensitivity=2.5).scale == pytest.approx(2.5 / eps, rel=1e-15)  # a larger Δ is allowed
+    assert LaplaceMechanism(eps, 0, 1, sensitivity=2.5).scale == pytest.approx(
+        2.5 / eps, rel=1e-15
+    )  # a larger Δ is allowed
     with pytest.raises(ValidationError, match="L1 diameter"):  # a smaller one would understate ε (fedrr.audit found it)
         LaplaceMechanism(eps, 0, 1, sensitivity=0.25)
     with pytest.raises(ValidationError, match="L2 diameter"):

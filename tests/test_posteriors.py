@@ -35,6 +35,7 @@ TOL = 1e-9
 
 # ================================ discrete ========================================================
 
+
 def enumerate_posterior(mech, x_tilde, prior):
     """p(x | x̃) for every x by enumeration over states, using only mech.log_likelihood.
     prior: (k,) shared or (d, k) per feature (aligned with the last axis of x̃)."""
@@ -68,7 +69,7 @@ def near_degenerate_prior(k=256, top=0.9, n_zero=20, seed=0):
     p = np.zeros(k)
     p[0] = top
     rest = rng.dirichlet(np.full(k - 1 - n_zero, 2.0))
-    p[1 + n_zero:] = (1 - top) * rest
+    p[1 + n_zero :] = (1 - top) * rest
     return p
 
 
@@ -190,6 +191,7 @@ def test_dense_posterior_matches_enumeration_and_samples(mech):
 
 # ================================ continuous: helpers =============================================
 
+
 def noise_logpdf(mech, t):
     if isinstance(mech, LaplaceMechanism):
         return stats.laplace.logpdf(t, scale=mech.scale)
@@ -258,6 +260,7 @@ def histogram_log_prior(edges, probs):
         inside = (x >= edges[0]) & (x <= edges[-1])
         with np.errstate(divide="ignore"):
             return np.where(inside, np.log(dens[i]), -np.inf)
+
     return f
 
 
@@ -273,7 +276,9 @@ def exact_for_gaussian_prior(mech, x_tilde, mu, var):
 
 
 def exact_for_histogram(mech, x_tilde, edges, probs):
-    return ExactPosterior(histogram_log_prior(edges, probs), mech, x_tilde, edges[0], edges[-1], list(edges) + [x_tilde])
+    return ExactPosterior(
+        histogram_log_prior(edges, probs), mech, x_tilde, edges[0], edges[-1], list(edges) + [x_tilde]
+    )
 
 
 # ================================ continuous: Gaussian prior =======================================
@@ -420,7 +425,9 @@ def test_histogram_posterior_per_feature_edges_and_zero_bins():
     assert bp.shape == (2, 2, 3)
     for i in range(2):
         for j in range(2):
-            np.testing.assert_allclose(bp[i, j], np.exp(exact_bin_logmass(mech, xt[i, j], edges[j], probs[j])), rtol=TOL, atol=1e-300)
+            np.testing.assert_allclose(
+                bp[i, j], np.exp(exact_bin_logmass(mech, xt[i, j], edges[j], probs[j])), rtol=TOL, atol=1e-300
+            )
     assert np.all(bp[:, 0, 1] == 0.0)
     s = post.sample(np.random.default_rng(0), size=500)
     assert not np.any((s[..., 0] >= 0.5) & (s[..., 0] < 1.0)), "sampled inside a zero-mass bin"

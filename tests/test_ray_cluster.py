@@ -60,8 +60,18 @@ def ray_cluster():
     address = f"127.0.0.1:{port}"
     common = ["--num-cpus=1", "--disable-usage-stats", f"--temp-dir={temp}"]
     try:
-        _run([RAY, "start", "--head", f"--port={port}", "--node-ip-address=127.0.0.1", "--include-dashboard=false",
-                        f"--ray-client-server-port={_free_port()}", *common])
+        _run(
+            [
+                RAY,
+                "start",
+                "--head",
+                f"--port={port}",
+                "--node-ip-address=127.0.0.1",
+                "--include-dashboard=false",
+                f"--ray-client-server-port={_free_port()}",
+                *common,
+            ]
+        )
         _run([RAY, "start", f"--address={address}", "--node-ip-address=127.0.0.1", *common])
         os.environ["RAY_ADDRESS"] = address
         yield address, temp
@@ -107,8 +117,18 @@ def test_flower_simulation_on_the_cluster_with_ray_executor(ray_cluster, tmp_pat
     from fedrr.federation.run import backend_config
 
     assert "num_cpus" not in backend_config()["init_args"]  # attached to a cluster: no resource args
-    metrics = run_federation({"dataset": "digits_7_vs_9", "n-clients": 24, "min-valid": 20, "learners": "spread",
-                              "executor": "ray", "results-dir": str(tmp_path), "run-name": "cluster", "seed": 2})
+    metrics = run_federation(
+        {
+            "dataset": "digits_7_vs_9",
+            "n-clients": 24,
+            "min-valid": 20,
+            "learners": "spread",
+            "executor": "ray",
+            "results-dir": str(tmp_path),
+            "run-name": "cluster",
+            "seed": 2,
+        }
+    )
     assert metrics["status"] == "done" and metrics["n_releases"] == 24
     assert metrics["learners"]["spread"]["accuracy"] > 0.7
     if ray.is_initialized():

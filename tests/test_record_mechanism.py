@@ -27,6 +27,7 @@ ALPHA = 1e-3
 
 # --- accounting ----------------------------------------------------------------------------------
 
+
 def test_replicated_scalar_mechanism_composes_over_features_plus_label():
     feat = RandomizedResponse(3, epsilon=0.7)
     lab = RandomizedResponse(2, epsilon=1.1)
@@ -60,13 +61,13 @@ def test_block_gaussian_counted_once():
 
 def mixed_record():
     fields = [
-        RandomizedResponse(3, epsilon=0.4),                                        # col 0
-        LaplaceMechanism(1.0, [0.0, -1.0], [1.0, 1.0]),                            # cols 1, 2 (block)
-        GaussianMechanism(0.8, 1e-6, -2.0, 2.0),                                   # col 3
+        RandomizedResponse(3, epsilon=0.4),  # col 0
+        LaplaceMechanism(1.0, [0.0, -1.0], [1.0, 1.0]),  # cols 1, 2 (block)
+        GaussianMechanism(0.8, 1e-6, -2.0, 2.0),  # col 3
         TransitionMatrix([[0.5, 0.25, 0.125], [0.25, 0.5, 0.375], [0.25, 0.25, 0.5]]),  # col 4
         # (columns sum to exactly 1.0 in binary; see test_transition_matrix_spec_round_trip_is_exact)
-        RandomizedResponse(3, epsilon=0.4),                                        # col 5 (same as col 0)
-        RandomizedResponse(5, epsilon=2.0),                                        # col 6
+        RandomizedResponse(3, epsilon=0.4),  # col 5 (same as col 0)
+        RandomizedResponse(5, epsilon=2.0),  # col 6
         GaussianMechanism(sigma=0.7, delta=1e-5, lower=[0.0] * 2, upper=[1.0] * 2),  # cols 7, 8 (block)
     ]
     label = TransitionMatrix.binary(0.15, 0.05)
@@ -99,11 +100,21 @@ def test_no_label():
 
 # --- release -------------------------------------------------------------------------------------
 
+
 def make_mixed_data(n, rng):
-    X = np.column_stack([
-        rng.integers(0, 3, n), rng.random(n), -1 + 2 * rng.random(n), -2 + 4 * rng.random(n),
-        rng.integers(0, 3, n), rng.integers(0, 3, n), rng.integers(0, 5, n), rng.random(n), rng.random(n),
-    ])
+    X = np.column_stack(
+        [
+            rng.integers(0, 3, n),
+            rng.random(n),
+            -1 + 2 * rng.random(n),
+            -2 + 4 * rng.random(n),
+            rng.integers(0, 3, n),
+            rng.integers(0, 3, n),
+            rng.integers(0, 5, n),
+            rng.random(n),
+            rng.random(n),
+        ]
+    )
     y = rng.integers(0, 2, n)
     return X, y
 
@@ -129,8 +140,11 @@ def test_release_shapes_dtypes_and_column_routing():
     probs = np.exp(label.log_likelihood(np.arange(2), np.ones(2, int)))
     assert stats.chisquare(np.bincount(yt, minlength=2), n * probs).pvalue > ALPHA
     # numeric columns: KS of the noise against the right field's noise law
-    for cols, dist in [((1, 2), stats.laplace(scale=fields[1].scale)), ((3,), stats.norm(scale=fields[2].sigma)),
-                       ((7, 8), stats.norm(scale=0.7))]:
+    for cols, dist in [
+        ((1, 2), stats.laplace(scale=fields[1].scale)),
+        ((3,), stats.norm(scale=fields[2].sigma)),
+        ((7, 8), stats.norm(scale=0.7)),
+    ]:
         for c in cols:
             p = stats.kstest(Xt[:, c] - X[:, c], dist.cdf).pvalue
             assert p > ALPHA, f"column {c}: KS p={p:.2e}"
@@ -157,6 +171,7 @@ def test_release_is_reproducible_from_the_seed():
 
 # --- log-likelihood ------------------------------------------------------------------------------
 
+
 def test_log_likelihood_is_sum_of_field_log_likelihoods():
     rec, fields, label = mixed_record()
     rng = np.random.default_rng(2)
@@ -179,7 +194,9 @@ def test_replicated_log_likelihood_equals_product_over_columns():
     X, y = np.array([[0, 1], [2, 2]]), np.array([1, 0])
     Xt, yt = np.array([[0, 0], [1, 2]]), np.array([1, 2])
     keep, other = math.log(0.75), math.log(0.125)
-    np.testing.assert_allclose(rec.log_likelihood(Xt, yt, X, y), [keep + other + keep, other + keep + other], rtol=1e-14)
+    np.testing.assert_allclose(
+        rec.log_likelihood(Xt, yt, X, y), [keep + other + keep, other + keep + other], rtol=1e-14
+    )
 
 
 # --- specs ---------------------------------------------------------------------------------------
@@ -238,5 +255,7 @@ def test_spec_round_trip_gives_identical_likelihoods_and_releases():
 def test_different_mechanisms_are_not_equal():
     assert RandomizedResponse(2, 0.25) != RandomizedResponse(2, 0.26)
     assert RandomizedResponse(2, 0.25) != TransitionMatrix.binary(0.25, 0.25)
-    assert RecordMechanism(RandomizedResponse(2, 0.2), n_features=2) != RecordMechanism(RandomizedResponse(2, 0.2), n_features=3)
+    assert RecordMechanism(RandomizedResponse(2, 0.2), n_features=2) != RecordMechanism(
+        RandomizedResponse(2, 0.2), n_features=3
+    )
     assert GaussianMechanism(1.0, 1e-5) != GaussianMechanism(1.0, 1e-5, calibration="farokhi")

@@ -57,7 +57,9 @@ def test_resampler_posterior_concentrates_and_map_reaches_the_exact_accuracy(att
     assert checks["eq3_max_abs_diff"] < 1e-12
     rep = {r["M"]: r for r in rows if r["client"] == "replayer"}
     assert {rep[m]["map_accuracy"] for m in att.M_GRID} == {rep[1]["map_accuracy"]}
-    assert {rep[m]["epsilon_spent"] for m in att.M_GRID} == {field.mech.epsilon} and field.mech.epsilon == pytest.approx(0.5)
+    assert {rep[m]["epsilon_spent"] for m in att.M_GRID} == {
+        field.mech.epsilon
+    } and field.mech.epsilon == pytest.approx(0.5)
 
 
 def test_exact_map_accuracy_agrees_with_enumeration(att):
@@ -105,8 +107,10 @@ def test_replaying_client_gives_the_server_nothing_after_the_first_release(att, 
     feat, lab = mech.mechanism_for(0), mech.label
     X = np.stack(xs).T  # (64 pixels, M)
     Y = np.array(ys)[None, :]  # (1, M)
-    for field, reps in ((att.rr_field("pixel", feat.k, flip_prob=feat.flip_prob), X),
-                        (att.rr_field("label", lab.k, flip_prob=lab.flip_prob), Y)):
+    for field, reps in (
+        (att.rr_field("pixel", feat.k, flip_prob=feat.flip_prob), X),
+        (att.rr_field("label", lab.k, flip_prob=lab.flip_prob), Y),
+    ):
         lp = att.posterior_replaying(field, reps)
         for m in range(reps.shape[1]):
             assert np.array_equal(lp[:, m], lp[:, 0])

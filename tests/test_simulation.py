@@ -22,8 +22,13 @@ from fedrr.federation import build_population, load_run_config
 from fedrr.simulation import cell_run_config, cells, load_config, parse_config, sweep
 from fedrr.simulation.cli import main
 
-for _k, _v in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
-               "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "MPLBACKEND": "Agg"}.items():
+for _k, _v in {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+    "MPLBACKEND": "Agg",
+}.items():
     os.environ.setdefault(_k, _v)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,7 +79,9 @@ def test_offline_sweep_writes_everything_and_resumes_without_recomputing(tmp_pat
     assert "4 cell(s) computed, 0 skipped" in first
     rows = _csv(out / "results.csv")
     assert len(rows) == 2 * 2 * 2  # grid points x repeats x learners
-    assert Counter((r["cell"], r["learner"]) for r in rows) == Counter({(c.key, n): 1 for c in cells(load_config(cfg)) for n in ("naive", "spread")})
+    assert Counter((r["cell"], r["learner"]) for r in rows) == Counter(
+        {(c.key, n): 1 for c in cells(load_config(cfg)) for n in ("naive", "spread")}
+    )
     for r in rows:
         assert 0.0 <= float(r["accuracy"]) <= 1.0 and float(r["eps_record"]) > 0 and r["n_releases"] == "120"
         assert r["error"] == "" and float(r["seconds"]) >= 0
@@ -102,12 +109,17 @@ def test_offline_sweep_writes_everything_and_resumes_without_recomputing(tmp_pat
 
     # the same cells on the other parallel backend (that run used Ray tasks): identical results
     other = tmp_path / "processes"
-    assert main(["sweep", str(cfg), "--out", str(other), "--no-progress", "--workers", "2", "--parallel", "processes"]) == 0
+    assert (
+        main(["sweep", str(cfg), "--out", str(other), "--no-progress", "--workers", "2", "--parallel", "processes"])
+        == 0
+    )
     assert "4 cell(s) computed, 0 skipped" in capsys.readouterr().out
     for p in (out / "cells").glob("*.json"):
         a, b = json.loads(p.read_text()), json.loads((other / "cells" / p.name).read_text())
         assert a["learners"].keys() == b["learners"].keys()
-        assert {n: e["accuracy"] for n, e in a["learners"].items()} == {n: e["accuracy"] for n, e in b["learners"].items()}
+        assert {n: e["accuracy"] for n, e in a["learners"].items()} == {
+            n: e["accuracy"] for n, e in b["learners"].items()
+        }
         assert a["eps"] == b["eps"] and a["fingerprint"] == b["fingerprint"]
     # deleted cells are the only ones recomputed, and with the same result (seeds depend on the cell only)
     victim = sorted(before)[1]
@@ -126,8 +138,24 @@ def test_killed_sweep_rerun_completes_every_cell_exactly_once(tmp_path, capsys):
     cfg = _write(tmp_path, TINY.replace("feature_flip_grid = [0.1, 0.3]", "feature_flip_grid = [0.1, 0.2, 0.3]"))
     out = tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-m", "fedrr.simulation.cli", "sweep", str(cfg), "--out", str(out), "--no-progress",
-                             "--workers", "1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fedrr.simulation.cli",
+            "sweep",
+            str(cfg),
+            "--out",
+            str(out),
+            "--no-progress",
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env,
+    )
     try:
         deadline = time.monotonic() + 90
         while not list((out / "cells").glob("*.json")) if (out / "cells").exists() else True:
@@ -172,13 +200,16 @@ def _sweep_and_check_accounting(tmp_path, text: str) -> list[dict]:
 
 
 def test_record_epsilon_is_the_mechanisms_accounting_rr(tmp_path):
-    rows = _sweep_and_check_accounting(tmp_path, TINY.replace("repeats = 2", "repeats = 1")
-                                       .replace('names = ["naive", "spread"]', 'names = ["naive"]'))
+    rows = _sweep_and_check_accounting(
+        tmp_path, TINY.replace("repeats = 2", "repeats = 1").replace('names = ["naive", "spread"]', 'names = ["naive"]')
+    )
     assert {round(float(r["feature_flip"]), 6) for r in rows} == {0.1, 0.3}
 
 
 def test_record_epsilon_is_the_mechanisms_accounting_gaussian(tmp_path):
-    rows = _sweep_and_check_accounting(tmp_path, """
+    rows = _sweep_and_check_accounting(
+        tmp_path,
+        """
 [population]
 dataset = "digits_7_vs_9"
 n_clients = 80
@@ -190,7 +221,8 @@ label_epsilon = 1.0
 delta = 1e-6
 [learners]
 names = ["naive"]
-""")
+""",
+    )
     for r in rows:
         assert float(r["delta_record"]) == pytest.approx(64 * 1e-6)  # δ composes over the 64 pixels
         assert float(r["eps_record"]) == pytest.approx(64 * float(r["feature_epsilon"]) + 1.0)
@@ -198,7 +230,9 @@ names = ["naive"]
 
 @pytest.mark.parametrize("mechanism", ["rr", "laplace"])
 def test_record_budget_split_gives_the_requested_record_epsilon(tmp_path, mechanism):
-    rows = _sweep_and_check_accounting(tmp_path, f"""
+    rows = _sweep_and_check_accounting(
+        tmp_path,
+        f"""
 [population]
 dataset = "digits_7_vs_9"
 n_clients = 80
@@ -209,7 +243,8 @@ epsilon_grid = [20.0, 150.0]
 split = {{features = 0.8, label = 0.2}}
 [learners]
 names = ["naive", "clean"]
-""")
+""",
+    )
     for r in rows:
         assert float(r["eps_record"]) == pytest.approx(float(r["requested_eps_record"]), rel=1e-9)
         assert float(r["eps_label"]) == pytest.approx(0.2 * float(r["requested_eps_record"]), rel=1e-9)
@@ -271,15 +306,37 @@ INVALID = [
     (_with(privacy__split={"features": 0.9, "label": 0.2}), "privacy.split", "add up to 1"),
     (_with(privacy__split={"features": 0.9, "labels": 0.1}), "privacy.split", "unknown key(s) ['labels']"),
     (_with(privacy__label_flip=0.1), "privacy.label_flip", "cannot be set with epsilon_grid"),
-    (_with(privacy__epsilon_grid=_DELETE, privacy__feature_flip_grid=[0.2, 1.5]), "privacy.feature_flip_grid", "open interval (0, 1)"),
-    (_with(privacy__epsilon_grid=_DELETE, privacy__mechanism="gaussian", privacy__feature_flip_grid=[0.2]),
-     "privacy.feature_flip_grid", "for mechanism 'rr'"),
-    (_with(privacy__epsilon_grid=_DELETE, privacy__feature_epsilon_grid=[1.0], privacy__label_flip="same"),
-     "privacy.label_flip", "needs feature_flip_grid"),
-    (_with(privacy__epsilon_grid=_DELETE, privacy__feature_epsilon_grid=[1.0], privacy__label_flip=0.1, privacy__label_epsilon=1.0),
-     "privacy.label_epsilon", "not both"),
+    (
+        _with(privacy__epsilon_grid=_DELETE, privacy__feature_flip_grid=[0.2, 1.5]),
+        "privacy.feature_flip_grid",
+        "open interval (0, 1)",
+    ),
+    (
+        _with(privacy__epsilon_grid=_DELETE, privacy__mechanism="gaussian", privacy__feature_flip_grid=[0.2]),
+        "privacy.feature_flip_grid",
+        "for mechanism 'rr'",
+    ),
+    (
+        _with(privacy__epsilon_grid=_DELETE, privacy__feature_epsilon_grid=[1.0], privacy__label_flip="same"),
+        "privacy.label_flip",
+        "needs feature_flip_grid",
+    ),
+    (
+        _with(
+            privacy__epsilon_grid=_DELETE,
+            privacy__feature_epsilon_grid=[1.0],
+            privacy__label_flip=0.1,
+            privacy__label_epsilon=1.0,
+        ),
+        "privacy.label_epsilon",
+        "not both",
+    ),
     (_with(privacy__delta=0.0), "privacy.delta", "open interval (0, 1)"),
-    (_with(privacy__mechanism="gaussian", learners__names=["naive", "spread-true"]), "learners.names", "needs discrete features"),
+    (
+        _with(privacy__mechanism="gaussian", learners__names=["naive", "spread-true"]),
+        "learners.names",
+        "needs discrete features",
+    ),
     (_with(run={"mode": "federated"}), "run.mode", "unknown value 'federated'; valid: flower, cohort, offline"),
     (_with(run={"workers": -1}), "run.workers", "must be >= 0"),
     (_with(run={"cohort_size": True}), "run.cohort_size", "must be an integer, got a boolean"),
@@ -288,21 +345,52 @@ INVALID = [
     (_with(scenario="x"), "scenario", "must be a table"),
     (_with(scenario={"name": ""}), "scenario.name", "must be a non-empty name"),  # found by tests/test_fuzz.py (slow)
     (_with(scenario={"name": "../elsewhere"}), "scenario.name", "names the default results folder"),
-    (_with(population__budget_mix={"values": [0.2, 0.4]}), "privacy.epsilon_grid", "cannot be combined with population.budget_mix"),
-    (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": []}), "population.budget_mix.values", "non-empty list"),
-    (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2, -1]}), "population.budget_mix.values", "> 0"),
-    (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2, 0.4], "weights": [1]}),
-     "population.budget_mix.weights", "a list of 2 numbers"),
-    (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2], "share": [1]}), "population.budget_mix", "unknown key(s) ['share']"),
-    (_with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2, 0.4]}), "privacy.label_flip", "needs the label's budget"),
+    (
+        _with(population__budget_mix={"values": [0.2, 0.4]}),
+        "privacy.epsilon_grid",
+        "cannot be combined with population.budget_mix",
+    ),
+    (
+        _with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": []}),
+        "population.budget_mix.values",
+        "non-empty list",
+    ),
+    (
+        _with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2, -1]}),
+        "population.budget_mix.values",
+        "> 0",
+    ),
+    (
+        _with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2, 0.4], "weights": [1]}),
+        "population.budget_mix.weights",
+        "a list of 2 numbers",
+    ),
+    (
+        _with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2], "share": [1]}),
+        "population.budget_mix",
+        "unknown key(s) ['share']",
+    ),
+    (
+        _with(privacy__epsilon_grid=_DELETE, population__budget_mix={"values": [0.2, 0.4]}),
+        "privacy.label_flip",
+        "needs the label's budget",
+    ),
 ]
 
 
-REGRESSION = {"scenario": {"name": "reg", "repeats": 2, "seed": 5},
-              "population": {"task": "regression", "dataset": "lending_club", "n_clients": 50, "n_test_per_class": 500},
-              "privacy": {"mechanism": "gaussian", "calibration": "farokhi", "delta": 1e-2, "label_public": True,
-                          "epsilon_grid": [0.416667, 4.16667]},
-              "learners": {"names": ["ls", "wdro", "gauss-dro", "mean", "clean"]}, "run": {"mode": "offline", "workers": 1}}
+REGRESSION = {
+    "scenario": {"name": "reg", "repeats": 2, "seed": 5},
+    "population": {"task": "regression", "dataset": "lending_club", "n_clients": 50, "n_test_per_class": 500},
+    "privacy": {
+        "mechanism": "gaussian",
+        "calibration": "farokhi",
+        "delta": 1e-2,
+        "label_public": True,
+        "epsilon_grid": [0.416667, 4.16667],
+    },
+    "learners": {"names": ["ls", "wdro", "gauss-dro", "mean", "clean"]},
+    "run": {"mode": "offline", "workers": 1},
+}
 
 
 def _reg(**changes) -> dict:
@@ -323,7 +411,11 @@ REGRESSION_INVALID = [
     (_reg(run__mode="flower"), "run.mode", "runs offline"),
     (_reg(learners__names=["ls", "spread"]), "learners.names", "'spread' is not a regression learner"),
     (_reg(learners__names=["clean"]), "learners.names", "at least one learner trained on the releases"),
-    (_reg(privacy__epsilon_grid=_DELETE, privacy__feature_epsilon_grid=[1.0]), "privacy.feature_epsilon_grid", "give epsilon_grid"),
+    (
+        _reg(privacy__epsilon_grid=_DELETE, privacy__feature_epsilon_grid=[1.0]),
+        "privacy.feature_epsilon_grid",
+        "give epsilon_grid",
+    ),
     (_reg(privacy__label_public="yes"), "privacy.label_public", "must be true or false"),
     (_reg(population__task="clustering"), "population.task", "unknown value 'clustering'"),
     (_with(learners__names=["ls"]), "learners.names", "'ls' is a regression learner"),
@@ -331,8 +423,11 @@ REGRESSION_INVALID = [
 ]
 
 
-@pytest.mark.parametrize("data,field,fragment", INVALID + REGRESSION_INVALID,
-                         ids=[f"{i:02d}-{f}" for i, (_, f, _) in enumerate(INVALID + REGRESSION_INVALID)])
+@pytest.mark.parametrize(
+    "data,field,fragment",
+    INVALID + REGRESSION_INVALID,
+    ids=[f"{i:02d}-{f}" for i, (_, f, _) in enumerate(INVALID + REGRESSION_INVALID)],
+)
 def test_invalid_config_names_the_field_precisely(data, field, fragment):
     with pytest.raises(ValidationError) as ei:
         parse_config(data)
@@ -362,7 +457,9 @@ def test_budget_mix_puts_two_budgets_in_one_pool(tmp_path):
     rec = json.loads(next((out / "cells").glob("*.json")).read_text())
     k, D = 17, 64  # digits: 64 pixels with 17 states, binary label
     eps = [D * RandomizedResponse(k, f).epsilon + RandomizedResponse(2, 0.2).epsilon for f in (0.15, 0.35)]
-    assert rec["eps"]["min"] == pytest.approx(min(eps), rel=1e-12) and rec["eps"]["max"] == pytest.approx(max(eps), rel=1e-12)
+    assert rec["eps"]["min"] == pytest.approx(min(eps), rel=1e-12) and rec["eps"]["max"] == pytest.approx(
+        max(eps), rel=1e-12
+    )
     assert min(eps) < rec["eps"]["record"] < max(eps)
     assert all("accuracy" in e for e in rec["learners"].values())
     assert "feature flip mix 0.15 (weight 1), 0.35 (weight 1), label flip 0.2" in (out / "summary.md").read_text()
@@ -410,8 +507,13 @@ def test_regression_with_a_private_label_splits_the_record_budget(tmp_path):
     Laplace noise on the target; the reported ε per record is their sum = the requested one."""
     import tomli_w
 
-    data = _reg(privacy__mechanism="laplace", privacy__calibration="analytic", privacy__label_public=False,
-                privacy__split={"features": 0.8, "label": 0.2}, learners__names=["ls", "wdro", "mean"])
+    data = _reg(
+        privacy__mechanism="laplace",
+        privacy__calibration="analytic",
+        privacy__label_public=False,
+        privacy__split={"features": 0.8, "label": 0.2},
+        learners__names=["ls", "wdro", "mean"],
+    )
     data["scenario"]["repeats"] = 1
     path = tmp_path / "reg.toml"
     path.write_text(tomli_w.dumps(data))
@@ -422,7 +524,9 @@ def test_regression_with_a_private_label_splits_the_record_budget(tmp_path):
     for r in rows:
         req = float(r["requested_eps_record"])
         assert float(r["eps_record"]) == pytest.approx(req, rel=1e-12)
-        assert float(r["eps_features"]) == pytest.approx(0.8 * req, rel=1e-12) and float(r["eps_label"]) == pytest.approx(0.2 * req, rel=1e-12)
+        assert float(r["eps_features"]) == pytest.approx(0.8 * req, rel=1e-12) and float(
+            r["eps_label"]
+        ) == pytest.approx(0.2 * req, rel=1e-12)
     assert "The label is public" not in (out / "summary.md").read_text()
 
 
@@ -430,11 +534,18 @@ def test_at_least_fifteen_distinct_invalid_configs():
     assert len(INVALID) >= 15 and len({f + m for _, f, m in INVALID}) == len(INVALID)
 
 
-@pytest.mark.parametrize("changes,field,fragment", [
-    ({"privacy__mechanism": "rr", "population__dataset": "breast_cancer"}, "privacy.mechanism", "same number of states"),
-    ({"population__n_test_per_class": 500}, "population.n_test_per_class", "leaves no training rows"),
-    ({"privacy__epsilon_grid": [1e-9]}, "privacy.epsilon_grid", "too small"),
-])
+@pytest.mark.parametrize(
+    "changes,field,fragment",
+    [
+        (
+            {"privacy__mechanism": "rr", "population__dataset": "breast_cancer"},
+            "privacy.mechanism",
+            "same number of states",
+        ),
+        ({"population__n_test_per_class": 500}, "population.n_test_per_class", "leaves no training rows"),
+        ({"privacy__epsilon_grid": [1e-9]}, "privacy.epsilon_grid", "too small"),
+    ],
+)
 def test_errors_that_need_the_dataset_are_caught_before_running(tmp_path, capsys, changes, field, fragment):
     import tomli_w
 
@@ -477,8 +588,12 @@ def test_shipped_configs_are_valid(name):
 # ---------------------------------------------------------------------------- Flower, end to end
 def test_reduced_quickstart_in_flower_mode_through_the_cli(tmp_path, capsys):
     text = (ROOT / "configs" / "quickstart.toml").read_text()
-    text = (text.replace("n_clients = 300 ", "n_clients = 30 ").replace("n_test_per_class = 100", "n_test_per_class = 20")
-            .replace("epsilon_grid = [1000, 3000, 10000]", "epsilon_grid = [10000]").replace("repeats = 2 ", "repeats = 1 "))
+    text = (
+        text.replace("n_clients = 300 ", "n_clients = 30 ")
+        .replace("n_test_per_class = 100", "n_test_per_class = 20")
+        .replace("epsilon_grid = [1000, 3000, 10000]", "epsilon_grid = [10000]")
+        .replace("repeats = 2 ", "repeats = 1 ")
+    )
     assert 'mode = "flower"' in text and "n_clients = 30 " in text and "repeats = 1 " in text
     cfg = _write(tmp_path, text)
     out = tmp_path / "qs"
@@ -514,7 +629,9 @@ def _reduced(data: dict) -> dict:
 
 
 def test_every_shipped_config_has_a_reduced_end_to_end_test():
-    reduced = {"quickstart"} | set(SHIPPED_REDUCED)  # quickstart: test_reduced_quickstart_in_flower_mode_through_the_cli
+    reduced = {"quickstart"} | set(
+        SHIPPED_REDUCED
+    )  # quickstart: test_reduced_quickstart_in_flower_mode_through_the_cli
     assert {p.stem for p in (ROOT / "configs").glob("*.toml")} == reduced
 
 
@@ -530,8 +647,15 @@ def test_barber_6_1_config_has_the_papers_noise_variances():
     assert variances == pytest.approx([0.5, 0.1], rel=1e-9)
 
 
-SHIPPED_REDUCED = ["barber_6_1", "barber_fig3_digits", "barber_fig3_mnist", "farokhi_fig1_lending_club", "farokhi_fig2_adult",
-                   "farokhi_wdro_adult", "scaling"]
+SHIPPED_REDUCED = [
+    "barber_6_1",
+    "barber_fig3_digits",
+    "barber_fig3_mnist",
+    "farokhi_fig1_lending_club",
+    "farokhi_fig2_adult",
+    "farokhi_wdro_adult",
+    "scaling",
+]
 
 
 @pytest.mark.parametrize("name", SHIPPED_REDUCED)

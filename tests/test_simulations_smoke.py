@@ -20,8 +20,14 @@ SCRIPTS = {
 def test_script_quick_run(script, tmp_path):
     out = tmp_path / "out"
     extra = ["--dataset", "digits"] if script == "barber_fig3.py" else []
-    proc = subprocess.run([sys.executable, str(ROOT / "simulations" / script), "--quick", "--out", str(out), *extra],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "MPLBACKEND": "Agg"})
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "simulations" / script), "--quick", "--out", str(out), *extra],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "MPLBACKEND": "Agg"},
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     for name in SCRIPTS[script]:
         assert (out / name).stat().st_size > 0, name

@@ -50,6 +50,7 @@ ALPHA = 1e-3
 
 # --- the attack bites on naive Laplace ----------------------------------------------------------
 
+
 def test_numpy_laplace_is_replayed_bit_for_bit():
     """numpy_laplace_noise(k) equals Generator.laplace for the same 53-bit draws k = raw >> 11."""
     n, scale = 50_000, 0.37
@@ -102,6 +103,7 @@ def test_laplace_reachable_on_the_release_itself():
 
 
 # --- the snapped release has no such leak ------------------------------------------------------
+
 
 @pytest.mark.parametrize("eps, x0, x1", [(1.0, 0.0, 1.0), (0.5, 0.25, 0.75), (4.0, 0.3, float(np.nextafter(0.3, 1.0)))])
 def test_attack_finds_nothing_against_snapping(eps, x0, x1):
@@ -169,6 +171,7 @@ def test_ideal_privacy_loss_is_bounded_by_the_laplace_epsilon():
 
 # --- the stated pmf ----------------------------------------------------------------------------
 
+
 def _chi2_against_pmf(mech, x, n, seed):
     k = mech.index(mech.release(np.full(n, x), np.random.default_rng(seed)))
     obs = np.bincount(k + mech.M, minlength=2 * mech.M + 1).astype(float)
@@ -222,6 +225,7 @@ def test_libm_log_matches_math_log():
 
 # --- ε accounting ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("eps", [0.01, 0.1, 0.5, 1.0, 2.0, 3.7, 16.0, 1000.0])
 @pytest.mark.parametrize("tail", [1.0, 40.0])
 def test_stated_epsilon_and_noise_scale_follow_the_documented_formula(eps, tail):
@@ -256,13 +260,26 @@ def test_calibrate_reports_the_parameters():
 
 # --- validation and specs ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, field", [
-    ({"epsilon": 0.0}, "epsilon"), ({"epsilon": -1.0}, "epsilon"), ({"epsilon": float("nan")}, "epsilon"),
-    ({"epsilon": "1"}, "epsilon"), ({"epsilon": float("inf")}, "epsilon"), ({"epsilon": 1e-14}, "epsilon"),
-    ({"epsilon": 1e16}, "epsilon"), ({"lower": 1.0, "upper": 0.0}, "upper"), ({"lower": 1.0, "upper": 1.0}, "upper"),
-    ({"lower": float("nan")}, "lower"), ({"upper": float("nan")}, "upper"), ({"lower": [0.0, 0.0], "upper": [1.0, 1.0]}, "lower"),
-    ({"tail": 0.0}, "tail"), ({"lower": 1e300 * -1.0, "upper": 1e308}, "upper"),
-])
+
+@pytest.mark.parametrize(
+    "kwargs, field",
+    [
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"epsilon": float("nan")}, "epsilon"),
+        ({"epsilon": "1"}, "epsilon"),
+        ({"epsilon": float("inf")}, "epsilon"),
+        ({"epsilon": 1e-14}, "epsilon"),
+        ({"epsilon": 1e16}, "epsilon"),
+        ({"lower": 1.0, "upper": 0.0}, "upper"),
+        ({"lower": 1.0, "upper": 1.0}, "upper"),
+        ({"lower": float("nan")}, "lower"),
+        ({"upper": float("nan")}, "upper"),
+        ({"lower": [0.0, 0.0], "upper": [1.0, 1.0]}, "lower"),
+        ({"tail": 0.0}, "tail"),
+        ({"lower": 1e300 * -1.0, "upper": 1e308}, "upper"),
+    ],
+)
 def test_bad_parameters_raise_validation_error(kwargs, field):
     args = {"epsilon": 1.0, "lower": 0.0, "upper": 1.0, **kwargs}
     tail = args.pop("tail", 40.0)
@@ -308,8 +325,13 @@ def _quad_posterior(mech, k, prior_pdf, lo, hi, breaks=()):
     """Independent check by brute force: 20-point Gauss–Legendre on a 400-interval grid of [lo, hi]
     that contains every kink of prior(x)·P(k | x) (domain ends, cell edges, ``breaks``), so the
     integrand is smooth on each interval. Returns (Z, mean, cdf(t), grid, cumulative mass)."""
-    kinks = [mech.lower[0], mech.upper[0], mech.mid + mech.range * (k - 0.5) * mech.Lambda,
-             mech.mid + mech.range * (k + 0.5) * mech.Lambda, *breaks]
+    kinks = [
+        mech.lower[0],
+        mech.upper[0],
+        mech.mid + mech.range * (k - 0.5) * mech.Lambda,
+        mech.mid + mech.range * (k + 0.5) * mech.Lambda,
+        *breaks,
+    ]
     grid = np.unique(np.concatenate([np.linspace(lo, hi, 401), [p for p in kinks if lo < p < hi]]))
     a, b = grid[:-1, None], grid[1:, None]
     nodes = 0.5 * (a + b) + 0.5 * (b - a) * _GL_X
@@ -366,7 +388,9 @@ def test_gaussian_posterior_is_exact(eps, mu, var):
     for i, k in enumerate(ks):
         Z, m, cdf, _, _ = _quad_posterior(mech, k, pdf, mu - 12 * sd, mu + 12 * sd)
         assert mean[i] == pytest.approx(m, abs=1e-9)
-        assert lp[i] == pytest.approx(math.log(pdf(x_probe) * math.exp(mech.log_pmf_index(k, mech.normalise(x_probe))) / Z), abs=1e-9)
+        assert lp[i] == pytest.approx(
+            math.log(pdf(x_probe) * math.exp(mech.log_pmf_index(k, mech.normalise(x_probe))) / Z), abs=1e-9
+        )
         assert stats.kstest(draws[:, i], cdf).pvalue > ALPHA
 
 
@@ -383,14 +407,23 @@ def test_posterior_rejects_bad_priors():
 
 # --- harden ------------------------------------------------------------------------------------
 
+
 def test_harden_replaces_laplace_fields_without_raising_epsilon():
-    feats = [LaplaceMechanism(3.0, [0.0, 0.0, -1.0], [1.0, 2.0, 1.0]), RandomizedResponse(4, 0.2),
-             LaplaceMechanism(1.0, 0.0, 10.0, sensitivity=20.0), GaussianMechanism(1.0, 1e-5, 0.0, 1.0)]
+    feats = [
+        LaplaceMechanism(3.0, [0.0, 0.0, -1.0], [1.0, 2.0, 1.0]),
+        RandomizedResponse(4, 0.2),
+        LaplaceMechanism(1.0, 0.0, 10.0, sensitivity=20.0),
+        GaussianMechanism(1.0, 1e-5, 0.0, 1.0),
+    ]
     rm = RecordMechanism(feats, LaplaceMechanism(0.5, -1.0, 1.0))
     h = harden(rm)
     assert h.n_features == rm.n_features == 6
     kinds = [type(f.mechanism).__name__ for f in h.fields]
-    assert kinds == ["SnappingLaplaceMechanism"] * 3 + ["RandomizedResponse", "SnappingLaplaceMechanism", "GaussianMechanism"]
+    assert kinds == ["SnappingLaplaceMechanism"] * 3 + [
+        "RandomizedResponse",
+        "SnappingLaplaceMechanism",
+        "GaussianMechanism",
+    ]
     assert isinstance(h.label, SnappingLaplaceMechanism) and h.label.epsilon <= 0.5
     assert h.epsilon <= rm.epsilon and h.delta == rm.delta
     # the block's budget is split by range at the block's own noise scale: ε_j = ε·r_j/Δ₁
@@ -430,11 +463,14 @@ def test_spread_em_runs_on_snapped_releases():
     h = harden(RecordMechanism(LaplaceMechanism(4.0, 0.0, 1.0), RandomizedResponse(2, 0.1), n_features=2))
     Xt, yt = h.release(X, y, rng=rng)
     for prior in ("gaussian", "histogram"):
-        est = SpreadLogisticRegression(max_iter=15, n_average=5, numeric_prior=prior, n_bins=5, random_state=0).fit(Xt, yt, h)
+        est = SpreadLogisticRegression(max_iter=15, n_average=5, numeric_prior=prior, n_bins=5, random_state=0).fit(
+            Xt, yt, h
+        )
         assert np.all(np.isfinite(est.coef_)) and est.coef_[0, 0] > 0 > est.coef_[0, 1]
 
 
 # --- big-sample versions -----------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("eps, x0, x1", [(0.5, 0.0, 1.0), (1.0, 0.0, 1.0), (2.0, 0.25, 0.75)])
 def test_attack_rates_big(eps, x0, x1):
@@ -495,8 +531,13 @@ def test_a_deployment_node_releases_laplace_fields_snapped(tmp_path):
     requested = RecordMechanism(LaplaceMechanism(1.0, 0.0, 1.0), RandomizedResponse(2, 0.1), n_features=3)
     x = np.array([0.0, 0.3, 1.0])
     write_record_file(tmp_path / "record.npz", x, 1, requested)
-    ctx = Context(run_id=1, node_id=1, node_config={"ledger-dir": str(tmp_path / "ledger"), "record-file": str(tmp_path / "record.npz")},
-                  state=RecordDict(), run_config={})
+    ctx = Context(
+        run_id=1,
+        node_id=1,
+        node_config={"ledger-dir": str(tmp_path / "ledger"), "record-file": str(tmp_path / "record.npz")},
+        state=RecordDict(),
+        run_config={},
+    )
     content = _answer(ctx)
     spec = json.loads(content.config_records["meta"]["mechanisms"])
     rm = mechanism_from_spec(json.loads(spec[0]))
@@ -507,4 +548,6 @@ def test_a_deployment_node_releases_laplace_fields_snapped(tmp_path):
     for j in range(3):  # every grid value is reachable from any input: nothing to exclude
         assert snapping_reachable(snapped, released[j], 0.0) and snapping_reachable(snapped, released[j], 1.0)
     again = _answer(ctx)
-    assert again.array_records["release"]["x"].numpy().tobytes() == content.array_records["release"]["x"].numpy().tobytes()
+    assert (
+        again.array_records["release"]["x"].numpy().tobytes() == content.array_records["release"]["x"].numpy().tobytes()
+    )

@@ -16,8 +16,14 @@ from fedrr.errors import ValidationError
 from fedrr.estimators import NaiveLogisticRegression, ReconstructionLogisticRegression, SpreadLogisticRegression
 from fedrr.estimators.spread_estep import estep_task
 from fedrr.estimators.spread_prior import ColumnLayout, given_prior
-from fedrr.mechanisms import (CategoricalPrior, GaussianMechanism, GaussianPrior, RandomizedResponse, RecordMechanism,
-                              TransitionMatrix)
+from fedrr.mechanisms import (
+    CategoricalPrior,
+    GaussianMechanism,
+    GaussianPrior,
+    RandomizedResponse,
+    RecordMechanism,
+    TransitionMatrix,
+)
 from fedrr.parallel import LocalExecutor, SerialExecutor, ThreadExecutor
 
 D, K = 3, 3
@@ -72,16 +78,21 @@ def test_em_fixed_point_is_the_exact_spread_mle(tiny):
     """Default spread-EM (MCMC E-step) lands on the brute-force maximiser of eq 47; the paper's
     self-normalised importance sampling with S = 2 does not (it shrinks)."""
     rm, Xt, yt, mle = tiny
-    fits = [SpreadLogisticRegression(C=np.inf, prior=CategoricalPrior(PRIOR0), n_samples=8, max_iter=120, random_state=seed)
-            .fit(Xt, yt, mechanism=rm) for seed in range(4)]
+    fits = [
+        SpreadLogisticRegression(
+            C=np.inf, prior=CategoricalPrior(PRIOR0), n_samples=8, max_iter=120, random_state=seed
+        ).fit(Xt, yt, mechanism=rm)
+        for seed in range(4)
+    ]
     runs = np.array([np.r_[f.coef_[0], f.intercept_] for f in fits])
     got = runs.mean(axis=0)
     # Unbiased: across seeds the runs scatter around the MLE with a Monte Carlo sd of ≤ 0.07 per
     # coordinate (measured with 5 seeds at these settings); the mean of 4 runs has s.e. ≤ 0.035,
     # so 0.15 is > 4 s.e. — while the MLE's own statistical s.e. at n = 4,000 is ~0.3.
     assert np.max(np.abs(got - mle)) < 0.15, (runs, mle)
-    paper = SpreadLogisticRegression(C=np.inf, prior=CategoricalPrior(PRIOR0), e_step="importance", n_samples=2,
-                                     max_iter=60, random_state=0).fit(Xt, yt, mechanism=rm)
+    paper = SpreadLogisticRegression(
+        C=np.inf, prior=CategoricalPrior(PRIOR0), e_step="importance", n_samples=2, max_iter=60, random_state=0
+    ).fit(Xt, yt, mechanism=rm)
     got_paper = np.r_[paper.coef_[0], paper.intercept_]
     assert np.linalg.norm(got_paper - mle) > 2 * np.linalg.norm(got - mle)
     assert np.linalg.norm(paper.coef_) < np.linalg.norm(mle[:D])  # shrinkage toward 0
@@ -92,8 +103,11 @@ def _posterior_enum(xt, ct, rm, prior, w, b):
     z = _enc(ALL_X) @ w + b
     logp_c = np.stack([-np.logaddexp(0, z), -np.logaddexp(0, -z)], axis=1)
     P = rm.fields[0].mechanism.matrix
-    lp = (np.sum(np.log(P[xt[None, :], ALL_X]), axis=1) + np.sum(np.log(prior[np.arange(D), ALL_X]), axis=1))[:, None] \
-        + logp_c + np.log(rm.label.matrix)[ct][None, :]
+    lp = (
+        (np.sum(np.log(P[xt[None, :], ALL_X]), axis=1) + np.sum(np.log(prior[np.arange(D), ALL_X]), axis=1))[:, None]
+        + logp_c
+        + np.log(rm.label.matrix)[ct][None, :]
+    )
     return np.exp(lp - logsumexp(lp))
 
 
@@ -102,17 +116,32 @@ def test_mcmc_chain_samples_the_exact_posterior(features):
     """The E-step chain's stationary law is the exact posterior p(x | x̃, c̃), and its label
     responsibilities equal p(c | x, c̃) — for the compiled RR kernel (alias sampler; "rr_anti":
     flip > (k−1)/k, keep < other, the inverse-CDF sampler) and for the numpy path."""
-    mech = {"rr": RandomizedResponse(K, 0.3), "rr_anti": RandomizedResponse(K, 0.8),
-            "matrix": TransitionMatrix([[0.6, 0.2, 0.1], [0.3, 0.6, 0.2], [0.1, 0.2, 0.7]])}[features]
+    mech = {
+        "rr": RandomizedResponse(K, 0.3),
+        "rr_anti": RandomizedResponse(K, 0.8),
+        "matrix": TransitionMatrix([[0.6, 0.2, 0.1], [0.3, 0.6, 0.2], [0.1, 0.2, 0.7]]),
+    }[features]
     rm = RecordMechanism(mech, RandomizedResponse(2, 0.2), n_features=D)
     layout = ColumnLayout.from_mechanism(rm)
     prior = given_prior(layout, CategoricalPrior(PRIOR0))
     w, b = np.array([[1.5, -2.0, 0.7]]), np.array([0.2])
     xt, ct = np.array([2, 0, 1]), 1
     n = 6000  # independent chains for the same record
-    task = {"rm": rm, "X_tilde": np.tile(xt, (n, 1)), "y_tilde": np.full(n, ct), "state": None, "prior": prior,
-            "coef": w, "intercept": b, "label_logP": np.log(rm.label.matrix), "n_samples": 1, "mode": "mcmc",
-            "encoding": "unit", "layout": layout, "n_classes": 2}
+    task = {
+        "rm": rm,
+        "X_tilde": np.tile(xt, (n, 1)),
+        "y_tilde": np.full(n, ct),
+        "state": None,
+        "prior": prior,
+        "coef": w,
+        "intercept": b,
+        "label_logP": np.log(rm.label.matrix),
+        "n_samples": 1,
+        "mode": "mcmc",
+        "encoding": "unit",
+        "layout": layout,
+        "n_classes": 2,
+    }
     for it in range(8):  # burn in: the independence sampler mixes geometrically (acceptance ≥ 1/4 here)
         res = estep_task({**task, "seed": np.random.SeedSequence(5, spawn_key=(it,))})
         task["state"] = res["state"]
@@ -196,11 +225,14 @@ def test_multiclass_em_fixed_point_is_the_exact_spread_mle():
     Xt, yt = rm.release(X, y, rng=rng)
     states = np.array(list(itertools.product(range(k), repeat=d)))
     P = rm.fields[0].mechanism.matrix
-    base = np.sum(np.log(P[Xt[:, None, :], states[None]]), axis=2) + np.sum(np.log(prior[np.arange(d), states]), axis=1)[None]
+    base = (
+        np.sum(np.log(P[Xt[:, None, :], states[None]]), axis=2)
+        + np.sum(np.log(prior[np.arange(d), states]), axis=1)[None]
+    )
     L = np.log(rm.label.matrix)[yt]
 
     def nll(v):
-        lp = (states / 2) @ v[: C * d].reshape(C, d).T + v[C * d:]
+        lp = (states / 2) @ v[: C * d].reshape(C, d).T + v[C * d :]
         lp = lp - logsumexp(lp, axis=1, keepdims=True)
         return -logsumexp((base[:, :, None] + lp[None] + L[:, None, :]).reshape(n, -1), axis=1).sum()
 
@@ -209,8 +241,15 @@ def test_multiclass_em_fixed_point_is_the_exact_spread_mle():
     mle -= mle.mean(axis=0)
     runs = []
     for seed in range(3):
-        s = SpreadLogisticRegression(C=np.inf, prior=CategoricalPrior(prior), n_samples=4, burn_in=150, max_iter=250,
-                                     n_average=100, random_state=seed).fit(Xt, yt, mechanism=rm)
+        s = SpreadLogisticRegression(
+            C=np.inf,
+            prior=CategoricalPrior(prior),
+            n_samples=4,
+            burn_in=150,
+            max_iter=250,
+            n_average=100,
+            random_state=seed,
+        ).fit(Xt, yt, mechanism=rm)
         runs.append(s.coef_ - s.coef_.mean(axis=0))
     assert np.max(np.abs(np.mean(runs, axis=0) - mle)) < 0.25, (np.mean(runs, axis=0), mle)
 
@@ -222,7 +261,9 @@ def test_gaussian_feature_noise_and_given_gaussian_prior():
     X = np.clip(rng.normal(0, 1, size=(n, d)), -3, 3)
     w = np.array([1.5, -1.0, 0.5])
     y = (rng.random(n) < 1 / (1 + np.exp(-X @ w))).astype(int)
-    rm = RecordMechanism(GaussianMechanism(sigma=0.7, delta=1e-5, lower=-3, upper=3), RandomizedResponse(2, 0.2), n_features=d)
+    rm = RecordMechanism(
+        GaussianMechanism(sigma=0.7, delta=1e-5, lower=-3, upper=3), RandomizedResponse(2, 0.2), n_features=d
+    )
     Xt, yt = rm.release(X, y, rng=rng)
     s = SpreadLogisticRegression(C=np.inf, prior="learned", random_state=0).fit(Xt, yt, mechanism=rm)
     g = SpreadLogisticRegression(C=np.inf, prior=GaussianPrior(0.0, 10.0), random_state=0).fit(Xt, yt, mechanism=rm)
@@ -253,7 +294,9 @@ def test_per_record_mechanisms_equal_the_shared_one_and_mixed_budgets_work():
     s = SpreadLogisticRegression(C=np.inf, random_state=0).fit(Xm, ym, mechanism=mechs)
     nv = NaiveLogisticRegression(C=1e6).fit(Xm, ym, mechanism=lo)
     truth = np.r_[THETA0, B0]
-    assert np.linalg.norm(np.r_[s.coef_[0], s.intercept_] - truth) < np.linalg.norm(np.r_[nv.coef_[0], nv.intercept_] - truth)
+    assert np.linalg.norm(np.r_[s.coef_[0], s.intercept_] - truth) < np.linalg.norm(
+        np.r_[nv.coef_[0], nv.intercept_] - truth
+    )
 
 
 def test_result_does_not_depend_on_executor():
@@ -301,7 +344,9 @@ def test_reconstruction_and_history_attributes():
     assert set(np.unique(s.predict(X))) <= {0, 1}
 
 
-@pytest.mark.parametrize("est", [SpreadLogisticRegression(max_iter=5), NaiveLogisticRegression()], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "est", [SpreadLogisticRegression(max_iter=5), NaiveLogisticRegression()], ids=lambda e: type(e).__name__
+)
 def test_sklearn_estimator_checks(est):
     """Without a mechanism the estimators are plain classifiers and pass every scikit-learn check
     (check_array_api_input is skipped by scikit-learn itself unless SCIPY_ARRAY_API is set)."""
@@ -331,8 +376,18 @@ def test_bad_input_is_rejected_before_any_work(name, corrupt, field):
     assert e.value.field == field
 
 
-@pytest.mark.parametrize("param, value", [("e_step", "gibbs"), ("C", -1.0), ("max_iter", 0), ("n_samples", 0),
-                                          ("relaxation", 2.5), ("prior", "uniform"), ("encoding", "onehot")])
+@pytest.mark.parametrize(
+    "param, value",
+    [
+        ("e_step", "gibbs"),
+        ("C", -1.0),
+        ("max_iter", 0),
+        ("n_samples", 0),
+        ("relaxation", 2.5),
+        ("prior", "uniform"),
+        ("encoding", "onehot"),
+    ],
+)
 def test_bad_parameters(param, value):
     rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
     with pytest.raises(ValidationError) as e:

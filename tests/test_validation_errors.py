@@ -41,8 +41,8 @@ GAU = GaussianMechanism(1.0, 1e-5, -1.0, 1.0)
 REC = RecordMechanism(RR3, TM2, n_features=3)
 REC_NOLABEL = RecordMechanism(RR3, n_features=3)
 
-POS = r"> 0"          # "must be a (finite) real number > 0"
-UNIT = r"\(0, 1\)"    # "(0, 1)"
+POS = r"> 0"  # "must be a (finite) real number > 0"
+UNIT = r"\(0, 1\)"  # "(0, 1)"
 
 CASES = [
     # --- ε ----------------------------------------------------------------------------------------
@@ -60,7 +60,12 @@ CASES = [
     ("gau_eps_and_sigma", lambda: GaussianMechanism(1.0, sigma=1.0), "epsilon", r"exactly one of epsilon or sigma"),
     ("gau_neither", lambda: GaussianMechanism(), "epsilon", r"exactly one of epsilon or sigma"),
     ("gau_sigma_zero", lambda: GaussianMechanism(sigma=0.0), "sigma", POS),
-    ("gau_sigma_classic", lambda: GaussianMechanism(sigma=1.0, calibration="classic"), "sigma", r"only supported with calibration='analytic'"),
+    (
+        "gau_sigma_classic",
+        lambda: GaussianMechanism(sigma=1.0, calibration="classic"),
+        "sigma",
+        r"only supported with calibration='analytic'",
+    ),
     ("cal_laplace_eps", lambda: laplace_scale(0, 1), "epsilon", POS),
     ("cal_analytic_eps", lambda: analytic_gaussian_sigma(-1, 1e-5, 1), "epsilon", POS),
     ("cal_analytic_sigma", lambda: analytic_gaussian_epsilon(0, 1e-5, 1), "sigma", POS),
@@ -73,7 +78,12 @@ CASES = [
     ("gau_delta_str", lambda: GaussianMechanism(1.0, "tiny"), "delta", UNIT),
     ("cal_classic_delta", lambda: classic_gaussian_sigma(0.5, 1.5, 1), "delta", UNIT),
     # --- calibration ------------------------------------------------------------------------------
-    ("gau_unknown_cal", lambda: GaussianMechanism(1.0, calibration="magic"), "calibration", r"one of \('analytic', 'classic', 'farokhi'\)"),
+    (
+        "gau_unknown_cal",
+        lambda: GaussianMechanism(1.0, calibration="magic"),
+        "calibration",
+        r"one of \('analytic', 'classic', 'farokhi'\)",
+    ),
     ("gau_classic_eps1", lambda: GaussianMechanism(1.0, calibration="classic"), "epsilon", r"\(0, 1\) for the classic"),
     ("gau_classic_eps5", lambda: GaussianMechanism(5.0, calibration="classic"), "epsilon", r"\(0, 1\) for the classic"),
     ("lap_sens_zero", lambda: LaplaceMechanism(1.0, sensitivity=0.0), "sensitivity", POS),
@@ -81,7 +91,12 @@ CASES = [
     # --- flip_prob / k ----------------------------------------------------------------------------
     ("rr_flip_uniform_k2", lambda: RandomizedResponse(2, 0.5), "flip_prob", r"\(k-1\)/k = 0\.5.*not invertible"),
     ("rr_flip_uniform_k3", lambda: RandomizedResponse(3, 2 / 3), "flip_prob", r"\(k-1\)/k = 0\.666667.*not invertible"),
-    ("rr_flip_uniform_k256", lambda: RandomizedResponse(256, 255 / 256), "flip_prob", r"\(k-1\)/k = 0\.996094.*not invertible"),
+    (
+        "rr_flip_uniform_k256",
+        lambda: RandomizedResponse(256, 255 / 256),
+        "flip_prob",
+        r"\(k-1\)/k = 0\.996094.*not invertible",
+    ),
     ("rr_flip_zero", lambda: RandomizedResponse(2, 0.0), "flip_prob", UNIT),
     ("rr_flip_one", lambda: RandomizedResponse(2, 1.0), "flip_prob", UNIT),
     ("rr_flip_neg", lambda: RandomizedResponse(4, -0.1), "flip_prob", UNIT),
@@ -104,8 +119,18 @@ CASES = [
     ("tm_row_stochastic", lambda: TransitionMatrix([[0.9, 0.1], [0.5, 0.5]]), "P", r"column-stochastic"),
     ("tm_zero_entry", lambda: TransitionMatrix([[1.0, 0.2], [0.0, 0.8]]), "P", r"strictly positive \(0 < P\[i, j\]\)"),
     ("tm_negative", lambda: TransitionMatrix([[1.1, 0.2], [-0.1, 0.8]]), "P", r"strictly positive"),
-    ("tm_singular", lambda: TransitionMatrix([[0.5, 0.5], [0.5, 0.5]]), "P", r"invertible \(condition number <= 1e\+10"),
-    ("tm_singular_3x3", lambda: TransitionMatrix([[0.2, 0.2, 0.6], [0.3, 0.3, 0.2], [0.5, 0.5, 0.2]]), "P", r"invertible"),
+    (
+        "tm_singular",
+        lambda: TransitionMatrix([[0.5, 0.5], [0.5, 0.5]]),
+        "P",
+        r"invertible \(condition number <= 1e\+10",
+    ),
+    (
+        "tm_singular_3x3",
+        lambda: TransitionMatrix([[0.2, 0.2, 0.6], [0.3, 0.3, 0.2], [0.5, 0.5, 0.2]]),
+        "P",
+        r"invertible",
+    ),
     ("tm_nan", lambda: TransitionMatrix([[np.nan, 0.2], [0.5, 0.8]]), "P", r"finite \(no NaN or inf\)"),
     ("tm_binary_p10", lambda: TransitionMatrix.binary(1.2, 0.1), "P", r"strictly positive"),
     # --- discrete release / likelihood domain -----------------------------------------------------
@@ -122,7 +147,12 @@ CASES = [
     ("tm_ll_xt", lambda: TM2.log_likelihood([-1], [0]), "x_tilde", r"\{0, \.\.\., 1\}"),
     ("rr_post_xt", lambda: RR3.posterior([3]), "x_tilde", r"\{0, \.\.\., 2\}"),
     # --- numeric release / domain -----------------------------------------------------------------
-    ("lap_above", lambda: LAP.release([0.5, 1.5], RNG), "x", r"\[lower, upper\]; got \S*1\.5\S* at index \(1,\) outside \[0\.0, 1\.0\]"),
+    (
+        "lap_above",
+        lambda: LAP.release([0.5, 1.5], RNG),
+        "x",
+        r"\[lower, upper\]; got \S*1\.5\S* at index \(1,\) outside \[0\.0, 1\.0\]",
+    ),
     ("lap_below", lambda: LAP.release([-0.1], RNG), "x", r"outside \[0\.0, 1\.0\]"),
     ("lap_nan", lambda: LAP.release([np.nan], RNG), "x", r"finite \(no NaN or inf\)"),
     ("gau_inf", lambda: GAU.release([np.inf], RNG), "x", r"finite \(no NaN or inf\)"),
@@ -144,27 +174,87 @@ CASES = [
     ("prior_sum", lambda: CategoricalPrior(np.array([0.5, 0.2])), "prior.probs", r"sum to 1"),
     ("prior_nan", lambda: CategoricalPrior(np.array([np.nan, 1.0])), "prior.probs", r"finite"),
     ("prior_k_mismatch", lambda: RR3.posterior([0, 1], [0.5, 0.5]), "prior", r"must have 3 states"),
-    ("prior_rows_mismatch", lambda: RR3.posterior(np.zeros((4, 2), int), np.full((3, 3), 1 / 3)), "prior", r"3 feature rows"),
+    (
+        "prior_rows_mismatch",
+        lambda: RR3.posterior(np.zeros((4, 2), int), np.full((3, 3), 1 / 3)),
+        "prior",
+        r"3 feature rows",
+    ),
     ("prior_var_zero", lambda: GaussianPrior(0.0, 0.0), "prior.var", r"> 0"),
-    ("hist_edges", lambda: HistogramPrior(np.array([0.0, 0.0, 1.0]), np.array([0.5, 0.5])), "prior.edges", r"strictly increasing"),
+    (
+        "hist_edges",
+        lambda: HistogramPrior(np.array([0.0, 0.0, 1.0]), np.array([0.5, 0.5])),
+        "prior.edges",
+        r"strictly increasing",
+    ),
     ("hist_bins", lambda: HistogramPrior(np.array([0.0, 0.5, 1.0]), np.array([1.0])), "prior.probs", r"needs 2 bins"),
-    ("num_post_categorical", lambda: GAU.posterior([0.0], CategoricalPrior(np.array([0.5, 0.5]))), "prior", r"GaussianPrior or HistogramPrior"),
-    ("hist_post_features", lambda: LAP.posterior(np.zeros((3, 2)), HistogramPrior(np.tile([0.0, 0.5, 1.0], (3, 1)), np.full((3, 2), 0.5))), "prior.edges", r"3 per-feature entries"),
+    (
+        "num_post_categorical",
+        lambda: GAU.posterior([0.0], CategoricalPrior(np.array([0.5, 0.5]))),
+        "prior",
+        r"GaussianPrior or HistogramPrior",
+    ),
+    (
+        "hist_post_features",
+        lambda: LAP.posterior(np.zeros((3, 2)), HistogramPrior(np.tile([0.0, 0.5, 1.0], (3, 1)), np.full((3, 2), 0.5))),
+        "prior.edges",
+        r"3 per-feature entries",
+    ),
     # --- RecordMechanism --------------------------------------------------------------------------
-    ("rec_nfeat", lambda: REC.release(np.zeros((5, 2), int), np.zeros(5, int), rng=RNG), "X", r"shape \(n_records, 3\)"),
-    ("rec_ndim", lambda: REC.release(np.zeros((5, 3, 1), int), np.zeros(5, int), rng=RNG), "X", r"shape \(n_records, 3\)"),
+    (
+        "rec_nfeat",
+        lambda: REC.release(np.zeros((5, 2), int), np.zeros(5, int), rng=RNG),
+        "X",
+        r"shape \(n_records, 3\)",
+    ),
+    (
+        "rec_ndim",
+        lambda: REC.release(np.zeros((5, 3, 1), int), np.zeros(5, int), rng=RNG),
+        "X",
+        r"shape \(n_records, 3\)",
+    ),
     ("rec_y_len", lambda: REC.release(np.zeros((5, 3), int), np.zeros(4, int), rng=RNG), "y", r"shape \(5,\)"),
     ("rec_y_2d", lambda: REC.release(np.zeros((5, 3), int), np.zeros((5, 1), int), rng=RNG), "y", r"shape \(5,\)"),
     ("rec_y_missing", lambda: REC.release(np.zeros((5, 3), int), rng=RNG), "y", r"is required"),
-    ("rec_y_unexpected", lambda: REC_NOLABEL.release(np.zeros((5, 3), int), np.zeros(5, int), rng=RNG), "y", r"no label mechanism; pass y=None"),
+    (
+        "rec_y_unexpected",
+        lambda: REC_NOLABEL.release(np.zeros((5, 3), int), np.zeros(5, int), rng=RNG),
+        "y",
+        r"no label mechanism; pass y=None",
+    ),
     ("rec_y_domain", lambda: REC.release(np.zeros((5, 3), int), np.full(5, 2), rng=RNG), "y", r"\{0, \.\.\., 1\}"),
     ("rec_x_domain", lambda: REC.release(np.full((5, 3), 3), np.zeros(5, int), rng=RNG), "X", r"\{0, \.\.\., 2\}"),
     ("rec_x_nan", lambda: RecordMechanism(LAP, n_features=2).release(np.full((2, 2), np.nan), rng=RNG), "X", r"finite"),
-    ("rec_rng_int", lambda: REC.release(np.zeros((5, 3), int), np.zeros(5, int), rng=42), "rng", r"numpy\.random\.Generator"),
-    ("rec_rng_legacy", lambda: REC.release(np.zeros((5, 3), int), np.zeros(5, int), rng=np.random.RandomState(0)), "rng", r"numpy\.random\.Generator"),
-    ("rec_rng_none", lambda: REC.release(np.zeros((5, 3), int), np.zeros(5, int), rng=None), "rng", r"numpy\.random\.Generator"),
-    ("rec_ll_xt_shape", lambda: REC.log_likelihood(np.zeros((2, 4), int), np.zeros(2, int), np.zeros((2, 3), int), np.zeros(2, int)), "X_tilde", r"\(n_records, 3\)"),
-    ("rec_ll_yt_missing", lambda: REC.log_likelihood(np.zeros((2, 3), int), None, np.zeros((2, 3), int), np.zeros(2, int)), "y_tilde", r"is required"),
+    (
+        "rec_rng_int",
+        lambda: REC.release(np.zeros((5, 3), int), np.zeros(5, int), rng=42),
+        "rng",
+        r"numpy\.random\.Generator",
+    ),
+    (
+        "rec_rng_legacy",
+        lambda: REC.release(np.zeros((5, 3), int), np.zeros(5, int), rng=np.random.RandomState(0)),
+        "rng",
+        r"numpy\.random\.Generator",
+    ),
+    (
+        "rec_rng_none",
+        lambda: REC.release(np.zeros((5, 3), int), np.zeros(5, int), rng=None),
+        "rng",
+        r"numpy\.random\.Generator",
+    ),
+    (
+        "rec_ll_xt_shape",
+        lambda: REC.log_likelihood(np.zeros((2, 4), int), np.zeros(2, int), np.zeros((2, 3), int), np.zeros(2, int)),
+        "X_tilde",
+        r"\(n_records, 3\)",
+    ),
+    (
+        "rec_ll_yt_missing",
+        lambda: REC.log_likelihood(np.zeros((2, 3), int), None, np.zeros((2, 3), int), np.zeros(2, int)),
+        "y_tilde",
+        r"is required",
+    ),
     ("rec_block_width", lambda: RecordMechanism(LAP3, n_features=4), "features", r"width 3 cannot cover n_features=4"),
     ("rec_nfeat_zero", lambda: RecordMechanism(RR3, n_features=0), "n_features", r"integer >= 1"),
     ("rec_nfeat_list", lambda: RecordMechanism([RR3, LAP3], n_features=5), "n_features", r"widths add up to 4"),
@@ -174,18 +264,38 @@ CASES = [
     ("rec_label_block", lambda: RecordMechanism(RR3, LAP3, n_features=2), "label", r"scalar mechanism \(width 1\)"),
     ("rec_column", lambda: REC.mechanism_for(3), "column", r"\[0, 2\]"),
     # --- specs ------------------------------------------------------------------------------------
-    ("spec_unknown_kind", lambda: mechanism_from_spec({"kind": "exponential"}), "spec.kind", r"unknown mechanism 'exponential'; known: \["),
+    (
+        "spec_unknown_kind",
+        lambda: mechanism_from_spec({"kind": "exponential"}),
+        "spec.kind",
+        r"unknown mechanism 'exponential'; known: \[",
+    ),
     ("spec_no_kind", lambda: mechanism_from_spec({"k": 2}), "spec", r"dict with a 'kind' entry"),
     ("spec_not_dict", lambda: mechanism_from_spec("randomized_response"), "spec", r"dict with a 'kind' entry"),
-    ("spec_bad_values", lambda: mechanism_from_spec({"kind": "randomized_response", "k": 2, "flip_prob": 0.5}), "flip_prob", r"not invertible"),
-    ("spec_record_features", lambda: mechanism_from_spec({"kind": "record", "n_features": 1, "features": "rr", "label": None}), "spec.features", r"list of mechanism specs"),
+    (
+        "spec_bad_values",
+        lambda: mechanism_from_spec({"kind": "randomized_response", "k": 2, "flip_prob": 0.5}),
+        "flip_prob",
+        r"not invertible",
+    ),
+    (
+        "spec_record_features",
+        lambda: mechanism_from_spec({"kind": "record", "n_features": 1, "features": "rr", "label": None}),
+        "spec.features",
+        r"list of mechanism specs",
+    ),
     # --- estimators -------------------------------------------------------------------------------
     ("est_method", lambda: estimate_frequencies([0, 1], RR3, method="em"), "method", r"one of \('inversion', 'mle'\)"),
     ("est_mech", lambda: estimate_frequencies([0.1], LAP), "mechanism", r"RandomizedResponse or TransitionMatrix"),
     ("est_2d", lambda: estimate_frequencies(np.zeros((2, 2), int), RR3), "x_tilde", r"non-empty 1-d array"),
     ("est_empty", lambda: estimate_frequencies(np.array([], dtype=int), RR3), "x_tilde", r"non-empty 1-d array"),
     ("est_domain", lambda: estimate_frequencies([0, 3], RR3), "x_tilde", r"\{0, \.\.\., 2\}"),
-    ("est_weights_neg", lambda: estimate_frequencies([0, 1], RR3, weights=[1.0, -1.0]), "weights", r">= 0 and of shape \(2,\)"),
+    (
+        "est_weights_neg",
+        lambda: estimate_frequencies([0, 1], RR3, weights=[1.0, -1.0]),
+        "weights",
+        r">= 0 and of shape \(2,\)",
+    ),
     ("est_weights_shape", lambda: estimate_frequencies([0, 1], RR3, weights=[1.0]), "weights", r"of shape \(2,\)"),
     ("est_weights_nan", lambda: estimate_frequencies([0, 1], RR3, weights=[1.0, np.nan]), "weights", r"finite"),
     ("warner_noninvertible", lambda: warner_estimate(0.5, 0.3, 0.7), "p10", r"P10 \+ P01 = 1"),
@@ -279,6 +389,7 @@ def test_tiny_epsilon_error_names_epsilon():
 
 
 # --- property test -------------------------------------------------------------------------------
+
 
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(

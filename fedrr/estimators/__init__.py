@@ -1,13 +1,21 @@
 """Server-side estimators: they see releases and mechanisms, never clean data."""
 
+from .baselines import NaiveLogisticRegression, ReconstructionLogisticRegression
 from .dro import GaussianDROLinearRegression, WassersteinDROLogisticRegression, WassersteinDRORegression
 from .dro_radius import noise_radius, wasserstein_radius
-from .baselines import NaiveLogisticRegression, ReconstructionLogisticRegression
 from .frequencies import estimate_frequencies, project_to_simplex, warner_estimate
 from .spread import SpreadLogisticRegression
 
 __all__ = [
-    "estimate_frequencies", "project_to_simplex", "warner_estimate", "SpreadLogisticRegression",
-    "NaiveLogisticRegression", "ReconstructionLogisticRegression", "WassersteinDRORegression",
-    "WassersteinDROLogisticRegression", "GaussianDROLinearRegression", "noise_radius", "wasserstein_radius",
+    "estimate_frequencies",
+    "project_to_simplex",
+    "warner_estimate",
+    "SpreadLogisticRegression",
+    "NaiveLogisticRegression",
+    "ReconstructionLogisticRegression",
+    "WassersteinDRORegression",
+    "WassersteinDROLogisticRegression",
+    "GaussianDROLinearRegression",
+    "noise_radius",
+    "wasserstein_radius",
 ]

@@ -91,7 +91,8 @@ class _WassersteinBase(BaseEstimator):
         beta = check_open_unit("beta", getattr(self, "beta", 0.05))
         if rho == "auto":
             self.rho_, self.rho_parts_ = wasserstein_radius(
-                self.mechanism, n_features, n_samples, beta=beta, zeta_constants=getattr(self, "zeta_constants", None))
+                self.mechanism, n_features, n_samples, beta=beta, zeta_constants=getattr(self, "zeta_constants", None)
+            )
         else:
             if self.mechanism is not None:  # still validate it: it also declares the input box
                 input_box(self.mechanism, n_features)
@@ -100,6 +101,7 @@ class _WassersteinBase(BaseEstimator):
 
 
 # --------------------------------------------------------------------------- regression
+
 
 class WassersteinDRORegression(RegressorMixin, _WassersteinBase):
     r"""Linear regression trained on LDP-noised inputs with the Wasserstein-DRO regulariser of
@@ -165,9 +167,21 @@ class WassersteinDRORegression(RegressorMixin, _WassersteinBase):
     empirical loss plus ρL(θ̂)), input_bounds_ and y_bounds_ (the boxes used), n_features_in_.
     """
 
-    def __init__(self, loss="squared", rho="auto", mechanism=None, beta=0.05, zeta_constants=None,
-                 fit_intercept=True, y_lower=None, y_upper=None, input_bounds=None, lipschitz="box",
-                 solver="CLARABEL", solver_options=None):
+    def __init__(
+        self,
+        loss="squared",
+        rho="auto",
+        mechanism=None,
+        beta=0.05,
+        zeta_constants=None,
+        fit_intercept=True,
+        y_lower=None,
+        y_upper=None,
+        input_bounds=None,
+        lipschitz="box",
+        solver="CLARABEL",
+        solver_options=None,
+    ):
         self.loss = loss
         self.rho = rho
         self.mechanism = mechanism
@@ -206,7 +220,9 @@ class WassersteinDRORegression(RegressorMixin, _WassersteinBase):
             # ½ mean r² through the R factor of [X, 1, y]/√n: p+2 terms instead of n
             cols = [X, np.ones((n, 1))] if self.fit_intercept else [X]
             Rf = np.linalg.qr(np.column_stack(cols + [y]) / math.sqrt(n), mode="r")
-            w = cp.hstack([theta] + ([cp.reshape(b, (1,), order="C")] if self.fit_intercept else []) + [np.array([-1.0])])
+            w = cp.hstack(
+                [theta] + ([cp.reshape(b, (1,), order="C")] if self.fit_intercept else []) + [np.array([-1.0])]
+            )
             emp = 0.5 * cp.sum_squares(Rf @ w)
             if lipschitz == "box":
                 c, Rx, Y = 0.5 * (lo + hi), 0.5 * float(np.linalg.norm(hi - lo)), yhi - ylo
@@ -249,8 +265,11 @@ class WassersteinDRORegression(RegressorMixin, _WassersteinBase):
         bad = (y < ylo) | (y > yhi)
         if np.any(bad):
             i = int(np.argmax(bad))
-            raise ValidationError("y", f"targets must lie in the declared bounds [y_lower, y_upper] = [{ylo}, {yhi}] "
-                                  f"(targets are not noised); got {y[i]!r} at index {i}")
+            raise ValidationError(
+                "y",
+                f"targets must lie in the declared bounds [y_lower, y_upper] = [{ylo}, {yhi}] "
+                f"(targets are not noised); got {y[i]!r} at index {i}",
+            )
         return ylo, yhi
 
     def predict(self, X):
@@ -260,6 +279,7 @@ class WassersteinDRORegression(RegressorMixin, _WassersteinBase):
 
 
 # --------------------------------------------------------------------------- classification
+
 
 class WassersteinDROLogisticRegression(ClassifierMixin, _WassersteinBase):
     """Binary logistic regression on LDP-noised inputs with the W-DRO regulariser (eq 8):
@@ -275,8 +295,16 @@ class WassersteinDROLogisticRegression(ClassifierMixin, _WassersteinBase):
     lipschitz_, objective_, n_features_in_.
     """
 
-    def __init__(self, rho="auto", mechanism=None, beta=0.05, zeta_constants=None, fit_intercept=True,
-                 solver="CLARABEL", solver_options=None):
+    def __init__(
+        self,
+        rho="auto",
+        mechanism=None,
+        beta=0.05,
+        zeta_constants=None,
+        fit_intercept=True,
+        solver="CLARABEL",
+        solver_options=None,
+    ):
         self.rho = rho
         self.mechanism = mechanism
         self.beta = beta
@@ -299,8 +327,10 @@ class WassersteinDROLogisticRegression(ClassifierMixin, _WassersteinBase):
         y_type = type_of_target(y, input_name="y")
         classes = np.unique(y)
         if y_type != "binary" or classes.size > 2:
-            raise ValidationError("y", f"Only binary classification is supported. The type of the target is {y_type} "
-                                  f"({classes.size} classes)")
+            raise ValidationError(
+                "y",
+                f"Only binary classification is supported. The type of the target is {y_type} ({classes.size} classes)",
+            )
         if classes.size < 2:
             raise ValidationError("y", f"needs exactly two classes; got 1 class ({classes[0]!r})")
         self.classes_ = classes
@@ -351,6 +381,7 @@ class WassersteinDROLogisticRegression(ClassifierMixin, _WassersteinBase):
 
 # --------------------------------------------------------------------------- Gaussian DRO (§4)
 
+
 class GaussianDROLinearRegression(RegressorMixin, _WassersteinBase):
     """The exact Gaussian Wasserstein DRO of Farokhi (2020) §4, eq (10)-(13):
     min_{A,B} sup { E_G (Ax + B − y)² : G Gaussian, mean μ̂, W₂(G, D̂) ≤ ρ },
@@ -372,8 +403,9 @@ class GaussianDROLinearRegression(RegressorMixin, _WassersteinBase):
     used), solve_seconds_.
     """
 
-    def __init__(self, rho="auto", mechanism=None, method="socp", fit_intercept=True, solver="CLARABEL",
-                 solver_options=None):
+    def __init__(
+        self, rho="auto", mechanism=None, method="socp", fit_intercept=True, solver="CLARABEL", solver_options=None
+    ):
         self.rho = rho
         self.mechanism = mechanism
         self.method = method
@@ -395,8 +427,14 @@ class GaussianDROLinearRegression(RegressorMixin, _WassersteinBase):
             method = "socp"  # at ρ = 0 the infimum over ξ in (13a) is not attained (ξ → ∞): use (★)
         solve = solve_sdp if method == "sdp" else solve_socp
         self.method_ = method
-        A, B, obj, secs = solve(mu, Sigma, self.rho_, fit_intercept=self.fit_intercept, solver=self.solver,
-                                solver_options=self.solver_options)
+        A, B, obj, secs = solve(
+            mu,
+            Sigma,
+            self.rho_,
+            fit_intercept=self.fit_intercept,
+            solver=self.solver,
+            solver_options=self.solver_options,
+        )
         self.coef_, self.intercept_ = A, float(B)
         self.objective_ = float(obj)
         v = np.append(A, -1.0)

@@ -41,15 +41,21 @@ def _fields(mechanism: Any, n_features: int) -> list[tuple[Mechanism, int, np.nd
     """[(mechanism, number of columns it noises, lower, upper)] covering all n_features inputs."""
     if isinstance(mechanism, RecordMechanism):
         if mechanism.label is not None:
-            raise ValidationError("mechanism", "has a label mechanism; Theorems 2-5 cover noise on the inputs only "
-                                  "(eq 3b: the target is released unperturbed)")
+            raise ValidationError(
+                "mechanism",
+                "has a label mechanism; Theorems 2-5 cover noise on the inputs only "
+                "(eq 3b: the target is released unperturbed)",
+            )
         if mechanism.n_features != n_features:
             raise ValidationError("mechanism", f"covers {mechanism.n_features} features but X has {n_features}")
         out = []
         for f in mechanism.fields:
             if not isinstance(f.mechanism, _ADDITIVE):
-                raise ValidationError("mechanism", f"field {f.columns} uses {type(f.mechanism).__name__}; the radius "
-                                      "is defined for additive Laplace/Gaussian input noise only")
+                raise ValidationError(
+                    "mechanism",
+                    f"field {f.columns} uses {type(f.mechanism).__name__}; the radius "
+                    "is defined for additive Laplace/Gaussian input noise only",
+                )
             out.append((f.mechanism, len(f.columns), f.mechanism.lower, f.mechanism.upper))
         return out
     if isinstance(mechanism, _ADDITIVE):
@@ -57,17 +63,25 @@ def _fields(mechanism: Any, n_features: int) -> list[tuple[Mechanism, int, np.nd
         if w == n_features:
             return [(mechanism, w, mechanism.lower, mechanism.upper)]
         if w == 1:  # a scalar mechanism applied to every column separately
-            return [(mechanism, n_features, np.repeat(mechanism.lower, n_features), np.repeat(mechanism.upper, n_features))]
-        raise ValidationError("mechanism", f"is a block mechanism of width {w} but X has {n_features} features "
-                              "(use width 1, width n_features, or a RecordMechanism)")
-    raise ValidationError("mechanism", "must be a LaplaceMechanism, GaussianMechanism or RecordMechanism of those "
-                          f"(noise on the inputs), got {type(mechanism).__name__}")
+            return [
+                (mechanism, n_features, np.repeat(mechanism.lower, n_features), np.repeat(mechanism.upper, n_features))
+            ]
+        raise ValidationError(
+            "mechanism",
+            f"is a block mechanism of width {w} but X has {n_features} features "
+            "(use width 1, width n_features, or a RecordMechanism)",
+        )
+    raise ValidationError(
+        "mechanism",
+        "must be a LaplaceMechanism, GaussianMechanism or RecordMechanism of those "
+        f"(noise on the inputs), got {type(mechanism).__name__}",
+    )
 
 
 def noise_radius(mechanism: Any, n_features: int) -> float:
     """√E‖w‖₂² of the input noise of one record: √(2 p_x)·b (Laplace), √p_x·σ (Gaussian)."""
     n_features = check_int("n_features", n_features, minimum=1)
-    return float(math.sqrt(sum(k * m.noise_std ** 2 for m, k, _, _ in _fields(mechanism, n_features))))
+    return float(math.sqrt(sum(k * m.noise_std**2 for m, k, _, _ in _fields(mechanism, n_features))))
 
 
 def input_box(mechanism: Any, n_features: int) -> tuple[np.ndarray, np.ndarray]:
@@ -105,12 +119,22 @@ def zeta(beta: float, n_samples: int, dim: int, constants: Any = None) -> float:
     return float(base ** (1.0 / max(p, 2)) if n >= log_term / c2 else base ** (1.0 / a))
 
 
-def wasserstein_radius(mechanism: Any, n_features: int, n_samples: int = 1, *, beta: float = 0.05,
-                       zeta_constants: Any = None, n_targets: int = 1) -> tuple[float, dict[str, float]]:
+def wasserstein_radius(
+    mechanism: Any,
+    n_features: int,
+    n_samples: int = 1,
+    *,
+    beta: float = 0.05,
+    zeta_constants: Any = None,
+    n_targets: int = 1,
+) -> tuple[float, dict[str, float]]:
     """ρ = ζ(β) + √E‖w‖² and its parts ``{"zeta": ζ, "noise": √E‖w‖²}`` (Thms 2-4; Thm 5 with ζ → 0)."""
     if mechanism is None:
-        raise ValidationError("mechanism", "is required to compute rho='auto' (the radius comes from the mechanism "
-                              "that produced the noisy inputs); pass the mechanism or a numeric rho")
+        raise ValidationError(
+            "mechanism",
+            "is required to compute rho='auto' (the radius comes from the mechanism "
+            "that produced the noisy inputs); pass the mechanism or a numeric rho",
+        )
     noise = noise_radius(mechanism, n_features)
     z = zeta(beta, n_samples, n_features + n_targets, zeta_constants)
     return z + noise, {"zeta": z, "noise": noise}

@@ -39,15 +39,18 @@ from ..errors import ConvergenceError, ValidationError
 SDP_CLARABEL_DEFAULTS = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-9}
 
 
-def solve_problem(problem: cp.Problem, solver: str, solver_options: dict | None, what: str,
-                  defaults: dict | None = None) -> float:
+def solve_problem(
+    problem: cp.Problem, solver: str, solver_options: dict | None, what: str, defaults: dict | None = None
+) -> float:
     """Solve a cvxpy problem; raise ConvergenceError unless it reaches an (approximately) optimal point.
 
     ``defaults`` are solver options used for Clarabel unless ``solver_options`` overrides them.
     Status "optimal_inaccurate" gives a ConvergenceWarning; infeasible, unbounded, errors and
     missing values raise ConvergenceError."""
     if not isinstance(solver, str) or solver.upper() not in cp.installed_solvers():
-        raise ValidationError("solver", f"must be one of the installed cvxpy solvers {cp.installed_solvers()}, got {solver!r}")
+        raise ValidationError(
+            "solver", f"must be one of the installed cvxpy solvers {cp.installed_solvers()}, got {solver!r}"
+        )
     solver = solver.upper()
     opts = dict(defaults or {}) if solver == "CLARABEL" else {}
     if solver_options is not None:
@@ -66,8 +69,11 @@ def solve_problem(problem: cp.Problem, solver: str, solver_options: dict | None,
         raise ValidationError("solver_options", f"{solver} rejected the options {solver_options!r}: {exc}") from None
     status = problem.status
     if status == cp.OPTIMAL_INACCURATE:
-        warnings.warn(f"{what}: solver {solver} returned status {status!r}; the model may be inaccurate",
-                      ConvergenceWarning, stacklevel=3)
+        warnings.warn(
+            f"{what}: solver {solver} returned status {status!r}; the model may be inaccurate",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
     elif status != cp.OPTIMAL:
         raise ConvergenceError(f"{what}: solver {solver} returned status {status!r} (no model returned)")
     if problem.value is None or not np.isfinite(problem.value):
@@ -99,7 +105,7 @@ def gaussian_dro_objective(A: np.ndarray, B: float, mu: np.ndarray, Sigma: np.nd
 
 def _scale(mu, Sigma, rho):
     s = max(rho, float(np.sqrt(max(np.trace(Sigma), 0.0))), 1e-300)
-    return s, mu / s, Sigma / s ** 2, rho / s
+    return s, mu / s, Sigma / s**2, rho / s
 
 
 def solve_socp(mu, Sigma, rho, *, fit_intercept=True, solver="CLARABEL", solver_options=None, polish=True):
@@ -137,20 +143,22 @@ def solve_sdp(mu, Sigma, rho, *, fit_intercept=True, solver="CLARABEL", solver_o
     xi = cp.Variable(name="xi")
     Z = cp.Variable((p, p), symmetric=True, name="Z")
     v = cp.reshape(cp.hstack([A, np.array([-1.0])]), (p, 1), order="C")
-    lmi = cp.bmat([
-        [Z, xi * Sh, np.zeros((p, 1))],
-        [xi * Sh, xi * np.eye(p), v],
-        [np.zeros((1, p)), v.T, np.ones((1, 1))],
-    ])
+    lmi = cp.bmat(
+        [
+            [Z, xi * Sh, np.zeros((p, 1))],
+            [xi * Sh, xi * np.eye(p), v],
+            [np.zeros((1, p)), v.T, np.ones((1, 1))],
+        ]
+    )
     lmi = 0.5 * (lmi + lmi.T)
     mean_term = cp.square(v[:, 0] @ mu_s + (B if fit_intercept else 0.0))
-    objective = xi * (rho_s ** 2 - np.trace(Sig_s)) + cp.trace(Z) + mean_term
+    objective = xi * (rho_s**2 - np.trace(Sig_s)) + cp.trace(Z) + mean_term
     prob = cp.Problem(cp.Minimize(objective), [lmi >> 0])
     solve_problem(prob, solver, solver_options, "GaussianDROLinearRegression (sdp)", SDP_CLARABEL_DEFAULTS)
     vals = _values(A, *([B] if fit_intercept else []), what="GaussianDROLinearRegression (sdp)")
     A_hat = vals[0]
     B_hat = float(vals[1]) * s if fit_intercept else 0.0
-    return A_hat, B_hat, float(prob.value) * s ** 2, time.perf_counter() - t0
+    return A_hat, B_hat, float(prob.value) * s**2, time.perf_counter() - t0
 
 
 def _newton_polish(A0, mu, Sigma, rho, c, max_iter=50):
@@ -170,7 +178,7 @@ def _newton_polish(A0, mu, Sigma, rho, c, max_iter=50):
         F = g * g + c * m * m
         dq = 2 * (Sxx @ A - sxy)
         dg = dq / (2 * sq) + rho * A / sn
-        Hg = Sxx / sq - np.outer(dq, dq) / (4 * q * sq) + rho * (np.eye(A.size) / sn - np.outer(A, A) / sn ** 3)
+        Hg = Sxx / sq - np.outer(dq, dq) / (4 * q * sq) + rho * (np.eye(A.size) / sn - np.outer(A, A) / sn**3)
         grad = 2 * g * dg + 2 * c * m * mx
         H = 2 * np.outer(dg, dg) + 2 * g * Hg + 2 * c * np.outer(mx, mx)
         return F, grad, H

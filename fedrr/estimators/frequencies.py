@@ -38,8 +38,15 @@ def warner_estimate(f1_tilde: float, p10: float, p01: float) -> float:
     return (f1_tilde - p10) / denom
 
 
-def estimate_frequencies(x_tilde: Any, mechanism: RandomizedResponse | TransitionMatrix, *, method: str = "inversion",
-                         weights: Any = None, tol: float = 1e-10, max_iter: int = 10_000) -> np.ndarray:
+def estimate_frequencies(
+    x_tilde: Any,
+    mechanism: RandomizedResponse | TransitionMatrix,
+    *,
+    method: str = "inversion",
+    weights: Any = None,
+    tol: float = 1e-10,
+    max_iter: int = 10_000,
+) -> np.ndarray:
     """Estimate the clean distribution π over the k states from one release per person.
 
     method="inversion": π̂ = P⁻¹ f̃ projected onto the simplex (the unbiased moment estimator
@@ -48,7 +55,9 @@ def estimate_frequencies(x_tilde: Any, mechanism: RandomizedResponse | Transitio
     that one is a valid distribution.
     """
     if not isinstance(mechanism, (RandomizedResponse, TransitionMatrix)):
-        raise ValidationError("mechanism", f"must be a RandomizedResponse or TransitionMatrix, got {type(mechanism).__name__}")
+        raise ValidationError(
+            "mechanism", f"must be a RandomizedResponse or TransitionMatrix, got {type(mechanism).__name__}"
+        )
     if method not in METHODS:
         raise ValidationError("method", f"must be one of {METHODS}, got {method!r}")
     xt = mechanism.validate_release(x_tilde, "x_tilde")
@@ -100,4 +109,6 @@ def _simplex_mle(f: np.ndarray, P: np.ndarray, *, tol: float, max_iter: int) -> 
             if np.max(P.T @ (f / (P @ out))) - 1.0 <= tol:
                 return out
             t *= 20.0
-    raise ConvergenceError(f"estimate_frequencies(method='mle') did not converge in max_iter={max_iter} iterations (tol={tol})")
+    raise ConvergenceError(
+        f"estimate_frequencies(method='mle') did not converge in max_iter={max_iter} iterations (tol={tol})"
+    )

@@ -3,7 +3,8 @@ log Σ_{c,x} p(c̃|c) p(x̃|x) p_θ(c|x) p(x) (eq 47) by Monte Carlo EM, learnin
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -29,7 +30,9 @@ def _group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.nda
         return [(mechanism, np.arange(n))]
     if isinstance(mechanism, (list, tuple, np.ndarray)):
         if len(mechanism) != n:
-            raise ValidationError("mechanism", f"a per-record list must have one RecordMechanism per row ({n}), got {len(mechanism)}")
+            raise ValidationError(
+                "mechanism", f"a per-record list must have one RecordMechanism per row ({n}), got {len(mechanism)}"
+            )
         groups: dict[str, tuple[RecordMechanism, list[int]]] = {}
         key_of: dict[int, str] = {}  # id -> spec key: a pool of 10⁶ records shares a few objects
         for i, m in enumerate(mechanism):
@@ -40,7 +43,9 @@ def _group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.nda
                 key = key_of[id(m)] = repr(m.to_spec())  # the list keeps m alive, so its id stays unique
             groups.setdefault(key, (m, []))[1].append(i)
         return [(m, np.asarray(rows)) for m, rows in groups.values()]
-    raise ValidationError("mechanism", f"must be a RecordMechanism or a per-record sequence of them, got {type(mechanism).__name__}")
+    raise ValidationError(
+        "mechanism", f"must be a RecordMechanism or a per-record sequence of them, got {type(mechanism).__name__}"
+    )
 
 
 class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -69,11 +74,29 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     mechanism : default RecordMechanism when ``fit`` gets none; None there means clean data.
     """
 
-    def __init__(self, C: float = 1.0, *, prior: Any = "learned", e_step: str = "mcmc", n_samples: int | None = None,
-                 max_iter: int = 200, tol: float = 1e-4, burn_in: int | None = None, n_average: int = 30, m_step_iter: int = 10,
-                 encoding: str = "unit", numeric_prior: str = "gaussian", n_bins: int = 10, fit_intercept: bool = True,
-                 executor: Any = None, shard_size: int = 2048, random_state: Any = None, mechanism: Any = None,
-                 relaxation: float = 1.8, verbose: int = 0):
+    def __init__(
+        self,
+        C: float = 1.0,
+        *,
+        prior: Any = "learned",
+        e_step: str = "mcmc",
+        n_samples: int | None = None,
+        max_iter: int = 200,
+        tol: float = 1e-4,
+        burn_in: int | None = None,
+        n_average: int = 30,
+        m_step_iter: int = 10,
+        encoding: str = "unit",
+        numeric_prior: str = "gaussian",
+        n_bins: int = 10,
+        fit_intercept: bool = True,
+        executor: Any = None,
+        shard_size: int = 2048,
+        random_state: Any = None,
+        mechanism: Any = None,
+        relaxation: float = 1.8,
+        verbose: int = 0,
+    ):
         self.C = C
         self.relaxation = relaxation
         self.prior = prior
@@ -128,7 +151,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise ValidationError("fit_intercept", f"must be True or False, got {self.fit_intercept!r}")
         if self.executor is not None and not callable(getattr(self.executor, "map", None)):
-            raise ValidationError("executor", f"must be None or an object with map(fn, tasks), got {type(self.executor).__name__}")
+            raise ValidationError(
+                "executor", f"must be None or an object with map(fn, tasks), got {type(self.executor).__name__}"
+            )
         return C
 
     # --------------------------------------------------------------------------------- fit
@@ -158,10 +183,15 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         Xv_all = np.empty(Xa.shape, dtype=float)
         for rm, rows in groups:
             if not ColumnLayout.from_mechanism(rm).same_domain(layout):
-                raise ValidationError("mechanism", "all record mechanisms in one pool must share the feature domains (k per discrete column, bounds per numeric column)")
+                raise ValidationError(
+                    "mechanism",
+                    "all record mechanisms in one pool must share the feature domains (k per discrete column, bounds per numeric column)",
+                )
             if (rm.label is not None) != has_label:
                 raise ValidationError("mechanism", "either every record mechanism has a label mechanism or none does")
-            Xv, yv = rm.validate_release(Xa[rows], None if not has_label else np.asarray(y)[rows] if np.shape(y) == (n,) else y)
+            Xv, yv = rm.validate_release(
+                Xa[rows], None if not has_label else np.asarray(y)[rows] if np.shape(y) == (n,) else y
+            )
             if not has_label:
                 yv = np.asarray(y)[rows] if np.shape(y) == (n,) else None
                 if yv is None:
@@ -187,7 +217,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if has_label:
             return yv
         if not hasattr(self, "_clean_label_classes"):
-            raise ValidationError("mechanism", "record mechanisms without a label mechanism need clean labels; use mechanism with label=None only via _fit_clean")
+            raise ValidationError(
+                "mechanism",
+                "record mechanisms without a label mechanism need clean labels; use mechanism with label=None only via _fit_clean",
+            )
         return np.searchsorted(self.classes_, yv)
 
     def _initial_prior(self, layout: ColumnLayout, pools) -> SpreadPrior:
@@ -205,8 +238,16 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = Xa.shape[1]
         R = np.eye(len(self.classes_))[yi]
         rows = 1 if len(self.classes_) == 2 else len(self.classes_)
-        coef, b, obj = fit_soft_logistic(Xa, R, np.ones(len(yi)), np.zeros((rows, Xa.shape[1])), np.zeros(rows), C,
-                                         self.fit_intercept, max_iter=max(self.m_step_iter, 1000))
+        coef, b, obj = fit_soft_logistic(
+            Xa,
+            R,
+            np.ones(len(yi)),
+            np.zeros((rows, Xa.shape[1])),
+            np.zeros(rows),
+            C,
+            self.fit_intercept,
+            max_iter=max(self.m_step_iter, 1000),
+        )
         self.coef_, self.intercept_ = coef, b
         self.prior_ = None
         self.n_iter_ = 1
@@ -222,13 +263,29 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         m_threads = int(executor.workers()) if callable(getattr(executor, "workers", None)) else 1
         rows_n = 1 if n_classes == 2 else n_classes
         D = X.shape[1]
-        entropy = np.random.SeedSequence(self.random_state if isinstance(self.random_state, (int, np.integer)) or self.random_state is None else None).entropy \
-            if not isinstance(self.random_state, np.random.Generator) else int(self.random_state.integers(2**63))
+        entropy = (
+            np.random.SeedSequence(
+                self.random_state
+                if isinstance(self.random_state, (int, np.integer)) or self.random_state is None
+                else None
+            ).entropy
+            if not isinstance(self.random_state, np.random.Generator)
+            else int(self.random_state.integers(2**63))
+        )
         # initial θ: logistic regression on the decoded releases (the naive fit)
         Z0 = _decode_states(X, self.layout_, self.encoding)
         Z0 = [Z0[s0:s1] for s0, s1 in shard_bounds(len(Z0), self.shard_size)]  # row blocks, for the threads
-        coef, b, _ = fit_soft_logistic(Z0, np.eye(n_classes)[y], np.ones(len(y)), np.zeros((rows_n, D)), np.zeros(rows_n), C,
-                                       self.fit_intercept, max_iter=50, n_threads=m_threads)
+        coef, b, _ = fit_soft_logistic(
+            Z0,
+            np.eye(n_classes)[y],
+            np.ones(len(y)),
+            np.zeros((rows_n, D)),
+            np.zeros(rows_n),
+            C,
+            self.fit_intercept,
+            max_iter=50,
+            n_threads=m_threads,
+        )
         shards = []  # (group index, released features, released labels): sliced once, reused every iteration
         for gi, (rm, rows) in enumerate(groups):
             for s0, s1 in shard_bounds(len(rows), self.shard_size):
@@ -241,18 +298,41 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         n_avg = 0
         self.history_ = []
         for it in range(1, self.max_iter + 1):
-            tasks = [{
-                "rm": groups[gi][0], "X_tilde": Xs, "y_tilde": ys, "state": states[si], "prior": prior,
-                "coef": coef, "intercept": b, "label_logP": label_logP[gi], "n_samples": S, "mode": mode,
-                "seed": np.random.SeedSequence(entropy, spawn_key=(it, si)), "encoding": self.encoding, "layout": self.layout_, "n_classes": n_classes,
-            } for si, (gi, Xs, ys) in enumerate(shards)]
+            tasks = [
+                {
+                    "rm": groups[gi][0],
+                    "X_tilde": Xs,
+                    "y_tilde": ys,
+                    "state": states[si],
+                    "prior": prior,
+                    "coef": coef,
+                    "intercept": b,
+                    "label_logP": label_logP[gi],
+                    "n_samples": S,
+                    "mode": mode,
+                    "seed": np.random.SeedSequence(entropy, spawn_key=(it, si)),
+                    "encoding": self.encoding,
+                    "layout": self.layout_,
+                    "n_classes": n_classes,
+                }
+                for si, (gi, Xs, ys) in enumerate(shards)
+            ]
             results = executor.map(estep_task, tasks)
             states = [r["state"] for r in results]
             R = np.concatenate([r["R"] for r in results])
             w = np.concatenate([r["w"] for r in results])
             # the shards' samples as row blocks: no (n·S, D) concatenated copy
-            new_coef, new_b, obj = fit_soft_logistic([r["Z"] for r in results], R, w, coef, b, C, self.fit_intercept,
-                                                     max_iter=self.m_step_iter, n_threads=m_threads)
+            new_coef, new_b, obj = fit_soft_logistic(
+                [r["Z"] for r in results],
+                R,
+                w,
+                coef,
+                b,
+                C,
+                self.fit_intercept,
+                max_iter=self.m_step_iter,
+                n_threads=m_threads,
+            )
             # over-relaxed EM: θ ← θ + ω (M(θ) − θ); same fixed point, faster in slow directions
             coef = coef + self.relaxation * (new_coef - coef)
             b = b + self.relaxation * (new_b - b)
@@ -272,10 +352,20 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                     avg_coef += (coef - avg_coef) / n_avg
                     avg_b += (b - avg_b) / n_avg
                     change = float(np.linalg.norm(avg_coef - prev) / max(np.linalg.norm(avg_coef), 1e-12))
-            self.history_.append({"iter": it, "objective": obj, "acceptance": accepted, "coef_norm": float(np.linalg.norm(coef)),
-                                  "avg_change": change, "averaging": burn_in is not None and it > burn_in})
+            self.history_.append(
+                {
+                    "iter": it,
+                    "objective": obj,
+                    "acceptance": accepted,
+                    "coef_norm": float(np.linalg.norm(coef)),
+                    "avg_change": change,
+                    "averaging": burn_in is not None and it > burn_in,
+                }
+            )
             if self.verbose:
-                print(f"[spread-EM] iter {it}: objective={obj:.4f} |coef|={np.linalg.norm(coef):.4f} accept={accepted:.3f} change={change:.2e}")
+                print(
+                    f"[spread-EM] iter {it}: objective={obj:.4f} |coef|={np.linalg.norm(coef):.4f} accept={accepted:.3f} change={change:.2e}"
+                )
             if n_avg >= self.n_average or (n_avg >= 10 and change < self.tol):
                 break
         self.coef_ = avg_coef if avg_coef is not None else coef
@@ -340,7 +430,7 @@ def _stationary(norms: list[float], window: int = 20, threshold: float = 2.0) ->
     iterates that are still drifting would bias the estimate toward the starting point."""
     if len(norms) < 2 * window:
         return False
-    a = np.asarray(norms[-2 * window:-window])
+    a = np.asarray(norms[-2 * window : -window])
     b = np.asarray(norms[-window:])
     spread = np.sqrt((a.var(ddof=1) + b.var(ddof=1)) / window) + 1e-12
     return abs(b.mean() - a.mean()) / spread < threshold

@@ -28,8 +28,10 @@ def _propose(task: dict, rng: np.random.Generator, S: int) -> np.ndarray:
     rm, Xt, prior = task["rm"], task["X_tilde"], task["prior"]
     out = np.empty((S,) + Xt.shape)
     for mech, cols in rm.groups():
-        post = mech.posterior(Xt[:, cols] if not isinstance(mech, _DiscreteMechanism) else Xt[:, cols].astype(np.int64),
-                              prior.for_group(mech, cols))
+        post = mech.posterior(
+            Xt[:, cols] if not isinstance(mech, _DiscreteMechanism) else Xt[:, cols].astype(np.int64),
+            prior.for_group(mech, cols),
+        )
         out[:, :, cols] = np.asarray(post.sample(rng, S)).reshape(S, Xt.shape[0], len(cols))
     return out
 
@@ -169,8 +171,8 @@ def _estep_rr_compiled(task: dict) -> dict:
     """mode="mcmc" for all-randomised-response records through the compiled kernel; the same
     chain as the numpy path (exact RR posterior proposals, independence Metropolis). The chain
     state is kept feature-major, (D, b) int32, and handed back as its (b, D) transpose (a view)."""
-    from .spread_kernels import rr_mcmc_shard, rr_tables
     from ..mechanisms.discrete import guide_table
+    from .spread_kernels import rr_mcmc_shard, rr_tables
 
     rng = np.random.default_rng(task["seed"])
     rm, Xt, prior = task["rm"], task["X_tilde"], task["prior"]
@@ -203,9 +205,36 @@ def _estep_rr_compiled(task: dict) -> dict:
     R = np.empty((S, b, C))
     counts = np.zeros((D, K))
     new_stateT = np.empty((D, b), np.int32)
-    accepted = rr_mcmc_shard(rng, np.ascontiguousarray(Xt.T, dtype=np.int32), yterm, stateT, has_state, S,
-                             stay, jump, P, A, cdf, guide, q, r, np.ascontiguousarray(coef, dtype=float),
-                             np.asarray(task["intercept"], float), scale.astype(np.float32), Zt, R, counts, new_stateT)
+    accepted = rr_mcmc_shard(
+        rng,
+        np.ascontiguousarray(Xt.T, dtype=np.int32),
+        yterm,
+        stateT,
+        has_state,
+        S,
+        stay,
+        jump,
+        P,
+        A,
+        cdf,
+        guide,
+        q,
+        r,
+        np.ascontiguousarray(coef, dtype=float),
+        np.asarray(task["intercept"], float),
+        scale.astype(np.float32),
+        Zt,
+        R,
+        counts,
+        new_stateT,
+    )
     # Z = Zt.T: (S·b, D), rows ordered (s, n) like the numpy path; Fortran-ordered, not copied
-    return {"Z": Zt.T, "R": R.reshape(S * b, C), "w": np.full(S * b, 1.0 / S),
-            "stats": {"counts": counts}, "state": new_stateT.T, "accepted": int(accepted), "proposed": S * b}
+    return {
+        "Z": Zt.T,
+        "R": R.reshape(S * b, C),
+        "w": np.full(S * b, 1.0 / S),
+        "stats": {"counts": counts},
+        "state": new_stateT.T,
+        "accepted": int(accepted),
+        "proposed": S * b,
+    }

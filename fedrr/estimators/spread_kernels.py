@@ -146,8 +146,29 @@ def _log_g(z, yterm_n, Rn, C, out):
 
 
 @njit(cache=True, nogil=True)
-def rr_mcmc_shard(rng, xtT, yterm, stateT, has_state, S, stay, jump, P, A, cdf, guide, q, r, coef, intercept, scale,
-                  Zt, Rout, counts, new_stateT):
+def rr_mcmc_shard(
+    rng,
+    xtT,
+    yterm,
+    stateT,
+    has_state,
+    S,
+    stay,
+    jump,
+    P,
+    A,
+    cdf,
+    guide,
+    q,
+    r,
+    coef,
+    intercept,
+    scale,
+    Zt,
+    Rout,
+    counts,
+    new_stateT,
+):
     """Column-major passes (records innermost) keep each column's sampling tables in cache.
 
     rng: the shard's numpy Generator, read in the order of ``rng.random((S', D, b))`` for the

@@ -38,8 +38,18 @@ def _merge_small_blocks(blocks: list[np.ndarray], dtype) -> list[np.ndarray]:
     return out
 
 
-def fit_soft_logistic(Z, R: np.ndarray, w: np.ndarray, coef0: np.ndarray, intercept0: np.ndarray,
-                      C: float, fit_intercept: bool = True, max_iter: int = 100, tol: float = 1e-8, n_threads: int = 1):
+def fit_soft_logistic(
+    Z,
+    R: np.ndarray,
+    w: np.ndarray,
+    coef0: np.ndarray,
+    intercept0: np.ndarray,
+    C: float,
+    fit_intercept: bool = True,
+    max_iter: int = 100,
+    tol: float = 1e-8,
+    n_threads: int = 1,
+):
     """argmin Σ_i w_i CE(R_i, p_θ(·|Z_i)) + ‖coef‖²/(2C): sklearn's LogisticRegression objective
     with soft labels. Returns (coef, intercept, objective).
 
@@ -52,11 +62,13 @@ def fit_soft_logistic(Z, R: np.ndarray, w: np.ndarray, coef0: np.ndarray, interc
 
     def unpack(v):
         coef = v[: n_rows * d].reshape(n_rows, d)
-        b = v[n_rows * d:] if fit_intercept else np.zeros(n_rows)
+        b = v[n_rows * d :] if fit_intercept else np.zeros(n_rows)
         return coef, b
 
     blocks = [np.asarray(B) for B in Z] if isinstance(Z, (list, tuple)) else [np.asarray(Z)]
-    blocks = [B if B.dtype in (np.float32, np.float64) else B.astype(np.float64) for B in blocks if B.shape[0]] or [np.zeros((0, d))]
+    blocks = [B if B.dtype in (np.float32, np.float64) else B.astype(np.float64) for B in blocks if B.shape[0]] or [
+        np.zeros((0, d))
+    ]
     dtype = np.result_type(*blocks) if blocks else np.float64
     blocks = _merge_small_blocks(blocks, dtype)
     bounds = np.cumsum([0] + [B.shape[0] for B in blocks])
@@ -79,7 +91,7 @@ def fit_soft_logistic(Z, R: np.ndarray, w: np.ndarray, coef0: np.ndarray, interc
             loss = -np.sum(w * np.sum(R * logp, axis=1))
             gz = w[:, None] * (np.exp(logp) - R)
         gzT = gz.T.astype(dtype)
-        parts = list(pmap(lambda i: gzT[:, bounds[i]:bounds[i + 1]] @ blocks[i], range(len(blocks))))
+        parts = list(pmap(lambda i: gzT[:, bounds[i] : bounds[i + 1]] @ blocks[i], range(len(blocks))))
         gcoef = parts[0].astype(np.float64)
         for part in parts[1:]:  # in block order: the same sum for any number of threads
             gcoef += part
@@ -92,7 +104,9 @@ def fit_soft_logistic(Z, R: np.ndarray, w: np.ndarray, coef0: np.ndarray, interc
 
     v0 = np.concatenate([coef0.ravel(), intercept0 if fit_intercept else np.zeros(0)])
     try:
-        res = minimize(fg, v0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": tol * max(1.0, float(np.sum(w)))})
+        res = minimize(
+            fg, v0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": tol * max(1.0, float(np.sum(w)))}
+        )
     finally:
         if pool is not None:
             pool.shutdown()

@@ -30,7 +30,7 @@ class ColumnLayout:
         return self.k > 0
 
     @classmethod
-    def from_mechanism(cls, rm: RecordMechanism) -> "ColumnLayout":
+    def from_mechanism(cls, rm: RecordMechanism) -> ColumnLayout:
         D = rm.n_features
         k = np.zeros(D, int)
         lo = np.full(D, np.nan)
@@ -45,10 +45,13 @@ class ColumnLayout:
                 raise ValidationError("mechanism", f"unsupported feature mechanism {type(mech).__name__}")
         return cls(D, k, lo, hi)
 
-    def same_domain(self, other: "ColumnLayout") -> bool:
-        return (self.n_features == other.n_features and np.array_equal(self.k, other.k)
-                and np.array_equal(np.nan_to_num(self.lower, nan=-1), np.nan_to_num(other.lower, nan=-1))
-                and np.array_equal(np.nan_to_num(self.upper, nan=-1), np.nan_to_num(other.upper, nan=-1)))
+    def same_domain(self, other: ColumnLayout) -> bool:
+        return (
+            self.n_features == other.n_features
+            and np.array_equal(self.k, other.k)
+            and np.array_equal(np.nan_to_num(self.lower, nan=-1), np.nan_to_num(other.lower, nan=-1))
+            and np.array_equal(np.nan_to_num(self.upper, nan=-1), np.nan_to_num(other.upper, nan=-1))
+        )
 
     def decode(self, states: np.ndarray, cols: np.ndarray, encoding: str) -> np.ndarray:
         """Numeric model input of discrete states: s/(k−1) ("unit") or s ("index")."""
@@ -76,11 +79,13 @@ class SpreadPrior:
             return GaussianPrior(self.mean[cols], self.var[cols])
         return HistogramPrior(self.edges[cols], self.probs[cols])
 
-    def copy(self) -> "SpreadPrior":
+    def copy(self) -> SpreadPrior:
         c = lambda a: None if a is None else a.copy()
-        return SpreadPrior(self.layout, self.disc.copy(), self.numeric_kind, c(self.mean), c(self.var), c(self.edges), c(self.probs))
+        return SpreadPrior(
+            self.layout, self.disc.copy(), self.numeric_kind, c(self.mean), c(self.var), c(self.edges), c(self.probs)
+        )
 
-    def blend(self, other: "SpreadPrior", gamma: float) -> "SpreadPrior":
+    def blend(self, other: SpreadPrior, gamma: float) -> SpreadPrior:
         """(1 − γ)·self + γ·other: the stochastic-approximation step of the prior update."""
         out = self.copy()
         out.disc = (1 - gamma) * self.disc + gamma * other.disc
@@ -148,11 +153,17 @@ def given_prior(layout: ColumnLayout, prior: Any) -> SpreadPrior:
         return out
     if isinstance(prior, (CategoricalPrior, np.ndarray)):
         if not layout.discrete.all():
-            raise ValidationError("prior", "a categorical prior needs all feature columns discrete; pass a per-column list for mixed records")
+            raise ValidationError(
+                "prior",
+                "a categorical prior needs all feature columns discrete; pass a per-column list for mixed records",
+            )
         probs = prior.probs if isinstance(prior, CategoricalPrior) else CategoricalPrior(prior).probs
         probs = np.broadcast_to(probs, (D, probs.shape[-1])) if probs.ndim == 1 else probs
         if probs.shape[0] != D or np.any(layout.k != probs.shape[1]):
-            raise ValidationError("prior", f"categorical prior must have shape ({D}, k) matching the mechanism's k per column, got {probs.shape}")
+            raise ValidationError(
+                "prior",
+                f"categorical prior must have shape ({D}, k) matching the mechanism's k per column, got {probs.shape}",
+            )
         out = _empty(layout, "gaussian", 1)
         out.disc = np.array(probs, dtype=float)
         return out
@@ -167,25 +178,38 @@ def given_prior(layout: ColumnLayout, prior: Any) -> SpreadPrior:
         out.edges = np.array(np.broadcast_to(prior.edges, (D, prior.n_bins + 1)), dtype=float)
         out.probs = np.array(np.broadcast_to(prior.probs, (D, prior.n_bins)), dtype=float)
         return out
-    raise ValidationError("prior", f"must be 'flat', 'learned', a CategoricalPrior/array, GaussianPrior, HistogramPrior or per-column list; got {type(prior).__name__}")
+    raise ValidationError(
+        "prior",
+        f"must be 'flat', 'learned', a CategoricalPrior/array, GaussianPrior, HistogramPrior or per-column list; got {type(prior).__name__}",
+    )
 
 
 def _set_column(out: SpreadPrior, layout: ColumnLayout, j: int, pj: Any) -> None:
     if layout.discrete[j]:
         probs = pj.probs if isinstance(pj, CategoricalPrior) else CategoricalPrior(pj).probs
         if probs.shape != (layout.k[j],):
-            raise ValidationError(f"prior[{j}]", f"must have {layout.k[j]} state probabilities, got shape {probs.shape}")
+            raise ValidationError(
+                f"prior[{j}]", f"must have {layout.k[j]} state probabilities, got shape {probs.shape}"
+            )
         out.disc[j, : layout.k[j]] = probs
     elif isinstance(pj, GaussianPrior) and out.numeric_kind == "gaussian":
         out.mean[j], out.var[j] = float(pj.mean), float(pj.var)
     elif isinstance(pj, HistogramPrior) and out.numeric_kind == "histogram":
         out.edges[j], out.probs[j] = pj.edges, pj.probs
     else:
-        raise ValidationError(f"prior[{j}]", f"column {j} is numeric: needs a GaussianPrior or HistogramPrior, got {type(pj).__name__}")
+        raise ValidationError(
+            f"prior[{j}]", f"column {j} is numeric: needs a GaussianPrior or HistogramPrior, got {type(pj).__name__}"
+        )
 
 
-def marginal_mle_prior(layout: ColumnLayout, pools: list[tuple[RecordMechanism, np.ndarray]], numeric_kind: str = "gaussian",
-                       n_bins: int = 10, max_iter: int = 200, tol: float = 1e-6) -> SpreadPrior:
+def marginal_mle_prior(
+    layout: ColumnLayout,
+    pools: list[tuple[RecordMechanism, np.ndarray]],
+    numeric_kind: str = "gaussian",
+    n_bins: int = 10,
+    max_iter: int = 200,
+    tol: float = 1e-6,
+) -> SpreadPrior:
     """Per-column maximum-likelihood prior from the releases alone (deconvolution, no labels):
     the exact EM fixed point of Σ_n log Σ_x p(x̃_n[d] | x) p(x | d) for each column d. It
     initialises spread-EM's learned prior, which the EM then refines jointly (eq 65)."""
@@ -226,7 +250,7 @@ def marginal_mle_prior(layout: ColumnLayout, pools: list[tuple[RecordMechanism, 
             for rm, Xt in pools:
                 for mech, cols in rm.groups():
                     if isinstance(mech, _AdditiveNoise):
-                        xs.append((cols, Xt[:, cols].astype(float), mech.noise_std ** 2))
+                        xs.append((cols, Xt[:, cols].astype(float), mech.noise_std**2))
             s1 = np.zeros(layout.n_features)
             s2 = np.zeros(layout.n_features)
             nv = np.zeros(layout.n_features)
@@ -249,7 +273,9 @@ def marginal_mle_prior(layout: ColumnLayout, pools: list[tuple[RecordMechanism, 
                 for rm, Xt in pools:
                     for mech, cols in rm.groups():
                         if isinstance(mech, _AdditiveNoise):
-                            post = mech.posterior(Xt[:, cols].astype(float), HistogramPrior(out.edges[cols], out.probs[cols]))
+                            post = mech.posterior(
+                                Xt[:, cols].astype(float), HistogramPrior(out.edges[cols], out.probs[cols])
+                            )
                             acc[cols] += post.bin_proba().reshape(Xt.shape[0], len(cols), -1).sum(0)
                             n[cols] += Xt.shape[0]
                 new = acc[num_cols] / n[num_cols, None]

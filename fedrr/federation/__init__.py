@@ -10,12 +10,23 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "DEFAULTS": "config", "load_run_config": "config", "n_nodes": "config",
-    "Pool": "pool", "ReplyRejected": "pool", "parse_reply": "pool",
-    "ClientPopulation": "population", "DatasetPopulation": "population", "FaultyPopulation": "population",
-    "build_population": "population", "record_mechanism_for": "population",
-    "MESSAGE_TYPE": "protocol", "PROTOCOL": "protocol", "NodeRelease": "protocol",
-    "run_federation": "run", "LEARNERS": "strategy", "ReleaseStrategy": "strategy",
+    "DEFAULTS": "config",
+    "load_run_config": "config",
+    "n_nodes": "config",
+    "Pool": "pool",
+    "ReplyRejected": "pool",
+    "parse_reply": "pool",
+    "ClientPopulation": "population",
+    "DatasetPopulation": "population",
+    "FaultyPopulation": "population",
+    "build_population": "population",
+    "record_mechanism_for": "population",
+    "MESSAGE_TYPE": "protocol",
+    "PROTOCOL": "protocol",
+    "NodeRelease": "protocol",
+    "run_federation": "run",
+    "LEARNERS": "strategy",
+    "ReleaseStrategy": "strategy",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -70,7 +70,9 @@ def release_clients(population: ClientPopulation, client_ids, rng_for) -> NodeRe
         midx.append(index_of[id(mech)])
     if not ids:
         raise ClientUnavailable(f"client(s) {list(client_ids)[:5]} dropped out")
-    return NodeRelease(np.stack(xs), np.asarray(ys), np.asarray(ids, np.int64), np.asarray(midx, np.int64), tuple(specs))
+    return NodeRelease(
+        np.stack(xs), np.asarray(ys), np.asarray(ids, np.int64), np.asarray(midx, np.int64), tuple(specs)
+    )
 
 
 def offline_release(population: ClientPopulation, seed: int) -> NodeRelease:
@@ -127,7 +129,9 @@ class DiskLedger:
         if not self.path.exists():
             return None
         with np.load(self.path, allow_pickle=False) as f:
-            rel = NodeRelease(f["x"], f["y"], f["client_id"], f["mechanism_index"], tuple(json.loads(str(f["mechanisms"]))))
+            rel = NodeRelease(
+                f["x"], f["y"], f["client_id"], f["mechanism_index"], tuple(json.loads(str(f["mechanisms"])))
+            )
         return rel.to_content()
 
     def put_release(self, rel: NodeRelease) -> None:
@@ -137,8 +141,14 @@ class DiskLedger:
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".fedrr-release-", suffix=".npz")
         try:
             with os.fdopen(fd, "wb") as fh:
-                np.savez(fh, x=rel.x, y=rel.y, client_id=rel.client_id, mechanism_index=rel.mechanism_index,
-                         mechanisms=np.array(json.dumps(list(rel.mechanisms))))
+                np.savez(
+                    fh,
+                    x=rel.x,
+                    y=rel.y,
+                    client_id=rel.client_id,
+                    mechanism_index=rel.mechanism_index,
+                    mechanisms=np.array(json.dumps(list(rel.mechanisms))),
+                )
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)
@@ -155,8 +165,13 @@ class DiskLedger:
 def write_record_file(path: str | os.PathLike, x, y, mechanism: RecordMechanism, client_id: int = 0) -> None:
     """Deployment: the node's own clean record and its chosen mechanism (stays on the node)."""
     mechanism.validate_input(np.asarray(x)[None, :], np.asarray([y]) if mechanism.label is not None else None)
-    np.savez(path, x=np.asarray(x), y=np.asarray(y), client_id=np.int64(client_id),
-             mechanism=np.array(json.dumps(mechanism.to_spec())))
+    np.savez(
+        path,
+        x=np.asarray(x),
+        y=np.asarray(y),
+        client_id=np.int64(client_id),
+        mechanism=np.array(json.dumps(mechanism.to_spec())),
+    )
 
 
 class _FilePopulation(ClientPopulation):
@@ -196,14 +211,18 @@ def hosted_clients(context: Context, cfg: dict, n_clients: int) -> range:
 def _answer(context: Context) -> RecordDict:
     if _is_deployment(context):
         if "ledger-dir" not in context.node_config:
-            raise ValidationError("node_config", "deployment mode needs 'ledger-dir' (where this node keeps its release)")
+            raise ValidationError(
+                "node_config", "deployment mode needs 'ledger-dir' (where this node keeps its release)"
+            )
         ledger = DiskLedger(str(context.node_config["ledger-dir"]))
         with ledger.locked():  # get-or-release is one step, even for queries handled concurrently
             stored = ledger.get()
             if stored is not None:
                 return stored
             if "record-file" not in context.node_config:
-                raise ValidationError("node_config", "deployment mode needs 'record-file' (this node's record and mechanism)")
+                raise ValidationError(
+                    "node_config", "deployment mode needs 'record-file' (this node's record and mechanism)"
+                )
             pop = _FilePopulation(str(context.node_config["record-file"]))
             rel = release_clients(pop, [pop._cid], lambda c: np.random.default_rng())  # OS entropy
             ledger.put_release(rel)  # on disk before anything is sent

@@ -9,8 +9,9 @@ import json
 import math
 import os
 import tomllib
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from ..errors import ValidationError
 from .population import POPULATION_DEFAULTS
@@ -20,18 +21,18 @@ CONFIG_ENV = "FEDRR_RUN_CONFIG"
 DEFAULTS: dict[str, Any] = {
     "population": "dataset",
     **POPULATION_DEFAULTS,
-    "run-mode": "node",          # "node": one Flower node per client; "cohort": a node hosts cohort-size clients
+    "run-mode": "node",  # "node": one Flower node per client; "cohort": a node hosts cohort-size clients
     "cohort-size": 1,
     "learners": "spread,naive",  # comma list of spread | spread-flat | naive | naive-cv | wdro
     "spread-max-iter": 200,
     "C": 1.0,
-    "wdro-max-iter": 0,          # iteration cap of W-DRO's conic solver (Clarabel); 0 = the solver's default
-    "executor": "threads",       # serial | threads | ray (RAY_ADDRESS or ray-address for a cluster)
+    "wdro-max-iter": 0,  # iteration cap of W-DRO's conic solver (Clarabel); 0 = the solver's default
+    "executor": "threads",  # serial | threads | ray (RAY_ADDRESS or ray-address for a cluster)
     "ray-address": "",
-    "wave-size": 256,            # most release queries in flight at once
-    "min-valid": 20,             # fewer valid releases than this: the run fails with a clear error
+    "wave-size": 256,  # most release queries in flight at once
+    "min-valid": 20,  # fewer valid releases than this: the run fails with a clear error
     "node-wait-timeout": 120.0,  # seconds to wait for the expected nodes to register
-    "reply-timeout": 600.0,      # seconds to wait for all replies of the collection round
+    "reply-timeout": 600.0,  # seconds to wait for all replies of the collection round
     "results-dir": "results/federation",
     "run-name": "",
 }
@@ -43,10 +44,16 @@ LEARNERS = ("spread", "spread-flat", "naive", "naive-cv", "wdro")
 
 #: numbers that must lie in a range: key -> (test, the range as printed)
 _RANGES: dict[str, tuple[Callable[[float], bool], str]] = {
-    "C": (lambda v: v > 0, "> 0"), "node-wait-timeout": (lambda v: v > 0, "> 0"), "reply-timeout": (lambda v: v > 0, "> 0"),
-    "dropout": (lambda v: 0 <= v < 1, "in [0, 1)"), "malformed-rate": (lambda v: 0 <= v <= 1, "in [0, 1]"),
+    "C": (lambda v: v > 0, "> 0"),
+    "node-wait-timeout": (lambda v: v > 0, "> 0"),
+    "reply-timeout": (lambda v: v > 0, "> 0"),
+    "dropout": (lambda v: 0 <= v < 1, "in [0, 1)"),
+    "malformed-rate": (lambda v: 0 <= v <= 1, "in [0, 1]"),
     "delta": (lambda v: 0 < v < 1, "in (0, 1)"),
-    **{k: (lambda v: v >= 0, ">= 0 (0 = not used)") for k in ("feature-flip", "feature-epsilon", "label-flip", "label-epsilon")},
+    **{
+        k: (lambda v: v >= 0, ">= 0 (0 = not used)")
+        for k in ("feature-flip", "feature-epsilon", "label-flip", "label-epsilon")
+    },
 }
 
 
@@ -100,7 +107,9 @@ def load_run_config(run_config: Mapping[str, Any] | None = None) -> dict:
         if merged[key] < 1:
             raise ValidationError(key, f"must be an integer >= 1, got {merged[key]!r}")
     if merged["wdro-max-iter"] < 0:
-        raise ValidationError("wdro-max-iter", f"must be an integer >= 0 (0: the solver's default), got {merged['wdro-max-iter']!r}")
+        raise ValidationError(
+            "wdro-max-iter", f"must be an integer >= 0 (0: the solver's default), got {merged['wdro-max-iter']!r}"
+        )
     for key in ("seed", "n-test-per-class"):
         if merged[key] < 0:
             raise ValidationError(key, f"must be an integer >= 0, got {merged[key]!r}")

@@ -25,10 +25,12 @@ class TwoBudgetSyntheticPopulation(ClientPopulation):
         rng = np.random.default_rng(self.seed)
         ds = make_logistic_discrete(self._n + n_test, [4, 4, 4, 4, 4], [2.0, -1.5, 1.0, -2.0, 0.5], rng=rng)
         self.X, self.y = ds.X[: self._n], ds.y[: self._n]
-        self.X_test, self.y_test = ds.X[self._n:], ds.y[self._n:]
+        self.X_test, self.y_test = ds.X[self._n :], ds.y[self._n :]
         label = RandomizedResponse(2, 0.2)
-        self.budgets = (RecordMechanism(RandomizedResponse(4, 0.4), label, n_features=5),
-                        RecordMechanism(RandomizedResponse(4, 0.15), label, n_features=5))
+        self.budgets = (
+            RecordMechanism(RandomizedResponse(4, 0.4), label, n_features=5),
+            RecordMechanism(RandomizedResponse(4, 0.15), label, n_features=5),
+        )
 
     @property
     def n_clients(self) -> int:

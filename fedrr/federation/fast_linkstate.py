@@ -75,9 +75,11 @@ def enable() -> bool:
     if flwr.__version__ != TESTED_FLWR:
         return False
     if not _ORIGINAL:
-        _ORIGINAL.update(store_message_ins=InMemoryLinkState.store_message_ins,
-                         delete_messages=InMemoryLinkState.delete_messages,
-                         get_message_ins=InMemoryLinkState.get_message_ins)
+        _ORIGINAL.update(
+            store_message_ins=InMemoryLinkState.store_message_ins,
+            delete_messages=InMemoryLinkState.delete_messages,
+            get_message_ins=InMemoryLinkState.get_message_ins,
+        )
         InMemoryLinkState.store_message_ins = _store_message_ins
         InMemoryLinkState.delete_messages = _delete_messages
         InMemoryLinkState.get_message_ins = _get_message_ins

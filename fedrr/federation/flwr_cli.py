@@ -39,8 +39,13 @@ from pathlib import Path
 
 import tomli_w
 
-QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
-             "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1"}
+QUIET_ENV = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+}
 LOCAL_CONNECTION = "fedrr-local"
 DEPLOY_CONNECTION = "fedrr-deploy"
 
@@ -52,7 +57,7 @@ def _stat(pid: int) -> tuple[int, int] | None:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    fields = raw[raw.rindex(")") + 2:].split()
+    fields = raw[raw.rindex(")") + 2 :].split()
     if fields[0] in ("Z", "X"):
         return None
     return int(fields[1]), int(fields[19])
@@ -147,7 +152,9 @@ def run_config_overrides(app: Path, overrides: dict, cwd: Path) -> dict:
     defaults = project["tool"]["flwr"]["app"].get("config", {})
     out = dict(overrides)
     rd = out.get("results-dir")
-    out["results-dir"] = str((cwd / rd).resolve()) if rd else str((app / defaults.get("results-dir", "results/federation")).resolve())
+    out["results-dir"] = (
+        str((cwd / rd).resolve()) if rd else str((app / defaults.get("results-dir", "results/federation")).resolve())
+    )
     if not out.get("run-name"):
         out["run-name"] = time.strftime("run-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     return out
@@ -167,10 +174,19 @@ def parse_overrides(items: list[str] | None) -> dict:
 
 
 # ---------------------------------------------------------------------------------- run
-def flwr_run(app: str | os.PathLike = ".", *, run_config: dict | None = None, flwr_home: str | os.PathLike | None = None,
-             superlink: str | None = None, num_supernodes: int | None = None, client_cpus: int = 1,
-             timeout: float = 1800.0, cwd: str | os.PathLike | None = None, flwr: str | None = None,
-             log=print) -> dict:
+def flwr_run(
+    app: str | os.PathLike = ".",
+    *,
+    run_config: dict | None = None,
+    flwr_home: str | os.PathLike | None = None,
+    superlink: str | None = None,
+    num_supernodes: int | None = None,
+    client_cpus: int = 1,
+    timeout: float = 1800.0,
+    cwd: str | os.PathLike | None = None,
+    flwr: str | None = None,
+    log=print,
+) -> dict:
     """Run the app once with ``flwr run``; returns {"metrics", "metrics_path", "run_config",
     "returncode", "pids" (every SuperLink-side process seen, all stopped), "survivors", "output"}."""
     app = Path(app).resolve()
@@ -179,7 +195,9 @@ def flwr_run(app: str | os.PathLike = ".", *, run_config: dict | None = None, fl
     flwr = flwr or shutil.which("flwr", path=str(Path(sys.executable).parent)) or "flwr"
     overrides = run_config_overrides(app, dict(run_config or {}), cwd)
     env = {**os.environ, **QUIET_ENV, "FLWR_HOME": str(flwr_home)}
-    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # flwr spawns flower-superlink by name
+    env["PATH"] = (
+        f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # flwr spawns flower-superlink by name
+    )
     pyproject = app / "pyproject.toml"
     original = pyproject.read_bytes()
 
@@ -194,7 +212,11 @@ def flwr_run(app: str | os.PathLike = ".", *, run_config: dict | None = None, fl
         env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(sl_port)
         env["FLWR_LOCAL_CONTROL_API_PORT"] = str(free_port())  # deprecated in 1.41 but still passed along
         n = num_supernodes or n_supernodes(app, overrides)
-        cmd += [LOCAL_CONNECTION, "--federation-config", f"num-supernodes={int(n)} client-resources-num-cpus={int(client_cpus)}"]
+        cmd += [
+            LOCAL_CONNECTION,
+            "--federation-config",
+            f"num-supernodes={int(n)} client-resources-num-cpus={int(client_cpus)}",
+        ]
     fd, cfg_file = tempfile.mkstemp(prefix="fedrr-run-config-", suffix=".toml")
     with os.fdopen(fd, "w") as f:
         f.write(tomli_w.dumps(overrides))
@@ -203,10 +225,12 @@ def flwr_run(app: str | os.PathLike = ".", *, run_config: dict | None = None, fl
 
     seen: set[tuple[int, int]] = set()
     output: list[str] = []
-    proc = subprocess.Popen(cmd, cwd=app, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        cmd, cwd=app, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
     returncode = None
     try:
+
         def pump():
             for line in proc.stdout:
                 output.append(line)
@@ -241,30 +265,51 @@ def flwr_run(app: str | os.PathLike = ".", *, run_config: dict | None = None, fl
                     break
                 time.sleep(0.2)
             links = {(p, _stat(p)[1]) for p in find_superlinks(sl_port) if _stat(p)}
-            survivors = stop(links) or set()               # the SuperLink first: it ends its SuperExec
-            survivors |= stop(seen - links)                 # then anything left below it, by pid
+            survivors = stop(links) or set()  # the SuperLink first: it ends its SuperExec
+            survivors |= stop(seen - links)  # then anything left below it, by pid
         if pyproject.read_bytes() != original:
             pyproject.write_bytes(original)
             log(f"[fedrr] flwr rewrote {pyproject}; restored it")
     metrics_path = Path(overrides["results-dir"]) / overrides["run-name"] / "metrics.json"
     metrics = json.loads(metrics_path.read_text()) if metrics_path.exists() else None
-    return {"metrics": metrics, "metrics_path": str(metrics_path), "run_config": overrides, "returncode": returncode,
-            "pids": sorted(p for p, _ in seen), "survivors": sorted(p for p, _ in survivors), "output": "".join(output)}
+    return {
+        "metrics": metrics,
+        "metrics_path": str(metrics_path),
+        "run_config": overrides,
+        "returncode": returncode,
+        "pids": sorted(p for p, _ in seen),
+        "survivors": sorted(p for p, _ in survivors),
+        "output": "".join(output),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fedrr.federation.flwr_cli", description=__doc__.split("\n\n")[0])
     ap.add_argument("app", nargs="?", default=".", help="the Flower app directory (holds pyproject.toml)")
-    ap.add_argument("-c", "--run-config", action="append", help="run-config overrides, as for flwr run: \"n-clients=30 learners='naive'\"")
+    ap.add_argument(
+        "-c",
+        "--run-config",
+        action="append",
+        help="run-config overrides, as for flwr run: \"n-clients=30 learners='naive'\"",
+    )
     ap.add_argument("--flwr-home", help="FLWR_HOME to use (default: <app>/.flwr)")
-    ap.add_argument("--superlink", help="HOST:PORT of a running SuperLink (deployment, insecure); default: a local simulation")
+    ap.add_argument(
+        "--superlink", help="HOST:PORT of a running SuperLink (deployment, insecure); default: a local simulation"
+    )
     ap.add_argument("--num-supernodes", type=int, help="simulated nodes (default: from n-clients and cohort-size)")
     ap.add_argument("--client-cpus", type=int, default=1, help="CPUs per ClientApp (an integer in flwr 1.41)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds before the run is stopped")
     ap.add_argument("--json", action="store_true", help="print a JSON summary (metrics path, pids) as the last line")
     args = ap.parse_args(argv)
-    res = flwr_run(args.app, run_config=parse_overrides(args.run_config), flwr_home=args.flwr_home, superlink=args.superlink,
-                   num_supernodes=args.num_supernodes, client_cpus=args.client_cpus, timeout=args.timeout)
+    res = flwr_run(
+        args.app,
+        run_config=parse_overrides(args.run_config),
+        flwr_home=args.flwr_home,
+        superlink=args.superlink,
+        num_supernodes=args.num_supernodes,
+        client_cpus=args.client_cpus,
+        timeout=args.timeout,
+    )
     status = (res["metrics"] or {}).get("status", "no metrics written")
     print(f"[fedrr] status: {status}; metrics: {res['metrics_path']}", file=sys.stderr)
     if res["survivors"]:

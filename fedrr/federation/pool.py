@@ -65,7 +65,9 @@ def parse_reply(msg: Any, n_features: int | None, expected_ids: set[int] | None 
     if (x.dtype.kind == "f" and not np.all(np.isfinite(x))) or (y.dtype.kind == "f" and not np.all(np.isfinite(y))):
         raise ReplyRejected("not_finite", "x or y holds NaN or inf")
     if expected_ids is not None and not set(cid.tolist()) <= expected_ids:
-        raise ReplyRejected("unexpected_client", f"client ids {sorted(set(cid.tolist()) - expected_ids)[:5]} were not asked")
+        raise ReplyRejected(
+            "unexpected_client", f"client ids {sorted(set(cid.tolist()) - expected_ids)[:5]} were not asked"
+        )
     if len(set(cid.tolist())) != m:
         raise ReplyRejected("malformed", "duplicate client ids in one reply")
     try:
@@ -77,7 +79,13 @@ def parse_reply(msg: Any, n_features: int | None, expected_ids: set[int] | None 
             if not isinstance(spec, dict) or spec.get("n_features") != x.shape[1]:
                 raise ValueError(f"each spec must be a record mechanism on the reply's {x.shape[1]} features")
         mechs = tuple(RecordMechanism.from_spec(s) for s in specs)
-    except (ValueError, TypeError, KeyError, ValidationError, RecursionError) as exc:  # RecursionError: absurdly nested JSON
+    except (
+        ValueError,
+        TypeError,
+        KeyError,
+        ValidationError,
+        RecursionError,
+    ) as exc:  # RecursionError: absurdly nested JSON
         raise ReplyRejected("unknown_mechanism", f"mechanism specs not understood: {str(exc)[:200]}") from None
     if midx.min() < 0 or midx.max() >= len(mechs):
         raise ReplyRejected("malformed", f"mechanism_index outside [0, {len(mechs) - 1}]")
@@ -91,7 +99,9 @@ def parse_reply(msg: Any, n_features: int | None, expected_ids: set[int] | None 
             mech.validate_release(x[rows], y[rows] if mech.label is not None else None)
         except ValidationError as exc:
             raise ReplyRejected("out_of_domain", str(exc)[:200]) from None
-    return NodeRelease(x, y, cid.astype(np.int64), midx.astype(np.int64), tuple(json.dumps(m.to_spec(), sort_keys=True) for m in mechs))
+    return NodeRelease(
+        x, y, cid.astype(np.int64), midx.astype(np.int64), tuple(json.dumps(m.to_spec(), sort_keys=True) for m in mechs)
+    )
 
 
 @dataclass
@@ -109,13 +119,19 @@ class Pool:
         return int(self.X.shape[0])
 
     @staticmethod
-    def from_releases(releases: list[NodeRelease], counts: dict[str, int] | None = None) -> "Pool":
+    def from_releases(releases: list[NodeRelease], counts: dict[str, int] | None = None) -> Pool:
         if not releases:
             raise ValidationError("pool", "no valid releases")
         rel = NodeRelease.concat(releases)
         order = np.argsort(rel.client_id, kind="stable")  # canonical order: by client id
         mechs = [RecordMechanism.from_spec(json.loads(s)) for s in rel.mechanisms]
-        return Pool(rel.x[order], rel.y[order], rel.client_id[order], [mechs[i] for i in rel.mechanism_index[order]], dict(counts or {}))
+        return Pool(
+            rel.x[order],
+            rel.y[order],
+            rel.client_id[order],
+            [mechs[i] for i in rel.mechanism_index[order]],
+            dict(counts or {}),
+        )
 
     def mechanism_arg(self) -> RecordMechanism | list[RecordMechanism]:
         """What estimators take: one mechanism if all records share it, else one per record."""
@@ -138,10 +154,17 @@ class Pool:
         parts = [m.epsilon_breakdown() for m in mechs]
         D = mechs[0].n_features
         feats = float(np.dot(w, [b["features"] for b in parts]))
-        return {"record": float(np.dot(w, eps)), "min": float(eps.min()), "max": float(eps.max()),
-                "delta": float(np.dot(w, [m.delta for m in mechs])), "features": feats,
-                "label": float(np.dot(w, [b["label"] for b in parts])), "per_feature": feats / D, "n_features": D,
-                "distinct": sorted({round(float(e), 9) for e in eps})}
+        return {
+            "record": float(np.dot(w, eps)),
+            "min": float(eps.min()),
+            "max": float(eps.max()),
+            "delta": float(np.dot(w, [m.delta for m in mechs])),
+            "features": feats,
+            "label": float(np.dot(w, [b["label"] for b in parts])),
+            "per_feature": feats / D,
+            "n_features": D,
+            "distinct": sorted({round(float(e), 9) for e in eps}),
+        }
 
     def save(self, path: str | os.PathLike) -> None:
         """Atomically write the pool (releases, client ids, mechanism specs, counts)."""
@@ -149,18 +172,32 @@ class Pool:
         path.parent.mkdir(parents=True, exist_ok=True)
         specs: list[str] = []
         by_id: dict[int, int] = {}
-        idx = np.array([by_id[id(m)] if id(m) in by_id else by_id.setdefault(id(m), _spec_index(specs, m))
-                        for m in self.mechanisms], dtype=np.int64)
+        idx = np.array(
+            [
+                by_id[id(m)] if id(m) in by_id else by_id.setdefault(id(m), _spec_index(specs, m))
+                for m in self.mechanisms
+            ],
+            dtype=np.int64,
+        )
         tmp = path.with_suffix(".tmp.npz")
-        np.savez_compressed(tmp, X=self.X, y=self.y, client_id=self.client_id, mechanism_index=idx,
-                            mechanisms=np.array(json.dumps(specs)), counts=np.array(json.dumps(self.counts)))
+        np.savez_compressed(
+            tmp,
+            X=self.X,
+            y=self.y,
+            client_id=self.client_id,
+            mechanism_index=idx,
+            mechanisms=np.array(json.dumps(specs)),
+            counts=np.array(json.dumps(self.counts)),
+        )
         os.replace(tmp, path)
 
     @staticmethod
-    def load(path: str | os.PathLike) -> "Pool":
+    def load(path: str | os.PathLike) -> Pool:
         with np.load(path, allow_pickle=False) as f:
             mechs = [RecordMechanism.from_spec(json.loads(s)) for s in json.loads(str(f["mechanisms"]))]
-            return Pool(f["X"], f["y"], f["client_id"], [mechs[i] for i in f["mechanism_index"]], json.loads(str(f["counts"])))
+            return Pool(
+                f["X"], f["y"], f["client_id"], [mechs[i] for i in f["mechanism_index"]], json.loads(str(f["counts"]))
+            )
 
 
 def _spec_index(specs: list[str], m: RecordMechanism) -> int:

@@ -14,9 +14,10 @@ import hashlib
 import importlib
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from contextlib import contextmanager
 from functools import cached_property
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -65,21 +66,37 @@ class ClientPopulation(ABC):
         return self.dropout <= 0 or unit_uniform(self.seed, client_id, "dropout") >= self.dropout
 
     def check_client(self, client_id: Any) -> int:
-        if isinstance(client_id, bool) or not isinstance(client_id, (int, np.integer)) or not 0 <= client_id < self.n_clients:
+        if (
+            isinstance(client_id, bool)
+            or not isinstance(client_id, (int, np.integer))
+            or not 0 <= client_id < self.n_clients
+        ):
             raise ValidationError("client_id", f"must be an integer in [0, {self.n_clients - 1}], got {client_id!r}")
         return int(client_id)
 
     def describe(self) -> dict:
         """A JSON-able summary for results manifests (no records)."""
         eps = sorted({round(self.mechanism(i).epsilon, 6) for i in range(min(self.n_clients, 1000))})
-        return {"class": f"{type(self).__module__}:{type(self).__qualname__}", "n_clients": self.n_clients,
-                "dropout": self.dropout, "record_epsilons": eps}
+        return {
+            "class": f"{type(self).__module__}:{type(self).__qualname__}",
+            "n_clients": self.n_clients,
+            "dropout": self.dropout,
+            "record_epsilons": eps,
+        }
 
 
-def record_mechanism_for(family: str, n_features: int, n_states: int | None, n_classes: int, *,
-                         feature_flip: float | None = None, feature_epsilon: float | None = None,
-                         label_flip: float | None = None, label_epsilon: float | None = None,
-                         delta: float = 1e-5) -> RecordMechanism:
+def record_mechanism_for(
+    family: str,
+    n_features: int,
+    n_states: int | None,
+    n_classes: int,
+    *,
+    feature_flip: float | None = None,
+    feature_epsilon: float | None = None,
+    label_flip: float | None = None,
+    label_epsilon: float | None = None,
+    delta: float = 1e-5,
+) -> RecordMechanism:
     """A record mechanism from a family name and per-field parameters: k-ary randomised response
     on discrete features ("rr"), or Gaussian / Laplace noise on features in [0, 1] (one per column);
     k-ary randomised response on the label in every family."""
@@ -87,18 +104,29 @@ def record_mechanism_for(family: str, n_features: int, n_states: int | None, n_c
         raise ValidationError("mechanism", f"must be one of {MECHANISM_FAMILIES}, got {family!r}")
     if (label_flip is None) == (label_epsilon is None):
         raise ValidationError("label_flip", "give exactly one of label_flip and label_epsilon")
-    label = RandomizedResponse(n_classes, label_flip) if label_flip is not None else RandomizedResponse(n_classes, epsilon=label_epsilon)
+    label = (
+        RandomizedResponse(n_classes, label_flip)
+        if label_flip is not None
+        else RandomizedResponse(n_classes, epsilon=label_epsilon)
+    )
     if family == "rr":
         if n_states is None:
             raise ValidationError("mechanism", "'rr' needs discrete features (a dataset with integer states)")
         if (feature_flip is None) == (feature_epsilon is None):
             raise ValidationError("feature_flip", "give exactly one of feature_flip and feature_epsilon for 'rr'")
-        feat = RandomizedResponse(n_states, feature_flip) if feature_flip is not None else RandomizedResponse(n_states, epsilon=feature_epsilon)
+        feat = (
+            RandomizedResponse(n_states, feature_flip)
+            if feature_flip is not None
+            else RandomizedResponse(n_states, epsilon=feature_epsilon)
+        )
     else:
         if feature_epsilon is None:
             raise ValidationError("feature_epsilon", f"is required for the {family!r} family (ε per feature)")
-        feat = (GaussianMechanism(feature_epsilon, delta, 0.0, 1.0) if family == "gaussian"
-                else LaplaceMechanism(feature_epsilon, 0.0, 1.0))
+        feat = (
+            GaussianMechanism(feature_epsilon, delta, 0.0, 1.0)
+            if family == "gaussian"
+            else LaplaceMechanism(feature_epsilon, 0.0, 1.0)
+        )
     return RecordMechanism(feat, label, n_features=n_features)
 
 
@@ -112,9 +140,18 @@ class DatasetPopulation(ClientPopulation):
     ``features="states"`` keeps discrete pixels as integer states (for randomised response);
     ``"unit"`` scales them to [0, 1] numbers (for Gaussian / Laplace noise)."""
 
-    def __init__(self, dataset: str | Dataset, n_clients: int, mechanisms: RecordMechanism | Sequence[RecordMechanism],
-                 weights: Sequence[float] | None = None, *, n_test_per_class: int = 50, features: str = "states",
-                 dropout: float = 0.0, seed: int = 0):
+    def __init__(
+        self,
+        dataset: str | Dataset,
+        n_clients: int,
+        mechanisms: RecordMechanism | Sequence[RecordMechanism],
+        weights: Sequence[float] | None = None,
+        *,
+        n_test_per_class: int = 50,
+        features: str = "states",
+        dropout: float = 0.0,
+        seed: int = 0,
+    ):
         self._n = check_int("n_clients", n_clients, minimum=1)
         self.seed = check_int("seed", seed, minimum=0)
         if not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
@@ -132,7 +169,9 @@ class DatasetPopulation(ClientPopulation):
             weights = [1.0 / len(mechs)] * len(mechs)
         w = np.asarray(weights, dtype=float)
         if w.shape != (len(mechs),) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
-            raise ValidationError("weights", f"must be {len(mechs)} non-negative numbers with a positive sum, got {weights!r}")
+            raise ValidationError(
+                "weights", f"must be {len(mechs)} non-negative numbers with a positive sum, got {weights!r}"
+            )
         self._mechs = mechs
         self._cdf = np.cumsum(w / w.sum())
         D = self._data[0].shape[1]
@@ -188,8 +227,12 @@ class DatasetPopulation(ClientPopulation):
 
     def describe(self) -> dict:
         out = super().describe()
-        out.update(dataset=self._dataset_arg if isinstance(self._dataset_arg, str) else "custom",
-                   n_train=self.n_train, rows_reused=self._n > self.n_train, features=self.features)
+        out.update(
+            dataset=self._dataset_arg if isinstance(self._dataset_arg, str) else "custom",
+            n_train=self.n_train,
+            rows_reused=self._n > self.n_train,
+            features=self.features,
+        )
         return out
 
 
@@ -234,7 +277,9 @@ def dataset_population_from_config(cfg: dict) -> DatasetPopulation:
     states = ds.schema.states()
     discrete = bool(np.all(states > 0))
     if family == "rr" and not (discrete and np.all(states == states[0])):
-        raise ValidationError("mechanism", f"'rr' needs a dataset whose features all have the same number of states; {name!r} does not")
+        raise ValidationError(
+            "mechanism", f"'rr' needs a dataset whose features all have the same number of states; {name!r} does not"
+        )
     n_states = int(states[0]) if discrete else None
     feat_key = "feature-flip" if family == "rr" else "feature-epsilon"
     mix = str(c["budget-mix"]).strip()
@@ -247,7 +292,9 @@ def dataset_population_from_config(cfg: dict) -> DatasetPopulation:
             except ValueError:
                 lv = wt = None
             if lv is None or not lv > 0 or not wt >= 0:
-                raise ValidationError("budget-mix", f"must look like 'value:weight,value:weight' with values > 0, got {mix!r}")
+                raise ValidationError(
+                    "budget-mix", f"must look like 'value:weight,value:weight' with values > 0, got {mix!r}"
+                )
             levels.append(lv)
             weights.append(wt)
     else:
@@ -257,7 +304,9 @@ def dataset_population_from_config(cfg: dict) -> DatasetPopulation:
         levels, weights = (lv,), (1.0,)
     label_flip, label_epsilon = _positive_or_none(c, "label-flip"), _positive_or_none(c, "label-epsilon")
     if (label_flip is None) == (label_epsilon is None):
-        raise ValidationError("label-flip", "give exactly one of label-flip and label-epsilon (> 0; the other 0 = not used)")
+        raise ValidationError(
+            "label-flip", "give exactly one of label-flip and label-epsilon (> 0; the other 0 = not used)"
+        )
     # errors of the mechanisms' own parameters (flip_prob, epsilon, ...) are reported by config key
     with _config_key("label-flip" if label_flip is not None else "label-epsilon"):
         RandomizedResponse(ds.schema.n_classes, label_flip, epsilon=label_epsilon)
@@ -265,12 +314,29 @@ def dataset_population_from_config(cfg: dict) -> DatasetPopulation:
     for lv in levels:
         kw = {"feature_flip": lv} if family == "rr" else {"feature_epsilon": lv}
         with _config_key("budget-mix" if mix else feat_key):
-            mechs.append(record_mechanism_for(family, ds.schema.n_features, n_states, ds.schema.n_classes,
-                                              label_flip=label_flip, label_epsilon=label_epsilon, delta=float(c["delta"]), **kw))
+            mechs.append(
+                record_mechanism_for(
+                    family,
+                    ds.schema.n_features,
+                    n_states,
+                    ds.schema.n_classes,
+                    label_flip=label_flip,
+                    label_epsilon=label_epsilon,
+                    delta=float(c["delta"]),
+                    **kw,
+                )
+            )
     with _config_key(None):
-        return DatasetPopulation(name, int(c["n-clients"]), mechs, weights,
-                                 n_test_per_class=int(c["n-test-per-class"]), features="states" if family == "rr" else "unit",
-                                 dropout=float(c["dropout"]), seed=int(c["seed"]))
+        return DatasetPopulation(
+            name,
+            int(c["n-clients"]),
+            mechs,
+            weights,
+            n_test_per_class=int(c["n-test-per-class"]),
+            features="states" if family == "rr" else "unit",
+            dropout=float(c["dropout"]),
+            seed=int(c["seed"]),
+        )
 
 
 #: DatasetPopulation's argument names -> run-config keys
@@ -298,7 +364,12 @@ def load_object(path: str) -> Any:
         obj = importlib.import_module(mod)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError, ValueError, TypeError) as exc:  # ValueError/TypeError: empty or relative module name
+    except (
+        ImportError,
+        AttributeError,
+        ValueError,
+        TypeError,
+    ) as exc:  # ValueError/TypeError: empty or relative module name
         raise ValidationError("population", f"cannot import {path!r}: {exc}") from None
     return obj
 
@@ -334,8 +405,14 @@ def _build_base_population(cfg: dict) -> ClientPopulation:
 
 
 #: faults a ``FaultyPopulation`` client can inject into its reply, and the server's reason for each
-FAULT_KINDS = {"nan": "not_finite", "wrong_shape": "wrong_shape", "wrong_dtype": "wrong_dtype",
-               "out_of_domain": "out_of_domain", "unknown_mechanism": "unknown_mechanism", "missing_meta": "malformed"}
+FAULT_KINDS = {
+    "nan": "not_finite",
+    "wrong_shape": "wrong_shape",
+    "wrong_dtype": "wrong_dtype",
+    "out_of_domain": "out_of_domain",
+    "unknown_mechanism": "unknown_mechanism",
+    "missing_meta": "malformed",
+}
 
 
 class FaultyPopulation(ClientPopulation):
@@ -348,7 +425,9 @@ class FaultyPopulation(ClientPopulation):
             raise ValidationError("malformed-rate", f"must be a number in [0, 1], got {malformed_rate!r}")
         bad = [k for k in kinds if k not in FAULT_KINDS]
         if bad or not kinds:
-            raise ValidationError("fault-kinds", f"must be a non-empty subset of {tuple(FAULT_KINDS)}, got {list(kinds)!r}")
+            raise ValidationError(
+                "fault-kinds", f"must be a non-empty subset of {tuple(FAULT_KINDS)}, got {list(kinds)!r}"
+            )
         self.base, self.malformed_rate, self.kinds = base, float(malformed_rate), tuple(kinds)
         self.seed, self.dropout = base.seed, base.dropout
 

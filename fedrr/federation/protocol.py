@@ -41,21 +41,31 @@ class NodeRelease:
     mechanisms: tuple[str, ...]  # JSON specs
 
     def to_content(self) -> RecordDict:
-        arrays = ArrayRecord({"x": Array(np.ascontiguousarray(self.x)), "y": Array(np.ascontiguousarray(self.y)),
-                              "client_id": Array(np.ascontiguousarray(self.client_id)),
-                              "mechanism_index": Array(np.ascontiguousarray(self.mechanism_index))})
+        arrays = ArrayRecord(
+            {
+                "x": Array(np.ascontiguousarray(self.x)),
+                "y": Array(np.ascontiguousarray(self.y)),
+                "client_id": Array(np.ascontiguousarray(self.client_id)),
+                "mechanism_index": Array(np.ascontiguousarray(self.mechanism_index)),
+            }
+        )
         meta = ConfigRecord({"protocol": PROTOCOL, "mechanisms": json.dumps(list(self.mechanisms))})
         return RecordDict({RELEASE_KEY: arrays, META_KEY: meta})
 
     @staticmethod
-    def concat(parts: list["NodeRelease"]) -> "NodeRelease":
+    def concat(parts: list[NodeRelease]) -> NodeRelease:
         specs: list[str] = []
         idx_parts = []
         for p in parts:
             remap = np.array([_index_of(specs, s) for s in p.mechanisms], dtype=np.int64)
             idx_parts.append(remap[p.mechanism_index] if len(remap) else p.mechanism_index)
-        return NodeRelease(np.concatenate([p.x for p in parts]), np.concatenate([p.y for p in parts]),
-                           np.concatenate([p.client_id for p in parts]), np.concatenate(idx_parts), tuple(specs))
+        return NodeRelease(
+            np.concatenate([p.x for p in parts]),
+            np.concatenate([p.y for p in parts]),
+            np.concatenate([p.client_id for p in parts]),
+            np.concatenate(idx_parts),
+            tuple(specs),
+        )
 
 
 def _index_of(items: list[str], s: str) -> int:

@@ -14,14 +14,20 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from ..errors import FedrrError
 from .config import CONFIG_ENV, load_run_config, n_nodes, read_config_file
 
-_QUIET = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
-          "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "RAY_DEDUP_LOGS": "0"}
+_QUIET = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+    "RAY_DEDUP_LOGS": "0",
+}
 
 
 def backend_config(client_cpus: float = 1.0) -> dict:
@@ -35,8 +41,14 @@ def backend_config(client_cpus: float = 1.0) -> dict:
     return {"client_resources": {"num_cpus": client_cpus, "num_gpus": 0.0}, "init_args": init_args}
 
 
-def run_federation(config: Mapping[str, Any] | str | os.PathLike, *, client_cpus: float = 1.0,
-                   verbose: bool = False, server_app: Any = None, indexed_linkstate: bool = True) -> dict:
+def run_federation(
+    config: Mapping[str, Any] | str | os.PathLike,
+    *,
+    client_cpus: float = 1.0,
+    verbose: bool = False,
+    server_app: Any = None,
+    indexed_linkstate: bool = True,
+) -> dict:
     """Run one simulated federation (one node per client, or cohorts) and return its metrics.
 
     ``config``: a dict of run-config keys (see ``fedrr.federation.config.DEFAULTS``) or a
@@ -71,8 +83,13 @@ def run_federation(config: Mapping[str, Any] | str | os.PathLike, *, client_cpus
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
     try:
-        run_simulation(server_app=server_app, client_app=client_app, num_supernodes=n_nodes(cfg),
-                       backend_config=backend_config(client_cpus), verbose_logging=verbose)
+        run_simulation(
+            server_app=server_app,
+            client_app=client_app,
+            num_supernodes=n_nodes(cfg),
+            backend_config=backend_config(client_cpus),
+            verbose_logging=verbose,
+        )
     finally:
         if old is None:
             os.environ.pop(CONFIG_ENV, None)

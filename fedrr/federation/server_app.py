@@ -21,8 +21,8 @@ from .. import __version__
 from .._io import write_json
 from ..errors import FedrrError
 from .config import load_run_config, n_nodes
-from .population import build_population
 from .pool import Pool, ReplyRejected, parse_reply
+from .population import build_population
 from .protocol import MESSAGE_TYPE, query_content
 from .strategy import ReleaseStrategy, make_executor
 
@@ -44,8 +44,9 @@ def wait_for_nodes(grid: Grid, expected: int, timeout: float, poll: float = 0.2)
         time.sleep(poll)
 
 
-def collect_releases(grid: Grid, node_ids: list[int], wave_size: int, timeout: float,
-                     progress: Any = None) -> tuple[list[Message], int]:
+def collect_releases(
+    grid: Grid, node_ids: list[int], wave_size: int, timeout: float, progress: Any = None
+) -> tuple[list[Message], int]:
     """One release query per node, at most ``wave_size`` in flight (a sliding window keeps the
     link state small). Returns (replies, number of nodes that did not answer by ``timeout``)."""
     pending = list(reversed(node_ids))
@@ -55,8 +56,10 @@ def collect_releases(grid: Grid, node_ids: list[int], wave_size: int, timeout: f
     while (pending or in_flight) and time.monotonic() < deadline:
         if pending and len(in_flight) < wave_size:
             batch = [pending.pop() for _ in range(min(wave_size - len(in_flight), len(pending)))]
-            msgs = [Message(content=query_content(), dst_node_id=nid, message_type=MESSAGE_TYPE, group_id="release")
-                    for nid in batch]
+            msgs = [
+                Message(content=query_content(), dst_node_id=nid, message_type=MESSAGE_TYPE, group_id="release")
+                for nid in batch
+            ]
             for mid, nid in zip(grid.push_messages(msgs), batch):
                 if mid:
                     in_flight[mid] = nid
@@ -71,7 +74,9 @@ def collect_releases(grid: Grid, node_ids: list[int], wave_size: int, timeout: f
     return replies, len(pending) + len(in_flight)
 
 
-def validate_replies(replies: list[Message], n_features: int | None, n_clients: int | None) -> tuple[list, dict[str, int]]:
+def validate_replies(
+    replies: list[Message], n_features: int | None, n_clients: int | None
+) -> tuple[list, dict[str, int]]:
     """Valid NodeReleases and a count per rejection reason (duplicated client ids are dropped too)."""
     valid, reasons, seen = [], Counter(), set()
     expected = set(range(n_clients)) if n_clients is not None and n_clients <= 10_000_000 else None
@@ -99,8 +104,13 @@ def run_server(grid: Grid, cfg: dict, log=print) -> dict:
     out = Path(cfg["results-dir"]) / name
     out.mkdir(parents=True, exist_ok=True)
     population = build_population(cfg)  # server side: n_clients and test_set() only, never record()
-    metrics: dict[str, Any] = {"run_name": name, "config": cfg, "fedrr_version": __version__, "status": "collecting",
-                               "population": population.describe()}
+    metrics: dict[str, Any] = {
+        "run_name": name,
+        "config": cfg,
+        "fedrr_version": __version__,
+        "status": "collecting",
+        "population": population.describe(),
+    }
     expected = n_nodes(cfg)
     t0 = time.perf_counter()
     node_ids = wait_for_nodes(grid, expected, float(cfg["node-wait-timeout"]))
@@ -114,13 +124,21 @@ def run_server(grid: Grid, cfg: dict, log=print) -> dict:
     if no_reply:
         reasons["no_reply"] = no_reply
     n_valid = int(sum(len(v.client_id) for v in valid))
-    metrics.update(replies=len(replies), dropped=reasons, n_releases=n_valid,
-                   clients_per_second=n_valid / max(metrics["seconds_collect"], 1e-9))
-    log(f"[fedrr] {n_valid} valid releases from {len(replies)} replies in {metrics['seconds_collect']:.1f} s; dropped: {reasons or 'none'}")
+    metrics.update(
+        replies=len(replies),
+        dropped=reasons,
+        n_releases=n_valid,
+        clients_per_second=n_valid / max(metrics["seconds_collect"], 1e-9),
+    )
+    log(
+        f"[fedrr] {n_valid} valid releases from {len(replies)} replies in {metrics['seconds_collect']:.1f} s; dropped: {reasons or 'none'}"
+    )
     if n_valid < int(cfg["min-valid"]):
         metrics["status"] = "failed: too few valid releases"
         write_json(out / "metrics.json", metrics)
-        raise InsufficientReleases(f"only {n_valid} valid releases (min-valid = {cfg['min-valid']}); dropped: {reasons}")
+        raise InsufficientReleases(
+            f"only {n_valid} valid releases (min-valid = {cfg['min-valid']}); dropped: {reasons}"
+        )
     pool = Pool.from_releases(valid, reasons)
     pool.save(out / "pool.npz")
     acc = pool.accounting()
@@ -129,9 +147,14 @@ def run_server(grid: Grid, cfg: dict, log=print) -> dict:
     metrics["learners"] = {}
     write_json(out / "metrics.json", metrics)
     test = population.test_set()
-    strategy = ReleaseStrategy(cfg["learners"], C=float(cfg["C"]), executor=make_executor(cfg["executor"], cfg["ray-address"]),
-                               random_state=int(cfg["seed"]), spread_max_iter=int(cfg["spread-max-iter"]),
-                               wdro_max_iter=int(cfg["wdro-max-iter"]))
+    strategy = ReleaseStrategy(
+        cfg["learners"],
+        C=float(cfg["C"]),
+        executor=make_executor(cfg["executor"], cfg["ray-address"]),
+        random_state=int(cfg["seed"]),
+        spread_max_iter=int(cfg["spread-max-iter"]),
+        wdro_max_iter=int(cfg["wdro-max-iter"]),
+    )
     for learner in strategy.learners:
         entry: dict[str, Any] = {}
         try:
@@ -140,7 +163,12 @@ def run_server(grid: Grid, cfg: dict, log=print) -> dict:
             entry.update(seconds=res.seconds, n_iter=int(np.max(getattr(est, "n_iter_", 1))))
             if test is not None:
                 entry["accuracy"] = float(est.score(*test))
-            np.savez(out / f"model-{learner}.npz", coef=est.coef_, intercept=np.atleast_1d(est.intercept_), classes=est.classes_)
+            np.savez(
+                out / f"model-{learner}.npz",
+                coef=est.coef_,
+                intercept=np.atleast_1d(est.intercept_),
+                classes=est.classes_,
+            )
             log(f"[fedrr] {learner}: accuracy {entry.get('accuracy', float('nan')):.4f} ({res.seconds:.1f} s)")
         except (FedrrError, ValueError, ArithmeticError) as exc:  # one learner failing must not lose the others
             entry["error"] = f"{type(exc).__name__}: {exc}"

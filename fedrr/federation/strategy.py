@@ -38,8 +38,9 @@ def make_executor(kind: str, ray_address: str = "") -> Any:
     if kind == "threads":
         return ThreadExecutor()
     if kind == "ray":
-        from ..parallel import RayExecutor
         import ray
+
+        from ..parallel import RayExecutor
 
         if ray.is_initialized():
             return RayExecutor(cpus_per_task=0)
@@ -65,8 +66,16 @@ class ReleaseStrategy:
     ``random_state`` seeds spread-EM, ``executor`` runs its E-step shards, ``wdro_max_iter`` caps
     W-DRO's solver (0: its default; a solve that does not converge raises ConvergenceError)."""
 
-    def __init__(self, learners: str | list[str] = "spread,naive", *, C: float = 1.0, executor: Any = None,
-                 random_state: int = 0, spread_max_iter: int = 200, wdro_max_iter: int = 0):
+    def __init__(
+        self,
+        learners: str | list[str] = "spread,naive",
+        *,
+        C: float = 1.0,
+        executor: Any = None,
+        random_state: int = 0,
+        spread_max_iter: int = 200,
+        wdro_max_iter: int = 0,
+    ):
         self.learners = parse_learners(learners)
         self.C = C
         self.executor = executor if executor is not None else SerialExecutor()
@@ -76,15 +85,22 @@ class ReleaseStrategy:
 
     def estimator(self, name: str, pool: Pool) -> Any:
         if name in ("spread", "spread-flat"):
-            return SpreadLogisticRegression(C=self.C, prior="learned" if name == "spread" else "flat", executor=self.executor,
-                                            random_state=self.random_state, max_iter=self.spread_max_iter)
+            return SpreadLogisticRegression(
+                C=self.C,
+                prior="learned" if name == "spread" else "flat",
+                executor=self.executor,
+                random_state=self.random_state,
+                max_iter=self.spread_max_iter,
+            )
         if name in ("naive", "naive-cv"):
             return NaiveLogisticRegression(C=self.C, cv=5 if name == "naive-cv" else None)
         if name == "wdro":
             # ρ = √E‖w‖² of the pool's noise: the root mean square over records of each one's own noise
             radii = {id(m): noise_radius(_features_only(m), pool.X.shape[1]) for m in pool.mechanisms}
             rho = math.sqrt(float(np.mean([radii[id(m)] ** 2 for m in pool.mechanisms])))
-            return WassersteinDROLogisticRegression(rho=rho, solver_options={"max_iter": int(self.wdro_max_iter)} if self.wdro_max_iter else None)
+            return WassersteinDROLogisticRegression(
+                rho=rho, solver_options={"max_iter": int(self.wdro_max_iter)} if self.wdro_max_iter else None
+            )
         raise ValidationError("learners", f"unknown learner {name!r}")
 
     def fit(self, name: str, pool: Pool) -> FitResult:

@@ -15,8 +15,21 @@ from .record import RecordMechanism
 from .snapping import SnappingLaplaceMechanism, harden
 
 __all__ = [
-    "Mechanism", "mechanism_from_spec", "RandomizedResponse", "TransitionMatrix", "LaplaceMechanism",
-    "GaussianMechanism", "RecordMechanism", "CategoricalPrior", "GaussianPrior", "HistogramPrior",
-    "analytic_gaussian_delta", "analytic_gaussian_epsilon", "analytic_gaussian_sigma", "classic_gaussian_sigma",
-    "laplace_scale", "SnappingLaplaceMechanism", "harden",
+    "Mechanism",
+    "mechanism_from_spec",
+    "RandomizedResponse",
+    "TransitionMatrix",
+    "LaplaceMechanism",
+    "GaussianMechanism",
+    "RecordMechanism",
+    "CategoricalPrior",
+    "GaussianPrior",
+    "HistogramPrior",
+    "analytic_gaussian_delta",
+    "analytic_gaussian_epsilon",
+    "analytic_gaussian_sigma",
+    "classic_gaussian_sigma",
+    "laplace_scale",
+    "SnappingLaplaceMechanism",
+    "harden",
 ]

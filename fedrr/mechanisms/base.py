@@ -89,7 +89,7 @@ def register(cls):
     return cls
 
 
-def mechanism_from_spec(spec: dict) -> "Mechanism":
+def mechanism_from_spec(spec: dict) -> Mechanism:
     """Rebuild a mechanism from ``to_spec()`` output; unknown kinds are rejected."""
     if not isinstance(spec, dict) or "kind" not in spec:
         raise ValidationError("spec", "must be a dict with a 'kind' entry")

@@ -17,8 +17,11 @@ def _noise_scale(scale: float, epsilon: float) -> float:
     """A noise scale must be a finite number > 0: ε (relative to the sensitivity) too small
     overflows it, too large underflows it to 0 (no noise at all)."""
     if not (0.0 < scale < math.inf):
-        raise ValidationError("epsilon", f"is too {'small' if scale else 'large'} for the sensitivity: the noise scale "
-                              f"{'overflows' if scale else 'underflows to 0'} (epsilon={epsilon!r})")
+        raise ValidationError(
+            "epsilon",
+            f"is too {'small' if scale else 'large'} for the sensitivity: the noise scale "
+            f"{'overflows' if scale else 'underflows to 0'} (epsilon={epsilon!r})",
+        )
     return scale
 
 
@@ -58,11 +61,16 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     while f(lo) < 0:
         lo -= 10.0
         if lo < -700.0:  # exp(lo) underflows to σ = 0
-            raise ValidationError("epsilon", f"is too large: σ would underflow to 0 (epsilon={epsilon!r}, sensitivity={sens:g})")
+            raise ValidationError(
+                "epsilon", f"is too large: σ would underflow to 0 (epsilon={epsilon!r}, sensitivity={sens:g})"
+            )
     while f(hi) > 0:
         hi += 10.0
         if hi > 700.0:  # exp(hi) overflows
-            raise ValidationError("epsilon", f"is too small: σ would overflow (epsilon={epsilon!r}, delta={delta!r}, sensitivity={sens:g})")
+            raise ValidationError(
+                "epsilon",
+                f"is too small: σ would overflow (epsilon={epsilon!r}, delta={delta!r}, sensitivity={sens:g})",
+            )
     return math.exp(brentq(f, lo, hi, xtol=1e-14, rtol=1e-14))
 
 
@@ -78,7 +86,9 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float) ->
     while f(hi) > 0:
         hi *= 2.0
         if hi > 1e300:  # the next doubling is inf, where δ(ε) is NaN
-            raise ValidationError("sigma", f"is too small for sensitivity {sens:g}: its ε exceeds 1e300 (sigma={sigma!r})")
+            raise ValidationError(
+                "sigma", f"is too small for sensitivity {sens:g}: its ε exceeds 1e300 (sigma={sigma!r})"
+            )
     return brentq(f, 0.0, hi, xtol=1e-14, rtol=1e-12)
 
 

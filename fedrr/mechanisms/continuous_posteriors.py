@@ -50,8 +50,14 @@ def log_laplace_mass(lo: np.ndarray, hi: np.ndarray, centre: np.ndarray, b: floa
 def _truncnorm_sample(lo, hi, loc, scale, shape, rng):
     a = (lo - loc) / scale
     b = (hi - loc) / scale
-    return truncnorm.rvs(np.broadcast_to(a, shape), np.broadcast_to(b, shape), loc=np.broadcast_to(loc, shape),
-                         scale=np.broadcast_to(scale, shape), size=shape, random_state=rng)
+    return truncnorm.rvs(
+        np.broadcast_to(a, shape),
+        np.broadcast_to(b, shape),
+        loc=np.broadcast_to(loc, shape),
+        scale=np.broadcast_to(scale, shape),
+        size=shape,
+        random_state=rng,
+    )
 
 
 def _trunclaplace_sample(lo, hi, centre, b, u):
@@ -158,7 +164,9 @@ class HistogramPosterior:
         xb = x[..., None]
         inside = (xb >= self.lo) & (xb < self.hi)
         if self.family == "gaussian":
-            log_noise = -0.5 * ((xb - self.x_tilde[..., None]) / self.scale) ** 2 - np.log(self.scale) - 0.5 * np.log(2 * np.pi)
+            log_noise = (
+                -0.5 * ((xb - self.x_tilde[..., None]) / self.scale) ** 2 - np.log(self.scale) - 0.5 * np.log(2 * np.pi)
+            )
         else:
             log_noise = -np.abs(xb - self.x_tilde[..., None]) / self.scale - np.log(2 * self.scale)
         val = np.where(inside, self._log_density + log_noise - self._log_norm, -np.inf)
@@ -190,7 +198,9 @@ def prior_parts(prior: Any, x_tilde: np.ndarray) -> tuple[str, np.ndarray, np.nd
         if probs.ndim == 2:
             _param("prior.probs", probs[:, 0], x_tilde)
         return "histogram", edges, probs
-    raise ValidationError("prior", f"must be a GaussianPrior or HistogramPrior for numeric noise, got {type(prior).__name__}")
+    raise ValidationError(
+        "prior", f"must be a GaussianPrior or HistogramPrior for numeric noise, got {type(prior).__name__}"
+    )
 
 
 def posterior_for(family: str, scale: float, x_tilde: np.ndarray, prior: Any):

@@ -73,17 +73,22 @@ class TransitionMatrix(_DiscreteMechanism):
             raise ValidationError("P", "entries must be strictly positive (0 < P[i, j]); a zero entry makes ε infinite")
         colsum = M.sum(axis=0)
         if np.any(np.abs(colsum - 1) > 1e-9):
-            raise ValidationError("P", f"must be column-stochastic: each column P[:, j] = p(x̃ | x = j) sums to 1, got sums {colsum}")
+            raise ValidationError(
+                "P", f"must be column-stochastic: each column P[:, j] = p(x̃ | x = j) sums to 1, got sums {colsum}"
+            )
         cond = np.linalg.cond(M)
         if not np.isfinite(cond) or cond > _MAX_CONDITION:
-            raise ValidationError("P", f"must be invertible (condition number <= {_MAX_CONDITION:g}, got {cond:.3g}); the noise would destroy the data")
+            raise ValidationError(
+                "P",
+                f"must be invertible (condition number <= {_MAX_CONDITION:g}, got {cond:.3g}); the noise would destroy the data",
+            )
         self._P_given = M.copy()
         self._P = M / colsum
         self._P.setflags(write=False)
         self.k = M.shape[0]
 
     @classmethod
-    def binary(cls, p10: float, p01: float) -> "TransitionMatrix":
+    def binary(cls, p10: float, p01: float) -> TransitionMatrix:
         """Binary flips: p10 = p(x̃=1 | x=0), p01 = p(x̃=0 | x=1) (Barber §3.2's P10, P01)."""
         return cls([[1 - p10, p01], [p10, 1 - p01]])
 
@@ -99,7 +104,7 @@ class TransitionMatrix(_DiscreteMechanism):
         out = (cdf[xx] < u[..., None]).sum(axis=-1)
         return np.minimum(out, self.k - 1)
 
-    def posterior(self, x_tilde: Any, prior: Any = "flat") -> "DensePosterior":
+    def posterior(self, x_tilde: Any, prior: Any = "flat") -> DensePosterior:
         xt = self.validate_release(x_tilde)
         probs = _as_categorical_prior(prior, self.k)
         return DensePosterior(xt, probs, np.log(self._P))
@@ -108,7 +113,7 @@ class TransitionMatrix(_DiscreteMechanism):
         return {"kind": self.kind, "P": self._P_given.tolist()}
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "TransitionMatrix":
+    def from_spec(cls, spec: dict) -> TransitionMatrix:
         return cls(spec["P"])
 
 
@@ -139,12 +144,21 @@ class RandomizedResponse(_DiscreteMechanism):
         except (TypeError, ValueError, OverflowError):
             raise ValidationError("flip_prob", f"must be a real number in (0, 1), got {flip_prob!r}") from None
         if not (0.0 < f < 1.0):
-            raise ValidationError("flip_prob", f"must be in the open interval (0, 1) excluding (k-1)/k = {(self.k - 1) / self.k:.6g}, got {flip_prob!r}")
+            raise ValidationError(
+                "flip_prob",
+                f"must be in the open interval (0, 1) excluding (k-1)/k = {(self.k - 1) / self.k:.6g}, got {flip_prob!r}",
+            )
         if abs(f - (self.k - 1) / self.k) < 1e-9:
-            raise ValidationError("flip_prob", f"= (k-1)/k = {(self.k - 1) / self.k:.6g} makes every report uniform: the noise is not invertible")
+            raise ValidationError(
+                "flip_prob",
+                f"= (k-1)/k = {(self.k - 1) / self.k:.6g} makes every report uniform: the noise is not invertible",
+            )
         if f / (self.k - 1) <= 0.0:
-            raise ValidationError("flip_prob", f"is too small for k = {self.k}: flip_prob/(k-1), the probability of each other value, "
-                                  f"is 0 in double precision (ε would be infinite), got {flip_prob!r}")
+            raise ValidationError(
+                "flip_prob",
+                f"is too small for k = {self.k}: flip_prob/(k-1), the probability of each other value, "
+                f"is 0 in double precision (ε would be infinite), got {flip_prob!r}",
+            )
         self.flip_prob = f
 
     @property
@@ -179,7 +193,7 @@ class RandomizedResponse(_DiscreteMechanism):
         shift = rng.integers(1, self.k, size=xx.shape)
         return np.where(flip, (xx + shift) % self.k, xx)
 
-    def posterior(self, x_tilde: Any, prior: Any = "flat") -> "RRPosterior":
+    def posterior(self, x_tilde: Any, prior: Any = "flat") -> RRPosterior:
         xt = self.validate_release(x_tilde)
         probs = _as_categorical_prior(prior, self.k)
         return RRPosterior(xt, probs, self.keep_prob, self.other_prob)
@@ -188,7 +202,7 @@ class RandomizedResponse(_DiscreteMechanism):
         return {"kind": self.kind, "k": self.k, "flip_prob": self.flip_prob}
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "RandomizedResponse":
+    def from_spec(cls, spec: dict) -> RandomizedResponse:
         return cls(spec["k"], flip_prob=spec["flip_prob"])
 
 

@@ -27,7 +27,8 @@ at the same time: a release is never declared unreachable from its true input).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from scipy.stats import beta
@@ -71,8 +72,9 @@ def textbook_laplace(x: Any, scale: float, rng: np.random.Generator) -> np.ndarr
 
 
 # ------------------------------------------------------------------------------ search
-def _reachable_monotone(fn: Callable[[np.ndarray, np.ndarray], np.ndarray], target: np.ndarray,
-                        lo: int, hi: int, window: int = 2) -> np.ndarray:
+def _reachable_monotone(
+    fn: Callable[[np.ndarray, np.ndarray], np.ndarray], target: np.ndarray, lo: int, hi: int, window: int = 2
+) -> np.ndarray:
     """For each i: is there an integer k in [lo, hi] with fn(k, i) == target[i]? fn(·, i) must be
     non-decreasing in k. Vectorised binary search for the first k with fn(k) ≥ target, then an
     exact check of that k and its ±window neighbours."""
@@ -173,8 +175,16 @@ def clopper_pearson(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
     return lo, hi
 
 
-def exclusion_rate(mechanism: Any, x0: float, x1: float, n: int, rng: np.random.Generator, *,
-                   sampler: str = "numpy", alpha: float = 0.05) -> dict:
+def exclusion_rate(
+    mechanism: Any,
+    x0: float,
+    x1: float,
+    n: int,
+    rng: np.random.Generator,
+    *,
+    sampler: str = "numpy",
+    alpha: float = 0.05,
+) -> dict:
     """Release x0 n times and count the releases that *prove* the input was not x1.
 
     ``mechanism``: a width-1 LaplaceMechanism (attacked through numpy's sampler, or through the
@@ -199,8 +209,16 @@ def exclusion_rate(mechanism: Any, x0: float, x1: float, n: int, rng: np.random.
         from_x1 = laplace_reachable(y, float(x1), mechanism.scale, sampler)
         from_x0 = laplace_reachable(y, float(x0), mechanism.scale, sampler)
     else:
-        raise ValidationError("mechanism", f"must be a LaplaceMechanism or SnappingLaplaceMechanism, got {type(mechanism).__name__}")
+        raise ValidationError(
+            "mechanism", f"must be a LaplaceMechanism or SnappingLaplaceMechanism, got {type(mechanism).__name__}"
+        )
     excluded = int(np.sum(~from_x1))
     lo, hi = clopper_pearson(excluded, n, alpha)
-    return {"n": n, "excluded": excluded, "rate": excluded / n, "ci": (lo, hi),
-            "false_exclusions": int(np.sum(~from_x0)), "releases": y}
+    return {
+        "n": n,
+        "excluded": excluded,
+        "rate": excluded / n,
+        "ci": (lo, hi),
+        "false_exclusions": int(np.sum(~from_x0)),
+        "releases": y,
+    }

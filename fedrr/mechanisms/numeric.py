@@ -27,8 +27,11 @@ def _at_least_diameter(sensitivity: float, diameter: float, norm: str) -> float:
     """A given sensitivity must cover the box: in local DP any two values in [lower, upper] are
     neighbours, so a smaller one would state a smaller ε than the noise gives (found by fedrr.audit)."""
     if sensitivity < diameter * (1 - 1e-12):
-        raise ValidationError("sensitivity", f"must be >= {diameter:.6g}, the {norm} diameter of the box [lower, upper] (in local "
-                              f"DP any two values of the box are neighbours; a smaller one understates ε), got {sensitivity!r}")
+        raise ValidationError(
+            "sensitivity",
+            f"must be >= {diameter:.6g}, the {norm} diameter of the box [lower, upper] (in local "
+            f"DP any two values of the box are neighbours; a smaller one understates ε), got {sensitivity!r}",
+        )
     return sensitivity
 
 
@@ -36,17 +39,23 @@ def _bounds(lower: Any, upper: Any) -> tuple[np.ndarray, np.ndarray]:
     lo = as_float_array("lower", lower, ndim=(0, 1))
     hi = as_float_array("upper", upper, ndim=(0, 1))
     if lo.size == 0 or hi.size == 0:
-        raise ValidationError("lower" if lo.size == 0 else "upper", "must give at least one bound (a number, or one per feature)")
+        raise ValidationError(
+            "lower" if lo.size == 0 else "upper", "must give at least one bound (a number, or one per feature)"
+        )
     try:
         lo, hi = np.broadcast_arrays(np.atleast_1d(lo), np.atleast_1d(hi))
     except ValueError:
-        raise ValidationError("upper", f"must have as many entries as lower (or one), got {hi.size} and {lo.size}") from None
+        raise ValidationError(
+            "upper", f"must have as many entries as lower (or one), got {hi.size} and {lo.size}"
+        ) from None
     if np.any(hi <= lo):
         raise ValidationError("upper", f"must be > lower for every feature (lower={lo.tolist()}, upper={hi.tolist()})")
     with np.errstate(over="ignore"):
         span = hi - lo
         if not (np.all(np.isfinite(span)) and np.isfinite(np.sum(span)) and np.isfinite(np.sum(span**2))):
-            raise ValidationError("upper", "the box [lower, upper] is too wide: its size (the sensitivity) overflows double precision")
+            raise ValidationError(
+                "upper", "the box [lower, upper] is too wide: its size (the sensitivity) overflows double precision"
+            )
     return lo.astype(float).copy(), hi.astype(float).copy()
 
 
@@ -63,7 +72,9 @@ class _AdditiveNoise(Mechanism):
         if w == 1 and arr.ndim >= 0 and (arr.ndim == 0 or arr.shape[-1] != 1):
             return arr  # scalar field: any shape, elementwise
         if arr.ndim == 0 or arr.shape[-1] != w:
-            raise ValidationError(field, f"last axis must have length {w} (the mechanism's block width), got shape {arr.shape}")
+            raise ValidationError(
+                field, f"last axis must have length {w} (the mechanism's block width), got shape {arr.shape}"
+            )
         return arr
 
     def validate_input(self, x: Any, field: str = "x") -> np.ndarray:
@@ -72,7 +83,10 @@ class _AdditiveNoise(Mechanism):
         bad = (arr < lo) | (arr > hi)
         if np.any(bad):
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValidationError(field, f"values must lie in the declared bounds [lower, upper]; got {float(arr[idx])} at index {idx} outside [{float(np.broadcast_to(lo, arr.shape)[idx])}, {float(np.broadcast_to(hi, arr.shape)[idx])}]")
+            raise ValidationError(
+                field,
+                f"values must lie in the declared bounds [lower, upper]; got {float(arr[idx])} at index {idx} outside [{float(np.broadcast_to(lo, arr.shape)[idx])}, {float(np.broadcast_to(hi, arr.shape)[idx])}]",
+            )
         return arr
 
     def validate_release(self, x_tilde: Any, field: str = "x_tilde") -> np.ndarray:
@@ -82,8 +96,11 @@ class _AdditiveNoise(Mechanism):
         far = (arr < lo - slack) | (arr > hi + slack)
         if np.any(far):
             idx = tuple(int(i) for i in np.argwhere(far)[0])
-            raise ValidationError(field, f"values must lie within {MAX_NOISE_SDS:g} noise standard deviations ({slack:.3g}) of the "
-                                  f"bounds [lower, upper]; got {float(arr[idx])} at index {idx}: no release of this mechanism is that far")
+            raise ValidationError(
+                field,
+                f"values must lie within {MAX_NOISE_SDS:g} noise standard deviations ({slack:.3g}) of the "
+                f"bounds [lower, upper]; got {float(arr[idx])} at index {idx}: no release of this mechanism is that far",
+            )
         return arr
 
     def _lo_hi(self, arr: np.ndarray):
@@ -118,7 +135,9 @@ class LaplaceMechanism(_AdditiveNoise):
         self._epsilon = check_positive("epsilon", epsilon)
         self.lower, self.upper = _bounds(lower, upper)
         l1 = cal.l1_sensitivity(self.lower, self.upper)
-        self.sensitivity = l1 if sensitivity is None else _at_least_diameter(check_positive("sensitivity", sensitivity), l1, "L1")
+        self.sensitivity = (
+            l1 if sensitivity is None else _at_least_diameter(check_positive("sensitivity", sensitivity), l1, "L1")
+        )
         self.scale = cal.laplace_scale(self._epsilon, self.sensitivity)
 
     @property
@@ -143,10 +162,16 @@ class LaplaceMechanism(_AdditiveNoise):
         return -np.abs(xt - xx) / self.scale - math.log(2.0 * self.scale)
 
     def to_spec(self) -> dict:
-        return {"kind": self.kind, "epsilon": self._epsilon, "lower": self.lower.tolist(), "upper": self.upper.tolist(), "sensitivity": self.sensitivity}
+        return {
+            "kind": self.kind,
+            "epsilon": self._epsilon,
+            "lower": self.lower.tolist(),
+            "upper": self.upper.tolist(),
+            "sensitivity": self.sensitivity,
+        }
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "LaplaceMechanism":
+    def from_spec(cls, spec: dict) -> LaplaceMechanism:
         return cls(spec["epsilon"], spec["lower"], spec["upper"], sensitivity=spec["sensitivity"])
 
 
@@ -166,8 +191,17 @@ class GaussianMechanism(_AdditiveNoise):
     kind = "gaussian"
     noise_family = "gaussian"
 
-    def __init__(self, epsilon: float | None = None, delta: float = 1e-5, lower: Any = 0.0, upper: Any = 1.0, *,
-                 calibration: str = "analytic", sensitivity: float | None = None, sigma: float | None = None):
+    def __init__(
+        self,
+        epsilon: float | None = None,
+        delta: float = 1e-5,
+        lower: Any = 0.0,
+        upper: Any = 1.0,
+        *,
+        calibration: str = "analytic",
+        sensitivity: float | None = None,
+        sigma: float | None = None,
+    ):
         if calibration not in GAUSSIAN_CALIBRATIONS:
             raise ValidationError("calibration", f"must be one of {GAUSSIAN_CALIBRATIONS}, got {calibration!r}")
         if (epsilon is None) == (sigma is None):
@@ -176,7 +210,9 @@ class GaussianMechanism(_AdditiveNoise):
         self.lower, self.upper = _bounds(lower, upper)
         self.calibration = calibration
         if sensitivity is not None:
-            self.sensitivity = _at_least_diameter(check_positive("sensitivity", sensitivity), cal.l2_sensitivity(self.lower, self.upper), "L2")
+            self.sensitivity = _at_least_diameter(
+                check_positive("sensitivity", sensitivity), cal.l2_sensitivity(self.lower, self.upper), "L2"
+            )
         elif calibration == "farokhi":
             self.sensitivity = cal.l1_sensitivity(self.lower, self.upper)
         else:
@@ -196,14 +232,20 @@ class GaussianMechanism(_AdditiveNoise):
             self.sigma = cal.analytic_gaussian_sigma(self._epsilon, self._delta, self.sensitivity)
         else:
             if calibration == "classic" and self._epsilon >= 1:
-                raise ValidationError("epsilon", f"must be in (0, 1) for the classic Gaussian calibration, got {epsilon}; use calibration='analytic'")
+                raise ValidationError(
+                    "epsilon",
+                    f"must be in (0, 1) for the classic Gaussian calibration, got {epsilon}; use calibration='analytic'",
+                )
             self.sigma = cal.classic_gaussian_sigma(self._epsilon, self._delta, self.sensitivity)
             if calibration == "farokhi":
                 try:  # ``epsilon`` reports the exact ε of this noise: it must exist
                     self.epsilon_exact
                 except ValidationError:
-                    raise ValidationError("epsilon", f"is too large for the Farokhi calibration: its noise (sigma = {self.sigma:.3g}) "
-                                          f"has an exact ε beyond 1e300, got {epsilon!r}") from None
+                    raise ValidationError(
+                        "epsilon",
+                        f"is too large for the Farokhi calibration: its noise (sigma = {self.sigma:.3g}) "
+                        f"has an exact ε beyond 1e300, got {epsilon!r}",
+                    ) from None
 
     @property
     def epsilon(self) -> float:
@@ -241,8 +283,14 @@ class GaussianMechanism(_AdditiveNoise):
         return -0.5 * ((xt - xx) / self.sigma) ** 2 - math.log(self.sigma) - 0.5 * math.log(2 * math.pi)
 
     def to_spec(self) -> dict:
-        spec = {"kind": self.kind, "delta": self._delta, "lower": self.lower.tolist(), "upper": self.upper.tolist(),
-                "calibration": self.calibration, "sensitivity": self.sensitivity}
+        spec = {
+            "kind": self.kind,
+            "delta": self._delta,
+            "lower": self.lower.tolist(),
+            "upper": self.upper.tolist(),
+            "calibration": self.calibration,
+            "sensitivity": self.sensitivity,
+        }
         if self._sigma_given:
             spec["sigma"] = self.sigma
         else:
@@ -250,6 +298,13 @@ class GaussianMechanism(_AdditiveNoise):
         return spec
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "GaussianMechanism":
-        return cls(spec.get("epsilon"), spec["delta"], spec["lower"], spec["upper"], calibration=spec["calibration"],
-                   sensitivity=spec["sensitivity"], sigma=spec.get("sigma"))
+    def from_spec(cls, spec: dict) -> GaussianMechanism:
+        return cls(
+            spec.get("epsilon"),
+            spec["delta"],
+            spec["lower"],
+            spec["upper"],
+            calibration=spec["calibration"],
+            sensitivity=spec["sensitivity"],
+            sigma=spec.get("sigma"),
+        )

@@ -16,7 +16,10 @@ def _normalised(field: str, probs: np.ndarray, axis: int = -1) -> np.ndarray:
         raise ValidationError(field, "probabilities must be >= 0")
     total = probs.sum(axis=axis, keepdims=True)
     if np.any(np.abs(total - 1.0) > 1e-6):
-        raise ValidationError(field, f"probabilities must sum to 1 along the last axis (got sums in [{total.min():.6g}, {total.max():.6g}])")
+        raise ValidationError(
+            field,
+            f"probabilities must sum to 1 along the last axis (got sums in [{total.min():.6g}, {total.max():.6g}])",
+        )
     return probs / total
 
 
@@ -31,7 +34,7 @@ class CategoricalPrior:
         object.__setattr__(self, "probs", _normalised("prior.probs", p))
 
     @classmethod
-    def flat(cls, k: int, d: int | None = None) -> "CategoricalPrior":
+    def flat(cls, k: int, d: int | None = None) -> CategoricalPrior:
         shape = (k,) if d is None else (d, k)
         return cls(np.full(shape, 1.0 / k))
 
@@ -77,7 +80,7 @@ class HistogramPrior:
         object.__setattr__(self, "probs", _normalised("prior.probs", p))
 
     @classmethod
-    def uniform(cls, lower, upper, n_bins: int) -> "HistogramPrior":
+    def uniform(cls, lower, upper, n_bins: int) -> HistogramPrior:
         """Flat prior on [lower, upper] (per feature if arrays) with n_bins equal bins."""
         lo, hi = np.broadcast_arrays(np.asarray(lower, float), np.asarray(upper, float))
         edges = np.linspace(lo, hi, n_bins + 1, axis=-1)

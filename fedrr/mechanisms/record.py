@@ -3,15 +3,15 @@ the record's LDP cost by basic composition over fields (ε and δ add up)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from .._validation import _as_array, check_int
 from ..errors import ValidationError
 from .base import Mechanism, mechanism_from_spec, register
-
 
 #: most feature columns a record may have (a scalar mechanism makes one field per column; a spec
 #: with n_features = 10**18 must not make the server build them)
@@ -35,7 +35,13 @@ class RecordMechanism:
 
     kind = "record"
 
-    def __init__(self, features: Mechanism | Sequence[Mechanism], label: Mechanism | None = None, *, n_features: int | None = None):
+    def __init__(
+        self,
+        features: Mechanism | Sequence[Mechanism],
+        label: Mechanism | None = None,
+        *,
+        n_features: int | None = None,
+    ):
         if isinstance(features, Mechanism):
             if n_features is None:
                 n_features = features.width
@@ -45,7 +51,9 @@ class RecordMechanism:
             elif features.width == 1:
                 fields = [Field(features, (j,)) for j in range(n_features)]
             else:
-                raise ValidationError("features", f"a block mechanism of width {features.width} cannot cover n_features={n_features}")
+                raise ValidationError(
+                    "features", f"a block mechanism of width {features.width} cannot cover n_features={n_features}"
+                )
             self._replicated = features.width == 1 and n_features > 1
         else:
             try:
@@ -79,7 +87,9 @@ class RecordMechanism:
 
     @property
     def delta(self) -> float:
-        return float(sum(f.mechanism.delta for f in self.fields) + (self.label.delta if self.label is not None else 0.0))
+        return float(
+            sum(f.mechanism.delta for f in self.fields) + (self.label.delta if self.label is not None else 0.0)
+        )
 
     @property
     def features_epsilon(self) -> float:
@@ -188,11 +198,15 @@ class RecordMechanism:
             feats: Any = {"replicate": self.fields[0].mechanism.to_spec()}
         else:
             feats = [f.mechanism.to_spec() for f in self.fields]
-        return {"kind": self.kind, "n_features": self.n_features, "features": feats,
-                "label": None if self.label is None else self.label.to_spec()}
+        return {
+            "kind": self.kind,
+            "n_features": self.n_features,
+            "features": feats,
+            "label": None if self.label is None else self.label.to_spec(),
+        }
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "RecordMechanism":
+    def from_spec(cls, spec: dict) -> RecordMechanism:
         if not isinstance(spec, dict):
             raise ValidationError("spec", f"must be a dict (a RecordMechanism spec), got {type(spec).__name__}")
         feats = spec.get("features")
@@ -211,4 +225,3 @@ class RecordMechanism:
 
     def __repr__(self) -> str:
         return f"RecordMechanism(n_features={self.n_features}, epsilon={self.epsilon:.4g}, delta={self.delta:.3g})"
-

@@ -185,8 +185,11 @@ def calibrate(epsilon: float, tail: float = DEFAULT_TAIL, eta: float = ETA) -> d
     T = max(tail, 2.0)
     denom = eps - 12 * eta * (T + 2) - 2 * eta
     if not denom > 0:
-        raise ValidationError("epsilon", f"must exceed {12 * eta * (T + 2) + 2 * eta:.3g} for the snapping mechanism's "
-                                         f"floating-point error terms, got {epsilon!r}")
+        raise ValidationError(
+            "epsilon",
+            f"must exceed {12 * eta * (T + 2) + 2 * eta:.3g} for the snapping mechanism's "
+            f"floating-point error terms, got {epsilon!r}",
+        )
     lam = (1 + 6 * eta) / denom
     for _ in range(64):
         Lam = next_power_of_two(lam)
@@ -199,8 +202,11 @@ def calibrate(epsilon: float, tail: float = DEFAULT_TAIL, eta: float = ETA) -> d
     else:  # pragma: no cover - the closed form already satisfies the bound up to rounding
         raise ValidationError("epsilon", f"could not calibrate the snapping mechanism for epsilon={epsilon!r}")
     if not (lam < B < 2.0**46 * lam):
-        raise ValidationError("epsilon", f"snapping needs λ < B < 2^46·λ (Mironov 2012, Thm 1); got λ={lam:.3g}, "
-                                         f"B={B:.3g} for epsilon={epsilon!r} — epsilon is too large")
+        raise ValidationError(
+            "epsilon",
+            f"snapping needs λ < B < 2^46·λ (Mironov 2012, Thm 1); got λ={lam:.3g}, "
+            f"B={B:.3g} for epsilon={epsilon!r} — epsilon is too large",
+        )
     return {"lam": lam, "Lambda": Lam, "M": M, "bound": B, "epsilon": _round_up(exact)}
 
 
@@ -248,8 +254,11 @@ class SnappingLaplaceMechanism(_AdditiveNoise):
         self.tail = check_positive("tail", tail)
         self.lower, self.upper = _bounds(lower, upper)
         if self.lower.shape[0] != 1:
-            raise ValidationError("lower", f"SnappingLaplaceMechanism covers one feature (width 1), got {self.lower.shape[0]} "
-                                           "bounds; use one mechanism per feature (see fedrr.mechanisms.snapping.harden)")
+            raise ValidationError(
+                "lower",
+                f"SnappingLaplaceMechanism covers one feature (width 1), got {self.lower.shape[0]} "
+                "bounds; use one mechanism per feature (see fedrr.mechanisms.snapping.harden)",
+            )
         lo, hi = float(self.lower[0]), float(self.upper[0])
         self.range = hi - lo  # Δ (double)
         if not math.isfinite(self.range):
@@ -264,11 +273,19 @@ class SnappingLaplaceMechanism(_AdditiveNoise):
         ks = np.array(sorted({-self.M, -self.M + 1, -1, 0, 1, self.M - 1, self.M}))
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             grid = self._decode(ks)
-            exact = (math.isfinite(self.step) and self.step > 0 and abs(self.mid) / self.step + self.M <= 2.0**48
-                     and np.all(np.isfinite(grid)) and np.array_equal(self._index_of(grid), ks))
+            exact = (
+                math.isfinite(self.step)
+                and self.step > 0
+                and abs(self.mid) / self.step + self.M <= 2.0**48
+                and np.all(np.isfinite(grid))
+                and np.array_equal(self._index_of(grid), ks)
+            )
         if not (exact and np.all(np.diff(grid) > 0)):
-            raise ValidationError("upper", f"the bounds [{lo}, {hi}] are too narrow for their magnitude: the snapped grid "
-                                           "cannot be represented exactly in doubles")
+            raise ValidationError(
+                "upper",
+                f"the bounds [{lo}, {hi}] are too narrow for their magnitude: the snapped grid "
+                "cannot be represented exactly in doubles",
+            )
 
     # --- accounting -------------------------------------------------------------------------
     @property
@@ -313,8 +330,11 @@ class SnappingLaplaceMechanism(_AdditiveNoise):
         bad = (np.abs(k) > self.M) | (self._decode(k) != xt)
         if np.any(bad):
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValidationError(field, f"a snapped release must be one of the {2 * self.M + 1} grid values mid + k·{self.step!r} "
-                                         f"(|k| ≤ {self.M}); got {float(xt[idx])!r} at index {idx}")
+            raise ValidationError(
+                field,
+                f"a snapped release must be one of the {2 * self.M + 1} grid values mid + k·{self.step!r} "
+                f"(|k| ≤ {self.M}); got {float(xt[idx])!r} at index {idx}",
+            )
         return k
 
     def validate_release(self, x_tilde: Any, field: str = "x_tilde") -> np.ndarray:
@@ -360,11 +380,16 @@ class SnappingLaplaceMechanism(_AdditiveNoise):
 
     # --- specs ------------------------------------------------------------------------------
     def to_spec(self) -> dict:
-        return {"kind": self.kind, "epsilon": self._requested, "lower": self.lower.tolist(), "upper": self.upper.tolist(),
-                "tail": self.tail}
+        return {
+            "kind": self.kind,
+            "epsilon": self._requested,
+            "lower": self.lower.tolist(),
+            "upper": self.upper.tolist(),
+            "tail": self.tail,
+        }
 
     @classmethod
-    def from_spec(cls, spec: dict) -> "SnappingLaplaceMechanism":
+    def from_spec(cls, spec: dict) -> SnappingLaplaceMechanism:
         return cls(spec["epsilon"], spec["lower"], spec["upper"], tail=spec.get("tail", DEFAULT_TAIL))
 
 
@@ -476,6 +501,7 @@ class SnappedPosterior:
         cdf = np.cumsum(flat_w, axis=-1)
         u = rng.random(shape)[..., None] * cdf[..., -1:]
         j = np.minimum((cdf < u).sum(axis=-1), nb * npc - 1)[..., None]
+
         def pick(arr):
             flat = np.broadcast_to(arr.reshape(arr.shape[:-2] + (nb * npc,)), shape + (nb * npc,))
             return np.take_along_axis(flat, j, axis=-1)[..., 0]
@@ -557,8 +583,10 @@ class SnappedGaussianPosterior:
     def mean(self) -> np.ndarray:
         sc = self.s[..., None]
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+
             def tmean(loc):
                 return truncnorm.mean((self.p - loc) / sc, (self.q - loc) / sc, loc=loc, scale=sc)
+
             m_loc = tmean(self.loc)
             mu = self.mu[..., None]
             shift = (self.s**2 / self.mech.lam)[..., None]
@@ -606,8 +634,10 @@ def _snap_laplace(mech: LaplaceMechanism) -> list[Mechanism]:
     coordinate j gets ε_j = ε·r_j / max(Δ₁, Σr) (its share of the L1 budget at the same noise)."""
     r = mech.upper - mech.lower
     denom = max(float(mech.sensitivity), float(r.sum()))
-    return [SnappingLaplaceMechanism(mech.epsilon * float(r[j]) / denom, float(mech.lower[j]), float(mech.upper[j]))
-            for j in range(mech.width)]
+    return [
+        SnappingLaplaceMechanism(mech.epsilon * float(r[j]) / denom, float(mech.lower[j]), float(mech.upper[j]))
+        for j in range(mech.width)
+    ]
 
 
 def harden(mechanism: RecordMechanism, *, strict: bool = False) -> RecordMechanism:
@@ -622,8 +652,11 @@ def harden(mechanism: RecordMechanism, *, strict: bool = False) -> RecordMechani
     if strict:
         weak = [type(m).__name__ for m in fields + [mechanism.label] if isinstance(m, GaussianMechanism)]
         if weak:
-            raise ValidationError("mechanism", f"has fields with no floating-point-hardened sampler: {sorted(set(weak))} "
-                                               "(Gaussian noise; use Laplace fields, which are snapped, or RR)")
+            raise ValidationError(
+                "mechanism",
+                f"has fields with no floating-point-hardened sampler: {sorted(set(weak))} "
+                "(Gaussian noise; use Laplace fields, which are snapped, or RR)",
+            )
     if not any(isinstance(m, LaplaceMechanism) for m in fields + [mechanism.label]):
         return mechanism  # nothing to harden (already snapped, or RR/Gaussian only)
     label = mechanism.label

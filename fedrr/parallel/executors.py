@@ -4,7 +4,8 @@ function so that process- and cluster-based executors (Ray) can ship it."""
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterable, Protocol
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
 
 import numpy as np
 

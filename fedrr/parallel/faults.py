@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def kill_count(marker_dir: str | os.PathLike) -> int:
@@ -18,7 +19,9 @@ class CrashOnce:
     ``times`` times it runs (attempts are counted by marker files under ``marker_dir``, which
     every worker on the machine sees). Later attempts run ``fn`` normally."""
 
-    def __init__(self, fn: Callable[[Any], Any], select: Callable[[Any], bool], marker_dir: str | os.PathLike, times: int = 1):
+    def __init__(
+        self, fn: Callable[[Any], Any], select: Callable[[Any], bool], marker_dir: str | os.PathLike, times: int = 1
+    ):
         self.fn = fn
         self.select = select
         self.marker_dir = os.fspath(marker_dir)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import weakref
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -54,8 +55,9 @@ class RayExecutor:
     fails raises :class:`fedrr.errors.ExecutorError` naming it; an exception raised *by* the task
     (a ValidationError, say) is not retried and reaches the caller as itself."""
 
-    def __init__(self, address: str | None = None, num_cpus: int | None = None, cpus_per_task: float = 1.0,
-                 max_retries: int = 3):
+    def __init__(
+        self, address: str | None = None, num_cpus: int | None = None, cpus_per_task: float = 1.0, max_retries: int = 3
+    ):
         if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, (int, float)) or not cpus_per_task >= 0:
             raise ValidationError("cpus_per_task", f"must be a number >= 0, got {cpus_per_task!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, (int, np.integer)) or max_retries < 0:
@@ -101,10 +103,12 @@ class RayExecutor:
             except ray.exceptions.RayTaskError:  # the task's own exception (also an instance of its type)
                 raise
             except ray.exceptions.RayError as exc:  # the worker or its node died, after every retry
-                for rest in calls[i + 1:]:
+                for rest in calls[i + 1 :]:
                     ray.cancel(rest)
-                raise ExecutorError(f"task {i} of {len(calls)} failed after {self.max_retries} retries: "
-                                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from exc
+                raise ExecutorError(
+                    f"task {i} of {len(calls)} failed after {self.max_retries} retries: "
+                    f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                ) from exc
         return out
 
     def _remote(self, ray):
@@ -136,5 +140,7 @@ class RayExecutor:
         self._puts.clear()
 
     def __repr__(self) -> str:
-        return (f"RayExecutor(address={self.address!r}, num_cpus={self.num_cpus!r}, cpus_per_task={self.cpus_per_task!r}, "
-                f"max_retries={self.max_retries!r})")
+        return (
+            f"RayExecutor(address={self.address!r}, num_cpus={self.num_cpus!r}, cpus_per_task={self.cpus_per_task!r}, "
+            f"max_retries={self.max_retries!r})"
+        )

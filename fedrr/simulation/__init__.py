@@ -6,5 +6,17 @@ from .config import LEARNERS, ScenarioConfig, cell_run_config, cells, load_confi
 from .report import load_results, plot, summary_markdown, write_reports
 from .sweep import run_cell, sweep
 
-__all__ = ["LEARNERS", "ScenarioConfig", "cell_run_config", "cells", "load_config", "parse_config", "load_results",
-           "plot", "summary_markdown", "write_reports", "run_cell", "sweep"]
+__all__ = [
+    "LEARNERS",
+    "ScenarioConfig",
+    "cell_run_config",
+    "cells",
+    "load_config",
+    "parse_config",
+    "load_results",
+    "plot",
+    "summary_markdown",
+    "write_reports",
+    "run_cell",
+    "sweep",
+]

@@ -10,8 +10,13 @@ from pathlib import Path
 
 from ..errors import FedrrError, ValidationError
 
-_QUIET = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
-          "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "MPLBACKEND": "Agg"}
+_QUIET = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+    "MPLBACKEND": "Agg",
+}
 
 DESCRIPTION = """\
 How much accuracy do you keep at a privacy budget ε per record, with N clients, for each learner?
@@ -51,8 +56,10 @@ def _grid_index(cfg, args) -> list[int] | None:
     for g, v in enumerate(cfg.grid):
         if abs(v - args.epsilon) <= 1e-9 * max(abs(v), 1.0):
             return [g]
-    raise ValidationError("--epsilon", f"{args.epsilon:g} is not a value of privacy.{cfg.grid_key} "
-                          f"({', '.join(f'{v:g}' for v in cfg.grid)})")
+    raise ValidationError(
+        "--epsilon",
+        f"{args.epsilon:g} is not a value of privacy.{cfg.grid_key} ({', '.join(f'{v:g}' for v in cfg.grid)})",
+    )
 
 
 def _cmd_sweep(args, single: bool) -> int:
@@ -65,12 +72,26 @@ def _cmd_sweep(args, single: bool) -> int:
     grid = _grid_index(cfg, args) if single else None
     progress = False if args.no_progress else None
     t0 = time.perf_counter()
-    res = sweep(cfg, out, grid_indices=grid, workers=args.workers, parallel=args.parallel, progress=progress, argv=sys.argv if args.argv is None else args.argv)
+    res = sweep(
+        cfg,
+        out,
+        grid_indices=grid,
+        workers=args.workers,
+        parallel=args.parallel,
+        progress=progress,
+        argv=sys.argv if args.argv is None else args.argv,
+    )
     rep = write_reports(out)
     print(rep["markdown"])
-    print(f"[fedrr] {len(res.computed)} cell(s) computed, {len(res.skipped)} skipped (already finished), "
-          f"{len(res.failed)} failed in {time.perf_counter() - t0:.1f} s")
-    print(f"[fedrr] wrote {rep['csv']}, {rep['summary']}, " + ", ".join(str(p) for p in rep["plots"]) + f", {out / 'manifest.json'}")
+    print(
+        f"[fedrr] {len(res.computed)} cell(s) computed, {len(res.skipped)} skipped (already finished), "
+        f"{len(res.failed)} failed in {time.perf_counter() - t0:.1f} s"
+    )
+    print(
+        f"[fedrr] wrote {rep['csv']}, {rep['summary']}, "
+        + ", ".join(str(p) for p in rep["plots"])
+        + f", {out / 'manifest.json'}"
+    )
     if res.failed:
         for k, e in res.failed.items():
             print(f"fedrr: cell {k} failed: {e}", file=sys.stderr)
@@ -100,54 +121,83 @@ def _cmd_check(args) -> int:
 
     cfg = load_config(args.config)
     preflight(cfg)
-    print(f"{args.config}: OK — scenario {cfg.name!r}, mode {cfg['run']['mode']}, "
-          f"{len(cells(cfg))} cells ({max(len(cfg.grid), 1)} grid points × {len(cfg.n_grid)} N × "
-          f"{cfg['scenario']['repeats']} repeats), learners {', '.join(cfg['learners']['names'])}")
+    print(
+        f"{args.config}: OK — scenario {cfg.name!r}, mode {cfg['run']['mode']}, "
+        f"{len(cells(cfg))} cells ({max(len(cfg.grid), 1)} grid points × {len(cfg.n_grid)} N × "
+        f"{cfg['scenario']['repeats']} repeats), learners {', '.join(cfg['learners']['names'])}"
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="fedrr", description=DESCRIPTION, epilog=EPILOG,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="fedrr", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
     def common(p):
         p.add_argument("config", metavar="CONFIG", help="scenario TOML file, e.g. configs/quickstart.toml")
-        p.add_argument("--out", metavar="DIR", help="results directory (default: scenario.out, else results/<scenario name>)")
-        p.add_argument("--workers", type=int, metavar="N", help="offline mode: cells in parallel (default: run.workers)")
-        p.add_argument("--parallel", choices=("ray", "processes"), help="offline mode: run cells as Ray tasks or in a "
-                       "process pool (default: run.parallel, 'ray'); the results are the same")
+        p.add_argument(
+            "--out", metavar="DIR", help="results directory (default: scenario.out, else results/<scenario name>)"
+        )
+        p.add_argument(
+            "--workers", type=int, metavar="N", help="offline mode: cells in parallel (default: run.workers)"
+        )
+        p.add_argument(
+            "--parallel",
+            choices=("ray", "processes"),
+            help="offline mode: run cells as Ray tasks or in a "
+            "process pool (default: run.parallel, 'ray'); the results are the same",
+        )
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.set_defaults(argv=None)
 
-    p = sub.add_parser("sweep", help="run every cell of the grid (resumes: finished cells are skipped)",
-                       description="Run every (grid point, N, repeat) cell of CONFIG and write results.csv, "
-                       "manifest.json, summary.md and accuracy_vs_epsilon.png/.svg to DIR. Each cell is saved to "
-                       "DIR/cells/ as it finishes; rerunning skips the finished ones.",
-                       epilog="example: fedrr sweep configs/quickstart.toml --out results/quickstart")
+    p = sub.add_parser(
+        "sweep",
+        help="run every cell of the grid (resumes: finished cells are skipped)",
+        description="Run every (grid point, N, repeat) cell of CONFIG and write results.csv, "
+        "manifest.json, summary.md and accuracy_vs_epsilon.png/.svg to DIR. Each cell is saved to "
+        "DIR/cells/ as it finishes; rerunning skips the finished ones.",
+        epilog="example: fedrr sweep configs/quickstart.toml --out results/quickstart",
+    )
     common(p)
     p.set_defaults(func=lambda a: _cmd_sweep(a, single=False))
-    p = sub.add_parser("run", help="run one grid point (default: the first) with all its N and repeats",
-                       description="Run the cells of one grid point of CONFIG (into the same DIR a sweep uses, so a "
-                       "later sweep reuses them).",
-                       epilog="example: fedrr run configs/quickstart.toml --epsilon 3000")
+    p = sub.add_parser(
+        "run",
+        help="run one grid point (default: the first) with all its N and repeats",
+        description="Run the cells of one grid point of CONFIG (into the same DIR a sweep uses, so a "
+        "later sweep reuses them).",
+        epilog="example: fedrr run configs/quickstart.toml --epsilon 3000",
+    )
     common(p)
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--epsilon", type=float, metavar="VALUE", help="a value of the config's grid (epsilon_grid: ε per record; "
-                   "feature_flip_grid: a flip probability; feature_epsilon_grid: ε per feature)")
+    g.add_argument(
+        "--epsilon",
+        type=float,
+        metavar="VALUE",
+        help="a value of the config's grid (epsilon_grid: ε per record; "
+        "feature_flip_grid: a flip probability; feature_epsilon_grid: ε per feature)",
+    )
     g.add_argument("--index", type=int, metavar="I", help="the grid point by position (0 = first)")
     p.set_defaults(func=lambda a: _cmd_sweep(a, single=True))
-    p = sub.add_parser("plot", help="(re)draw the plots of a results directory",
-                       epilog="example: fedrr plot results/quickstart")
+    p = sub.add_parser(
+        "plot", help="(re)draw the plots of a results directory", epilog="example: fedrr plot results/quickstart"
+    )
     p.add_argument("results_dir", metavar="RESULTS_DIR")
     p.set_defaults(func=_cmd_plot)
-    p = sub.add_parser("show", help="print the markdown summary table of a results directory",
-                       epilog="example: fedrr show results/quickstart")
+    p = sub.add_parser(
+        "show",
+        help="print the markdown summary table of a results directory",
+        epilog="example: fedrr show results/quickstart",
+    )
     p.add_argument("results_dir", metavar="RESULTS_DIR")
     p.set_defaults(func=_cmd_show)
-    p = sub.add_parser("check", help="validate a config (and its dataset) without running anything",
-                       epilog="example: fedrr check configs/quickstart.toml")
+    p = sub.add_parser(
+        "check",
+        help="validate a config (and its dataset) without running anything",
+        epilog="example: fedrr check configs/quickstart.toml",
+    )
     p.add_argument("config", metavar="CONFIG")
     p.set_defaults(func=_cmd_check)
     return ap

@@ -74,27 +74,39 @@ def _estimator(name: str, feat, label_noised: bool = False):
         return WassersteinDRORegression(rho="auto", mechanism=feat, **bounds)
     if name == "gauss-dro":
         if feat.kind != "gaussian":
-            raise ValidationError("learners.names", "'gauss-dro' is the Gaussian-optimal W-DRO (Thm 6): it needs mechanism 'gaussian'")
+            raise ValidationError(
+                "learners.names", "'gauss-dro' is the Gaussian-optimal W-DRO (Thm 6): it needs mechanism 'gaussian'"
+            )
         return GaussianDROLinearRegression(rho="auto", mechanism=feat)
-    raise ValidationError("learners.names", f"unknown regression learner {name!r}; valid: {', '.join(REGRESSION_LEARNERS)}")
+    raise ValidationError(
+        "learners.names", f"unknown regression learner {name!r}; valid: {', '.join(REGRESSION_LEARNERS)}"
+    )
 
 
-def run_regression_cell(n_clients: int, n_test: int, dataset: str, params: dict, learners: list[str], seed_seq: np.random.SeedSequence) -> dict:
+def run_regression_cell(
+    n_clients: int, n_test: int, dataset: str, params: dict, learners: list[str], seed_seq: np.random.SeedSequence
+) -> dict:
     """One cell: a random split (n_clients training rows, one per client; n_test clean test rows),
     each client's release with its own generator, every learner fitted and scored. Returns the
     cell's n_releases, the record accounting and the per-learner {mse, seconds} or {error}."""
     X, y = load_regression_data(dataset)
     N, p = X.shape
     if n_clients + n_test > N:
-        raise ValidationError("population.n_clients", f"{n_clients} clients + {n_test} test rows exceed the {N} rows of {dataset!r}")
+        raise ValidationError(
+            "population.n_clients", f"{n_clients} clients + {n_test} test rows exceed the {N} rows of {dataset!r}"
+        )
     feat, label = regression_mechanisms(p, params)
     ss_split, ss_clients = np.random.SeedSequence(seed_seq.entropy, spawn_key=seed_seq.spawn_key).spawn(2)
     idx = np.random.default_rng(ss_split).permutation(N)
-    tr, te = idx[:n_clients], idx[n_clients:n_clients + n_test]
+    tr, te = idx[:n_clients], idx[n_clients : n_clients + n_test]
     # each client releases its own record with its own generator (the offline stand-in for a node)
     gens = [np.random.default_rng(s) for s in ss_clients.spawn(n_clients)]
     Xt = np.stack([feat.release(X[i], g) for i, g in zip(tr, gens)])
-    yt = np.array([label.release(np.array([y[i]]), g)[0] for i, g in zip(tr, gens)]) if label is not None else y[tr].copy()
+    yt = (
+        np.array([label.release(np.array([y[i]]), g)[0] for i, g in zip(tr, gens)])
+        if label is not None
+        else y[tr].copy()
+    )
     Xte, yte = X[te], y[te]
     out: dict[str, dict] = {}
     for name in learners:
@@ -120,7 +132,20 @@ def run_regression_cell(n_clients: int, n_test: int, dataset: str, params: dict,
     eps_label = float(label.epsilon) if label is not None else None
     record = eps_feat + (eps_label or 0.0)
     delta = float(getattr(feat, "delta", 0.0))
-    acc = {"record": record, "min": record, "max": record, "delta": delta, "features": eps_feat,
-           "label": eps_label if label is not None else "public", "exact_features": exact}
-    return {"n_releases": n_clients, "eps": acc, "learners": out, "sigma": float(getattr(feat, "sigma", float("nan"))),
-            "p": p, "n_test": len(te)}
+    acc = {
+        "record": record,
+        "min": record,
+        "max": record,
+        "delta": delta,
+        "features": eps_feat,
+        "label": eps_label if label is not None else "public",
+        "exact_features": exact,
+    }
+    return {
+        "n_releases": n_clients,
+        "eps": acc,
+        "learners": out,
+        "sigma": float(getattr(feat, "sigma", float("nan"))),
+        "p": p,
+        "n_test": len(te),
+    }

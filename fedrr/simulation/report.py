@@ -18,15 +18,47 @@ from .config import ORACLE_LEARNERS, ScenarioConfig, cell_fingerprint, cells, pa
 from .regression import REGRESSION_ORACLES
 
 #: per metric: CSV column, axis label, file-name stem, table format
-METRICS = {"accuracy": ("test accuracy (clean test split)", "accuracy", "{:.3f}"),
-           "mse": ("test MSE (clean test split)", "mse", "{:.4f}")}
+METRICS = {
+    "accuracy": ("test accuracy (clean test split)", "accuracy", "{:.3f}"),
+    "mse": ("test MSE (clean test split)", "mse", "{:.4f}"),
+}
 
 CSV_COLUMNS = [
-    "scenario", "cell", "grid_index", "n_index", "repeat", "seed", "mode", "mechanism", "grid_axis", "grid_value",
-    "requested_eps_record", "eps_record", "eps_record_min", "eps_record_max", "delta_record", "eps_features",
-    "eps_label", "eps_per_feature", "n_features", "feature_flip", "feature_epsilon", "label_flip", "label_epsilon",
-    "n_clients", "n_releases", "dropped", "dropped_detail", "learner", "oracle", "metric", "accuracy", "mse", "seconds",
-    "cell_seconds", "error",
+    "scenario",
+    "cell",
+    "grid_index",
+    "n_index",
+    "repeat",
+    "seed",
+    "mode",
+    "mechanism",
+    "grid_axis",
+    "grid_value",
+    "requested_eps_record",
+    "eps_record",
+    "eps_record_min",
+    "eps_record_max",
+    "delta_record",
+    "eps_features",
+    "eps_label",
+    "eps_per_feature",
+    "n_features",
+    "feature_flip",
+    "feature_epsilon",
+    "label_flip",
+    "label_epsilon",
+    "n_clients",
+    "n_releases",
+    "dropped",
+    "dropped_detail",
+    "learner",
+    "oracle",
+    "metric",
+    "accuracy",
+    "mse",
+    "seconds",
+    "cell_seconds",
+    "error",
 ]
 
 #: above this ε per record the local-DP guarantee is nominal: the summary says so
@@ -38,7 +70,9 @@ def load_results(out: str | Path) -> tuple[ScenarioConfig, list[dict], list[str]
     out = Path(out)
     man_path = out / "manifest.json"
     if not man_path.exists():
-        raise ValidationError("RESULTS_DIR", f"{str(out)!r} has no manifest.json: not a results directory of `fedrr sweep`")
+        raise ValidationError(
+            "RESULTS_DIR", f"{str(out)!r} has no manifest.json: not a results directory of `fedrr sweep`"
+        )
     man = json.loads(man_path.read_text())
     cfg = parse_config(man["config"], path=man.get("config_path", ""), text=man.get("config_text", ""))
     recs, missing = [], []
@@ -62,21 +96,46 @@ def rows(recs: list[dict]) -> list[dict]:
     for rec in recs:
         e, p = rec["eps"], rec["params"]
         for learner, entry in rec["learners"].items():
-            out.append({
-                "scenario": rec["scenario"], "cell": rec["cell"], "grid_index": rec["g"], "n_index": rec["n"], "repeat": rec["r"],
-                "seed": rec["seed"], "mode": rec["mode"], "mechanism": p["mechanism"], "grid_axis": rec["grid_axis"],
-                "grid_value": rec["grid_value"], "requested_eps_record": p.get("requested_eps_record"),
-                "eps_record": e["record"], "eps_record_min": e["min"], "eps_record_max": e["max"], "delta_record": e["delta"],
-                "eps_features": e["features"], "eps_label": e["label"], "eps_per_feature": e.get("per_feature"),
-                "n_features": e["n_features"], "feature_flip": p["feature_flip"], "feature_epsilon": p["feature_epsilon"],
-                "label_flip": p["label_flip"], "label_epsilon": p["label_epsilon"], "n_clients": rec["n_clients"],
-                "n_releases": rec["n_releases"], "dropped": int(sum(rec["dropped"].values())),
-                "dropped_detail": json.dumps(rec["dropped"], sort_keys=True), "learner": learner,
-                "oracle": learner in ORACLE_LEARNERS + REGRESSION_ORACLES, "metric": rec.get("metric", "accuracy"),
-                "accuracy": entry.get("accuracy"), "mse": entry.get("mse"),
-                "seconds": entry.get("seconds"), "cell_seconds": rec["seconds"], "error": entry.get("error", ""),
-                "params_text": p.get("text"),
-            })
+            out.append(
+                {
+                    "scenario": rec["scenario"],
+                    "cell": rec["cell"],
+                    "grid_index": rec["g"],
+                    "n_index": rec["n"],
+                    "repeat": rec["r"],
+                    "seed": rec["seed"],
+                    "mode": rec["mode"],
+                    "mechanism": p["mechanism"],
+                    "grid_axis": rec["grid_axis"],
+                    "grid_value": rec["grid_value"],
+                    "requested_eps_record": p.get("requested_eps_record"),
+                    "eps_record": e["record"],
+                    "eps_record_min": e["min"],
+                    "eps_record_max": e["max"],
+                    "delta_record": e["delta"],
+                    "eps_features": e["features"],
+                    "eps_label": e["label"],
+                    "eps_per_feature": e.get("per_feature"),
+                    "n_features": e["n_features"],
+                    "feature_flip": p["feature_flip"],
+                    "feature_epsilon": p["feature_epsilon"],
+                    "label_flip": p["label_flip"],
+                    "label_epsilon": p["label_epsilon"],
+                    "n_clients": rec["n_clients"],
+                    "n_releases": rec["n_releases"],
+                    "dropped": int(sum(rec["dropped"].values())),
+                    "dropped_detail": json.dumps(rec["dropped"], sort_keys=True),
+                    "learner": learner,
+                    "oracle": learner in ORACLE_LEARNERS + REGRESSION_ORACLES,
+                    "metric": rec.get("metric", "accuracy"),
+                    "accuracy": entry.get("accuracy"),
+                    "mse": entry.get("mse"),
+                    "seconds": entry.get("seconds"),
+                    "cell_seconds": rec["seconds"],
+                    "error": entry.get("error", ""),
+                    "params_text": p.get("text"),
+                }
+            )
     return out
 
 
@@ -99,9 +158,16 @@ def aggregate(table: list[dict]) -> dict[tuple[int, int, str], dict]:
     out = {}
     for k, rs in groups.items():
         acc = np.array([r[r["metric"]] for r in rs if r[r["metric"]] is not None], float)
-        out[k] = {"mean": float(acc.mean()) if acc.size else math.nan, "sd": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
-                  "count": int(acc.size), "errors": sum(1 for r in rs if r["error"]), "eps": float(np.mean([r["eps_record"] for r in rs])),
-                  "delta": float(np.mean([r["delta_record"] for r in rs])), "n": rs[0]["n_clients"], "row": rs[0]}
+        out[k] = {
+            "mean": float(acc.mean()) if acc.size else math.nan,
+            "sd": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
+            "count": int(acc.size),
+            "errors": sum(1 for r in rs if r["error"]),
+            "eps": float(np.mean([r["eps_record"] for r in rs])),
+            "delta": float(np.mean([r["delta_record"] for r in rs])),
+            "n": rs[0]["n_clients"],
+            "row": rs[0],
+        }
     return out
 
 
@@ -129,7 +195,7 @@ def _mean_band(ax, pts: list[dict], xkey: str, name: str, reps: int) -> None:
     x = np.array([a[xkey] for a in pts], float)
     m = np.array([a["mean"] for a in pts])
     sd = np.array([a["sd"] for a in pts])
-    line, = ax.plot(x, m, marker="o", label=name, **_style(name))
+    (line,) = ax.plot(x, m, marker="o", label=name, **_style(name))
     if reps > 1:
         ax.fill_between(x, m - sd, m + sd, color=line.get_color(), alpha=0.2, linewidth=0)
 
@@ -159,8 +225,11 @@ def plot(out: str | Path) -> list[Path]:
     learners = _learner_order(cfg)
     G, Ns = max(len(cfg.grid), 1), cfg.n_grid
     ylabel, stem, _ = METRICS[metric_of(cfg)]
-    xlabel = ("ε per record (input block + label; label public: inputs only)" if metric_of(cfg) == "mse"
-              else "ε per record (all features + label, composed)")
+    xlabel = (
+        "ε per record (input block + label; label public: inputs only)"
+        if metric_of(cfg) == "mse"
+        else "ε per record (all features + label, composed)"
+    )
     written = []
     reps = cfg["scenario"]["repeats"]
     band = f"mean ± sd over {reps} repeats" if reps > 1 else "1 repeat"
@@ -175,8 +244,14 @@ def plot(out: str | Path) -> list[Path]:
         _decorate(ax, xlabel, ylabel, f"{cfg.name}: N = {Ns[j]:,} clients ({band})")
     top = max(a["eps"] for a in agg.values())
     if top > HUGE_EPSILON:
-        fig.text(0.01, 0.005, f"Note: ε per record up to {_fmt_eps(top)}; above {HUGE_EPSILON:g} local DP is a nominal guarantee:\n"
-                 "read the axis as noise size.", fontsize=7, color="0.35")
+        fig.text(
+            0.01,
+            0.005,
+            f"Note: ε per record up to {_fmt_eps(top)}; above {HUGE_EPSILON:g} local DP is a nominal guarantee:\n"
+            "read the axis as noise size.",
+            fontsize=7,
+            color="0.35",
+        )
     fig.tight_layout(rect=(0, 0.05, 1, 1))
     for ext in ("png", "svg"):
         p = out / f"{stem}_vs_epsilon.{ext}"
@@ -193,8 +268,12 @@ def plot(out: str | Path) -> list[Path]:
                     continue
                 eps_g = pts[0]["eps"]
                 _mean_band(ax, pts, "n", name, reps)
-            _decorate(ax, "N (clients, one record each)", ylabel,
-                      f"ε per record = {_fmt_eps(eps_g) if eps_g is not None else '?'} ({band})")
+            _decorate(
+                ax,
+                "N (clients, one record each)",
+                ylabel,
+                f"ε per record = {_fmt_eps(eps_g) if eps_g is not None else '?'} ({band})",
+            )
         fig.tight_layout()
         for ext in ("png", "svg"):
             p = out / f"{stem}_vs_n.{ext}"
@@ -233,18 +312,23 @@ def summary_markdown(out: str | Path) -> str:
         lines += [cfg["scenario"]["description"].strip(), ""]
     pop = cfg["population"]
     who = pop["dataset"] if cfg.is_dataset else pop["population"]
-    lines += [f"- population: {who}; mechanism: {cfg['privacy']['mechanism'] if cfg.grid_key or pop['budget_mix'] else 'set by the population'}; "
-              f"mode: {cfg['run']['mode']}; repeats: {reps}; seed: {cfg['scenario']['seed']}",
-              f"- cells finished: {len(recs)} of {len(recs) + len(missing)}"
-              + (f" (missing: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''})" if missing else ""),
-              f"- fedrr {man['versions'].get('fedrr')}, flwr {man['versions'].get('flwr')}, git {str(man['git'].get('commit'))[:10]}"
-              f"{' (dirty)' if man['git'].get('dirty') else ''}; {man['machine']['cpu_count']} CPUs", ""]
+    lines += [
+        f"- population: {who}; mechanism: {cfg['privacy']['mechanism'] if cfg.grid_key or pop['budget_mix'] else 'set by the population'}; "
+        f"mode: {cfg['run']['mode']}; repeats: {reps}; seed: {cfg['scenario']['seed']}",
+        f"- cells finished: {len(recs)} of {len(recs) + len(missing)}"
+        + (f" (missing: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''})" if missing else ""),
+        f"- fedrr {man['versions'].get('fedrr')}, flwr {man['versions'].get('flwr')}, git {str(man['git'].get('commit'))[:10]}"
+        f"{' (dirty)' if man['git'].get('dirty') else ''}; {man['machine']['cpu_count']} CPUs",
+        "",
+    ]
     cell_txt = "mean ± sd over repeats" if reps > 1 else "one repeat"
     metric = metric_of(cfg)
     fmt = METRICS[metric][2]
     for j, N in enumerate(Ns):
         lines += [f"## N = {N:,} clients (test {'MSE' if metric == 'mse' else 'accuracy'}, {cell_txt})", ""]
-        head = "| ε per record | δ per record | per-field parameters | " + " | ".join(learners) + " | releases | dropped |"
+        head = (
+            "| ε per record | δ per record | per-field parameters | " + " | ".join(learners) + " | releases | dropped |"
+        )
         lines += [head, "|" + "---|" * (5 + len(learners))]
         for g in range(G):
             first = next((agg[(g, j, n)] for n in learners if (g, j, n) in agg), None)
@@ -258,13 +342,24 @@ def summary_markdown(out: str | Path) -> str:
                     cells_txt.append("error" if a and a["errors"] else "–")
                 else:
                     cells_txt.append(fmt.format(a["mean"]) + (" ± " + fmt.format(a["sd"]) if reps > 1 else ""))
-            rel = [x["n_releases"] for x in table if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]]
-            drp = [x["dropped"] for x in table if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]]
+            rel = [
+                x["n_releases"]
+                for x in table
+                if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]
+            ]
+            drp = [
+                x["dropped"]
+                for x in table
+                if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]
+            ]
             eps_txt = _fmt_eps(first["eps"]) + (" ⚠" if first["eps"] > HUGE_EPSILON else "")
             if r["eps_record_max"] - r["eps_record_min"] > 1e-9 * r["eps_record_max"]:
                 eps_txt += f" (mean; {_fmt_eps(r['eps_record_min'])}–{_fmt_eps(r['eps_record_max'])})"
-            lines.append(f"| {eps_txt} | {first['delta']:.2g} | {_param_text(r)} | " + " | ".join(cells_txt)
-                         + f" | {np.mean(rel):,.0f} | {np.mean(drp):,.0f} |")
+            lines.append(
+                f"| {eps_txt} | {first['delta']:.2g} | {_param_text(r)} | "
+                + " | ".join(cells_txt)
+                + f" | {np.mean(rel):,.0f} | {np.mean(drp):,.0f} |"
+            )
         lines.append("")
     errs = sorted({(x["learner"], x["error"]) for x in table if x["error"]})
     if errs:
@@ -272,28 +367,42 @@ def summary_markdown(out: str | Path) -> str:
     if metric == "mse":
         lines += [_regression_text(cfg)]
     else:
-        lines += ["**ε axis.** ε per record is the basic composition of every field's ε (D features + the label), "
-                  "computed by the mechanisms' own accounting (`RecordMechanism.epsilon`); δ likewise adds up "
-                  "(Gaussian: D·δ per feature). " + _split_text(cfg)]
+        lines += [
+            "**ε axis.** ε per record is the basic composition of every field's ε (D features + the label), "
+            "computed by the mechanisms' own accounting (`RecordMechanism.epsilon`); δ likewise adds up "
+            "(Gaussian: D·δ per feature). " + _split_text(cfg)
+        ]
     huge = [r for r in table if r["eps_record"] > HUGE_EPSILON]
     if huge and metric == "mse":
-        lines += ["", f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
-                  f"{HUGE_EPSILON:g} (up to {_fmt_eps(max(r['eps_record'] for r in huge))}): read them as 'noise of this size', "
-                  "not as a meaningful privacy guarantee."]
+        lines += [
+            "",
+            f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
+            f"{HUGE_EPSILON:g} (up to {_fmt_eps(max(r['eps_record'] for r in huge))}): read them as 'noise of this size', "
+            "not as a meaningful privacy guarantee.",
+        ]
     elif huge:
         worst = max(huge, key=lambda r: r["eps_record"])
-        lines += ["", f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
-                  f"{HUGE_EPSILON:g}, up to {_fmt_eps(worst['eps_record'])} (= {worst['n_features']} features × "
-                  f"{worst['eps_per_feature']:.3g} + label {worst['eps_label']:.3g}). Local DP with ε that large bounds "
-                  "almost nothing formally (an adversary's odds may move by e^ε); read these points as 'noise of this "
-                  "size', not as a meaningful privacy guarantee."]
+        lines += [
+            "",
+            f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
+            f"{HUGE_EPSILON:g}, up to {_fmt_eps(worst['eps_record'])} (= {worst['n_features']} features × "
+            f"{worst['eps_per_feature']:.3g} + label {worst['eps_label']:.3g}). Local DP with ε that large bounds "
+            "almost nothing formally (an adversary's odds may move by e^ε); read these points as 'noise of this "
+            "size', not as a meaningful privacy guarantee.",
+        ]
     if metric == "mse" and "clean" in learners:
-        lines += ["", "The oracle `clean` (dashed in the plots) is least squares on the clean records of the same clients; "
-                  "it sits outside the federation."]
+        lines += [
+            "",
+            "The oracle `clean` (dashed in the plots) is least squares on the clean records of the same clients; "
+            "it sits outside the federation.",
+        ]
     elif any(n in ORACLE_LEARNERS for n in learners):
-        lines += ["", "Oracles (dashed in the plots) see clean data and sit outside the federation: `clean` = logistic "
-                  "regression on the clean records of the clients that released; `spread-true` = spread-EM on the releases "
-                  "with the clean records' own per-feature prior."]
+        lines += [
+            "",
+            "Oracles (dashed in the plots) see clean data and sit outside the federation: `clean` = logistic "
+            "regression on the clean records of the clients that released; `spread-true` = spread-EM on the releases "
+            "with the clean records' own per-feature prior.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -301,35 +410,47 @@ def _regression_text(cfg: ScenarioConfig) -> str:
     priv = cfg["privacy"]
     mech = priv["mechanism"]
     cal = f" ({priv['calibration']} calibration)" if mech == "gaussian" else ""
-    text = (f"**ε axis.** Each client releases its whole input vector in [0, 1]^p through one {mech} mechanism{cal} "
-            "(Farokhi 2020, Thm 1). ")
+    text = (
+        f"**ε axis.** Each client releases its whole input vector in [0, 1]^p through one {mech} mechanism{cal} "
+        "(Farokhi 2020, Thm 1). "
+    )
     if priv["label_public"]:
-        text += ("⚠ **The label is public**: the target is released in the clear, as in the paper (ỹ = y), so ε per "
-                 "record covers the inputs only and the target is not protected at all. ")
+        text += (
+            "⚠ **The label is public**: the target is released in the clear, as in the paper (ỹ = y), so ε per "
+            "record covers the inputs only and the target is not protected at all. "
+        )
     else:
         s = priv["split"]
-        text += (f"The record budget is split {s['features']:g} to the input block and {s['label']:g} to the target "
-                 "(Laplace noise on y in [0, 1]). ")
+        text += (
+            f"The record budget is split {s['features']:g} to the input block and {s['label']:g} to the target "
+            "(Laplace noise on y in [0, 1]). "
+        )
     if mech == "gaussian" and priv["calibration"] == "farokhi":
-        text += ("Farokhi's calibration (Δ = p_x, σ = √(2 ln(1.25/δ))·Δ/ε at any ε) states a nominal ε; the x-axis is "
-                 "the larger of that and the exact ε of the noise at the same δ (`GaussianMechanism.epsilon_exact`, kept "
-                 "as `exact_features` in each cell file), so it is a valid bound either way. ")
+        text += (
+            "Farokhi's calibration (Δ = p_x, σ = √(2 ln(1.25/δ))·Δ/ε at any ε) states a nominal ε; the x-axis is "
+            "the larger of that and the exact ε of the noise at the same δ (`GaussianMechanism.epsilon_exact`, kept "
+            "as `exact_features` in each cell file), so it is a valid bound either way. "
+        )
     return text + "Learners are scored by test mean squared error on a clean held-out split (lower is better)."
 
 
 def _split_text(cfg: ScenarioConfig) -> str:
     if cfg.grid_key == "epsilon_grid":
         s = cfg["privacy"]["split"]
-        return (f"The grid is a record budget ε_record split {s['features']:g} to the features (ε per feature = "
-                f"{s['features']:g}·ε_record / D) and {s['label']:g} to the label; for randomised response ε is converted "
-                "to a flip probability by `RandomizedResponse(k, epsilon=...)`.")
+        return (
+            f"The grid is a record budget ε_record split {s['features']:g} to the features (ε per feature = "
+            f"{s['features']:g}·ε_record / D) and {s['label']:g} to the label; for randomised response ε is converted "
+            "to a flip probability by `RandomizedResponse(k, epsilon=...)`."
+        )
     if cfg.grid_key == "feature_flip_grid":
         return "The grid sets the flip probability per feature; the x-axis is the resulting ε per record."
     if cfg.grid_key == "feature_epsilon_grid":
         return "The grid sets ε per feature; the x-axis is the resulting ε per record."
     if cfg["population"]["budget_mix"]:
-        return ("`population.budget_mix` draws each client's feature budget from the mix; the x-axis is the mean ε per "
-                "record over the pool (its range in brackets).")
+        return (
+            "`population.budget_mix` draws each client's feature budget from the mix; the x-axis is the mean ε per "
+            "record over the pool (its range in brackets)."
+        )
     return "The population sets each client's budget; the x-axis is the mean ε per record over the pool."
 
 
@@ -344,5 +465,11 @@ def write_reports(out: str | Path) -> dict[str, Any]:
     md = summary_markdown(out)
     atomic_write_text(out / "summary.md", md)
     plots = plot(out) if recs else []
-    return {"csv": out / "results.csv", "summary": out / "summary.md", "plots": plots, "rows": len(table),
-            "missing": missing, "markdown": md}
+    return {
+        "csv": out / "results.csv",
+        "summary": out / "summary.md",
+        "plots": plots,
+        "rows": len(table),
+        "missing": missing,
+        "markdown": md,
+    }

@@ -22,43 +22,79 @@ import platform
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from .._io import write_json
 from ..errors import FedrrError, ValidationError
-from .config import (Cell, ScenarioConfig, cell_fingerprint, cell_run_config, cell_seed, cells, parse_config, privacy_params)
+from .config import (
+    Cell,
+    ScenarioConfig,
+    cell_fingerprint,
+    cell_run_config,
+    cell_seed,
+    cells,
+    parse_config,
+    privacy_params,
+)
 
 #: federation run-config key -> scenario config path, to report population errors by config key
 _FIELD_PATHS = {
-    "mechanism": "privacy.mechanism", "feature-flip": "privacy.feature_flip_grid", "feature_flip": "privacy.feature_flip_grid",
-    "feature-epsilon": "privacy.feature_epsilon_grid", "feature_epsilon": "privacy.feature_epsilon_grid",
-    "label-flip": "privacy.label_flip", "label_flip": "privacy.label_flip", "label-epsilon": "privacy.label_epsilon",
-    "label_epsilon": "privacy.label_epsilon", "flip_prob": "privacy", "epsilon": "privacy", "delta": "privacy.delta",
-    "dataset": "population.dataset", "n_test_per_class": "population.n_test_per_class", "n-clients": "population.n_clients",
-    "n_clients": "population.n_clients", "dropout": "population.dropout", "population": "population.population",
-    "mechanisms": "privacy", "learners": "learners.names", "n-test-per-class": "population.n_test_per_class",
+    "mechanism": "privacy.mechanism",
+    "feature-flip": "privacy.feature_flip_grid",
+    "feature_flip": "privacy.feature_flip_grid",
+    "feature-epsilon": "privacy.feature_epsilon_grid",
+    "feature_epsilon": "privacy.feature_epsilon_grid",
+    "label-flip": "privacy.label_flip",
+    "label_flip": "privacy.label_flip",
+    "label-epsilon": "privacy.label_epsilon",
+    "label_epsilon": "privacy.label_epsilon",
+    "flip_prob": "privacy",
+    "epsilon": "privacy",
+    "delta": "privacy.delta",
+    "dataset": "population.dataset",
+    "n_test_per_class": "population.n_test_per_class",
+    "n-clients": "population.n_clients",
+    "n_clients": "population.n_clients",
+    "dropout": "population.dropout",
+    "population": "population.population",
+    "mechanisms": "privacy",
+    "learners": "learners.names",
+    "n-test-per-class": "population.n_test_per_class",
 }
 
 
 def _as_config_error(exc: ValidationError, cfg: ScenarioConfig | None = None) -> ValidationError:
     msg = str(exc)
     prefix = f"{exc.field}: "
-    msg = msg[len(prefix):] if msg.startswith(prefix) else msg
+    msg = msg[len(prefix) :] if msg.startswith(prefix) else msg
     path = _FIELD_PATHS.get(exc.field)
-    if cfg is not None and cfg.grid_key == "epsilon_grid" and path in ("privacy", "privacy.feature_flip_grid", "privacy.feature_epsilon_grid",
-                                                                       "privacy.label_flip", "privacy.label_epsilon"):
+    if (
+        cfg is not None
+        and cfg.grid_key == "epsilon_grid"
+        and path
+        in (
+            "privacy",
+            "privacy.feature_flip_grid",
+            "privacy.feature_epsilon_grid",
+            "privacy.label_flip",
+            "privacy.label_epsilon",
+        )
+    ):
         path = "privacy.epsilon_grid"  # the per-field budgets all come from the record budget
     return ValidationError(path, msg) if path else exc
 
 
 # ------------------------------------------------------------------------------- accounting
 # ------------------------------------------------------------------------------------ cells
-def _oracle_fits(names: list[str], population, pool, test, C: float, executor, seed: int, max_iter: int) -> dict[str, dict]:
+def _oracle_fits(
+    names: list[str], population, pool, test, C: float, executor, seed: int, max_iter: int
+) -> dict[str, dict]:
     """Clean-data oracles, outside the federation: ``clean`` = logistic regression on the clean
     records of the clients that released (encoded like the learners encode releases);
     ``spread-true`` = spread-EM on the releases with the clean records' own per-feature prior."""
@@ -80,13 +116,23 @@ def _oracle_fits(names: list[str], population, pool, test, C: float, executor, s
             if name == "clean":
                 est = NaiveLogisticRegression(C=C).fit(Xc, yc, mechanism=mech)
             else:  # spread-true
-                ks = {getattr(f.mechanism, "k", None) for m in {id(m): m for m in pool.mechanisms}.values() for f in m.fields}
+                ks = {
+                    getattr(f.mechanism, "k", None)
+                    for m in {id(m): m for m in pool.mechanisms}.values()
+                    for f in m.fields
+                }
                 if None in ks or len(ks) != 1:
-                    raise ValidationError("learners.names", "'spread-true' needs discrete features with one number of states")
+                    raise ValidationError(
+                        "learners.names", "'spread-true' needs discrete features with one number of states"
+                    )
                 k = ks.pop()
-                counts = np.stack([np.bincount(np.asarray(Xc[:, j], int), minlength=k) for j in range(Xc.shape[1])]) + 1e-3
+                counts = (
+                    np.stack([np.bincount(np.asarray(Xc[:, j], int), minlength=k) for j in range(Xc.shape[1])]) + 1e-3
+                )
                 prior = counts / counts.sum(axis=1, keepdims=True)
-                est = SpreadLogisticRegression(C=C, prior=prior, executor=executor, random_state=seed, max_iter=max_iter)
+                est = SpreadLogisticRegression(
+                    C=C, prior=prior, executor=executor, random_state=seed, max_iter=max_iter
+                )
                 est.fit(pool.X, pool.y, mechanism=pool.mechanism_arg())
             entry["seconds"] = time.perf_counter() - t0
             if test is not None:
@@ -125,13 +171,23 @@ def run_cell(task: dict) -> dict:
 
         t0 = time.perf_counter()
         rel = offline_release(population, full["seed"])
-        dropped = {"dropped_out": population.n_clients - len(rel.client_id)} if population.n_clients > len(rel.client_id) else {}
+        dropped = (
+            {"dropped_out": population.n_clients - len(rel.client_id)}
+            if population.n_clients > len(rel.client_id)
+            else {}
+        )
         pool = Pool.from_releases([rel], dropped)
         seconds_collect = time.perf_counter() - t0
         if pool.n < full["min-valid"]:
             raise FedrrError(f"cell {cell.key}: only {pool.n} valid releases (run.min_valid = {full['min-valid']})")
-        strategy = ReleaseStrategy(full["learners"], C=full["C"], executor=executor, random_state=full["seed"],
-                                   spread_max_iter=full["spread-max-iter"], wdro_max_iter=full["wdro-max-iter"])
+        strategy = ReleaseStrategy(
+            full["learners"],
+            C=full["C"],
+            executor=executor,
+            random_state=full["seed"],
+            spread_max_iter=full["spread-max-iter"],
+            wdro_max_iter=full["wdro-max-iter"],
+        )
         learners: dict[str, dict] = {}
         for name in strategy.learners:
             entry: dict[str, Any] = {}
@@ -153,25 +209,46 @@ def run_cell(task: dict) -> dict:
         metrics = run_federation(full)
         seconds_collect = float(metrics.get("seconds_collect", time.perf_counter() - t0))
         pool = Pool.load(out / "runs" / cell.key / "pool.npz")
-        learners = {n: {k: v for k, v in metrics["learners"][n].items() if k in ("accuracy", "seconds", "error")}
-                    for n in metrics["learners"]}
+        learners = {
+            n: {k: v for k, v in metrics["learners"][n].items() if k in ("accuracy", "seconds", "error")}
+            for n in metrics["learners"]
+        }
         dropped = dict(metrics.get("dropped") or {})
         n_releases = int(metrics["n_releases"])
-    learners.update(_oracle_fits(oracles, population, pool, test, full["C"], executor, full["seed"], full["spread-max-iter"]))
+    learners.update(
+        _oracle_fits(oracles, population, pool, test, full["C"], executor, full["seed"], full["spread-max-iter"])
+    )
     params = privacy_params(cfg, cell.g)
     record = {
-        "scenario": cfg.name, "cell": cell.key, "g": cell.g, "n": cell.n, "r": cell.r,
-        "fingerprint": cell_fingerprint(cfg, cell), "seed": full["seed"], "mode": mode,
-        "grid_axis": cfg.grid_key or "population", "grid_value": cfg.grid[cell.g] if cfg.grid_key else None,
-        "params": {"mechanism": params["mechanism"], "feature_flip": params["feature-flip"] or None,
-                   "feature_epsilon": params["feature-epsilon"] or None, "label_flip": params["label-flip"] or None,
-                   "label_epsilon": params["label-epsilon"] or None, "requested_eps_record": params.get("requested_eps_record"),
-                   "text": _mix_text(cfg, params)},
+        "scenario": cfg.name,
+        "cell": cell.key,
+        "g": cell.g,
+        "n": cell.n,
+        "r": cell.r,
+        "fingerprint": cell_fingerprint(cfg, cell),
+        "seed": full["seed"],
+        "mode": mode,
+        "grid_axis": cfg.grid_key or "population",
+        "grid_value": cfg.grid[cell.g] if cfg.grid_key else None,
+        "params": {
+            "mechanism": params["mechanism"],
+            "feature_flip": params["feature-flip"] or None,
+            "feature_epsilon": params["feature-epsilon"] or None,
+            "label_flip": params["label-flip"] or None,
+            "label_epsilon": params["label-epsilon"] or None,
+            "requested_eps_record": params.get("requested_eps_record"),
+            "text": _mix_text(cfg, params),
+        },
         "population": population.describe() if population.n_clients <= 100_000 else {"n_clients": population.n_clients},
-        "n_clients": population.n_clients, "n_releases": n_releases, "dropped": dropped,
-        "eps": pool.accounting(), "learners": {n: learners.get(n, {"error": "not run"}) for n in names},
-        "seconds_collect": seconds_collect, "seconds": time.perf_counter() - t_start,
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "done",
+        "n_clients": population.n_clients,
+        "n_releases": n_releases,
+        "dropped": dropped,
+        "eps": pool.accounting(),
+        "learners": {n: learners.get(n, {"error": "not run"}) for n in names},
+        "seconds_collect": seconds_collect,
+        "seconds": time.perf_counter() - t_start,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "status": "done",
     }
     write_json(out / "cells" / f"{cell.key}.json", record)
     return record
@@ -183,7 +260,9 @@ def _mix_text(cfg: ScenarioConfig, params: dict) -> str | None:
     if not mix:
         return None
     unit = "flip" if params["mechanism"] == "rr" else "ε/feature"
-    label = f"label flip {params['label-flip']:.3g}" if params["label-flip"] else f"label ε {params['label-epsilon']:.3g}"
+    label = (
+        f"label flip {params['label-flip']:.3g}" if params["label-flip"] else f"label ε {params['label-epsilon']:.3g}"
+    )
     parts = ", ".join(f"{v:.3g} (weight {w:g})" for v, w in zip(mix["values"], mix["weights"]))
     return f"feature {unit} mix {parts}, {label}"
 
@@ -195,24 +274,62 @@ def _run_regression_cell(cfg, cell: Cell, out: Path, t_start: float) -> dict:
     params = privacy_params(cfg, cell.g)
     pop = cfg["population"]
     n = cfg.n_grid[cell.n]
-    res = run_regression_cell(n, pop["n_test_per_class"], pop["dataset"], params, list(cfg["learners"]["names"]),
-                              np.random.SeedSequence(cell_seed(cfg, cell)))
+    res = run_regression_cell(
+        n,
+        pop["n_test_per_class"],
+        pop["dataset"],
+        params,
+        list(cfg["learners"]["names"]),
+        np.random.SeedSequence(cell_seed(cfg, cell)),
+    )
     acc = res["eps"]
     label_txt = "label public" if params["label-public"] else f"label ε {params['label-epsilon']:.3g} (Laplace)"
     noise = f", {params['calibration']} σ {res['sigma']:.3g}" if params["mechanism"] == "gaussian" else ""
     record = {
-        "scenario": cfg.name, "cell": cell.key, "g": cell.g, "n": cell.n, "r": cell.r,
-        "fingerprint": cell_fingerprint(cfg, cell), "seed": cell_seed(cfg, cell), "mode": "offline",
-        "grid_axis": cfg.grid_key, "grid_value": cfg.grid[cell.g], "metric": "mse",
-        "params": {"mechanism": params["mechanism"], "feature_flip": None, "feature_epsilon": None, "label_flip": None,
-                   "label_epsilon": params["label-epsilon"] or None, "requested_eps_record": params["requested_eps_record"],
-                   "calibration": params.get("calibration"), "label_public": params["label-public"], "sigma": res["sigma"],
-                   "text": f"input block ε {acc['features']:.3g}{noise}, {label_txt}"},
-        "population": {"dataset": pop["dataset"], "task": "regression", "n_clients": n, "n_test": res["n_test"], "p": res["p"]},
-        "n_clients": n, "n_releases": res["n_releases"], "dropped": {},
-        "eps": {**acc, "per_feature": None, "n_features": res["p"], "label": acc["label"] if acc["label"] != "public" else None},
-        "learners": res["learners"], "seconds_collect": 0.0, "seconds": time.perf_counter() - t_start,
-        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"), "status": "done",
+        "scenario": cfg.name,
+        "cell": cell.key,
+        "g": cell.g,
+        "n": cell.n,
+        "r": cell.r,
+        "fingerprint": cell_fingerprint(cfg, cell),
+        "seed": cell_seed(cfg, cell),
+        "mode": "offline",
+        "grid_axis": cfg.grid_key,
+        "grid_value": cfg.grid[cell.g],
+        "metric": "mse",
+        "params": {
+            "mechanism": params["mechanism"],
+            "feature_flip": None,
+            "feature_epsilon": None,
+            "label_flip": None,
+            "label_epsilon": params["label-epsilon"] or None,
+            "requested_eps_record": params["requested_eps_record"],
+            "calibration": params.get("calibration"),
+            "label_public": params["label-public"],
+            "sigma": res["sigma"],
+            "text": f"input block ε {acc['features']:.3g}{noise}, {label_txt}",
+        },
+        "population": {
+            "dataset": pop["dataset"],
+            "task": "regression",
+            "n_clients": n,
+            "n_test": res["n_test"],
+            "p": res["p"],
+        },
+        "n_clients": n,
+        "n_releases": res["n_releases"],
+        "dropped": {},
+        "eps": {
+            **acc,
+            "per_feature": None,
+            "n_features": res["p"],
+            "label": acc["label"] if acc["label"] != "public" else None,
+        },
+        "learners": res["learners"],
+        "seconds_collect": 0.0,
+        "seconds": time.perf_counter() - t_start,
+        "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "status": "done",
     }
     write_json(out / "cells" / f"{cell.key}.json", record)
     return record
@@ -281,9 +398,16 @@ def _run_cells_on_ray(tasks: dict[str, dict], n_workers: int, address: str, done
 def _git_commit() -> dict:
     root = Path(__file__).resolve().parents[2]
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root, capture_output=True,
-                               text=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return {"commit": commit or None, "dirty": bool(dirty)} if commit else {"commit": None}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None}
@@ -303,13 +427,23 @@ def _versions() -> dict:
 
 def manifest(cfg: ScenarioConfig, argv: list[str] | None = None) -> dict:
     return {
-        "scenario": cfg.name, "config_path": cfg.path, "config": cfg.as_dict(), "config_text": cfg.text,
-        "grid_axis": cfg.grid_key or "population", "seed": cfg["scenario"]["seed"],
+        "scenario": cfg.name,
+        "config_path": cfg.path,
+        "config": cfg.as_dict(),
+        "config_text": cfg.text,
+        "grid_axis": cfg.grid_key or "population",
+        "seed": cfg["scenario"]["seed"],
         "cell_seeds": "numpy.random.SeedSequence(scenario.seed, spawn_key=(grid index, N index, repeat))",
-        "versions": _versions(), "git": _git_commit(),
-        "machine": {"cpu_count": os.cpu_count(), "platform": platform.platform(), "python": sys.version.split()[0],
-                    "hostname": platform.node()},
-        "command": argv if argv is not None else sys.argv, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "versions": _versions(),
+        "git": _git_commit(),
+        "machine": {
+            "cpu_count": os.cpu_count(),
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+            "hostname": platform.node(),
+        },
+        "command": argv if argv is not None else sys.argv,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
 
 
@@ -345,8 +479,11 @@ def preflight(cfg: ScenarioConfig) -> None:
         N = load_regression_data(cfg["population"]["dataset"])[0].shape[0]
         need = max(cfg.n_grid) + cfg["population"]["n_test_per_class"]
         if need > N:
-            raise ValidationError("population.n_clients", f"{max(cfg.n_grid)} clients + {cfg['population']['n_test_per_class']} "
-                                  f"test rows (n_test_per_class) exceed the {N} rows of {cfg['population']['dataset']!r}")
+            raise ValidationError(
+                "population.n_clients",
+                f"{max(cfg.n_grid)} clients + {cfg['population']['n_test_per_class']} "
+                f"test rows (n_test_per_class) exceed the {N} rows of {cfg['population']['dataset']!r}",
+            )
         return
     if cfg.is_dataset:
         from ..federation.population import dataset_population_from_config
@@ -359,9 +496,17 @@ def preflight(cfg: ScenarioConfig) -> None:
             raise _as_config_error(exc, cfg) from None
 
 
-def sweep(cfg: ScenarioConfig, out: str | Path, *, grid_indices: list[int] | None = None, workers: int | None = None,
-          progress: bool | None = None, log: Callable[[str], None] = print, argv: list[str] | None = None,
-          parallel: str | None = None) -> SweepResult:
+def sweep(
+    cfg: ScenarioConfig,
+    out: str | Path,
+    *,
+    grid_indices: list[int] | None = None,
+    workers: int | None = None,
+    progress: bool | None = None,
+    log: Callable[[str], None] = print,
+    argv: list[str] | None = None,
+    parallel: str | None = None,
+) -> SweepResult:
     """Run the scenario's cells (all, or those at ``grid_indices``) into ``out``; skip finished ones.
     Offline cells run ``workers`` at a time on Ray or in a process pool (``parallel``, default the
     config's ``run.parallel``); Flower cells run one after another (each is a Ray simulation)."""
@@ -396,9 +541,17 @@ def sweep(cfg: ScenarioConfig, out: str | Path, *, grid_indices: list[int] | Non
     n_workers = workers if workers is not None else (cfg["run"]["workers"] or os.cpu_count() or 1)
     n_workers = max(1, min(n_workers, len(todo))) if mode == "offline" else 1
     executor = "serial" if n_workers > 1 else None
-    tasks = {c.key: {"config": cfg.as_dict(), "cell": (c.g, c.n, c.r), "out": str(out), "executor": executor} for c in todo}
-    bar = tqdm(total=len(all_cells), initial=len(res.skipped), desc=f"{cfg.name} cells", unit="cell",
-               disable=(not progress) if progress is not None else None, file=sys.stderr)
+    tasks = {
+        c.key: {"config": cfg.as_dict(), "cell": (c.g, c.n, c.r), "out": str(out), "executor": executor} for c in todo
+    }
+    bar = tqdm(
+        total=len(all_cells),
+        initial=len(res.skipped),
+        desc=f"{cfg.name} cells",
+        unit="cell",
+        disable=(not progress) if progress is not None else None,
+        file=sys.stderr,
+    )
 
     def done(key: str, rec: dict | None, err: BaseException | None) -> None:
         bar.update(1)
@@ -409,7 +562,9 @@ def sweep(cfg: ScenarioConfig, out: str | Path, *, grid_indices: list[int] | Non
         res.computed.append(key)
         metric = rec.get("metric", "accuracy")
         accs = ", ".join(f"{n} {e[metric]:.4g}" if metric in e else f"{n} error" for n, e in rec["learners"].items())
-        bar.write(f"[fedrr] cell {key}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}: {accs} ({rec['seconds']:.0f} s)")
+        bar.write(
+            f"[fedrr] cell {key}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}: {accs} ({rec['seconds']:.0f} s)"
+        )
 
     parallel = parallel if parallel is not None else cfg["run"]["parallel"]
     if parallel not in ("ray", "processes"):
@@ -447,7 +602,12 @@ def sweep(cfg: ScenarioConfig, out: str | Path, *, grid_indices: list[int] | Non
         bar.close()
     res.seconds = time.perf_counter() - t0
     man["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    man["cells"] = {"total": len(all_cells), "computed": len(res.computed), "skipped": len(res.skipped), "failed": res.failed}
+    man["cells"] = {
+        "total": len(all_cells),
+        "computed": len(res.computed),
+        "skipped": len(res.skipped),
+        "failed": res.failed,
+    }
     man["seconds"] = res.seconds
     write_json(man_path, man)
     return res
