@@ -36,7 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import command_line, fingerprint, markdown_table, progress, rng_for, write_csv  # noqa: E402
 
-from fedrr.audit import DEFAULT_ALPHA, MisclaimedMechanism, audit_mechanism, samples_needed, undercalibrated  # noqa: E402
+from fedrr.audit import DEFAULT_ALPHA, audit_mechanism, samples_needed  # noqa: E402
+from fedrr.testing.misclaimed import MisclaimedMechanism, undercalibrated  # noqa: E402
 from fedrr.mechanisms import (
     GaussianMechanism,
     LaplaceMechanism,

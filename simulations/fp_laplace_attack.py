@@ -4,7 +4,7 @@ For each (ε, x0, x1) cell, one feature in [0, 1] is released ``--n`` times from
 
 * ``LaplaceMechanism`` (numpy's ``Generator.laplace``, the sampler fedrr uses), attacked by an exact
   replay of numpy's arithmetic: a release is *unreachable* from x1 when no 53-bit draw k gives
-  fl(x1 + noise(k)) = y (binary search over k, see fedrr/mechanisms/fp_attack.py);
+  fl(x1 + noise(k)) = y (binary search over k, see fedrr/audit/fp_attack.py);
 * the textbook sampler x + S·b·log(k·2⁻⁵³), attacked the same way;
 * ``SnappingLaplaceMechanism`` at the same requested ε, attacked by the same exact search over its
   own sampler (every sign and every double U* in (0, 1)).
@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 from _common import command_line, fingerprint, rng_for, write_csv  # noqa: E402
 
 from fedrr.mechanisms import LaplaceMechanism, SnappingLaplaceMechanism  # noqa: E402
-from fedrr.mechanisms.fp_attack import exclusion_rate  # noqa: E402
+from fedrr.audit.fp_attack import exclusion_rate  # noqa: E402
 
 CELLS = [  # (ε, x0, x1)
     (0.5, 0.0, 1.0),

@@ -28,7 +28,6 @@ from scipy import stats
 from fedrr.audit import (
     DEFAULT_ALPHA,
     AuditResult,
-    MisclaimedMechanism,
     audit_mechanism,
     audit_record,
     clopper_pearson,
@@ -36,9 +35,9 @@ from fedrr.audit import (
     exact_discrete_epsilon,
     max_certifiable_epsilon,
     samples_needed,
-    undercalibrated,
 )
 from fedrr.errors import ValidationError
+from fedrr.testing.misclaimed import MisclaimedMechanism, undercalibrated
 from fedrr.mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism, TransitionMatrix
 
 ALPHA = DEFAULT_ALPHA  # 1e-6 overall false-alarm probability of every audit below

@@ -35,7 +35,7 @@ from fedrr.mechanisms import (
     SnappingLaplaceMechanism,
     mechanism_from_spec,
 )
-from fedrr.mechanisms.fp_attack import (
+from fedrr.audit.fp_attack import (
     _reachable_monotone,
     clopper_pearson,
     exclusion_rate,
@@ -43,7 +43,8 @@ from fedrr.mechanisms.fp_attack import (
     numpy_laplace_noise,
     snapping_reachable,
 )
-from fedrr.mechanisms.snapping import ETA, calibrate, harden, libm_log, next_power_of_two, uniform_double
+from fedrr.mechanisms.exact_sampling import ETA, calibrate, libm_log, next_power_of_two, uniform_double
+from fedrr.mechanisms.snapping import harden
 
 ALPHA = 1e-3
 
@@ -526,7 +527,7 @@ def test_a_deployment_node_releases_laplace_fields_snapped(tmp_path):
 
     from fedrr.federation.client_app import _answer, write_record_file
     from fedrr.mechanisms import LaplaceMechanism, mechanism_from_spec
-    from fedrr.mechanisms.fp_attack import snapping_reachable
+    from fedrr.audit.fp_attack import snapping_reachable
 
     requested = RecordMechanism(LaplaceMechanism(1.0, 0.0, 1.0), RandomizedResponse(2, 0.1), n_features=3)
     x = np.array([0.0, 0.3, 1.0])

@@ -35,8 +35,8 @@ from scipy.stats import beta
 
 from .._validation import as_float_array, check_int, check_positive, check_rng
 from ..errors import ValidationError
-from .numeric import LaplaceMechanism
-from .snapping import SnappingLaplaceMechanism, libm_log
+from ..mechanisms.numeric import LaplaceMechanism
+from ..mechanisms.snapping import SnappingLaplaceMechanism, libm_log
 
 TWO53 = 2**53
 TWO52 = 2**52

@@ -1,0 +1,64 @@
+"""Empirical differential-privacy audit of fedrr's local randomisers (issue #7).
+
+A mechanism M claims (ε, δ)-LDP: for every pair of inputs x, x' (in LDP any two values of the
+domain are neighbours) and every output set S, P(M(x) ∈ S) ≤ e^ε P(M(x') ∈ S) + δ. The audit
+turns samples of ``release`` into a *certified lower bound* ε̂ on the ε that the mechanism
+actually has at its claimed δ (Jagielski et al. 2020; Nasr et al. 2021; Ding et al.'s StatDP;
+Bichsel et al.'s DP-Sniper):
+
+1. fix neighbouring inputs x, x' and a family of test sets S (below);
+2. draw n releases at x and n at x', count the hits of each S;
+3. bound every hit probability with a one-sided Clopper–Pearson interval at level α/m, where m is
+   the number of one-sided intervals used (Bonferroni), so that *all* of them hold at once with
+   probability ≥ 1 − α;
+4. ε̂ = max over S and both directions of log((p_lo(S|x) − δ) / p_hi(S|x')), clipped at 0.
+
+If M really is (ε, δ)-LDP then, on the event that every interval holds,
+p_lo − δ ≤ P(S|x) − δ ≤ e^ε P(S|x') ≤ e^ε p_hi, i.e. ε̂ ≤ ε. So a correctly calibrated mechanism
+fails the audit (ε̂ > claimed ε) with probability at most α — the stated false-alarm rate — and
+a mechanism that leaks more than it claims fails once n is large enough (``samples_needed``).
+
+Test sets:
+
+* discrete mechanisms (``RandomizedResponse``, ``TransitionMatrix``): single outputs S = {o}.
+  For pure ε the sup over sets of P(S|x)/P(S|x') is attained by a single output, so nothing is
+  lost. The exact loss max_{o,x,x'} log P(o|x)/P(o|x') is computed from ``log_likelihood`` on the
+  full k × k grid (every pair of states). The sampled part uses every state when k ≤ 16 and
+  otherwise the worst pair found by the exact computation (a white-box choice of the neighbours,
+  as in the auditing literature; the statistics that certify ε̂ stay black-box), or ``inputs``.
+* additive-noise mechanisms (Laplace, Gaussian; width 1 or a block of width d): x = lower and
+  x' = upper, the opposite corners of the box, which attain both the L1 and the L2 sensitivity
+  (the worst case for additive noise, whatever ``sensitivity`` the mechanism was given).
+  S = {LLR(x̃) ≥ t} and {LLR(x̃) ≤ t} with LLR = log p(x̃|x) − log p(x̃|x'): the Neyman–Pearson
+  optimal sets (for Gaussian noise the LLR is the projection on x − x'; ``statistic="projection"``
+  uses that projection for any noise and does not rely on ``log_likelihood``). The thresholds t
+  are quantiles of a separate pilot sample (``pilot_fraction`` of the draws), so the sets are
+  fixed before the certifying sample is looked at and the union bound is valid.
+* whole records (``RecordMechanism``): neighbouring records that differ in every field (each
+  field at its own worst pair) and threshold sets on the record's LLR
+  log p(x̃, ỹ | r) − log p(x̃, ỹ | r'), again the optimal distinguisher.
+
+Exact values (``exact_epsilon``): discrete — from the transition probabilities; Laplace —
+‖x − x'‖₁/b, the sup of the log-density ratio; Gaussian — the smallest ε with
+δ_exact(ε; σ, ‖x − x'‖₂) ≤ claimed δ on the analytic-Gaussian curve (Balle & Wang 2018); pure-ε
+records — the sum of the per-field sups (basic composition is tight for pure ε on a pair that
+differs everywhere); records with a δ > 0 field — not computed (None).
+"""
+
+from .bounds import DEFAULT_ALPHA, AuditResult, Witness, clopper_pearson, max_certifiable_epsilon, samples_needed
+from .exact import exact_additive_epsilon, exact_discrete_epsilon
+from .mechanism import audit_mechanism
+from .record import audit_record
+
+__all__ = [
+    "AuditResult",
+    "Witness",
+    "audit_mechanism",
+    "audit_record",
+    "clopper_pearson",
+    "exact_discrete_epsilon",
+    "exact_additive_epsilon",
+    "samples_needed",
+    "max_certifiable_epsilon",
+    "DEFAULT_ALPHA",
+]

@@ -1,0 +1,3 @@
+"""Test instrumentation, kept out of the production path: mechanisms that lie about their ε,
+fault-injecting populations and clients, a malicious ServerApp, crash helpers for executors.
+Nothing in ``fedrr`` outside this package imports it."""
