@@ -31,11 +31,61 @@ def _as_categorical_prior(prior: Any, k: int) -> np.ndarray:
     return probs
 
 
-class _DiscreteMechanism(Mechanism):
+class DiscreteMechanism(Mechanism):
+    """A local randomiser of one categorical value x ∈ {0, …, k−1}: a frequency oracle.
+
+    Beyond the Mechanism contract, every discrete oracle (randomised response, unary encoding,
+    local hashing) offers what the server's estimators need, whatever its release looks like:
+
+    * ``log_likelihood_matrix(x̃)`` (..., k): log p(x̃ | x = s) for every clean state s — the
+      exact likelihood that spread-EM's posterior and maximum-likelihood frequencies use;
+    * ``unbiased_onehot(x̃)`` (..., k): an unbiased estimate of the one-hot vector of x
+      (E[·| x] = e_x), so that the mean over reports is an unbiased frequency estimate and the
+      product of two independent fields' estimates is unbiased for their joint indicator;
+    * ``decode(x̃)`` (...,): a point guess of x from x̃ alone (what a naive learner uses);
+    * ``frequency_variance(n, pi)`` (k,): the exact variance of the unbiased frequency estimate of
+      each state from n reports of records drawn from π (uniform if not given).
+    """
+
     k: int
 
     def validate_input(self, x: Any, field: str = "x") -> np.ndarray:
         return as_state_array(field, x, self.k)
+
+    def log_likelihood_matrix(self, x_tilde: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def unbiased_onehot(self, x_tilde: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def decode(self, x_tilde: Any) -> np.ndarray:
+        """argmax_s p(x̃ | x = s), ties to the lowest state."""
+        return np.argmax(self.log_likelihood_matrix(x_tilde), axis=-1)
+
+    def frequency_variance(self, n: int, pi: Any = None) -> np.ndarray:
+        raise NotImplementedError
+
+    def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
+        xx = self.validate_input(x)
+        L = self.log_likelihood_matrix(x_tilde)  # (..., k)
+        shape = check_broadcast("x", xx, "x_tilde", np.empty(L.shape[:-1]))
+        L = np.broadcast_to(L, shape + (self.k,))
+        return np.take_along_axis(L, np.broadcast_to(xx, shape)[..., None], axis=-1)[..., 0]
+
+    def posterior(self, x_tilde: Any, prior: Any = "flat") -> DensePosterior:
+        """Exact p(x | x̃) ∝ p(x̃ | x) π(x), O(k) per value."""
+        probs = _as_categorical_prior(prior, self.k)
+        return DensePosterior.from_log_likelihood(self.log_likelihood_matrix(x_tilde), probs)
+
+    def _pi(self, pi: Any) -> np.ndarray:
+        if pi is None:
+            return np.full(self.k, 1.0 / self.k)
+        return _as_categorical_prior(pi, self.k).reshape(self.k)
+
+
+class _MatrixMechanism(DiscreteMechanism):
+    """A discrete oracle whose release is one state x̃ ∈ {0, …, k−1}, given by a column-stochastic
+    matrix P[x̃, x] = p(x̃ | x) (randomised response and its asymmetric variants)."""
 
     def validate_release(self, x_tilde: Any, field: str = "x_tilde") -> np.ndarray:
         return as_state_array(field, x_tilde, self.k)
@@ -55,9 +105,32 @@ class _DiscreteMechanism(Mechanism):
         check_broadcast("x", xx, "x_tilde", xt)
         return np.log(self.matrix)[xt, xx]
 
+    def log_likelihood_matrix(self, x_tilde: Any) -> np.ndarray:
+        return np.log(self.matrix)[self.validate_release(x_tilde)]
+
+    def unbiased_onehot(self, x_tilde: Any) -> np.ndarray:
+        """P⁻¹ e_x̃: E[P⁻¹ e_x̃ | x] = P⁻¹ P e_x = e_x."""
+        return self._inverse().T[self.validate_release(x_tilde)]
+
+    def frequency_variance(self, n: int, pi: Any = None) -> np.ndarray:
+        """Var of mean_i (P⁻¹ e_x̃ᵢ)[s] = (E[(P⁻¹e_x̃)[s]²] − π_s²)/n with x̃ ~ Pπ."""
+        pi = self._pi(pi)
+        U = self._inverse()  # U[s, x̃]
+        second = (U**2) @ (self.matrix @ pi)
+        return (second - pi**2) / float(n)
+
+    def _inverse(self) -> np.ndarray:
+        if not hasattr(self, "_inv_cache"):
+            self._inv_cache = np.linalg.inv(self.matrix)
+        return self._inv_cache
+
+
+#: kept for code written against the earlier name
+_DiscreteMechanism = DiscreteMechanism
+
 
 @register
-class TransitionMatrix(_DiscreteMechanism):
+class TransitionMatrix(_MatrixMechanism):
     """General k-ary randomised response given by a column-stochastic matrix P[x̃, x]
     (e.g. asymmetric label flips P10 ≠ P01)."""
 
@@ -118,7 +191,7 @@ class TransitionMatrix(_DiscreteMechanism):
 
 
 @register
-class RandomizedResponse(_DiscreteMechanism):
+class RandomizedResponse(_MatrixMechanism):
     """k-ary randomised response: keep the value with probability 1 − flip_prob, otherwise
     report one of the other k − 1 values uniformly (k = 2: Warner's). Give exactly one of
     ``flip_prob`` or ``epsilon``; ε = ln((1 − f)(k − 1) / f) for f < (k − 1)/k."""
@@ -214,14 +287,23 @@ def _broadcast_prior(x_tilde: np.ndarray, probs: np.ndarray) -> np.ndarray:
 
 
 class DensePosterior:
-    """p(x | x̃) ∝ P[x̃, x] π(x) for a general transition matrix; O(k) per value."""
+    """p(x | x̃) ∝ p(x̃ | x) π(x) from the release's likelihood over all k states; O(k) per value."""
 
     def __init__(self, x_tilde: np.ndarray, prior: np.ndarray, logP: np.ndarray):
         self.x_tilde = x_tilde
-        prior = _broadcast_prior(x_tilde, prior)
+        self._set(logP[x_tilde], _broadcast_prior(x_tilde, prior))
+
+    @classmethod
+    def from_log_likelihood(cls, loglik: np.ndarray, prior: np.ndarray) -> DensePosterior:
+        """From log p(x̃ | x = s) rows (..., k) of any discrete oracle."""
+        out = cls.__new__(cls)
+        out.x_tilde = loglik[..., 0]
+        out._set(loglik, _broadcast_prior(loglik[..., 0], prior))
+        return out
+
+    def _set(self, loglik: np.ndarray, prior: np.ndarray) -> None:
         with np.errstate(divide="ignore"):
-            logpi = np.log(prior)
-        lp = logP[x_tilde] + logpi  # (..., k)
+            lp = loglik + np.log(prior)  # (..., k)
         self._log_proba = lp - np.logaddexp.reduce(lp, axis=-1, keepdims=True)
 
     def log_proba(self) -> np.ndarray:
