@@ -29,7 +29,7 @@ from fedrr.federation import load_run_config, run_federation
 from fedrr.federation.protocol import MESSAGE_TYPE, query_content
 from fedrr.federation.server_app import collect_releases, validate_replies, wait_for_nodes
 
-POP = "fedrr.federation.examples:TwoBudgetSyntheticPopulation"
+POP = "fedrr.examples:TwoBudgetSyntheticPopulation"
 
 
 def _timing_app(mode: str, box: dict) -> ServerApp:

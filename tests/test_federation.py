@@ -14,12 +14,14 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegression
-from fedrr.federation import DEFAULTS, Pool, build_population, load_run_config, parse_reply, run_federation
-from fedrr.federation.client_app import offline_release
-from fedrr.federation.pool import ReplyRejected
-from fedrr.federation.population import FAULT_KINDS
-from fedrr.federation.protocol import MESSAGE_TYPE, NodeRelease, query_content
+from fedrr.federation.protocol import MESSAGE_TYPE, parse_reply, query_content, release_content
+from fedrr.federation.run import run_federation
 from fedrr.federation.server_app import InsufficientReleases, run_server
+from fedrr.pool import Pool, ReplyRejected
+from fedrr.population import build_population
+from fedrr.release import Release, client_generator, offline_release, release_clients
+from fedrr.run_config import DEFAULTS, RunConfig
+from fedrr.testing.faults import FAULT_KINDS, corrupt, faulty_client_app, reply_fault
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,7 +92,7 @@ def audited_run(tmp_path_factory):
     @app.main()
     def main(grid: Grid, context: Context) -> None:
         rec = RecordingGrid(grid)
-        seen["metrics"] = run_server(rec, load_run_config(context.run_config), log=lambda *_: None)
+        seen["metrics"] = run_server(rec, RunConfig.from_flwr(context.run_config), log=lambda *_: None)
         nodes = sorted(grid.get_node_ids())[:3]
         repeats = {}
         for nid in nodes:
@@ -108,10 +110,10 @@ def audited_run(tmp_path_factory):
 
 def test_pool_equals_offline_release_and_offline_fit(audited_run):
     cfg, metrics, seen, run_dir = audited_run
-    full = load_run_config(cfg)
+    full = RunConfig.from_flwr(cfg)
     pop = build_population(full)
     pool = Pool.load(run_dir / "pool.npz")
-    off = offline_release(pop, full["seed"])
+    off = offline_release(pop, full.seed)
     order = np.argsort(off.client_id)
     np.testing.assert_array_equal(pool.client_id, off.client_id[order])
     np.testing.assert_array_equal(pool.X, off.x[order])
@@ -121,7 +123,7 @@ def test_pool_equals_offline_release_and_offline_fit(audited_run):
     # the federated fit is the offline estimator on the same releases: same accuracy
     Xte, yte = pop.test_set()
     mech = pop.mechanism(0)
-    spread = SpreadLogisticRegression(C=1.0, random_state=full["seed"]).fit(off.x[order], off.y[order], mechanism=mech)
+    spread = SpreadLogisticRegression(C=1.0, random_state=full.seed).fit(off.x[order], off.y[order], mechanism=mech)
     naive = NaiveLogisticRegression(C=1.0).fit(off.x[order], off.y[order], mechanism=mech)
     assert metrics["learners"]["spread"]["accuracy"] == pytest.approx(spread.score(Xte, yte), abs=1e-12)
     assert metrics["learners"]["naive"]["accuracy"] == pytest.approx(naive.score(Xte, yte), abs=1e-12)
@@ -145,7 +147,7 @@ def test_repeated_queries_replay_one_identical_release(audited_run):
 
 def test_no_message_carries_a_clean_record(audited_run):
     cfg, _, seen, _ = audited_run
-    pop = build_population(load_run_config(cfg))
+    pop = build_population(RunConfig.from_flwr(cfg))
     clean = {pop.record(c)[0].tobytes() for c in range(pop.n_clients)}
     assert len(seen["sent"]) >= 60 + 300 and len(seen["received"]) >= 60 + 300
     for msg in seen["sent"]:  # the server's queries hold the protocol version and nothing else
@@ -165,16 +167,16 @@ def test_dropout_malformed_and_mixed_budgets_are_counted(tmp_path):
         **BASE,
         "n-clients": 100,
         "dropout": 0.1,
-        "malformed-rate": 0.05,
         "budget-mix": "0.2:1,0.35:1",
         "learners": "spread,naive",
         "results-dir": str(tmp_path),
         "run-name": "faults",
     }
-    metrics = run_federation(cfg)
-    pop = build_population(load_run_config(cfg))
+    metrics = run_federation(cfg, client_app=faulty_client_app(0.05))
+    pop = build_population(RunConfig.from_flwr(cfg))
     absent = [c for c in range(100) if not pop.is_present(c)]
-    faulty = {c: pop.reply_fault(c) for c in range(100) if pop.is_present(c) and pop.reply_fault(c)}
+    kinds = tuple(FAULT_KINDS)
+    faulty = {c: reply_fault(11, c, 0.05, kinds) for c in range(100) if pop.is_present(c) and reply_fault(11, c, 0.05, kinds)}
     assert 3 <= len(absent) <= 20 and 1 <= len(faulty) <= 12  # ~10 % and ~5 % of 100
     expected = {"dropped_out": len(absent)}
     for kind in faulty.values():
@@ -217,41 +219,37 @@ def _reply(content: RecordDict) -> Message:
 
 
 def _good(pop, cid=0):
-    from fedrr.federation.client_app import client_generator, release_clients
-
     return release_clients(pop, [cid], lambda c: client_generator(0, c))
 
 
 @pytest.fixture(scope="module")
 def pop():
-    return build_population(load_run_config({**BASE, "n-clients": 10}))
+    return build_population(RunConfig.from_flwr({**BASE, "n-clients": 10}))
 
 
 def test_parse_reply_accepts_an_honest_release(pop):
     rel = _good(pop)
-    back = parse_reply(_reply(rel.to_content()), 64, set(range(10)))
+    back = parse_reply(_reply(release_content(rel)), 64, set(range(10)))
     np.testing.assert_array_equal(back.x, rel.x)
     assert back.client_id.tolist() == [0]
 
 
 @pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
 def test_parse_reply_rejects_each_fault_with_its_reason(pop, kind):
-    from fedrr.federation.client_app import corrupt
-
     with pytest.raises(ReplyRejected) as exc:
-        parse_reply(_reply(corrupt(_good(pop).to_content(), kind)), 64, set(range(10)))
+        parse_reply(_reply(corrupt(release_content(_good(pop)), kind)), 64, set(range(10)))
     assert exc.value.reason == FAULT_KINDS[kind]
 
 
 def test_parse_reply_rejects_foreign_clients_and_huge_or_empty_arrays(pop):
     rel = _good(pop)
     with pytest.raises(ReplyRejected, match="unexpected_client"):
-        parse_reply(_reply(rel.to_content()), 64, {5})
-    empty = NodeRelease(
+        parse_reply(_reply(release_content(rel)), 64, {5})
+    empty = Release(
         np.zeros((0, 64), np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), rel.mechanisms
     )
     with pytest.raises(ReplyRejected, match="wrong_shape"):
-        parse_reply(_reply(empty.to_content()), 64, None)
+        parse_reply(_reply(release_content(empty)), 64, None)
     bad_y = RecordDict(
         {
             "release": ArrayRecord(
@@ -297,7 +295,7 @@ def test_pyproject_app_config_mirrors_the_defaults():
 )
 def test_bad_run_config_names_the_key(bad, field):
     with pytest.raises(ValidationError) as exc:
-        load_run_config(bad)
+        RunConfig.from_flwr(bad)
     assert exc.value.field == field
 
 
@@ -310,21 +308,18 @@ def test_bad_run_config_names_the_key(bad, field):
         ({"budget-mix": "0.2"}, "budget-mix"),
         ({"dropout": 1.0}, "dropout"),
         ({"population": "no_such_module:Pop"}, "population"),
-        ({"malformed-rate": 2.0}, "malformed-rate"),
         ({"mechanism": "rr", "dataset": "breast_cancer"}, "mechanism"),
     ],
 )
 def test_bad_population_config_names_the_key(bad, field):
     with pytest.raises(ValidationError) as exc:
-        build_population(load_run_config({**BASE, **bad}))
+        build_population(RunConfig.from_flwr({**BASE, **bad}))
     assert exc.value.field == field
 
 
 def test_custom_population_by_import_path():
     pop = build_population(
-        load_run_config(
-            {"population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation", "n-clients": 50, "seed": 3}
-        )
+        RunConfig.from_flwr({"population": "fedrr.examples:TwoBudgetSyntheticPopulation", "n-clients": 50, "seed": 3})
     )
     assert pop.n_clients == 50
     x, y = pop.record(7)
@@ -360,9 +355,9 @@ def test_cohort_nodes_host_many_clients_each_and_a_failed_solver_is_reported(tmp
     assert 0.5 < metrics["learners"]["naive"]["accuracy"] <= 1 and (tmp_path / "cohort" / "model-naive.npz").exists()
     assert json.loads((tmp_path / "cohort" / "metrics.json").read_text())["learners"] == metrics["learners"]
     assert metrics["nodes_registered"] == 4  # 40 + 40 + 40 + 30 clients
-    full = load_run_config(cfg)
+    full = RunConfig.from_flwr(cfg)
     pop = build_population(full)
-    off = offline_release(pop, full["seed"])
+    off = offline_release(pop, full.seed)
     pool = Pool.load(tmp_path / "cohort" / "pool.npz")
     o = np.argsort(off.client_id)
     np.testing.assert_array_equal(pool.client_id, off.client_id[o])
@@ -383,7 +378,7 @@ def test_client_and_server_code_do_not_import_each_other():
             sys.executable,
             "-c",
             probe.format(
-                "client_app", ["fedrr.estimators", "fedrr.federation.server_app", "fedrr.federation.strategy", "cvxpy"]
+                "client_app", ["fedrr.estimators", "fedrr.federation.server_app", "fedrr.parallel", "cvxpy", "numba"]
             ),
         ],
         capture_output=True,

@@ -19,11 +19,12 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
-from fedrr.federation.client_app import write_record_file  # noqa: E402
-from fedrr.federation.config import load_run_config  # noqa: E402
-from fedrr.federation.flwr_cli import QUIET_ENV, alive, descendants, flwr_run, free_port, stop  # noqa: E402
-from fedrr.federation.pool import Pool  # noqa: E402
-from fedrr.federation.population import build_population  # noqa: E402
+from fedrr._procs import alive, descendants, free_port, stop  # noqa: E402
+from fedrr.federation.flwr_cli import QUIET_ENV, flwr_run  # noqa: E402
+from fedrr.pool import Pool  # noqa: E402
+from fedrr.population import build_population  # noqa: E402
+from fedrr.release import write_record_file  # noqa: E402
+from fedrr.run_config import RunConfig  # noqa: E402
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -88,7 +89,7 @@ def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 45.0) -> N
 
 def _records(n: int):
     """n clean training rows of digits 7 vs 9 (classes alternating, so both labels are present)."""
-    pop = build_population(load_run_config({"n-clients": 1000}))  # same seed/test split as the server's
+    pop = build_population(RunConfig.from_flwr({"n-clients": 1000}))  # same seed/test split as the server's
     rows: dict[int, list] = {0: [], 1: []}
     for j in range(pop.n_train):
         x, y = pop.record(j)
@@ -212,23 +213,22 @@ def test_real_superlink_and_supernodes_release_once_and_replay(deployment):
 
 @pytest.mark.slow  # ~60 s: a real SuperNode starts one ClientApp process per message (~10 s each on 2 cores)
 def test_malicious_server_against_real_supernodes(deployment):
-    """The malicious ServerApp of ``tests/malicious_server.py``, shipped in the FAB, against real
+    """The malicious ServerApp of ``fedrr.testing.malicious_server``, shipped in the FAB, against real
     SuperNodes in deployment mode (DiskLedger, OS entropy). Each node's first message is a crafted
     release query (seed / ε / flip overrides, another ledger-dir and record-file, a planted
     release); then ``query.clean`` and a query without a protocol version; then an honest query.
     Every node releases once — what its ledger keeps — with its own mechanism, refuses the rest."""
     import json
-    import shutil
     import tomllib
 
-    import malicious_server as ms  # tests/ is on sys.path under pytest
     import tomli_w
+
+    from fedrr.testing import malicious_server as ms
 
     dep = deployment
     app = dep["app"]
-    shutil.copy2(REPO / "tests" / "malicious_server.py", app / "malicious_server.py")
     project = tomllib.loads((app / "pyproject.toml").read_text())
-    project["tool"]["flwr"]["app"]["components"]["serverapp"] = "malicious_server:app"
+    project["tool"]["flwr"]["app"]["components"]["serverapp"] = "fedrr.testing.malicious_server:app"
     oop = ("query.clean", "protocol_missing")
     project["tool"]["flwr"]["app"]["config"].update(
         {"attack-burst": 1, "attack-repeats": 0, "attack-crafted": "none", "attack-oop": ",".join(oop)}

@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fedrr.federation.flwr_cli import QUIET_ENV, _cmdline, _live_pids, alive, stop
+from fedrr._procs import _cmdline, _live_pids, alive, stop
+from fedrr.federation.flwr_cli import QUIET_ENV
 
 REPO = Path(__file__).resolve().parents[1]
 N = 20

@@ -3,11 +3,11 @@ naming the field; nothing escapes from deep inside numpy, sklearn, tomllib or js
 
 Five surfaces, one property each (plus ``*_slow`` variants with many more examples, ``-m slow``):
 
-1. scenario configs (``fedrr.simulation.config``): mutated shipped configs either load — and are
+1. scenario configs (``fedrr.experiment.spec``): mutated shipped configs either load — and are
    then semantically valid: ``preflight`` passes or names a config key, and every cell's run config
    is accepted by the federation — or raise ``ValidationError`` whose ``field`` is a key path;
-   TOML text and bytes mutations go through ``load_config``.
-2. the federation run config (``load_run_config`` + ``build_population``): rejected with the run-config
+   TOML text and bytes mutations go through ``load_scenario``.
+2. the federation run config (``RunConfig.from_flwr`` + ``build_population``): rejected with the run-config
    key named, or accepted with every value in range.
 3. estimators (spread-EM, naive, reconstruction, W-DRO): ``fit``/``predict``/``predict_proba`` with
    fuzzed arrays and constructor parameters: ``ValidationError`` naming an input or a parameter, or
@@ -50,12 +50,16 @@ from fedrr.estimators import (
     SpreadLogisticRegression,
     WassersteinDROLogisticRegression,
 )
-from fedrr.federation import DEFAULTS, build_population, load_run_config, n_nodes
-from fedrr.federation.pool import Pool, ReplyRejected, parse_reply
-from fedrr.federation.population import FAULT_KINDS
-from fedrr.federation.protocol import MESSAGE_TYPE, PROTOCOL, NodeRelease, query_content
-from fedrr.federation.strategy import LEARNERS as RELEASE_LEARNERS
-from fedrr.federation.strategy import parse_learners
+from fedrr.experiment.cells import CellSpec
+from fedrr.experiment.spec import GRID_KEYS, SECTIONS, load_scenario, parse_scenario
+from fedrr.experiment.sweep import preflight
+from fedrr.federation.protocol import MESSAGE_TYPE, PROTOCOL, parse_reply, query_content, release_content
+from fedrr.learners import names as learner_names
+from fedrr.pool import Pool, ReplyRejected
+from fedrr.population import build_population
+from fedrr.release import Release
+from fedrr.run_config import DEFAULTS, RunConfig
+from fedrr.testing.faults import FAULT_KINDS
 from fedrr.mechanisms import (
     GaussianMechanism,
     LaplaceMechanism,
@@ -65,18 +69,20 @@ from fedrr.mechanisms import (
     mechanism_from_spec,
 )
 from fedrr.parallel import SerialExecutor
-from fedrr.simulation.config import (
-    GRID_KEYS,
-    LEARNERS,
-    SCHEMA,
-    Cell,
-    cell_fingerprint,
-    cell_run_config,
-    load_config,
-    parse_config,
-    privacy_params,
-)
-from fedrr.simulation.sweep import preflight
+
+#: the scenario schema as {section: {key: kind}} (kind: what the fuzzer draws for it)
+_KINDS = {
+    "n_clients": "int_or_list", "epsilon_grid": "float_list", "feature_flip_grid": "float_list",
+    "feature_epsilon_grid": "float_list", "names": "str_list", "label_flip": "float_or_str", "label_public": "bool",
+    "split": "table", "budget_mix": "table", "options": "table",
+}
+SCHEMA = {
+    sec: {f.name: _KINDS.get(f.name, {int: "int", float: "float", bool: "bool"}.get(type(f.default), "str"))
+          for f in __import__("dataclasses").fields(cls)}
+    for sec, cls in SECTIONS.items()
+}
+LEARNERS = tuple(dict.fromkeys(learner_names("classification") + learner_names("regression")))
+RELEASE_LEARNERS = learner_names(oracles=False)
 
 for _k, _v in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0"}.items():
     os.environ.setdefault(_k, _v)
@@ -177,7 +183,7 @@ NAMES = {
     "executor": ["serial", "threads", "ray", "dask"],
     "population": [
         "dataset",
-        "fedrr.federation.examples:TwoBudgetSyntheticPopulation",
+        "fedrr.examples:TwoBudgetSyntheticPopulation",
         "mypkg.pops:Thing",
         "a:",
         ":b",
@@ -190,7 +196,7 @@ OPTION_KEYS = st.sampled_from(["n_test", "anything", "C", "seed", "n-clients", "
 
 
 def _scenario_value(section: str, key: str):
-    kind = SCHEMA[section][key].kind if key in SCHEMA.get(section, {}) else "any"
+    kind = SCHEMA[section][key] if key in SCHEMA.get(section, {}) else "any"
     names = st.sampled_from(NAMES[key]) if key in NAMES else st.text(max_size=6)
     grid = st.lists(
         st.one_of(
@@ -306,41 +312,40 @@ def check_scenario(data) -> None:
     """A mutated scenario config either loads (and is then valid all the way to the federation's run
     configs) or is rejected with ValidationError naming the key path."""
     try:
-        cfg = parse_config(data)
+        cfg = parse_scenario(data)
     except ValidationError as exc:
         assert_error(exc, _scenario_field(data))
         return
     # accepted by the loader: the invariants the sweep relies on
-    event("accepted by parse_config")
+    event("accepted by parse_scenario")
     grid = cfg.grid
-    assert cfg.grid_key in GRID_KEYS or (cfg.grid_key == "" and not cfg.is_dataset)
+    assert cfg.grid_axis in GRID_KEYS or (cfg.grid_axis == "" and not cfg.is_dataset)
     assert all(isinstance(v, float) and math.isfinite(v) and v > 0 for v in grid) and len(set(grid)) == len(grid)
-    if cfg.grid_key == "feature_flip_grid":
+    if cfg.grid_axis == "feature_flip_grid":
         assert all(0 < v < 1 for v in grid)
     assert cfg.n_grid and all(isinstance(n, int) and n >= 1 for n in cfg.n_grid)
-    assert cfg["scenario"]["repeats"] >= 1 and cfg["scenario"]["seed"] >= 0
-    again = parse_config(cfg.as_dict(), name=cfg.name)
-    assert again.sections == cfg.sections and again.grid_key == cfg.grid_key
+    assert cfg.scenario.repeats >= 1 and cfg.scenario.seed >= 0
+    again = parse_scenario(cfg.as_dict(), name=cfg.name)
+    assert again == cfg and again.grid_axis == cfg.grid_axis
     # what `fedrr check` runs before any cell: either passes or names a config key
     try:
         preflight(cfg)
     except ValidationError as exc:
         assert_error(exc, _scenario_field(data))
         return
-    corners = {Cell(0, 0, 0), Cell(max(len(grid), 1) - 1, len(cfg.n_grid) - 1, cfg["scenario"]["repeats"] - 1)}
+    corners = [CellSpec(cfg, 0, 0, 0), CellSpec(cfg, max(len(grid), 1) - 1, len(cfg.n_grid) - 1, cfg.scenario.repeats - 1)]
     for cell in corners:
-        privacy_params(cfg, cell.g)
-        rc = cell_run_config(cfg, cell)
-        merged = load_run_config(rc)  # an accepted scenario never produces a run config the federation rejects
-        assert merged["n-clients"] == cfg.n_grid[cell.n]
-        assert len(cell_fingerprint(cfg, cell)) == 16
+        cell.privacy()
+        rc = cell.run_config()  # an accepted scenario never produces a run config the federation rejects
+        assert RunConfig.from_flwr(rc.to_flwr()) == rc and rc.n_clients == cfg.n_grid[cell.n]
+        assert len(cell.fingerprint()) == 16
     event("accepted by preflight")
 
 
 test_scenario_configs, test_scenario_configs_slow = fuzz(check_scenario, scenario_configs(), "scenario")
 
 
-# --- the TOML text, through load_config -----------------------------------------------------
+# --- the TOML text, through load_scenario -----------------------------------------------------
 @st.composite
 def toml_files(draw):
     text = draw(st.sampled_from(list(SHIPPED.values())))
@@ -406,12 +411,12 @@ atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 
 
 def check_toml_file(raw: bytes) -> None:
-    """``load_config`` on a damaged TOML file: a config, or ValidationError (TOML syntax and encoding
+    """``load_scenario`` on a damaged TOML file: a config, or ValidationError (TOML syntax and encoding
     errors are reported as field 'config', with the file name)."""
     p = Path(_TMP) / "scenario.toml"
     p.write_bytes(raw)
     try:
-        cfg = load_config(p)
+        cfg = load_scenario(p)
     except ValidationError as exc:
         try:
             data = tomllib.loads(raw.decode())
@@ -442,7 +447,7 @@ RUN_BASES = [
     },
     {"n-clients": 10, "mechanism": "laplace", "feature-epsilon": 0.5, "dataset": "breast_cancer"},
     {"n-clients": 30, "budget-mix": "0.1:1,0.3:2", "run-mode": "cohort", "cohort-size": 10, "learners": "spread,wdro"},
-    {"n-clients": 12, "malformed-rate": 0.5, "fault-kinds": "nan,wrong_shape", "dropout": 0.2, "executor": "serial"},
+    {"n-clients": 12, "dropout": 0.2, "executor": "serial"},
 ]
 RUN_NAMES = {
     "population": [
@@ -451,7 +456,7 @@ RUN_NAMES = {
         "nope:Thing",
         "os:getcwd",
         "builtins:int",
-        "fedrr.federation.examples:Missing",
+        "fedrr.examples:Missing",
         ":x",
         ".x:y",
         "x:",
@@ -488,7 +493,6 @@ RUN_NAMES = {
         "0.1:-1",
         "0.1:inf",
     ],
-    "fault-kinds": ["nan", "nan,bogus", "", ",", "missing_meta,out_of_domain"],
 }
 
 
@@ -523,24 +527,24 @@ def run_configs(draw):
 
 
 def check_run_config(d) -> None:
-    """load_run_config + build_population (+ the learners) on a mutated flat run config: rejected with
-    a run-config key named, or accepted with every value in range."""
+    """RunConfig.from_flwr + build_population on a mutated flat run config: rejected with a run-config
+    key named, or accepted with every value in range."""
     try:
-        cfg = load_run_config(d)
-        pop = build_population(cfg)
-        learners = parse_learners(cfg["learners"])
+        typed = RunConfig.from_flwr(d)
+        pop = build_population(typed)
     except ValidationError as exc:
         assert_error(exc, set(DEFAULTS) | set(d))
         return
     event("accepted")
+    cfg, learners = typed.to_flwr(), typed.learners
     for key, default in DEFAULTS.items():
         if isinstance(default, float):
             assert isinstance(cfg[key], float) and math.isfinite(cfg[key]), (key, cfg[key])
         elif isinstance(default, int):
             assert isinstance(cfg[key], int) and not isinstance(cfg[key], bool), (key, cfg[key])
     assert cfg["C"] > 0 and cfg["node-wait-timeout"] > 0 and cfg["reply-timeout"] > 0
-    assert 0 <= cfg["dropout"] < 1 and 0 <= cfg["malformed-rate"] <= 1 and 0 < cfg["delta"] < 1
-    assert cfg["seed"] >= 0 and cfg["n-test-per-class"] >= 0 and n_nodes(cfg) >= 1
+    assert 0 <= cfg["dropout"] < 1 and 0 < cfg["delta"] < 1
+    assert cfg["seed"] >= 0 and cfg["n-test-per-class"] >= 0 and typed.n_nodes >= 1
     assert learners and set(learners) <= set(RELEASE_LEARNERS)
     assert pop.n_clients == cfg["n-clients"] and 0 <= pop.dropout < 1
     mech = pop.mechanism(0)
@@ -1255,7 +1259,7 @@ def _server_identity():
     TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = saved
 
 
-def _honest(m: int, seed: int = 0) -> NodeRelease:
+def _honest(m: int, seed: int = 0) -> Release:
     rng = np.random.default_rng(seed)
     midx = rng.integers(0, 2, m)
     X = rng.integers(0, 3, (m, 4))
@@ -1265,7 +1269,7 @@ def _honest(m: int, seed: int = 0) -> NodeRelease:
         rows = midx == j
         if rows.any():
             xt[rows], yt[rows] = rm.release(X[rows], y[rows], rng=rng)
-    return NodeRelease(
+    return Release(
         xt,
         yt,
         np.arange(m, dtype=np.int64) * 3,
@@ -1324,7 +1328,7 @@ META_VALUES = st.one_of(
 def replies(draw):
     m = draw(st.integers(1, 6))
     rel = _honest(m, draw(st.integers(0, 100)))
-    content = rel.to_content()
+    content = release_content(rel)
     arrays = {k: content.array_records["release"][k] for k in ("x", "y", "client_id", "mechanism_index")}
     meta = dict(content.config_records["meta"])
     records: dict = {}
@@ -1424,7 +1428,7 @@ test_replies, test_replies_slow = fuzz(check_reply, replies(), "reply")
 
 def test_honest_replies_are_accepted():
     for m in (1, 5):
-        rel = parse_reply(_message(_honest(m).to_content()), 4, None)
+        rel = parse_reply(_message(release_content(_honest(m))), 4, None)
         assert rel.x.shape == (m, 4)
 
 
@@ -1447,7 +1451,7 @@ def _scenario(**changes):
 def _load_toml_bytes(raw: bytes):
     p = Path(_TMP) / "regression.toml"
     p.write_bytes(raw)
-    return load_config(p)
+    return load_scenario(p)
 
 
 def _quiet_fit(est, X, y, mech=None):
@@ -1476,29 +1480,29 @@ REGRESSIONS = [
     # --- scenario configs --------------------------------------------------------------------------
     (
         "scenario_huge_int_number",
-        lambda: parse_config(_scenario(learners__C=10**400)),
+        lambda: parse_scenario(_scenario(learners__C=10**400)),
         "learners.C",
         "OverflowError: int too large to convert to float (TOML integers are unbounded)",
     ),
     (
         "scenario_huge_int_grid",
-        lambda: parse_config(_scenario(privacy__epsilon_grid=[10**400])),
+        lambda: parse_scenario(_scenario(privacy__epsilon_grid=[10**400])),
         "privacy.epsilon_grid",
         "OverflowError",
     ),
-    ("scenario_empty_key", lambda: parse_config({**_scenario(), "": 1}), '""', "ValidationError with field '' (empty)"),
+    ("scenario_empty_key", lambda: parse_scenario({**_scenario(), "": 1}), '""', "ValidationError with field '' (empty)"),
     (
         "scenario_empty_key_in_section",
-        lambda: parse_config(_scenario(run={"": 1})),
+        lambda: parse_scenario(_scenario(run={"": 1})),
         'run.""',
         "field 'run.' (dangling)",
     ),
     (
         "scenario_options_override_run_config",
-        lambda: parse_config(
+        lambda: parse_scenario(
             {
                 "population": {
-                    "population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation",
+                    "population": "fedrr.examples:TwoBudgetSyntheticPopulation",
                     "options": {"C": "x"},
                 },
                 "privacy": {"feature_flip_grid": [0.2]},
@@ -1509,66 +1513,66 @@ REGRESSIONS = [
         "accepted; the cell's run config then failed in the federation with field 'C' (or silently overrode learners.C)",
     ),
     ("toml_not_utf8", lambda: _load_toml_bytes(b'[scenario]\nname = "\xff"\n'), "config", "UnicodeDecodeError"),
-    ("toml_is_a_directory", lambda: load_config(Path(_TMP)), "config", "IsADirectoryError"),
+    ("toml_is_a_directory", lambda: load_scenario(Path(_TMP)), "config", "IsADirectoryError"),
     # --- federation run config ---------------------------------------------------------------------
     (
         "run_config_C_nan",
-        lambda: load_run_config({"C": math.nan}),
+        lambda: RunConfig.from_flwr({"C": math.nan}),
         "C",
         "accepted (the learners failed after the whole collection round)",
     ),
     (
         "run_config_C_huge_int",
-        lambda: load_run_config({"C": 10**400}),
+        lambda: RunConfig.from_flwr({"C": 10**400}),
         "C",
         "OverflowError: int too large to convert to float",
     ),
-    ("run_config_timeout_negative", lambda: load_run_config({"reply-timeout": -5}), "reply-timeout", "accepted"),
+    ("run_config_timeout_negative", lambda: RunConfig.from_flwr({"reply-timeout": -5}), "reply-timeout", "accepted"),
     (
         "run_config_unknown_learner",
-        lambda: load_run_config({"learners": "spread,magic"}),
+        lambda: RunConfig.from_flwr({"learners": "spread,magic"}),
         "learners",
         "accepted (rejected only by the server's strategy, after the collection round)",
     ),
     (
         "run_config_seed_negative",
-        lambda: load_run_config({"seed": -1, "population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation"}),
+        lambda: RunConfig.from_flwr({"seed": -1, "population": "fedrr.examples:TwoBudgetSyntheticPopulation"}),
         "seed",
         "accepted; numpy's SeedSequence raised ValueError in the server",
     ),
     (
         "run_config_delta",
-        lambda: load_run_config({"delta": 2.0}),
+        lambda: RunConfig.from_flwr({"delta": 2.0}),
         "delta",
         "accepted (rejected later as 'delta' only for mechanism gaussian)",
     ),
     (
         "population_relative_import",
-        lambda: build_population(load_run_config({"population": ".x:y"})),
+        lambda: build_population(RunConfig.from_flwr({"population": ".x:y"})),
         "population",
         "TypeError: the 'package' argument is required to perform a relative import",
     ),
     (
         "population_empty_module",
-        lambda: build_population(load_run_config({"population": ":y"})),
+        lambda: build_population(RunConfig.from_flwr({"population": ":y"})),
         "population",
         "ValueError: Empty module name",
     ),
     (
         "population_flip_named_by_key",
-        lambda: build_population(load_run_config({"n-clients": 10, "feature-flip": 1.5})),
+        lambda: build_population(RunConfig.from_flwr({"n-clients": 10, "feature-flip": 1.5})),
         "feature-flip",
         "ValidationError named 'flip_prob' (not a run-config key)",
     ),
     (
         "population_mix_named_by_key",
-        lambda: build_population(load_run_config({"n-clients": 10, "budget-mix": "inf:1"})),
+        lambda: build_population(RunConfig.from_flwr({"n-clients": 10, "budget-mix": "inf:1"})),
         "budget-mix",
         "ValidationError named 'flip_prob'",
     ),
     (
         "population_test_split_named_by_key",
-        lambda: build_population(load_run_config({"n-clients": 10, "n-test-per-class": 500})),
+        lambda: build_population(RunConfig.from_flwr({"n-clients": 10, "n-test-per-class": 500})),
         "n-test-per-class",
         "ValidationError named 'n_test_per_class'",
     ),
@@ -1881,7 +1885,7 @@ REPLY_REGRESSIONS = [
 
 @pytest.mark.parametrize("mechanisms", [r[1] for r in REPLY_REGRESSIONS], ids=[r[0] for r in REPLY_REGRESSIONS])
 def test_reply_regression(mechanisms):
-    content = _honest(3).to_content()
+    content = release_content(_honest(3))
     meta = dict(content.config_records["meta"])
     meta["mechanisms"] = mechanisms
     msg = _message(RecordDict({"release": content.array_records["release"], "meta": ConfigRecord(meta)}))
@@ -1912,7 +1916,11 @@ def test_wdro_huge_rho_gives_zero_coefficients():
         assert est.rho_ == 2.0**63 and np.all(np.isfinite(est.predict_proba(X)))
 
 
-def test_learner_lists_agree():
-    from fedrr.federation import config, strategy
+def test_one_learner_registry():
+    """The run config, the scenario schema and the fitting code read one registry."""
+    from fedrr.experiment.spec import LearnersSection
 
-    assert strategy.LEARNERS is config.LEARNERS
+    names = __import__("dataclasses").fields(LearnersSection)[0].metadata["constraints"][0].item.values
+    assert set(names) == set(LEARNERS) and set(RELEASE_LEARNERS) < set(names)
+    with pytest.raises(ValidationError, match="unknown learner 'clean'"):
+        RunConfig(learners=("clean",))  # an oracle: the server has no clean data

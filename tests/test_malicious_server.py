@@ -1,6 +1,6 @@
 """A malicious server against fedrr's real ClientApp, in Flower's simulation engine (issue #7).
 
-One federation of 8 one-record clients; the ServerApp is ``tests/malicious_server.py`` (phases:
+One federation of 8 one-record clients; the ServerApp is ``fedrr.testing.malicious_server`` (phases:
 crafted first queries, crafted overrides and payloads, 20 repeats, out-of-protocol messages, a
 final honest query), which records every reply in ``attack.json``. Clients must never release
 twice, never apply anything the server sends, never answer anything but the release query, and
@@ -15,15 +15,17 @@ import subprocess
 import sys
 from pathlib import Path
 
-import malicious_server as ms
 import numpy as np
 import pytest
 from conftest import load_simulation
 from scipy.stats import binom
 
-from fedrr.federation import build_population, load_run_config, run_federation
-from fedrr.federation.client_app import offline_release, write_record_file
 from fedrr.federation.protocol import PROTOCOL
+from fedrr.federation.run import run_federation
+from fedrr.population import build_population
+from fedrr.release import offline_release, write_record_file
+from fedrr.run_config import RunConfig
+from fedrr.testing import malicious_server as ms
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,9 +53,9 @@ def attacked(tmp_path_factory):
     metrics = run_federation(cfg, server_app=ms.app)
     assert metrics["status"] == "done"
     result = json.loads((out / "attack" / ms.ATTACK_FILE).read_text())
-    full = load_run_config(cfg)
+    full = RunConfig.from_flwr(cfg)
     pop = build_population(full)
-    honest = offline_release(pop, full["seed"])
+    honest = offline_release(pop, full.seed)
     by_client = {int(c): (honest.x[i], int(honest.y[i])) for i, c in enumerate(honest.client_id)}
     return result, pop, by_client
 
@@ -206,16 +208,15 @@ _CHILD = r"""
 import hashlib, sys, time
 from pathlib import Path
 from flwr.app import Context, RecordDict
-from fedrr.federation.client_app import _answer
+from fedrr.federation.client_app import answer
 d, go = Path(sys.argv[1]), Path(sys.argv[2])
 ctx = Context(run_id=1, node_id=1, node_config={"ledger-dir": str(d / "ledger"), "record-file": str(d / "record.npz")},
               state=RecordDict(), run_config={})
 print("ready", flush=True)
 while not go.exists():
     time.sleep(0.0005)
-c = _answer(ctx)
-a = c.array_records["release"]
-print(hashlib.sha256(b"".join(a[k].numpy().tobytes() for k in ("x", "y", "client_id", "mechanism_index"))).hexdigest(), flush=True)
+r = answer(ctx)
+print(hashlib.sha256(b"".join(getattr(r, k).tobytes() for k in ("x", "y", "client_id", "mechanism_index"))).hexdigest(), flush=True)
 """
 
 

@@ -113,8 +113,7 @@ def test_cluster_has_two_nodes_and_estep_equals_serial(ray_cluster, small_rr_rel
 
 
 def test_flower_simulation_on_the_cluster_with_ray_executor(ray_cluster, tmp_path):
-    from fedrr.federation import run_federation
-    from fedrr.federation.run import backend_config
+    from fedrr.federation.run import backend_config, run_federation
 
     assert "num_cpus" not in backend_config()["init_args"]  # attached to a cluster: no resource args
     metrics = run_federation(

@@ -88,8 +88,9 @@ def test_replaying_client_gives_the_server_nothing_after_the_first_release(att, 
     """fedrr's real ClientApp (called directly, its Context kept across messages as Flower keeps
     it), asked 100 times: byte-identical replies, and the server's exact posterior over every
     pixel and the label after M replies is array_equal to the one after the first."""
-    from fedrr.federation import build_population, load_run_config
     from fedrr.federation.client_app import app
+    from fedrr.population import build_population
+    from fedrr.run_config import RunConfig
 
     cfg = {"dataset": "digits_7_vs_9", "n-clients": 4, "feature-flip": 0.3, "label-flip": 0.2, "seed": 5}
     ctx = Context(run_id=1, node_id=1, node_config={"partition-id": 2}, state=RecordDict(), run_config=cfg)
@@ -103,7 +104,7 @@ def test_replaying_client_gives_the_server_nothing_after_the_first_release(att, 
         xs.append(arrays["x"].numpy()[0])
         ys.append(arrays["y"].numpy()[0])
     assert len(blobs) == 1
-    mech = build_population(load_run_config(cfg)).mechanism(2)
+    mech = build_population(RunConfig.from_flwr(cfg)).mechanism(2)
     feat, lab = mech.mechanism_for(0), mech.label
     X = np.stack(xs).T  # (64 pixels, M)
     Y = np.array(ys)[None, :]  # (1, M)

@@ -1,4 +1,4 @@
-"""fedrr.simulation: scenario configs (validated with precise errors), resumable sweeps that write
+"""fedrr.experiment: scenario configs (validated with precise errors), resumable sweeps that write
 one file per finished cell, record-level ε by the mechanisms' own accounting, reports, and the
 ``fedrr`` CLI (offline and in a real Flower simulation)."""
 
@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from fedrr import ValidationError
-from fedrr.federation import build_population, load_run_config
-from fedrr.simulation import cell_run_config, cells, load_config, parse_config, sweep
-from fedrr.simulation.cli import main
+from fedrr.experiment import load_scenario, parse_scenario, sweep
+from fedrr.experiment.cli import main
+from fedrr.population import build_population
 
 for _k, _v in {
     "FLWR_TELEMETRY_ENABLED": "0",
@@ -80,7 +80,7 @@ def test_offline_sweep_writes_everything_and_resumes_without_recomputing(tmp_pat
     rows = _csv(out / "results.csv")
     assert len(rows) == 2 * 2 * 2  # grid points x repeats x learners
     assert Counter((r["cell"], r["learner"]) for r in rows) == Counter(
-        {(c.key, n): 1 for c in cells(load_config(cfg)) for n in ("naive", "spread")}
+        {(c.key, n): 1 for c in load_scenario(cfg).cells() for n in ("naive", "spread")}
     )
     for r in rows:
         assert 0.0 <= float(r["accuracy"]) <= 1.0 and float(r["eps_record"]) > 0 and r["n_releases"] == "120"
@@ -142,7 +142,7 @@ def test_killed_sweep_rerun_completes_every_cell_exactly_once(tmp_path, capsys):
         [
             sys.executable,
             "-m",
-            "fedrr.simulation.cli",
+            "fedrr.experiment.cli",
             "sweep",
             str(cfg),
             "--out",
@@ -170,7 +170,7 @@ def test_killed_sweep_rerun_completes_every_cell_exactly_once(tmp_path, capsys):
     assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 0
     assert f"{6 - n_done} cell(s) computed, {n_done} skipped" in capsys.readouterr().out
     keys = sorted(p.stem for p in (out / "cells").glob("*.json"))
-    assert keys == sorted(c.key for c in cells(load_config(cfg)))
+    assert keys == sorted(c.key for c in load_scenario(cfg).cells())
     assert not list((out / "cells").glob(".*"))  # no half-written leftovers
     rows = _csv(out / "results.csv")
     assert sorted(Counter((r["cell"], r["learner"]) for r in rows).values()) == [1] * 12
@@ -178,17 +178,17 @@ def test_killed_sweep_rerun_completes_every_cell_exactly_once(tmp_path, capsys):
 
 # ------------------------------------------------------------------------ one ε axis, accounting
 def _sweep_and_check_accounting(tmp_path, text: str) -> list[dict]:
-    cfg = load_config(_write(tmp_path, text))
+    cfg = load_scenario(_write(tmp_path, text))
     out = tmp_path / "out"
     res = sweep(cfg, out, workers=1, progress=False, log=lambda s: None)
     assert not res.failed
-    from fedrr.simulation.report import write_reports
+    from fedrr.experiment.report import write_reports
 
     write_reports(out)
     rows = _csv(out / "results.csv")
     assert rows
-    for c in cells(cfg):
-        pop = build_population(load_run_config(cell_run_config(cfg, c)))
+    for c in cfg.cells():
+        pop = build_population(c.run_config())
         mech = pop.mechanism(0)
         for r in (r for r in rows if r["cell"] == c.key):
             assert float(r["eps_record"]) == pytest.approx(mech.epsilon, rel=1e-12)
@@ -282,26 +282,26 @@ INVALID = [
     (_with(n_clients=5), "n_clients", "belongs in [population]"),
     (_with(privacy__epsilon_grd=[1.0]), "privacy.epsilon_grd", "valid keys in [privacy]: mechanism, epsilon_grid"),
     (_with(privacy__epsilon_grid=[]), "privacy.epsilon_grid", "is empty"),
-    (_with(privacy__epsilon_grid=[1.0, -2.0]), "privacy.epsilon_grid", "must be > 0"),
-    (_with(privacy__epsilon_grid=[0.0]), "privacy.epsilon_grid", "values must be > 0 (ε is a privacy budget), got 0.0"),
-    (_with(privacy__epsilon_grid="1,10"), "privacy.epsilon_grid", "must be a list of numbers"),
-    (_with(privacy__epsilon_grid=[1.0, "ten"]), "privacy.epsilon_grid", "numbers only"),
+    (_with(privacy__epsilon_grid=[1.0, -2.0]), "privacy.epsilon_grid", "item 1 must be a real number > 0"),
+    (_with(privacy__epsilon_grid=[0.0]), "privacy.epsilon_grid", "item 0 must be a real number > 0, got a number 0.0"),
+    (_with(privacy__epsilon_grid="1,10"), "privacy.epsilon_grid", "must be a non-empty list, each item a real number > 0"),
+    (_with(privacy__epsilon_grid=[1.0, "ten"]), "privacy.epsilon_grid", "item 1 must be a real number > 0, got a string 'ten'"),
     (_with(privacy__epsilon_grid=[1.0, 1.0]), "privacy.epsilon_grid", "repeated"),
     (_with(privacy__epsilon_grid=_DELETE), "privacy.epsilon_grid", "is missing"),
     (_with(privacy__feature_flip_grid=[0.2]), "privacy.feature_flip_grid", "exactly one swept axis"),
     (_with(population__dataset="cifar10"), "population.dataset", "unknown value 'cifar10'; valid: mnist_7_vs_9"),
     (_with(population__dataset="diabetes"), "population.dataset", "regression dataset"),
-    (_with(population__n_clients="many"), "population.n_clients", "must be an integer or a list of integers"),
-    (_with(population__n_clients=0), "population.n_clients", "must be >= 1"),
-    (_with(population__n_clients=[10, 2.5]), "population.n_clients", "integers only"),
+    (_with(population__n_clients="many"), "population.n_clients", "must be an integer >= 1 or a non-empty list"),
+    (_with(population__n_clients=0), "population.n_clients", "must be an integer >= 1, got an integer 0"),
+    (_with(population__n_clients=[10, 2.5]), "population.n_clients", "item 1 must be an integer >= 1"),
     (_with(population__dropout=1.0), "population.dropout", "in [0, 1)"),
     (_with(population__population="mypops.Thing"), "population.population", "import path"),
     (_with(population__options={"k": 1}), "population.options", "only for a custom population"),
     (_with(learners__names=["spread", "magic"]), "learners.names", "unknown value 'magic'; valid: spread, spread-flat"),
     (_with(learners__names=[]), "learners.names", "is empty"),
     (_with(learners__names=["clean"]), "learners.names", "at least one learner trained on the releases"),
-    (_with(learners__names="spread"), "learners.names", "must be a list of strings"),
-    (_with(learners__C=0), "learners.C", "must be > 0"),
+    (_with(learners__names="spread"), "learners.names", "must be a non-empty list"),
+    (_with(learners__C=0), "learners.C", "must be a real number > 0"),
     (_with(privacy__mechanism="rappor"), "privacy.mechanism", "unknown value 'rappor'; valid: rr, gaussian, laplace"),
     (_with(privacy__split={"features": 0.9, "label": 0.2}), "privacy.split", "add up to 1"),
     (_with(privacy__split={"features": 0.9, "labels": 0.1}), "privacy.split", "unknown key(s) ['labels']"),
@@ -309,7 +309,7 @@ INVALID = [
     (
         _with(privacy__epsilon_grid=_DELETE, privacy__feature_flip_grid=[0.2, 1.5]),
         "privacy.feature_flip_grid",
-        "open interval (0, 1)",
+        "item 1 must be a real number in (0, 1)",
     ),
     (
         _with(privacy__epsilon_grid=_DELETE, privacy__mechanism="gaussian", privacy__feature_flip_grid=[0.2]),
@@ -331,17 +331,17 @@ INVALID = [
         "privacy.label_epsilon",
         "not both",
     ),
-    (_with(privacy__delta=0.0), "privacy.delta", "open interval (0, 1)"),
+    (_with(privacy__delta=0.0), "privacy.delta", "must be a real number in (0, 1)"),
     (
         _with(privacy__mechanism="gaussian", learners__names=["naive", "spread-true"]),
         "learners.names",
         "needs discrete features",
     ),
     (_with(run={"mode": "federated"}), "run.mode", "unknown value 'federated'; valid: flower, cohort, offline"),
-    (_with(run={"workers": -1}), "run.workers", "must be >= 0"),
-    (_with(run={"cohort_size": True}), "run.cohort_size", "must be an integer, got a boolean"),
-    (_with(scenario={"repeats": 0}), "scenario.repeats", "must be >= 1"),
-    (_with(scenario={"seed": 1.5}), "scenario.seed", "must be an integer, got a number 1.5"),
+    (_with(run={"workers": -1}), "run.workers", "must be an integer >= 0"),
+    (_with(run={"cohort_size": True}), "run.cohort_size", "must be an integer >= 1, got a boolean"),
+    (_with(scenario={"repeats": 0}), "scenario.repeats", "must be an integer >= 1"),
+    (_with(scenario={"seed": 1.5}), "scenario.seed", "must be an integer >= 0, got a number 1.5"),
     (_with(scenario="x"), "scenario", "must be a table"),
     (_with(scenario={"name": ""}), "scenario.name", "must be a non-empty name"),  # found by tests/test_fuzz.py (slow)
     (_with(scenario={"name": "../elsewhere"}), "scenario.name", "names the default results folder"),
@@ -430,7 +430,7 @@ REGRESSION_INVALID = [
 )
 def test_invalid_config_names_the_field_precisely(data, field, fragment):
     with pytest.raises(ValidationError) as ei:
-        parse_config(data)
+        parse_scenario(data)
     assert ei.value.field == field
     assert fragment in str(ei.value)
 
@@ -450,8 +450,8 @@ def test_budget_mix_puts_two_budgets_in_one_pool(tmp_path):
     data["population"]["budget_mix"] = {"values": [0.15, 0.35], "weights": [1, 1]}
     path = tmp_path / "mix.toml"
     path.write_text(tomli_w.dumps(data))
-    cfg = load_config(path)
-    assert len(cells(cfg)) == cfg["scenario"]["repeats"]  # one grid point
+    cfg = load_scenario(path)
+    assert len(cfg.cells()) == cfg.scenario.repeats  # one grid point
     out = tmp_path / "mix"
     assert main(["sweep", str(path), "--out", str(out), "--no-progress"]) == 0
     rec = json.loads(next((out / "cells").glob("*.json")).read_text())
@@ -472,7 +472,7 @@ def test_regression_sweep_reports_mse_the_exact_epsilon_and_a_public_label(tmp_p
     import tomli_w
 
     from fedrr.mechanisms import GaussianMechanism
-    from fedrr.simulation.regression import load_regression_data
+    from fedrr.experiment.regression import load_regression_data
 
     path = tmp_path / "reg.toml"
     path.write_text(tomli_w.dumps(REGRESSION))
@@ -488,11 +488,10 @@ def test_regression_sweep_reports_mse_the_exact_epsilon_and_a_public_label(tmp_p
         assert r["eps_label"] == "" and float(r["mse"]) > 0
     # the mean predictor's MSE from the cell's own split: the rows are the released training targets (public here)
     X, y = load_regression_data("lending_club")
-    cfg = load_config(path)
-    c = cells(cfg)[0]
-    from fedrr.simulation.config import cell_seed
+    cfg = load_scenario(path)
+    c = cfg.cells()[0]
 
-    ss_split, _ = np.random.SeedSequence(cell_seed(cfg, c)).spawn(2)
+    ss_split, _ = np.random.SeedSequence(c.seed).spawn(2)
     idx = np.random.default_rng(ss_split).permutation(len(y))
     mean_mse = float(np.mean((y[idx[:50]].mean() - y[idx[50:550]]) ** 2))
     row = next(r for r in rows if r["cell"] == c.key and r["learner"] == "mean")
@@ -560,7 +559,10 @@ def test_cli_bad_config_prints_one_line_and_exits_2(tmp_path, capsys):
     p = _write(tmp_path, TINY.replace("feature_flip_grid = [0.1, 0.3]", "feature_flip_grid = []"))
     assert main(["sweep", str(p), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert err == "fedrr: error: privacy.feature_flip_grid: is empty; give at least one value, e.g. [1.0, 10.0]\n"
+    assert err == (
+        "fedrr: error: privacy.feature_flip_grid: is empty; give at least one value (a non-empty list, each item a real "
+        "number in (0, 1))\n"
+    )
     assert not (tmp_path / "o").exists()
     p2 = _write(tmp_path, "[scenario\nname = 1", "broken.toml")
     assert main(["check", str(p2)]) == 2
@@ -581,8 +583,8 @@ def test_help_has_an_example(capsys):
 
 @pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "configs").glob("*.toml")))
 def test_shipped_configs_are_valid(name):
-    cfg = load_config(ROOT / "configs" / name)
-    assert cells(cfg)
+    cfg = load_scenario(ROOT / "configs" / name)
+    assert cfg.cells()
 
 
 # ---------------------------------------------------------------------------- Flower, end to end
@@ -637,10 +639,10 @@ def test_every_shipped_config_has_a_reduced_end_to_end_test():
 
 def test_barber_6_1_config_has_the_papers_noise_variances():
     """The §6.1 config sets ε per pixel; the analytic Gaussian it builds must have σ² = 0.5 and 0.1."""
-    cfg = load_config(ROOT / "configs" / "barber_6_1.toml")
+    cfg = load_scenario(ROOT / "configs" / "barber_6_1.toml")
     variances = []
     for g in range(len(cfg.grid)):
-        pop = build_population(load_run_config(cell_run_config(cfg, cells(cfg, [g])[0])))
+        pop = build_population(cfg.cells([g])[0].run_config())
         rm = pop.mechanism(0)
         assert rm.label.flip_prob == pytest.approx(0.2)
         variances.append(rm.fields[0].mechanism.sigma ** 2)

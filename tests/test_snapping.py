@@ -525,7 +525,8 @@ def test_a_deployment_node_releases_laplace_fields_snapped(tmp_path):
 
     from flwr.app import Context, RecordDict
 
-    from fedrr.federation.client_app import _answer, write_record_file
+    from fedrr.federation.client_app import answer
+    from fedrr.release import write_record_file
     from fedrr.mechanisms import LaplaceMechanism, mechanism_from_spec
     from fedrr.audit.fp_attack import snapping_reachable
 
@@ -539,16 +540,14 @@ def test_a_deployment_node_releases_laplace_fields_snapped(tmp_path):
         state=RecordDict(),
         run_config={},
     )
-    content = _answer(ctx)
-    spec = json.loads(content.config_records["meta"]["mechanisms"])
+    content = answer(ctx)
+    spec = list(content.mechanisms)
     rm = mechanism_from_spec(json.loads(spec[0]))
     snapped = rm.fields[0].mechanism
     assert isinstance(snapped, SnappingLaplaceMechanism) and rm.epsilon <= requested.epsilon
-    released = content.array_records["release"]["x"].numpy()[0]
+    released = content.x[0]
     snapped.validate_release(released)  # exactly a grid value, or it raises
     for j in range(3):  # every grid value is reachable from any input: nothing to exclude
         assert snapping_reachable(snapped, released[j], 0.0) and snapping_reachable(snapped, released[j], 1.0)
-    again = _answer(ctx)
-    assert (
-        again.array_records["release"]["x"].numpy().tobytes() == content.array_records["release"]["x"].numpy().tobytes()
-    )
+    again = answer(ctx)
+    assert again.x.tobytes() == content.x.tobytes()

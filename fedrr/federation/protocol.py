@@ -6,23 +6,25 @@ the releases of the clients it hosts (one, or a cohort):
 
     "release" ArrayRecord:  x (m, D), y (m,), client_id (m,) int64, mechanism_index (m,) int64
     "meta"    ConfigRecord: protocol, mechanisms (JSON list of RecordMechanism specs)
-
-Client code and server code both import this module and ``fedrr.mechanisms``, never each other.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+
+from ..pool import ReplyRejected, validate_release_arrays
+from ..release import Release
 
 PROTOCOL = "fedrr/1"
 MESSAGE_TYPE = "query.release"
 RELEASE_KEY = "release"
 META_KEY = "meta"
 QUERY_KEY = "query"
+_ARRAYS = ("x", "y", "client_id", "mechanism_index")
 
 
 def query_content() -> RecordDict:
@@ -30,47 +32,36 @@ def query_content() -> RecordDict:
     return RecordDict({QUERY_KEY: ConfigRecord({"protocol": PROTOCOL})})
 
 
-@dataclass(frozen=True)
-class NodeRelease:
-    """The releases of the clients one node hosts (what leaves the node; nothing clean)."""
-
-    x: np.ndarray  # (m, D) released features
-    y: np.ndarray  # (m,) released labels
-    client_id: np.ndarray  # (m,) int64
-    mechanism_index: np.ndarray  # (m,) int64 into mechanisms
-    mechanisms: tuple[str, ...]  # JSON specs
-
-    def to_content(self) -> RecordDict:
-        arrays = ArrayRecord(
-            {
-                "x": Array(np.ascontiguousarray(self.x)),
-                "y": Array(np.ascontiguousarray(self.y)),
-                "client_id": Array(np.ascontiguousarray(self.client_id)),
-                "mechanism_index": Array(np.ascontiguousarray(self.mechanism_index)),
-            }
-        )
-        meta = ConfigRecord({"protocol": PROTOCOL, "mechanisms": json.dumps(list(self.mechanisms))})
-        return RecordDict({RELEASE_KEY: arrays, META_KEY: meta})
-
-    @staticmethod
-    def concat(parts: list[NodeRelease]) -> NodeRelease:
-        specs: list[str] = []
-        idx_parts = []
-        for p in parts:
-            remap = np.array([_index_of(specs, s) for s in p.mechanisms], dtype=np.int64)
-            idx_parts.append(remap[p.mechanism_index] if len(remap) else p.mechanism_index)
-        return NodeRelease(
-            np.concatenate([p.x for p in parts]),
-            np.concatenate([p.y for p in parts]),
-            np.concatenate([p.client_id for p in parts]),
-            np.concatenate(idx_parts),
-            tuple(specs),
-        )
+def release_content(rel: Release) -> RecordDict:
+    """A node's reply: its clients' releases and the specs of their mechanisms."""
+    arrays = ArrayRecord({k: Array(np.ascontiguousarray(getattr(rel, k))) for k in _ARRAYS})
+    meta = ConfigRecord({"protocol": PROTOCOL, "mechanisms": json.dumps(list(rel.mechanisms))})
+    return RecordDict({RELEASE_KEY: arrays, META_KEY: meta})
 
 
-def _index_of(items: list[str], s: str) -> int:
+def content_release(content: RecordDict) -> Release:
+    """The Release a node stored as reply content (its own, trusted ledger)."""
+    arrays, meta = content.array_records[RELEASE_KEY], content.config_records[META_KEY]
+    return Release(*(arrays[k].numpy() for k in _ARRAYS), tuple(json.loads(str(meta["mechanisms"]))))
+
+
+def parse_reply(msg: Any, n_features: int | None, expected_ids: set[int] | None = None) -> Release:
+    """A Flower reply -> a validated Release, or ReplyRejected naming what was wrong."""
+    if msg.has_error():
+        if "dropped out" in (msg.error.reason or ""):
+            raise ReplyRejected("dropped_out", "the node's client(s) dropped out")
+        raise ReplyRejected("error_reply", f"node answered with error {msg.error.code}: {msg.error.reason[:200]}")
+    content = msg.content
+    arrays = content.array_records.get(RELEASE_KEY)
+    meta = content.config_records.get(META_KEY)
+    if arrays is None or meta is None:
+        raise ReplyRejected("malformed", f"reply lacks the {RELEASE_KEY!r} arrays or the {META_KEY!r} config")
+    if meta.get("protocol") != PROTOCOL:
+        raise ReplyRejected("malformed", f"protocol {meta.get('protocol')!r}, expected {PROTOCOL!r}")
     try:
-        return items.index(s)
-    except ValueError:
-        items.append(s)
-        return len(items) - 1
+        parts = {k: arrays[k].numpy() for k in _ARRAYS}
+    except KeyError as exc:
+        raise ReplyRejected("malformed", f"reply lacks array {exc}") from None
+    except Exception as exc:  # undecodable array payload
+        raise ReplyRejected("malformed", f"undecodable array: {exc}") from None
+    return validate_release_arrays(parts, meta.get("mechanisms"), n_features, expected_ids)

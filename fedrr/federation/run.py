@@ -1,33 +1,27 @@
-"""Run the fedrr Flower app from Python through ``flwr.simulation.run_simulation``.
+"""Run the fedrr Flower app in Flower's simulation runtime from Python, with the run config carried
+by Flower itself (``context.run_config`` on the ServerApp and every ClientApp, as ``flwr run``).
 
-``run_simulation`` cannot pass a run config, so the config goes to the apps through a file named
-by ``FEDRR_RUN_CONFIG`` (read by ``load_run_config`` on both sides; Ray workers inherit the
-environment). Ray: a local instance sized to this machine, or an existing cluster when
-``RAY_ADDRESS`` is set — then no resource arguments are passed to ``ray.init`` (passing
-``num_cpus`` while attached to a running cluster made ``run_simulation`` hang here)."""
+Ray: a local instance sized to this machine, or an existing cluster when ``RAY_ADDRESS`` is set —
+then no resource arguments are passed to ``ray.init`` (passing ``num_cpus`` while attached to a
+running cluster made the simulation hang)."""
 
 from __future__ import annotations
 
 import json
 import logging
 import os
-import tempfile
 import time
+import tomllib
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import FedrrError
-from .config import CONFIG_ENV, load_run_config, n_nodes, read_config_file
+from ..errors import FedrrError, ValidationError
+from ..run_config import RunConfig
 
-_QUIET = {
-    "FLWR_TELEMETRY_ENABLED": "0",
-    "FLWR_DISABLE_UPDATE_CHECK": "1",
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
-    "RAY_DEDUP_LOGS": "0",
-}
+QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
+             "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "RAY_DEDUP_LOGS": "0"}
 
 
 def backend_config(client_cpus: float = 1.0) -> dict:
@@ -41,62 +35,48 @@ def backend_config(client_cpus: float = 1.0) -> dict:
     return {"client_resources": {"num_cpus": client_cpus, "num_gpus": 0.0}, "init_args": init_args}
 
 
-def run_federation(
-    config: Mapping[str, Any] | str | os.PathLike,
-    *,
-    client_cpus: float = 1.0,
-    verbose: bool = False,
-    server_app: Any = None,
-    indexed_linkstate: bool = True,
-) -> dict:
+def load_run_config(config: RunConfig | Mapping[str, Any] | str | os.PathLike) -> RunConfig:
+    """A RunConfig from itself, a dict of Flower keys, or a JSON/TOML file of them."""
+    if isinstance(config, RunConfig):
+        return config
+    if isinstance(config, (str, os.PathLike)):
+        p = Path(config)
+        if not p.exists():
+            raise ValidationError("config", f"file {p.name!r} does not exist")
+        try:
+            raw = tomllib.loads(p.read_text()) if p.suffix == ".toml" else json.loads(p.read_text())
+        except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+            raise ValidationError("config", f"cannot parse {p.name!r}: {exc}") from None
+        return RunConfig.from_flwr(raw)
+    return RunConfig.from_flwr(config)
+
+
+def run_federation(config: RunConfig | Mapping[str, Any] | str | os.PathLike, *, client_cpus: float = 1.0,
+                   verbose: bool = False, server_app: Any = None, client_app: Any = None,
+                   indexed_linkstate: bool = True) -> dict:
     """Run one simulated federation (one node per client, or cohorts) and return its metrics.
 
-    ``config``: a dict of run-config keys (see ``fedrr.federation.config.DEFAULTS``) or a
-    JSON/TOML file of them. Results land in ``results-dir/run-name/``. ``server_app`` replaces
-    fedrr's ServerApp (e.g. one that audits what crosses the wire, as the tests do).
-    ``indexed_linkstate`` indexes Flower's in-memory link state by node (``fast_linkstate``):
-    same messages, but a round no longer slows down with the square of the number of nodes."""
-    for k, v in _QUIET.items():
+    Results land in ``results-dir/run-name/``. ``server_app``/``client_app`` replace fedrr's
+    apps (e.g. a ServerApp that audits what crosses the wire, or fault-injecting clients from
+    ``fedrr.testing``). ``indexed_linkstate`` indexes Flower's in-memory link state by node: same
+    messages, but a round no longer slows down with the square of the number of nodes."""
+    for k, v in QUIET_ENV.items():
         os.environ.setdefault(k, v)
-    raw = dict(read_config_file(config)) if isinstance(config, (str, os.PathLike)) else dict(config)
-    if not raw.get("run-name"):
-        raw["run-name"] = time.strftime("run-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-    cfg = load_run_config(raw)  # validate before starting anything
-    from flwr.simulation import run_simulation
-
-    from .client_app import app as client_app
+    cfg = load_run_config(config)  # validated before anything starts
+    if not cfg.run_name:
+        cfg = cfg.replace(run_name=time.strftime("run-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6])
+    from . import _compat
+    from ._compat import linkstate
+    from .client_app import app as default_client_app
     from .server_app import app as default_server_app
 
     server_app = server_app if server_app is not None else default_server_app
-
-    from . import fast_linkstate
-
-    if indexed_linkstate:
-        fast_linkstate.enable()
-    else:
-        fast_linkstate.disable()
-    fd, path = tempfile.mkstemp(prefix="fedrr-run-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        json.dump(cfg, f)
-    old = os.environ.get(CONFIG_ENV)
-    os.environ[CONFIG_ENV] = path
+    (linkstate.enable if indexed_linkstate else linkstate.disable)()
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
-    try:
-        run_simulation(
-            server_app=server_app,
-            client_app=client_app,
-            num_supernodes=n_nodes(cfg),
-            backend_config=backend_config(client_cpus),
-            verbose_logging=verbose,
-        )
-    finally:
-        if old is None:
-            os.environ.pop(CONFIG_ENV, None)
-        else:
-            os.environ[CONFIG_ENV] = old
-        os.unlink(path)
-    metrics_path = Path(cfg["results-dir"]) / cfg["run-name"] / "metrics.json"
+    _compat.simulate(server_app, client_app if client_app is not None else default_client_app, cfg.to_flwr(),
+                     cfg.n_nodes, backend_config(client_cpus), verbose)
+    metrics_path = Path(cfg.results_dir) / cfg.run_name / "metrics.json"
     if server_app is not default_server_app and not metrics_path.exists():
         return {}
     if not metrics_path.exists():

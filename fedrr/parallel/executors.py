@@ -79,3 +79,23 @@ class LocalExecutor:
 
     def __repr__(self) -> str:
         return f"LocalExecutor(n_workers={self.n_workers})"
+
+
+def make_executor(kind: str, ray_address: str = "") -> Any:
+    """serial | threads | ray. Inside a Flower simulation Ray is already up and its actors hold the
+    CPUs, so Ray tasks ask for no CPU there (else they could never be scheduled)."""
+    if kind == "serial":
+        return SerialExecutor()
+    if kind == "threads":
+        return ThreadExecutor()
+    if kind == "ray":
+        import ray
+
+        from .ray_executor import RayExecutor
+
+        if ray.is_initialized():
+            return RayExecutor(cpus_per_task=0)
+        return RayExecutor(address=ray_address or None)
+    from ..errors import ValidationError
+
+    raise ValidationError("executor", f"must be 'serial', 'threads' or 'ray', got {kind!r}")

@@ -1,6 +1,6 @@
 """A worked example of a custom client population (the README's "plug in your own").
 
-Run it with ``population = "fedrr.federation.examples:TwoBudgetSyntheticPopulation"`` in the run
+Run it with ``population = "fedrr.examples:TwoBudgetSyntheticPopulation"`` in the run
 config; ``build_population`` passes the config keys the constructor names (``n-clients`` becomes
 ``n_clients``). A population needs three things — ``n_clients``, ``record(i)`` (client side only)
 and ``mechanism(i)`` — and may offer ``test_set()`` for evaluation and ``is_present(i)``/``dropout``.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..datasets import make_logistic_discrete
-from ..mechanisms import RandomizedResponse, RecordMechanism
+from .datasets import make_logistic_discrete
+from .mechanisms import RandomizedResponse, RecordMechanism
 from .population import ClientPopulation
 
 

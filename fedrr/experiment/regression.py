@@ -13,15 +13,13 @@ squares on the clean records of the same clients)."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import numpy as np
 
-from ..errors import FedrrError, ValidationError
-
-REGRESSION_LEARNERS = ("ls", "ridge-cv", "wdro", "gauss-dro", "mean", "clean")
-REGRESSION_ORACLES = ("clean",)
+from ..errors import ValidationError
+from ..learners import FitData, fit_and_score
+from .cells import PrivacyParams
 
 
 def load_regression_data(name: str) -> tuple[np.ndarray, np.ndarray]:
@@ -44,47 +42,22 @@ def load_regression_data(name: str) -> tuple[np.ndarray, np.ndarray]:
     raise ValidationError("population.dataset", f"no regression view of {name!r}; valid: adult, diabetes, lending_club")
 
 
-def regression_mechanisms(p: int, params: dict) -> tuple[Any, Any]:
+def regression_mechanisms(p: int, params: PrivacyParams) -> tuple[Any, Any]:
     """(input block mechanism, target mechanism or None = public) from a cell's privacy params."""
     from ..mechanisms import GaussianMechanism, LaplaceMechanism
 
     lo, hi = np.zeros(p), np.ones(p)
-    eps = params["feature-epsilon"]
-    if params["mechanism"] == "gaussian":
-        feat = GaussianMechanism(eps, params["delta"], lo, hi, calibration=params.get("calibration", "analytic"))
+    eps = params.feature_epsilon
+    if params.mechanism == "gaussian":
+        feat = GaussianMechanism(eps, params.delta, lo, hi, calibration=params.calibration)
     else:
         feat = LaplaceMechanism(eps, lo, hi)
-    label = LaplaceMechanism(params["label-epsilon"], 0.0, 1.0) if params.get("label-epsilon") else None
+    label = LaplaceMechanism(params.label_epsilon, 0.0, 1.0) if params.label_epsilon else None
     return feat, label
 
 
-def _estimator(name: str, feat, label_noised: bool = False):
-    from sklearn.linear_model import LinearRegression, RidgeCV
-
-    from ..estimators.dro import GaussianDROLinearRegression, WassersteinDRORegression
-
-    if name in ("ls", "clean"):
-        return LinearRegression()
-    if name == "ridge-cv":
-        return RidgeCV(alphas=np.logspace(-4, 6, 21))
-    if name == "wdro":
-        # W-DRO's Lipschitz constant needs target bounds: [0, 1] for clean targets; Laplace-noised
-        # targets leave [0, 1], so their observed range is the bound (ρ still covers the inputs' noise only)
-        bounds = dict(y_lower=None, y_upper=None) if label_noised else dict(y_lower=0.0, y_upper=1.0)
-        return WassersteinDRORegression(rho="auto", mechanism=feat, **bounds)
-    if name == "gauss-dro":
-        if feat.kind != "gaussian":
-            raise ValidationError(
-                "learners.names", "'gauss-dro' is the Gaussian-optimal W-DRO (Thm 6): it needs mechanism 'gaussian'"
-            )
-        return GaussianDROLinearRegression(rho="auto", mechanism=feat)
-    raise ValidationError(
-        "learners.names", f"unknown regression learner {name!r}; valid: {', '.join(REGRESSION_LEARNERS)}"
-    )
-
-
 def run_regression_cell(
-    n_clients: int, n_test: int, dataset: str, params: dict, learners: list[str], seed_seq: np.random.SeedSequence
+    n_clients: int, n_test: int, dataset: str, params: PrivacyParams, learners: list[str], seed_seq: np.random.SeedSequence
 ) -> dict:
     """One cell: a random split (n_clients training rows, one per client; n_test clean test rows),
     each client's release with its own generator, every learner fitted and scored. Returns the
@@ -110,24 +83,11 @@ def run_regression_cell(
     Xte, yte = X[te], y[te]
     out: dict[str, dict] = {}
     for name in learners:
-        entry: dict[str, Any] = {}
-        t0 = time.perf_counter()
-        try:
-            if name == "mean":
-                pred = np.full(len(te), float(np.mean(yt)))
-            else:
-                est = _estimator(name, feat, label_noised=label is not None and name != "clean")
-                est.fit(X[tr] if name == "clean" else Xt, y[tr] if name == "clean" else yt)
-                pred = est.predict(Xte)
-                if hasattr(est, "rho_"):
-                    entry["rho"] = float(est.rho_)
-            entry["mse"] = float(np.mean((pred - yte) ** 2))
-            entry["seconds"] = time.perf_counter() - t0
-        except (FedrrError, ValueError, ArithmeticError) as exc:  # one learner failing must not lose the others
-            entry["error"] = f"{type(exc).__name__}: {exc}"
-        out[name] = entry
+        data = FitData(Xt, yt, clean_X=X[tr], clean_y=y[tr], feature_mechanism=feat,
+                       label_noised=label is not None and name != "clean")
+        out[name] = fit_and_score(name, data, (Xte, yte), task="regression").entry
     # with Farokhi's calibration GaussianMechanism.epsilon is the larger of the nominal and the exact ε
-    exact = float(feat.epsilon_exact) if params.get("calibration") == "farokhi" else float(feat.epsilon)
+    exact = float(feat.epsilon_exact) if params.calibration == "farokhi" else float(feat.epsilon)
     eps_feat = float(feat.epsilon)
     eps_label = float(label.epsilon) if label is not None else None
     record = eps_feat + (eps_label or 0.0)

@@ -17,16 +17,19 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import contextmanager
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._validation import check_int
-from ..datasets import LOADERS, Dataset, load, train_test_split_per_class
-from ..errors import ValidationError
-from ..mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism
+from ._validation import check_int
+from .datasets import LOADERS, Dataset, load, train_test_split_per_class
+from .errors import ValidationError
+from .mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism
+from .run_config import MECHANISM_FAMILIES
 
-MECHANISM_FAMILIES = ("rr", "gaussian", "laplace")
+if TYPE_CHECKING:
+    from .run_config import RunConfig
+
 
 
 def unit_uniform(seed: int, client_id: int, stream: str) -> float:
@@ -236,43 +239,15 @@ class DatasetPopulation(ClientPopulation):
         return out
 
 
-#: the run-config keys a built-in population reads, with their defaults
-POPULATION_DEFAULTS: dict[str, Any] = {
-    "dataset": "digits_7_vs_9",
-    "n-clients": 100,
-    "n-test-per-class": 50,
-    "mechanism": "rr",
-    "feature-flip": 0.3,
-    "feature-epsilon": 0.0,
-    "label-flip": 0.2,
-    "label-epsilon": 0.0,
-    "delta": 1e-5,
-    "budget-mix": "",
-    "dropout": 0.0,
-    "malformed-rate": 0.0,
-    "fault-kinds": "nan,wrong_shape,wrong_dtype,out_of_domain,unknown_mechanism,missing_meta",
-    "seed": 0,
-}
 
-
-def _positive_or_none(cfg: dict, key: str) -> float | None:
-    v = cfg.get(key, 0.0)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0:
-        raise ValidationError(key, f"must be a number >= 0 (0 = not used), got {v!r}")
-    return float(v) if v > 0 else None
-
-
-def dataset_population_from_config(cfg: dict) -> DatasetPopulation:
-    """The built-in population from flat run-config keys (``POPULATION_DEFAULTS``).
-    ``budget-mix`` = "f1:w1,f2:w2" mixes feature flip probabilities ('rr') or feature ε
-    (Gaussian/Laplace) with weights — clients with different budgets in one pool."""
-    c = {**POPULATION_DEFAULTS, **cfg}
-    name = c["dataset"]
+def dataset_population(cfg: RunConfig) -> DatasetPopulation:
+    """The built-in population of a run config: clients drawn from ``cfg.dataset``, each releasing
+    with the record mechanism of ``cfg.mechanism`` at the configured per-field budgets (or, with
+    ``cfg.budget_mix``, one of several feature budgets drawn per client)."""
+    name = cfg.dataset
     if name not in LOADERS:
         raise ValidationError("dataset", f"unknown dataset {name!r}; valid: {', '.join(LOADERS)}")
-    family = c["mechanism"]
-    if family not in MECHANISM_FAMILIES:
-        raise ValidationError("mechanism", f"must be one of {MECHANISM_FAMILIES}, got {family!r}")
+    family = cfg.mechanism
     ds = load(name)
     states = ds.schema.states()
     discrete = bool(np.all(states > 0))
@@ -282,27 +257,14 @@ def dataset_population_from_config(cfg: dict) -> DatasetPopulation:
         )
     n_states = int(states[0]) if discrete else None
     feat_key = "feature-flip" if family == "rr" else "feature-epsilon"
-    mix = str(c["budget-mix"]).strip()
-    if mix:
-        levels, weights = [], []
-        for part in mix.split(","):
-            bits = part.split(":")
-            try:
-                lv, wt = (float(bits[0]), float(bits[1])) if len(bits) == 2 else (None, None)
-            except ValueError:
-                lv = wt = None
-            if lv is None or not lv > 0 or not wt >= 0:
-                raise ValidationError(
-                    "budget-mix", f"must look like 'value:weight,value:weight' with values > 0, got {mix!r}"
-                )
-            levels.append(lv)
-            weights.append(wt)
+    if cfg.budget_mix:
+        levels, weights = [v for v, _ in cfg.budget_mix], [w for _, w in cfg.budget_mix]
     else:
-        lv = _positive_or_none(c, feat_key)
-        if lv is None:
+        lv = cfg.feature_flip if family == "rr" else cfg.feature_epsilon
+        if not lv:
             raise ValidationError(feat_key, f"must be > 0 for mechanism {family!r}")
-        levels, weights = (lv,), (1.0,)
-    label_flip, label_epsilon = _positive_or_none(c, "label-flip"), _positive_or_none(c, "label-epsilon")
+        levels, weights = [lv], [1.0]
+    label_flip, label_epsilon = cfg.label_flip or None, cfg.label_epsilon or None
     if (label_flip is None) == (label_epsilon is None):
         raise ValidationError(
             "label-flip", "give exactly one of label-flip and label-epsilon (> 0; the other 0 = not used)"
@@ -313,44 +275,31 @@ def dataset_population_from_config(cfg: dict) -> DatasetPopulation:
     mechs = []
     for lv in levels:
         kw = {"feature_flip": lv} if family == "rr" else {"feature_epsilon": lv}
-        with _config_key("budget-mix" if mix else feat_key):
+        with _config_key("budget-mix" if cfg.budget_mix else feat_key):
             mechs.append(
-                record_mechanism_for(
-                    family,
-                    ds.schema.n_features,
-                    n_states,
-                    ds.schema.n_classes,
-                    label_flip=label_flip,
-                    label_epsilon=label_epsilon,
-                    delta=float(c["delta"]),
-                    **kw,
-                )
+                record_mechanism_for(family, ds.schema.n_features, n_states, ds.schema.n_classes,
+                                     label_flip=label_flip, label_epsilon=label_epsilon, delta=cfg.delta, **kw)
             )
     with _config_key(None):
-        return DatasetPopulation(
-            name,
-            int(c["n-clients"]),
-            mechs,
-            weights,
-            n_test_per_class=int(c["n-test-per-class"]),
-            features="states" if family == "rr" else "unit",
-            dropout=float(c["dropout"]),
-            seed=int(c["seed"]),
-        )
+        return DatasetPopulation(name, cfg.n_clients, mechs, weights, n_test_per_class=cfg.n_test_per_class,
+                                 features="states" if family == "rr" else "unit", dropout=cfg.dropout, seed=cfg.seed)
 
 
 #: DatasetPopulation's argument names -> run-config keys
 _ARG_KEYS = {"n_clients": "n-clients", "n_test_per_class": "n-test-per-class", "weights": "budget-mix"}
+#: run-config keys whose errors pass through unchanged
+_OWN_KEYS = {"delta", "dropout", "seed", "dataset", "mechanism", "n-clients", "n-test-per-class", "budget-mix",
+             "feature-flip", "feature-epsilon", "label-flip", "label-epsilon"}
 
 
 @contextmanager
 def _config_key(key: str | None):
     """Re-raise a ValidationError under the run-config key it comes from (``key``, or the argument's
-    own key); errors that already name a run-config key (delta, dropout, seed, ...) pass unchanged."""
+    own key); errors that already name a run-config key pass unchanged."""
     try:
         yield
     except ValidationError as exc:
-        if exc.field in POPULATION_DEFAULTS:
+        if exc.field in _OWN_KEYS:
             raise
         raise ValidationError(_ARG_KEYS.get(exc.field, key or exc.field), exc.message) from None
 
@@ -364,94 +313,26 @@ def load_object(path: str) -> Any:
         obj = importlib.import_module(mod)
         for part in attr.split("."):
             obj = getattr(obj, part)
-    except (
-        ImportError,
-        AttributeError,
-        ValueError,
-        TypeError,
-    ) as exc:  # ValueError/TypeError: empty or relative module name
+    except (ImportError, AttributeError, ValueError, TypeError) as exc:  # empty or relative module name
         raise ValidationError("population", f"cannot import {path!r}: {exc}") from None
     return obj
 
 
-def build_population(cfg: dict) -> ClientPopulation:
-    """The population a run config names: ``population = "dataset"`` (built in, the keys of
-    ``POPULATION_DEFAULTS``) or ``"module:Factory"``. A factory gets the run config's keys that
-    match its parameters (dashes as underscores: ``n-clients`` -> ``n_clients``)."""
-    pop = _build_base_population(cfg)
-    rate = cfg.get("malformed-rate", 0.0)
-    if rate:
-        kinds = [k.strip() for k in str(cfg.get("fault-kinds", ",".join(FAULT_KINDS))).split(",") if k.strip()]
-        pop = FaultyPopulation(pop, rate, kinds)
-    return pop
-
-
-def _build_base_population(cfg: dict) -> ClientPopulation:
-    spec = cfg.get("population", "dataset")
-    if spec == "dataset":
-        return dataset_population_from_config(cfg)
-    factory = load_object(spec)
+def build_population(cfg: RunConfig) -> ClientPopulation:
+    """The population a run config names: ``population = "dataset"`` (built in) or
+    ``"module:Factory"``. A factory gets the run config's keys that match its parameters (dashes as
+    underscores: ``n-clients`` -> ``n_clients``), its own keys (``extras``) included."""
+    if cfg.population == "dataset":
+        return dataset_population(cfg)
+    factory = load_object(cfg.population)
     try:
         params = inspect.signature(factory).parameters
     except (TypeError, ValueError):
         params = {}
     accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    kw = {k.replace("-", "_"): v for k, v in cfg.items()}
+    kw = {k.replace("-", "_"): v for k, v in cfg.to_flwr().items()}
     kw = kw if accepts_all else {k: v for k, v in kw.items() if k in params}
     pop = factory(**kw)
     if not isinstance(pop, ClientPopulation):
-        raise ValidationError("population", f"{spec!r} must build a ClientPopulation, got {type(pop).__name__}")
+        raise ValidationError("population", f"{cfg.population!r} must build a ClientPopulation, got {type(pop).__name__}")
     return pop
-
-
-#: faults a ``FaultyPopulation`` client can inject into its reply, and the server's reason for each
-FAULT_KINDS = {
-    "nan": "not_finite",
-    "wrong_shape": "wrong_shape",
-    "wrong_dtype": "wrong_dtype",
-    "out_of_domain": "out_of_domain",
-    "unknown_mechanism": "unknown_mechanism",
-    "missing_meta": "malformed",
-}
-
-
-class FaultyPopulation(ClientPopulation):
-    """Fault injection for tests and audits: wraps a population so that a ``malformed_rate``
-    fraction of clients (chosen reproducibly) send a corrupted reply of one of ``FAULT_KINDS``.
-    Their honest release is still what their ledger keeps."""
-
-    def __init__(self, base: ClientPopulation, malformed_rate: float, kinds: Sequence[str] = tuple(FAULT_KINDS)):
-        if not (isinstance(malformed_rate, (int, float)) and 0.0 <= malformed_rate <= 1.0):
-            raise ValidationError("malformed-rate", f"must be a number in [0, 1], got {malformed_rate!r}")
-        bad = [k for k in kinds if k not in FAULT_KINDS]
-        if bad or not kinds:
-            raise ValidationError(
-                "fault-kinds", f"must be a non-empty subset of {tuple(FAULT_KINDS)}, got {list(kinds)!r}"
-            )
-        self.base, self.malformed_rate, self.kinds = base, float(malformed_rate), tuple(kinds)
-        self.seed, self.dropout = base.seed, base.dropout
-
-    @property
-    def n_clients(self) -> int:
-        return self.base.n_clients
-
-    def record(self, client_id):
-        return self.base.record(client_id)
-
-    def mechanism(self, client_id):
-        return self.base.mechanism(client_id)
-
-    def test_set(self):
-        return self.base.test_set()
-
-    def is_present(self, client_id) -> bool:
-        return self.base.is_present(client_id)
-
-    def reply_fault(self, client_id: int) -> str | None:
-        """The fault this client injects (None: an honest reply)."""
-        if unit_uniform(self.seed, client_id, "fault") >= self.malformed_rate:
-            return None
-        return self.kinds[int(unit_uniform(self.seed, client_id, "fault-kind") * len(self.kinds))]
-
-    def describe(self) -> dict:
-        return {**self.base.describe(), "malformed_rate": self.malformed_rate, "fault_kinds": list(self.kinds)}

@@ -34,9 +34,9 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from fedrr.federation.config import load_run_config, n_nodes
-from fedrr.federation.protocol import MESSAGE_TYPE, PROTOCOL, query_content
-from fedrr.federation.server_app import wait_for_nodes
+from ..federation.collect import wait_for_nodes
+from ..federation.protocol import MESSAGE_TYPE, PROTOCOL, query_content
+from ..run_config import RunConfig
 
 REPEATS = 20
 FIRST_BURST = 4  # crafted queries pushed at once as each node's very first messages
@@ -55,7 +55,7 @@ OVERRIDES = {
     "label-epsilon": 1e6,
     "k": 2,
     "mechanism": "laplace",
-    "population": "fedrr.federation.examples:TwoBudgetSyntheticPopulation",
+    "population": "fedrr.examples:TwoBudgetSyntheticPopulation",
     "run-mode": "cohort",
     "cohort-size": 1000,
     "partition-id": 0,
@@ -230,22 +230,23 @@ def _pick(variants: dict, names: str) -> dict:
     return {n: variants[n] for n in names.split(",")}
 
 
-def attack(grid: Grid, cfg: dict, log=print) -> dict:
+def attack(grid: Grid, cfg: RunConfig, log=print) -> dict:
     """Run every phase against the registered nodes; returns the record of what came back.
 
     Optional run-config keys shrink the plan (a real SuperNode starts one process per message):
     ``attack-burst`` (default ``FIRST_BURST``), ``attack-repeats`` (``REPEATS``), and
     ``attack-crafted`` / ``attack-oop``, comma lists of variant names ("" all, "none" none)."""
     t0 = time.perf_counter()
-    nodes = wait_for_nodes(grid, n_nodes(cfg), float(cfg["node-wait-timeout"]))
-    timeout = float(cfg["reply-timeout"])
-    burst, repeats = int(cfg.get("attack-burst", FIRST_BURST)), int(cfg.get("attack-repeats", REPEATS))
+    nodes = wait_for_nodes(grid, cfg.n_nodes, cfg.node_wait_timeout)
+    timeout = cfg.reply_timeout
+    extra = cfg.extras
+    burst, repeats = int(extra.get("attack-burst", FIRST_BURST)), int(extra.get("attack-repeats", REPEATS))
     crafted = crafted_variants()
     first = [("everything", crafted["everything"])] + [
         (f"overrides-{i}", crafted["overrides_in_query"]) for i in range(1, burst)
     ]
-    crafted = _pick(crafted, str(cfg.get("attack-crafted", "")))
-    oop = _pick(out_of_protocol_variants(), str(cfg.get("attack-oop", "")))
+    crafted = _pick(crafted, str(extra.get("attack-crafted", "")))
+    oop = _pick(out_of_protocol_variants(), str(extra.get("attack-oop", "")))
     result: dict = {
         "nodes": nodes,
         "repeats": repeats,
@@ -273,8 +274,8 @@ def attack(grid: Grid, cfg: dict, log=print) -> dict:
     return result
 
 
-def write_result(cfg: dict, result: dict) -> Path:
-    out = Path(cfg["results-dir"]) / (cfg["run-name"] or "attack")
+def write_result(cfg: RunConfig, result: dict) -> Path:
+    out = Path(cfg.results_dir) / (cfg.run_name or "attack")
     out.mkdir(parents=True, exist_ok=True)
     (out / ATTACK_FILE).write_text(json.dumps(result))
     (out / "metrics.json").write_text(
@@ -288,5 +289,5 @@ app = ServerApp()
 
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    cfg = load_run_config(context.run_config)
+    cfg = RunConfig.from_flwr(context.run_config)
     write_result(cfg, attack(grid, cfg))

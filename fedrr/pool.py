@@ -12,9 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FedrrError, ValidationError
-from ..mechanisms import RecordMechanism
-from .protocol import META_KEY, PROTOCOL, RELEASE_KEY, NodeRelease
+from .errors import FedrrError, ValidationError
+from .mechanisms import RecordMechanism
+from .release import Release
 
 #: the largest reply one node may send (a cohort); bigger ones are dropped as malformed
 MAX_RECORDS_PER_REPLY = 1_000_000
@@ -28,25 +28,10 @@ class ReplyRejected(FedrrError):
         super().__init__(f"{reason}: {detail}")
 
 
-def parse_reply(msg: Any, n_features: int | None, expected_ids: set[int] | None = None) -> NodeRelease:
-    """A Flower reply -> a validated NodeRelease, or ReplyRejected naming what was wrong."""
-    if msg.has_error():
-        if "dropped out" in (msg.error.reason or ""):
-            raise ReplyRejected("dropped_out", "the node's client(s) dropped out")
-        raise ReplyRejected("error_reply", f"node answered with error {msg.error.code}: {msg.error.reason[:200]}")
-    content = msg.content
-    arrays = content.array_records.get(RELEASE_KEY)
-    meta = content.config_records.get(META_KEY)
-    if arrays is None or meta is None:
-        raise ReplyRejected("malformed", f"reply lacks the {RELEASE_KEY!r} arrays or the {META_KEY!r} config")
-    if meta.get("protocol") != PROTOCOL:
-        raise ReplyRejected("malformed", f"protocol {meta.get('protocol')!r}, expected {PROTOCOL!r}")
-    try:
-        parts = {k: arrays[k].numpy() for k in ("x", "y", "client_id", "mechanism_index")}
-    except KeyError as exc:
-        raise ReplyRejected("malformed", f"reply lacks array {exc}") from None
-    except Exception as exc:  # undecodable array payload
-        raise ReplyRejected("malformed", f"undecodable array: {exc}") from None
+def validate_release_arrays(parts: dict[str, Any], specs_json: Any, n_features: int | None,
+                            expected_ids: set[int] | None = None) -> Release:
+    """One node's reply, as arrays (x, y, client_id, mechanism_index) and the JSON list of its
+    record mechanisms' specs -> a validated Release, or ReplyRejected naming what was wrong."""
     x, y, cid, midx = parts["x"], parts["y"], parts["client_id"], parts["mechanism_index"]
     if x.ndim != 2 or x.shape[0] < 1 or x.shape[0] > MAX_RECORDS_PER_REPLY:
         raise ReplyRejected("wrong_shape", f"x must be (m, D) with 1 <= m <= {MAX_RECORDS_PER_REPLY}, got {x.shape}")
@@ -71,7 +56,7 @@ def parse_reply(msg: Any, n_features: int | None, expected_ids: set[int] | None 
     if len(set(cid.tolist())) != m:
         raise ReplyRejected("malformed", "duplicate client ids in one reply")
     try:
-        specs = json.loads(str(meta.get("mechanisms")))
+        specs = json.loads(str(specs_json))
         if not isinstance(specs, list) or not specs:
             raise ValueError("not a non-empty list")
         specs = [json.loads(s) if isinstance(s, str) else s for s in specs]
@@ -99,7 +84,7 @@ def parse_reply(msg: Any, n_features: int | None, expected_ids: set[int] | None 
             mech.validate_release(x[rows], y[rows] if mech.label is not None else None)
         except ValidationError as exc:
             raise ReplyRejected("out_of_domain", str(exc)[:200]) from None
-    return NodeRelease(
+    return Release(
         x, y, cid.astype(np.int64), midx.astype(np.int64), tuple(json.dumps(m.to_spec(), sort_keys=True) for m in mechs)
     )
 
@@ -119,10 +104,10 @@ class Pool:
         return int(self.X.shape[0])
 
     @staticmethod
-    def from_releases(releases: list[NodeRelease], counts: dict[str, int] | None = None) -> Pool:
+    def from_releases(releases: list[Release], counts: dict[str, int] | None = None) -> Pool:
         if not releases:
             raise ValidationError("pool", "no valid releases")
-        rel = NodeRelease.concat(releases)
+        rel = Release.concat(releases)
         order = np.argsort(rel.client_id, kind="stable")  # canonical order: by client id
         mechs = [RecordMechanism.from_spec(json.loads(s)) for s in rel.mechanisms]
         return Pool(

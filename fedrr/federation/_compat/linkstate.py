@@ -7,7 +7,7 @@ poll costs nodes × messages: a round to 10,000 nodes ran at 30 clients/s here. 
 does not help — each poll still scans the whole wave for every node. This keeps a per-node index
 of message ids, maintained on store and delete, and answers ``get_message_ins`` from it with the
 same checks in the same order (expiry, federation, undelivered, run id, limit). Nothing else in
-Flower changes. Applied by ``run_federation`` (``indexed_linkstate=True``); idempotent."""
+Flower changes. Applied by ``fedrr.federation.run.run_federation`` (``indexed_linkstate=True``); idempotent."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ import flwr
 from flwr.server.superlink.linkstate.in_memory_linkstate import InMemoryLinkState
 from flwr.supercore.date import now
 
+from . import TESTED_FLWR
+
 _ORIGINAL = {}
-TESTED_FLWR = "1.41.0"
 
 
 def _index(state) -> dict[int, dict[str, None]]:

@@ -41,7 +41,7 @@ exit with status 2."""
 
 
 def _default_out(cfg) -> Path:
-    return Path(cfg["scenario"]["out"] or f"results/{cfg.name}")
+    return Path(cfg.scenario.out or f"results/{cfg.name}")
 
 
 def _grid_index(cfg, args) -> list[int] | None:
@@ -51,23 +51,23 @@ def _grid_index(cfg, args) -> list[int] | None:
         return [args.index]
     if args.epsilon is None:
         return [0]
-    if not cfg.grid_key:
+    if not cfg.grid_axis:
         raise ValidationError("--epsilon", "this scenario's population sets the budgets (no grid); leave --epsilon out")
     for g, v in enumerate(cfg.grid):
         if abs(v - args.epsilon) <= 1e-9 * max(abs(v), 1.0):
             return [g]
     raise ValidationError(
         "--epsilon",
-        f"{args.epsilon:g} is not a value of privacy.{cfg.grid_key} ({', '.join(f'{v:g}' for v in cfg.grid)})",
+        f"{args.epsilon:g} is not a value of privacy.{cfg.grid_axis} ({', '.join(f'{v:g}' for v in cfg.grid)})",
     )
 
 
 def _cmd_sweep(args, single: bool) -> int:
-    from .config import load_config
+    from .spec import load_scenario
     from .report import write_reports
     from .sweep import sweep
 
-    cfg = load_config(args.config)
+    cfg = load_scenario(args.config)
     out = Path(args.out) if args.out else _default_out(cfg)
     grid = _grid_index(cfg, args) if single else None
     progress = False if args.no_progress else None
@@ -101,7 +101,7 @@ def _cmd_sweep(args, single: bool) -> int:
 
 
 def _cmd_plot(args) -> int:
-    from .report import plot
+    from .plots import plot
 
     for p in plot(args.results_dir):
         print(p)
@@ -116,15 +116,15 @@ def _cmd_show(args) -> int:
 
 
 def _cmd_check(args) -> int:
-    from .config import cells, load_config
+    from .spec import load_scenario
     from .sweep import preflight
 
-    cfg = load_config(args.config)
+    cfg = load_scenario(args.config)
     preflight(cfg)
     print(
-        f"{args.config}: OK — scenario {cfg.name!r}, mode {cfg['run']['mode']}, "
-        f"{len(cells(cfg))} cells ({max(len(cfg.grid), 1)} grid points × {len(cfg.n_grid)} N × "
-        f"{cfg['scenario']['repeats']} repeats), learners {', '.join(cfg['learners']['names'])}"
+        f"{args.config}: OK — scenario {cfg.name!r}, mode {cfg.run.mode}, "
+        f"{len(cfg.cells())} cells ({max(len(cfg.grid), 1)} grid points × {len(cfg.n_grid)} N × "
+        f"{cfg.scenario.repeats} repeats), learners {', '.join(cfg.learners.names)}"
     )
     return 0
 

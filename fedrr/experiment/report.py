@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
-from .config import ORACLE_LEARNERS, ScenarioConfig, cell_fingerprint, cells, parse_config
-from .regression import REGRESSION_ORACLES
+from ..learners import get as get_learner
+from .spec import ScenarioSpec, parse_scenario
 
 #: per metric: CSV column, axis label, file-name stem, table format
 METRICS = {
@@ -59,13 +59,14 @@ CSV_COLUMNS = [
     "seconds",
     "cell_seconds",
     "error",
+    "params_text",
 ]
 
 #: above this ε per record the local-DP guarantee is nominal: the summary says so
 HUGE_EPSILON = 10.0
 
 
-def load_results(out: str | Path) -> tuple[ScenarioConfig, list[dict], list[str]]:
+def load_results(out: str | Path) -> tuple[ScenarioSpec, list[dict], list[str]]:
     """(config, finished cell records of the config's current grid, keys of cells not finished)."""
     out = Path(out)
     man_path = out / "manifest.json"
@@ -74,9 +75,9 @@ def load_results(out: str | Path) -> tuple[ScenarioConfig, list[dict], list[str]
             "RESULTS_DIR", f"{str(out)!r} has no manifest.json: not a results directory of `fedrr sweep`"
         )
     man = json.loads(man_path.read_text())
-    cfg = parse_config(man["config"], path=man.get("config_path", ""), text=man.get("config_text", ""))
+    cfg = parse_scenario(man["config"], path=man.get("config_path", ""), text=man.get("config_text", ""))
     recs, missing = [], []
-    for c in cells(cfg):
+    for c in cfg.cells():
         p = out / "cells" / f"{c.key}.json"
         rec = None
         if p.exists():
@@ -84,11 +85,50 @@ def load_results(out: str | Path) -> tuple[ScenarioConfig, list[dict], list[str]
                 rec = json.loads(p.read_text())
             except json.JSONDecodeError:
                 rec = None
-        if rec is not None and rec.get("fingerprint") == cell_fingerprint(cfg, c) and rec.get("status") == "done":
+        if rec is not None and rec.get("fingerprint") == c.fingerprint() and rec.get("status") == "done":
             recs.append(rec)
         else:
             missing.append(c.key)
     return cfg, recs, missing
+
+
+_INT = {"grid_index", "n_index", "repeat", "seed", "n_features", "n_clients", "n_releases", "dropped"}
+_TEXT = {"scenario", "cell", "mode", "mechanism", "grid_axis", "learner", "metric", "error", "dropped_detail",
+         "params_text"}
+
+
+def read_csv(path: Path) -> list[dict]:
+    """``results.csv`` back as typed rows (what ``rows`` built)."""
+    out = []
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            row: dict[str, Any] = {}
+            for k in CSV_COLUMNS:
+                v = r.get(k, "")
+                if k in _TEXT:
+                    row[k] = v if v or k == "error" else None
+                elif k == "oracle":
+                    row[k] = v == "True"
+                elif v == "":
+                    row[k] = None
+                else:
+                    row[k] = int(v) if k in _INT else float(v)
+            out.append(row)
+    return out
+
+
+def load_table(out: str | Path) -> tuple[ScenarioSpec, list[dict], list[str]]:
+    """(config, one row per cell × learner, unfinished cells) from ``results.csv`` — what a
+    committed results directory holds — or, before reports were written, from the cell files."""
+    out = Path(out)
+    if (out / "results.csv").exists() and (out / "manifest.json").exists():
+        man = json.loads((out / "manifest.json").read_text())
+        spec = parse_scenario(man["config"], path=man.get("config_path", ""), text=man.get("config_text", ""))
+        table = read_csv(out / "results.csv")
+        done = {r["cell"] for r in table}
+        return spec, table, [c.key for c in spec.cells() if c.key not in done]
+    spec, recs, missing = load_results(out)
+    return spec, rows(recs), missing
 
 
 def rows(recs: list[dict]) -> list[dict]:
@@ -126,7 +166,7 @@ def rows(recs: list[dict]) -> list[dict]:
                     "dropped": int(sum(rec["dropped"].values())),
                     "dropped_detail": json.dumps(rec["dropped"], sort_keys=True),
                     "learner": learner,
-                    "oracle": learner in ORACLE_LEARNERS + REGRESSION_ORACLES,
+                    "oracle": _is_oracle(learner, rec.get("metric", "accuracy")),
                     "metric": rec.get("metric", "accuracy"),
                     "accuracy": entry.get("accuracy"),
                     "mse": entry.get("mse"),
@@ -137,6 +177,13 @@ def rows(recs: list[dict]) -> list[dict]:
                 }
             )
     return out
+
+
+def _is_oracle(name: str, metric: str) -> bool:
+    try:
+        return get_learner(name, "regression" if metric == "mse" else "classification").oracle
+    except Exception:  # noqa: BLE001 - a learner of an older results file
+        return name in ("clean", "spread-true")
 
 
 def write_csv(path: Path, table: list[dict]) -> None:
@@ -171,116 +218,17 @@ def aggregate(table: list[dict]) -> dict[tuple[int, int, str], dict]:
     return out
 
 
-def _learner_order(cfg: ScenarioConfig) -> list[str]:
-    return list(cfg["learners"]["names"])
+def _learner_order(cfg: ScenarioSpec) -> list[str]:
+    return list(cfg.learners.names)
 
 
 def _fmt_eps(e: float) -> str:
     return f"{e:.3g}" if e < 1000 else f"{e:,.0f}"
 
 
-def _decorate(ax, xlabel: str, ylabel: str, title: str) -> None:
-    """Log x-axis, labels, title, grid and (if anything was drawn) a legend."""
-    ax.set_xscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    ax.grid(True, which="both", alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
-
-
-def _mean_band(ax, pts: list[dict], xkey: str, name: str, reps: int) -> None:
-    """One learner's mean line over ``pts`` (x from ``xkey``) with a ±1 sd band when repeated."""
-    x = np.array([a[xkey] for a in pts], float)
-    m = np.array([a["mean"] for a in pts])
-    sd = np.array([a["sd"] for a in pts])
-    (line,) = ax.plot(x, m, marker="o", label=name, **_style(name))
-    if reps > 1:
-        ax.fill_between(x, m - sd, m + sd, color=line.get_color(), alpha=0.2, linewidth=0)
-
-
-def _style(name: str) -> dict:
-    return {"linestyle": "--"} if name in ORACLE_LEARNERS + REGRESSION_ORACLES else {}
-
-
-def metric_of(cfg: ScenarioConfig) -> str:
+def metric_of(cfg: ScenarioSpec) -> str:
     """What a scenario's cells are scored by: test accuracy, or test MSE for regression."""
-    return "mse" if cfg["population"].get("task") == "regression" else "accuracy"
-
-
-def plot(out: str | Path) -> list[Path]:
-    """<metric>_vs_epsilon.{png,svg} (one panel per N) and, with an N grid, <metric>_vs_n.{png,svg};
-    the metric is accuracy, or MSE for regression scenarios."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    out = Path(out)
-    cfg, recs, missing = load_results(out)
-    if not recs:
-        raise ValidationError("RESULTS_DIR", f"{str(out)!r} has no finished cells yet")
-    agg = aggregate(rows(recs))
-    learners = _learner_order(cfg)
-    G, Ns = max(len(cfg.grid), 1), cfg.n_grid
-    ylabel, stem, _ = METRICS[metric_of(cfg)]
-    xlabel = (
-        "ε per record (input block + label; label public: inputs only)"
-        if metric_of(cfg) == "mse"
-        else "ε per record (all features + label, composed)"
-    )
-    written = []
-    reps = cfg["scenario"]["repeats"]
-    band = f"mean ± sd over {reps} repeats" if reps > 1 else "1 repeat"
-    fig, axes = plt.subplots(1, len(Ns), figsize=(5.2 * len(Ns), 4.0), squeeze=False)
-    for j, ax in enumerate(axes[0]):
-        for name in learners:
-            pts = sorted((agg[(g, j, name)] for g in range(G) if (g, j, name) in agg), key=lambda a: a["eps"])
-            pts = [a for a in pts if a["count"]]
-            if not pts:
-                continue
-            _mean_band(ax, pts, "eps", name, reps)
-        _decorate(ax, xlabel, ylabel, f"{cfg.name}: N = {Ns[j]:,} clients ({band})")
-    top = max(a["eps"] for a in agg.values())
-    if top > HUGE_EPSILON:
-        fig.text(
-            0.01,
-            0.005,
-            f"Note: ε per record up to {_fmt_eps(top)}; above {HUGE_EPSILON:g} local DP is a nominal guarantee:\n"
-            "read the axis as noise size.",
-            fontsize=7,
-            color="0.35",
-        )
-    fig.tight_layout(rect=(0, 0.05, 1, 1))
-    for ext in ("png", "svg"):
-        p = out / f"{stem}_vs_epsilon.{ext}"
-        fig.savefig(p, dpi=120)
-        written.append(p)
-    plt.close(fig)
-    if len(Ns) > 1:
-        fig, axes = plt.subplots(1, G, figsize=(5.2 * G, 4.0), squeeze=False)
-        for g, ax in enumerate(axes[0]):
-            eps_g = None
-            for name in learners:
-                pts = [agg[(g, j, name)] for j in range(len(Ns)) if (g, j, name) in agg and agg[(g, j, name)]["count"]]
-                if not pts:
-                    continue
-                eps_g = pts[0]["eps"]
-                _mean_band(ax, pts, "n", name, reps)
-            _decorate(
-                ax,
-                "N (clients, one record each)",
-                ylabel,
-                f"ε per record = {_fmt_eps(eps_g) if eps_g is not None else '?'} ({band})",
-            )
-        fig.tight_layout()
-        for ext in ("png", "svg"):
-            p = out / f"{stem}_vs_n.{ext}"
-            fig.savefig(p, dpi=120)
-            written.append(p)
-        plt.close(fig)
-    return written
+    return cfg.metric
 
 
 def _param_text(r: dict) -> str:
@@ -300,22 +248,21 @@ def _param_text(r: dict) -> str:
 
 def summary_markdown(out: str | Path) -> str:
     out = Path(out)
-    cfg, recs, missing = load_results(out)
+    cfg, table, missing = load_table(out)
     man = json.loads((out / "manifest.json").read_text())
-    table = rows(recs)
     agg = aggregate(table)
     learners = _learner_order(cfg)
     G, Ns = max(len(cfg.grid), 1), cfg.n_grid
-    reps = cfg["scenario"]["repeats"]
+    reps = cfg.scenario.repeats
     lines = [f"# {cfg.name}", ""]
-    if cfg["scenario"]["description"]:
-        lines += [cfg["scenario"]["description"].strip(), ""]
-    pop = cfg["population"]
-    who = pop["dataset"] if cfg.is_dataset else pop["population"]
+    if cfg.scenario.description:
+        lines += [cfg.scenario.description.strip(), ""]
+    pop = cfg.population
+    who = pop.dataset if cfg.is_dataset else pop.population
     lines += [
-        f"- population: {who}; mechanism: {cfg['privacy']['mechanism'] if cfg.grid_key or pop['budget_mix'] else 'set by the population'}; "
-        f"mode: {cfg['run']['mode']}; repeats: {reps}; seed: {cfg['scenario']['seed']}",
-        f"- cells finished: {len(recs)} of {len(recs) + len(missing)}"
+        f"- population: {who}; mechanism: {cfg.privacy.mechanism if cfg.grid_axis or pop.budget_mix else 'set by the population'}; "
+        f"mode: {cfg.run.mode}; repeats: {reps}; seed: {cfg.scenario.seed}",
+        f"- cells finished: {len({r['cell'] for r in table})} of {len({r['cell'] for r in table}) + len(missing)}"
         + (f" (missing: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''})" if missing else ""),
         f"- fedrr {man['versions'].get('fedrr')}, flwr {man['versions'].get('flwr')}, git {str(man['git'].get('commit'))[:10]}"
         f"{' (dirty)' if man['git'].get('dirty') else ''}; {man['machine']['cpu_count']} CPUs",
@@ -396,7 +343,7 @@ def summary_markdown(out: str | Path) -> str:
             "The oracle `clean` (dashed in the plots) is least squares on the clean records of the same clients; "
             "it sits outside the federation.",
         ]
-    elif any(n in ORACLE_LEARNERS for n in learners):
+    elif any(_is_oracle(n, 'accuracy') for n in learners):
         lines += [
             "",
             "Oracles (dashed in the plots) see clean data and sit outside the federation: `clean` = logistic "
@@ -406,26 +353,26 @@ def summary_markdown(out: str | Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _regression_text(cfg: ScenarioConfig) -> str:
-    priv = cfg["privacy"]
-    mech = priv["mechanism"]
-    cal = f" ({priv['calibration']} calibration)" if mech == "gaussian" else ""
+def _regression_text(cfg: ScenarioSpec) -> str:
+    priv = cfg.privacy
+    mech = priv.mechanism
+    cal = f" ({priv.calibration} calibration)" if mech == "gaussian" else ""
     text = (
         f"**ε axis.** Each client releases its whole input vector in [0, 1]^p through one {mech} mechanism{cal} "
         "(Farokhi 2020, Thm 1). "
     )
-    if priv["label_public"]:
+    if priv.label_public:
         text += (
             "⚠ **The label is public**: the target is released in the clear, as in the paper (ỹ = y), so ε per "
             "record covers the inputs only and the target is not protected at all. "
         )
     else:
-        s = priv["split"]
+        s = priv.split
         text += (
             f"The record budget is split {s['features']:g} to the input block and {s['label']:g} to the target "
             "(Laplace noise on y in [0, 1]). "
         )
-    if mech == "gaussian" and priv["calibration"] == "farokhi":
+    if mech == "gaussian" and priv.calibration == "farokhi":
         text += (
             "Farokhi's calibration (Δ = p_x, σ = √(2 ln(1.25/δ))·Δ/ε at any ε) states a nominal ε; the x-axis is "
             "the larger of that and the exact ε of the noise at the same δ (`GaussianMechanism.epsilon_exact`, kept "
@@ -434,19 +381,19 @@ def _regression_text(cfg: ScenarioConfig) -> str:
     return text + "Learners are scored by test mean squared error on a clean held-out split (lower is better)."
 
 
-def _split_text(cfg: ScenarioConfig) -> str:
-    if cfg.grid_key == "epsilon_grid":
-        s = cfg["privacy"]["split"]
+def _split_text(cfg: ScenarioSpec) -> str:
+    if cfg.grid_axis == "epsilon_grid":
+        s = cfg.privacy.split
         return (
             f"The grid is a record budget ε_record split {s['features']:g} to the features (ε per feature = "
             f"{s['features']:g}·ε_record / D) and {s['label']:g} to the label; for randomised response ε is converted "
             "to a flip probability by `RandomizedResponse(k, epsilon=...)`."
         )
-    if cfg.grid_key == "feature_flip_grid":
+    if cfg.grid_axis == "feature_flip_grid":
         return "The grid sets the flip probability per feature; the x-axis is the resulting ε per record."
-    if cfg.grid_key == "feature_epsilon_grid":
+    if cfg.grid_axis == "feature_epsilon_grid":
         return "The grid sets ε per feature; the x-axis is the resulting ε per record."
-    if cfg["population"]["budget_mix"]:
+    if cfg.population.budget_mix:
         return (
             "`population.budget_mix` draws each client's feature budget from the mix; the x-axis is the mean ε per "
             "record over the pool (its range in brackets)."
@@ -464,6 +411,8 @@ def write_reports(out: str | Path) -> dict[str, Any]:
 
     md = summary_markdown(out)
     atomic_write_text(out / "summary.md", md)
+    from .plots import plot
+
     plots = plot(out) if recs else []
     return {
         "csv": out / "results.csv",

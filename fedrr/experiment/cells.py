@@ -1,0 +1,150 @@
+"""A sweep cell: one population and one release of it (one federation) at grid point ``g``, N
+index ``n`` and repeat ``r`` of a scenario — its seed, its per-field privacy parameters, its
+``RunConfig`` and the fingerprint that decides whether a finished cell can be reused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from ..errors import ValidationError
+from ..run_config import RunConfig
+from .spec import ScenarioSpec
+
+
+@cache
+def dataset_shape(name: str) -> tuple[int, int | None, int]:
+    """(D, states per feature or None, classes) of a built-in dataset."""
+    from ..datasets import load
+
+    ds = load(name)
+    st = ds.schema.states()
+    k = int(st[0]) if np.all(st > 0) and np.all(st == st[0]) else None
+    return ds.schema.n_features, k, ds.schema.n_classes
+
+
+@dataclass(frozen=True)
+class PrivacyParams:
+    """Per-field budgets of one grid point (0 = unused), and what was asked for."""
+
+    mechanism: str
+    delta: float
+    feature_flip: float = 0.0
+    feature_epsilon: float = 0.0
+    label_flip: float = 0.0
+    label_epsilon: float = 0.0
+    budget_mix: tuple = ()
+    requested_eps_record: float | None = None
+    calibration: str = "analytic"
+    label_public: bool = False
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    spec: ScenarioSpec
+    g: int
+    n: int
+    r: int
+
+    @property
+    def key(self) -> str:
+        return f"g{self.g:03d}-n{self.n:02d}-r{self.r:03d}"
+
+    @property
+    def seed(self) -> int:
+        """``SeedSequence(scenario.seed, spawn_key=(g, n, r))``: independent of which process runs
+        the cell, of the order and of how many run at once."""
+        ss = np.random.SeedSequence(self.spec.scenario.seed, spawn_key=(self.g, self.n, self.r))
+        return int(ss.generate_state(1, dtype=np.uint32)[0])
+
+    @property
+    def n_clients(self) -> int:
+        return self.spec.n_grid[self.n]
+
+    @property
+    def grid_value(self) -> float | None:
+        return self.spec.grid[self.g] if self.spec.grid_axis else None
+
+    def privacy(self) -> PrivacyParams:
+        """The per-field parameters at this grid point (a record budget is split by
+        ``privacy.split`` and, for randomised response, turned into a flip probability)."""
+        spec, priv = self.spec, self.spec.privacy
+        base = {"mechanism": priv.mechanism, "delta": priv.delta}
+        axis = spec.grid_axis
+        label = ({"label_flip": priv.label_flip} if priv.label_flip not in (None, "same")
+                 else {"label_epsilon": priv.label_epsilon} if priv.label_epsilon is not None else {})
+        if not axis:
+            mix = spec.population.budget_mix
+            return PrivacyParams(**base, budget_mix=mix, **(label if mix else {}))
+        v = spec.grid[self.g]
+        if spec.task == "regression":  # one block on the inputs; the target public or Laplace
+            s = priv.split
+            return PrivacyParams(**base, requested_eps_record=v, calibration=priv.calibration,
+                                 label_public=priv.label_public,
+                                 feature_epsilon=v if priv.label_public else s["features"] * v,
+                                 label_epsilon=0.0 if priv.label_public else s["label"] * v)
+        if axis == "epsilon_grid":
+            return _record_budget(spec, v, base)
+        feat = {"feature_flip": v} if axis == "feature_flip_grid" else {"feature_epsilon": v}
+        if priv.label_flip == "same":
+            label = {"label_flip": v}
+        return PrivacyParams(**base, **feat, **label)
+
+    def run_config(self, results_dir: str = "results/federation", executor: str | None = None) -> RunConfig:
+        """The ``RunConfig`` of this cell (population, mechanism, release learners, collection)."""
+        spec, pop, run = self.spec, self.spec.population, self.spec.run
+        p = self.privacy()
+        from ..learners import names
+
+        release_learners = tuple(n for n in spec.learners.names if n in names(oracles=False))
+        return RunConfig(
+            population=pop.population, dataset=pop.dataset, n_clients=self.n_clients,
+            n_test_per_class=pop.n_test_per_class, dropout=pop.dropout, mechanism=p.mechanism, delta=p.delta,
+            feature_flip=p.feature_flip, feature_epsilon=p.feature_epsilon, label_flip=p.label_flip,
+            label_epsilon=p.label_epsilon, budget_mix=p.budget_mix, seed=self.seed, learners=release_learners,
+            C=spec.learners.C, spread_max_iter=spec.learners.spread_max_iter, executor=executor or run.executor,
+            ray_address=run.ray_address, run_mode="cohort" if run.mode == "cohort" else "node",
+            cohort_size=run.cohort_size if run.mode == "cohort" else 1, wave_size=run.wave_size,
+            min_valid=run.min_valid, node_wait_timeout=run.node_wait_timeout, reply_timeout=run.reply_timeout,
+            results_dir=results_dir, run_name=self.key, extras=dict(pop.options) if not spec.is_dataset else {},
+        )
+
+    def fingerprint(self) -> str:
+        """What determines the cell's result: a finished cell file is reused only if this matches."""
+        spec = self.spec
+        if spec.task == "regression":
+            rc: dict[str, Any] = {"privacy": self.privacy().__dict__, "n": self.n_clients, "seed": self.seed,
+                                  "dataset": spec.population.dataset, "n_test": spec.population.n_test_per_class}
+        else:
+            rc = self.run_config().to_flwr()
+            for k in ("executor", "ray-address", "results-dir", "wave-size", "node-wait-timeout", "reply-timeout"):
+                rc.pop(k, None)
+        rc["all-learners"] = list(spec.learners.names)
+        rc["mode"] = spec.run.mode
+        return hashlib.sha256(json.dumps(rc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:
+    from ..mechanisms import RandomizedResponse
+
+    D, k, _ = dataset_shape(spec.population.dataset)
+    s = spec.privacy.split
+    eps_feat = s["features"] * v / D
+    out = {"requested_eps_record": v, "label_epsilon": s["label"] * v}
+    if spec.privacy.mechanism == "rr":
+        if k is None:
+            raise ValidationError("privacy.mechanism", f"'rr' needs a dataset whose features all have the same number "
+                                  f"of states; {spec.population.dataset!r} does not (use gaussian or laplace)")
+        try:
+            out["feature_flip"] = RandomizedResponse(k, epsilon=eps_feat).flip_prob
+        except ValidationError as exc:
+            raise ValidationError("privacy.epsilon_grid", f"ε_record = {v:g} gives ε = {eps_feat:.3g} per feature on "
+                                  f"{D} features: {exc}") from None
+    else:
+        out["feature_epsilon"] = eps_feat
+    return PrivacyParams(**base, **out)

@@ -1,0 +1,323 @@
+"""Scenario configs as typed, frozen dataclasses: a TOML file is parsed and validated once into a
+``ScenarioSpec`` (every key known, typed, range-checked, defaults filled in; relations between
+keys checked in ``crosscheck``), which lists its ``CellSpec``s. Each section's fields carry their
+documentation and constraints (``fedrr._params``): the config reference in the docs is generated
+from them. A bad config raises ``ValidationError(field, message)``, ``field`` being the key's path
+("privacy.epsilon_grid"), before anything runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._params import Boolean, Constraint, Interval, IsNone, ListOf, Options, Satisfies, Text, _type_name, check_param
+from ..errors import ValidationError
+from ..learners import names as learner_names
+from ..run_config import MECHANISM_FAMILIES
+
+CLASSIFICATION_DATASETS = ("mnist_7_vs_9", "digits_7_vs_9", "breast_cancer", "adult")
+REGRESSION_DATASETS = ("diabetes", "lending_club")
+MODES = ("flower", "cohort", "offline")
+GRID_KEYS = ("epsilon_grid", "feature_flip_grid", "feature_epsilon_grid")
+_ALL_LEARNERS = tuple(dict.fromkeys(learner_names("classification") + learner_names("regression")))
+
+
+def key(default: Any, doc: str, *constraints: Constraint) -> Any:
+    """A config key: default, one line of documentation, the constraints its value must meet."""
+    return field(default=default, metadata={"doc": doc, "constraints": constraints})
+
+
+_POS = Interval(float, 0, None, closed="neither")
+_UNIT_OPEN = Interval(float, 0, 1, closed="neither")
+
+
+class _Table(Constraint):
+    """A TOML table with known keys; ``explain`` names the bad key ("privacy.split.label")."""
+
+    keys: dict[str, tuple[Constraint, ...]] = {}
+    example = ""
+
+    def accepts(self, value: Any) -> bool:
+        return self.explain("", value) is None
+
+    def coerce(self, value: Any) -> Any:
+        return {k: check_param(k, v, self.keys[k]) for k, v in value.items()}
+
+    def describe(self) -> str:
+        return f"a table such as {self.example}"
+
+    def explain(self, name: str, value: Any) -> ValidationError | None:
+        if not isinstance(value, dict):
+            return ValidationError(name, f"must be {self.describe()}, got {_type_name(value)} {value!r}")
+        bad = sorted(set(map(str, value)) - set(self.keys))
+        if bad:
+            return ValidationError(name, f"unknown key(s) {bad}; valid: {', '.join(self.keys)}")
+        for k, v in value.items():
+            try:
+                check_param(f"{name}.{k}", v, self.keys[k])
+            except ValidationError as exc:
+                return exc
+        return self.relation(name, value)
+
+    def relation(self, name: str, value: dict) -> ValidationError | None:
+        return None
+
+
+class Split(_Table):
+    keys = {"features": (_UNIT_OPEN,), "label": (_UNIT_OPEN,)}
+    example = "{features = 0.9, label = 0.1}"
+
+    def relation(self, name, value):
+        if set(value) != {"features", "label"}:
+            return ValidationError(name, f"must give both shares, e.g. {self.example}")
+        if abs(value["features"] + value["label"] - 1) > 1e-9:
+            return ValidationError(name, f"shares must add up to 1, got {value['features']} + {value['label']}")
+        return None
+
+
+class BudgetMix(_Table):
+    keys = {"values": (ListOf(_POS, distinct=False),), "weights": (ListOf(Interval(float, 0, None), distinct=False),)}
+    example = "{values = [0.2, 0.4], weights = [1, 1]}"
+
+    def relation(self, name, value):
+        if not value:
+            return None
+        if "values" not in value:
+            return ValidationError(f"{name}.values", "must be a non-empty list of numbers (flip probabilities for 'rr', "
+                                   "ε per feature otherwise)")
+        n = len(value["values"])
+        w = value.get("weights", [1.0] * n)
+        if len(w) != n:
+            return ValidationError(f"{name}.weights", f"must be a list of {n} numbers (one per value), got {w!r}")
+        if sum(w) <= 0:
+            return ValidationError(f"{name}.weights", f"must not all be 0, got {w!r}")
+        return None
+
+    def coerce(self, value):
+        if not value:
+            return ()
+        vals = [float(v) for v in value["values"]]
+        return tuple(zip(vals, [float(w) for w in value.get("weights", [1.0] * len(vals))]))
+
+
+class Options_(_Table):
+    example = "{n_informative = 5}"
+
+    def explain(self, name, value):
+        if not isinstance(value, dict):
+            return ValidationError(name, f"must be {self.describe()}, got {_type_name(value)} {value!r}")
+        return None
+
+    def coerce(self, value):
+        return dict(value)
+
+
+def _scenario_name(v: Any) -> bool:
+    return isinstance(v, str) and bool(re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]*", v)) and ".." not in v
+
+
+# ------------------------------------------------------------------------------ sections
+@dataclass(frozen=True)
+class ScenarioSection:
+    name: str | None = key(None, "name of the scenario (default: the file name); also the default results folder",
+                           Satisfies(_scenario_name, "a non-empty name of letters, digits, '_', '.' or '-' (it names "
+                                     "the default results folder results/<name>)"), IsNone())
+    description: str = key("", "free text, copied to the manifest and summary", Text())
+    seed: int = key(0, "master seed: cell seeds derive from it and the cell's index", Interval(int, 0, None))
+    repeats: int = key(1, "independent repeats of every grid point (new split, new noise)", Interval(int, 1, None))
+    out: str | None = key(None, "results directory (default results/<name>; the CLI's --out wins)", Text(True), IsNone())
+
+
+@dataclass(frozen=True)
+class PopulationSection:
+    population: str = key("dataset", "'dataset' or an import path 'module:Class' of a ClientPopulation",
+                          Satisfies(lambda v: v == "dataset" or (isinstance(v, str) and ":" in v
+                                                                 and all(v.partition(":")[::2])),
+                                    "'dataset' (built in) or an import path 'package.module:Class'"))
+    dataset: str = key("digits_7_vs_9", "dataset of the built-in population",
+                       Options(*CLASSIFICATION_DATASETS, *REGRESSION_DATASETS))
+    n_clients: tuple = key((100,), "clients (one record each); a list makes an N grid",
+                           Interval(int, 1, None), ListOf(Interval(int, 1, None)))
+    n_test_per_class: int = key(50, "held-out clean test records per class (evaluation only; regression: test rows)",
+                                Interval(int, 0, None))
+    task: str = key("classification", "classification (the built-in federated population) | regression (Farokhi "
+                    "2020: inputs released by one Gaussian/Laplace block, offline)", Options("classification", "regression"))
+    dropout: float = key(0.0, "fraction of clients that never answer", Interval(float, 0, 1, closed="left"))
+    budget_mix: tuple = key((), "clients with different feature budgets in one pool, e.g. {values = [0.2, 0.4], "
+                            "weights = [1, 1]}: flip probabilities ('rr') or ε per feature, drawn per client with "
+                            "the weights; it replaces the privacy grid", BudgetMix())
+    options: Mapping = field(default_factory=dict, hash=False, metadata={
+        "doc": "extra keys passed to a custom population's constructor", "constraints": (Options_(),)})
+
+
+@dataclass(frozen=True)
+class PrivacySection:
+    mechanism: str = key("rr", "rr (k-ary randomised response on discrete features) | gaussian | laplace",
+                         Options(*MECHANISM_FAMILIES))
+    epsilon_grid: tuple | None = key(None, "ε per whole record, split across fields by `split`",
+                                     ListOf(_POS), IsNone())
+    split: Mapping = field(default_factory=lambda: {"features": 0.9, "label": 0.1}, hash=False, metadata={
+        "doc": "shares of ε_record for all features / the label", "constraints": (Split(),)})
+    feature_flip_grid: tuple | None = key(None, "rr: flip probability per feature", ListOf(_UNIT_OPEN), IsNone())
+    feature_epsilon_grid: tuple | None = key(None, "ε per feature", ListOf(_POS), IsNone())
+    label_flip: float | str | None = key(None, "label flip probability, or \"same\" as the feature flip",
+                                         _UNIT_OPEN, Options("same"), IsNone())
+    label_epsilon: float | None = key(None, "label ε (per-field grids)", _POS, IsNone())
+    delta: float = key(1e-5, "δ per Gaussian field (regression: δ of the input block)", _UNIT_OPEN)
+    calibration: str = key("analytic", "regression, gaussian: analytic (exact (ε, δ)) | farokhi (Farokhi 2020 Thm 1, "
+                           "nominal ε; the exact ε is what is reported)", Options("analytic", "farokhi"))
+    label_public: bool = key(False, "regression: release the target in the clear as Farokhi 2020 (ỹ = y)", Boolean())
+
+
+@dataclass(frozen=True)
+class LearnersSection:
+    names: tuple = key(("spread", "naive", "clean"), f"any of {', '.join(_ALL_LEARNERS)} (see fedrr.learners)",
+                       ListOf(Options(*_ALL_LEARNERS)))
+    C: float = key(1.0, "inverse L2 penalty (scikit-learn's C)", _POS)
+    spread_max_iter: int = key(200, "most EM iterations of spread-EM", Interval(int, 1, None))
+
+
+@dataclass(frozen=True)
+class RunSection:
+    mode: str = key("offline", "flower (one Flower node per client) | cohort (nodes host cohort_size clients) | "
+                    "offline (no Flower)", Options(*MODES))
+    cohort_size: int = key(1000, "clients per Flower node in cohort mode", Interval(int, 1, None))
+    workers: int = key(0, "offline cells run in parallel, this many at once (0: one per CPU)", Interval(int, 0, None))
+    parallel: str = key("ray", "how offline cells run in parallel: ray (local, or the cluster at ray_address / "
+                        "RAY_ADDRESS) | processes; same results", Options("ray", "processes"))
+    executor: str = key("threads", "spread-EM's E-step: serial | threads | ray (same result)",
+                        Options("serial", "threads", "ray"))
+    ray_address: str = key("", "Ray cluster for Flower simulations and the ray executor ('' = local)", Text())
+    wave_size: int = key(256, "Flower: release queries in flight at once", Interval(int, 1, None))
+    min_valid: int = key(20, "fewer valid releases and the cell fails", Interval(int, 1, None))
+    node_wait_timeout: float = key(120.0, "Flower: seconds to wait for nodes to register", _POS)
+    reply_timeout: float = key(600.0, "Flower: seconds to wait for all replies", _POS)
+
+
+SECTIONS: dict[str, type] = {"scenario": ScenarioSection, "population": PopulationSection,
+                             "privacy": PrivacySection, "learners": LearnersSection, "run": RunSection}
+
+
+def _key_path(k: Any) -> str:
+    """A key as written in a TOML key path: bare, or quoted ("" for the empty key)."""
+    k = str(k)
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+
+
+def _section(cls: type, name: str, given: Any) -> Any:
+    if not isinstance(given, dict):
+        raise ValidationError(name, f"must be a table ([{name}]), got {_type_name(given)} {given!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    bad = [k for k in given if k not in fields]
+    if bad:
+        raise ValidationError(f"{name}.{_key_path(bad[0])}", f"unknown key; valid keys in [{name}]: {', '.join(fields)}")
+    kw = {}
+    for k, v in given.items():
+        value = check_param(f"{name}.{k}", v, fields[k].metadata["constraints"])
+        kw[k] = (value,) if k == "n_clients" and isinstance(value, int) else value
+    return cls(**kw)
+
+
+@dataclass(frozen=True)
+class ScenarioSpec:
+    """A validated scenario. ``grid_axis`` is the swept privacy key ("" when the population or a
+    budget mix sets the budgets: one grid point)."""
+
+    scenario: ScenarioSection
+    population: PopulationSection
+    privacy: PrivacySection
+    learners: LearnersSection
+    run: RunSection
+    grid_axis: str = "epsilon_grid"
+    path: str = field(default="", compare=False)
+    text: str = field(default="", compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.scenario.name
+
+    @property
+    def grid(self) -> tuple[float, ...]:
+        return tuple(getattr(self.privacy, self.grid_axis) or ()) if self.grid_axis else ()
+
+    @property
+    def n_grid(self) -> tuple[int, ...]:
+        return self.population.n_clients
+
+    @property
+    def is_dataset(self) -> bool:
+        return self.population.population == "dataset"
+
+    @property
+    def task(self) -> str:
+        return self.population.task
+
+    @property
+    def metric(self) -> str:
+        """What cells are scored by: test accuracy, or test MSE for regression."""
+        return "mse" if self.task == "regression" else "accuracy"
+
+    def cells(self, grid_indices: list[int] | None = None) -> list:
+        from .cells import CellSpec
+
+        gs = range(max(len(self.grid), 1)) if grid_indices is None else grid_indices
+        return [CellSpec(self, g, n, r) for g in gs for n in range(len(self.n_grid)) for r in range(self.scenario.repeats)]
+
+    def as_dict(self) -> dict:
+        """The scenario as a TOML-like dict (unset keys left out); ``parse_scenario`` of it gives
+        this spec back."""
+        out = {}
+        for sec in SECTIONS:
+            d = {}
+            for f in dataclasses.fields(getattr(self, sec)):
+                v = getattr(getattr(self, sec), f.name)
+                if v is None:
+                    continue
+                if f.name == "budget_mix":
+                    v = {"values": [a for a, _ in v], "weights": [w for _, w in v]} if v else {}
+                d[f.name] = json.loads(json.dumps(v))
+            out[sec] = d
+        return out
+
+
+def parse_scenario(data: Any, *, name: str = "scenario", path: str = "", text: str = "") -> ScenarioSpec:
+    """Validate a parsed TOML document, fill in defaults and check the keys' relations."""
+    if not isinstance(data, dict):
+        raise ValidationError("config", f"must be a TOML table, got {_type_name(data)}")
+    unknown = [s for s in data if s not in SECTIONS]
+    if unknown:
+        s = unknown[0]
+        hint = next((f" ({s!r} belongs in [{sec}])" for sec, cls in SECTIONS.items()
+                     if s in {f.name for f in dataclasses.fields(cls)}), "")
+        raise ValidationError(_key_path(s), f"unknown section or key{hint}; valid sections: {', '.join(SECTIONS)}")
+    secs = {sec: _section(cls, sec, data.get(sec, {})) for sec, cls in SECTIONS.items()}
+    if secs["scenario"].name is None:
+        secs["scenario"] = dataclasses.replace(secs["scenario"], name=name)
+    from .crosscheck import crosscheck
+
+    secs, axis = crosscheck(secs)
+    return ScenarioSpec(**secs, grid_axis=axis, path=path, text=text)
+
+
+def load_scenario(path: str | Path) -> ScenarioSpec:
+    """Read and validate a scenario TOML file."""
+    p = Path(path)
+    if not p.exists():
+        raise ValidationError("config", f"file {str(p)!r} does not exist")
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationError("config", f"{p}: not valid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ValidationError("config", f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValidationError("config", f"{p}: not valid TOML: {exc}") from None
+    return parse_scenario(data, name=p.stem, path=str(p), text=text)

@@ -1,0 +1,266 @@
+"""The one learner registry: a learner's name -> how to build and fit its estimator, and one
+``fit_and_score`` that sweeps, the federation's ServerApp and scripts all use.
+
+Names follow one scheme (lower case, dashes). Learners fit on the releases only; ``oracle``
+learners (``clean``, ``spread-true``) see clean training data and sit outside the federation, as
+references. Estimator classes are imported when a learner is built, so that importing this
+module (the run config does, to check learner names) stays cheap for the ClientApp."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import FedrrError, ValidationError
+
+TASKS = ("classification", "regression")
+
+
+@dataclass(frozen=True)
+class FitData:
+    """What a learner is fitted on. ``X``/``y``: releases (features, labels or targets);
+    ``mechanism``: one RecordMechanism or one per record (classification) — the estimators use it
+    as the exact likelihood; ``clean_X``/``clean_y``: the same clients' clean records (oracles
+    only); ``feature_mechanism``/``label_noised``: the regression setting's input block and
+    whether the target was noised."""
+
+    X: np.ndarray
+    y: np.ndarray
+    mechanism: Any = None
+    clean_X: np.ndarray | None = None
+    clean_y: np.ndarray | None = None
+    feature_mechanism: Any = None
+    label_noised: bool = False
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """Knobs shared by the learners (run config / scenario ``[learners]``)."""
+
+    C: float = 1.0
+    random_state: int = 0
+    executor: Any = None
+    spread_max_iter: int = 200
+    wdro_max_iter: int = 0
+
+
+@dataclass(frozen=True)
+class Learner:
+    name: str
+    task: str
+    doc: str
+    fit: Callable[[FitData, FitOptions], Any]  # -> a fitted estimator
+    oracle: bool = False
+
+
+_REGISTRY: dict[tuple[str, str], Learner] = {}
+
+
+def _learner(task: str, name: str, doc: str, *, oracle: bool = False):
+    def deco(fn):
+        _REGISTRY[(task, name)] = Learner(name, task, doc, fn, oracle)
+        return fn
+
+    return deco
+
+
+def names(task: str = "classification", *, oracles: bool = True) -> tuple[str, ...]:
+    """Learner names of a task, in registry order."""
+    return tuple(n for (t, n), L in _REGISTRY.items() if t == task and (oracles or not L.oracle))
+
+
+def get(name: str, task: str = "classification") -> Learner:
+    if (task, name) not in _REGISTRY:
+        raise ValidationError("learners", f"unknown {task} learner {name!r}; valid: {', '.join(names(task))}")
+    return _REGISTRY[(task, name)]
+
+
+def check_names(learners: Any, task: str = "classification", field_name: str = "learners") -> tuple[str, ...]:
+    """A validated tuple of distinct learner names with at least one trained on the releases."""
+    if isinstance(learners, str):
+        learners = [n.strip() for n in learners.split(",") if n.strip()]
+    learners = tuple(learners)
+    valid = names(task)
+    bad = [n for n in learners if n not in valid]
+    if not learners or bad:
+        raise ValidationError(field_name, f"unknown learner {bad[0]!r}; valid: {', '.join(valid)}" if bad
+                              else f"is empty; give at least one of {', '.join(valid)}")
+    if len(set(learners)) != len(learners):
+        raise ValidationError(field_name, f"lists a learner twice: {list(learners)!r}")
+    if all(_REGISTRY[(task, n)].oracle for n in learners):
+        raise ValidationError(field_name, "needs at least one learner trained on the releases; "
+                              f"{', '.join(n for n in valid if _REGISTRY[(task, n)].oracle)} are clean-data oracles")
+    return learners
+
+
+# ---------------------------------------------------------------------------- classification
+def _first(mechanism: Any) -> Any:
+    return mechanism[0] if isinstance(mechanism, (list, tuple)) else mechanism
+
+
+@_learner("classification", "spread", "spread-EM (Barber 2020 §5), prior learned from the releases")
+def _spread(d: FitData, o: FitOptions):
+    from .estimators import SpreadLogisticRegression
+
+    est = SpreadLogisticRegression(C=o.C, prior="learned", executor=o.executor, random_state=o.random_state,
+                                   max_iter=o.spread_max_iter)
+    return est.fit(d.X, d.y, mechanism=d.mechanism)
+
+
+@_learner("classification", "spread-flat", "spread-EM with a flat input prior")
+def _spread_flat(d: FitData, o: FitOptions):
+    from .estimators import SpreadLogisticRegression
+
+    est = SpreadLogisticRegression(C=o.C, prior="flat", executor=o.executor, random_state=o.random_state,
+                                   max_iter=o.spread_max_iter)
+    return est.fit(d.X, d.y, mechanism=d.mechanism)
+
+
+@_learner("classification", "spread-true", "spread-EM with the clean records' own prior (oracle)", oracle=True)
+def _spread_true(d: FitData, o: FitOptions):
+    from .estimators import SpreadLogisticRegression
+
+    mechs = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism]
+    ks = {getattr(f.mechanism, "k", None) for m in {id(m): m for m in mechs}.values() for f in m.fields}
+    if None in ks or len(ks) != 1:
+        raise ValidationError("learners", "'spread-true' needs discrete features with one number of states")
+    k = ks.pop()
+    Xc = np.asarray(d.clean_X)
+    counts = np.stack([np.bincount(np.asarray(Xc[:, j], int), minlength=k) for j in range(Xc.shape[1])]) + 1e-3
+    prior = counts / counts.sum(axis=1, keepdims=True)
+    est = SpreadLogisticRegression(C=o.C, prior=prior, executor=o.executor, random_state=o.random_state,
+                                   max_iter=o.spread_max_iter)
+    return est.fit(d.X, d.y, mechanism=d.mechanism)
+
+
+@_learner("classification", "naive", "logistic regression on the releases as if they were clean (Barber eq 34)")
+def _naive(d: FitData, o: FitOptions):
+    from .estimators import NaiveLogisticRegression
+
+    return NaiveLogisticRegression(C=o.C).fit(d.X, d.y, mechanism=d.mechanism)
+
+
+@_learner("classification", "naive-cv", "naive logistic regression with C tuned by 5-fold CV on the releases")
+def _naive_cv(d: FitData, o: FitOptions):
+    from .estimators import NaiveLogisticRegression
+
+    return NaiveLogisticRegression(C=o.C, cv=5).fit(d.X, d.y, mechanism=d.mechanism)
+
+
+@_learner("classification", "wdro", "Wasserstein-DRO logistic regression, radius from the LDP noise (Farokhi 2020)")
+def _wdro(d: FitData, o: FitOptions):
+    from .estimators import WassersteinDROLogisticRegression
+    from .estimators.dro_radius import noise_radius
+    from .mechanisms import RecordMechanism
+
+    mechs = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism] * len(d.y)
+    radii: dict[int, float] = {}
+    for m in mechs:  # ρ = √E‖w‖²: the root mean square over records of each one's own feature noise
+        if id(m) not in radii:
+            spec = m.to_spec()
+            spec["label"] = None
+            radii[id(m)] = noise_radius(RecordMechanism.from_spec(spec), d.X.shape[1])
+    rho = math.sqrt(float(np.mean([radii[id(m)] ** 2 for m in mechs])))
+    opts = {"max_iter": int(o.wdro_max_iter)} if o.wdro_max_iter else None
+    return WassersteinDROLogisticRegression(rho=rho, solver_options=opts).fit(np.asarray(d.X, float), d.y)
+
+
+@_learner("classification", "clean", "logistic regression on the clean records of the same clients (oracle)",
+          oracle=True)
+def _clean(d: FitData, o: FitOptions):
+    from .estimators import NaiveLogisticRegression
+
+    return NaiveLogisticRegression(C=o.C).fit(d.clean_X, d.clean_y, mechanism=_first(d.mechanism))
+
+
+# -------------------------------------------------------------------------------- regression
+@_learner("regression", "ls", "least squares on the noisy inputs (= W-DRO with ρ = 0)")
+def _ls(d: FitData, o: FitOptions):
+    from sklearn.linear_model import LinearRegression
+
+    return LinearRegression().fit(d.X, d.y)
+
+
+@_learner("regression", "ridge-cv", "ridge, α tuned by leave-one-out CV on the noisy data")
+def _ridge_cv(d: FitData, o: FitOptions):
+    from sklearn.linear_model import RidgeCV
+
+    return RidgeCV(alphas=np.logspace(-4, 6, 21)).fit(d.X, d.y)
+
+
+@_learner("regression", "wdro", "Wasserstein-DRO regression, Lipschitz regulariser (Farokhi 2020 eq 8)")
+def _wdro_reg(d: FitData, o: FitOptions):
+    from .estimators.dro import WassersteinDRORegression
+
+    # W-DRO's Lipschitz constant needs target bounds: [0, 1] for clean targets; Laplace-noised
+    # targets leave [0, 1], so their observed range is the bound (ρ still covers the inputs' noise only)
+    bounds = dict(y_lower=None, y_upper=None) if d.label_noised else dict(y_lower=0.0, y_upper=1.0)
+    return WassersteinDRORegression(rho="auto", mechanism=d.feature_mechanism, **bounds).fit(d.X, d.y)
+
+
+@_learner("regression", "gauss-dro", "Gaussian-optimal W-DRO linear regression (Farokhi 2020 Thm 6)")
+def _gauss_dro(d: FitData, o: FitOptions):
+    from .estimators.dro import GaussianDROLinearRegression
+
+    if getattr(d.feature_mechanism, "kind", None) != "gaussian":
+        raise ValidationError("learners", "'gauss-dro' is the Gaussian-optimal W-DRO (Thm 6): it needs mechanism 'gaussian'")
+    return GaussianDROLinearRegression(rho="auto", mechanism=d.feature_mechanism).fit(d.X, d.y)
+
+
+@_learner("regression", "mean", "predict the training mean of the (released) target")
+def _mean(d: FitData, o: FitOptions):
+    from sklearn.dummy import DummyRegressor
+
+    return DummyRegressor(strategy="mean").fit(d.X, d.y)
+
+
+@_learner("regression", "clean", "least squares on the clean records of the same clients (oracle)", oracle=True)
+def _clean_reg(d: FitData, o: FitOptions):
+    from sklearn.linear_model import LinearRegression
+
+    return LinearRegression().fit(d.clean_X, d.clean_y)
+
+
+# ------------------------------------------------------------------------------ fit and score
+@dataclass
+class Scored:
+    """One learner's outcome: ``entry`` is what results files hold (metric, seconds, n_iter,
+    diagnostics, or error); ``estimator`` the fitted object (None after an error)."""
+
+    entry: dict[str, Any] = field(default_factory=dict)
+    estimator: Any = None
+
+
+#: errors one learner may raise without losing the others' results
+LEARNER_ERRORS = (FedrrError, ValueError, ArithmeticError)
+
+
+def fit_and_score(name: str, data: FitData, test: tuple[np.ndarray, np.ndarray] | None,
+                  options: FitOptions = FitOptions(), *, task: str = "classification") -> Scored:
+    """Fit learner ``name`` and score it on the clean ``test`` set (accuracy, or MSE for regression).
+    A learner that fails is reported as ``{"error": ...}``, never raised: a run keeps the others."""
+    learner = get(name, task)
+    out = Scored()
+    t0 = time.perf_counter()
+    try:
+        est = learner.fit(data, options)
+        out.entry["seconds"] = time.perf_counter() - t0
+        if hasattr(est, "n_iter_"):
+            out.entry["n_iter"] = int(np.max(est.n_iter_))
+        if hasattr(est, "rho_"):
+            out.entry["rho"] = float(est.rho_)
+        if test is not None:
+            Xte, yte = test
+            if task == "regression":
+                out.entry["mse"] = float(np.mean((est.predict(Xte) - yte) ** 2))
+            else:
+                out.entry["accuracy"] = float(est.score(Xte, yte))
+        out.estimator = est
+    except LEARNER_ERRORS as exc:
+        out.entry["error"] = f"{type(exc).__name__}: {exc}"
+    return out

@@ -1,0 +1,201 @@
+"""The typed config of one run: who the clients are, how they release, what the server trains and
+how the releases are collected. Parsed and validated once (``RunConfig.from_flwr``); Flower carries
+it as the run config (``to_flwr()``: flat keys with dashes, the keys of pyproject's
+``[tool.flwr.app.config]``); a sweep cell builds one per cell. Keys a custom population needs that
+are not fedrr's own travel in ``extras`` and are handed to the population's constructor."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._params import Boolean, Constraint, Interval, Options, Satisfies, Text, check_param
+from .errors import ValidationError
+
+MECHANISM_FAMILIES = ("rr", "gaussian", "laplace")
+EXECUTORS = ("serial", "threads", "ray")
+RUN_MODES = ("node", "cohort")
+_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
+
+
+def _key(name: str, default: Any, doc: str, *constraints: Constraint, flwr: str | None = None) -> Any:
+    """A config field: its Flower key (dashes), constraints and one-line documentation."""
+    meta = {"flwr": flwr or name.replace("_", "-"), "doc": doc, "constraints": constraints}
+    if isinstance(default, (list, dict, tuple)) and not isinstance(default, tuple):
+        return field(default_factory=lambda: default, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _is_population(v: Any) -> bool:
+    return v == "dataset" or (isinstance(v, str) and ":" in v and all(v.partition(":")[::2]))
+
+
+def _mix_ok(v: Any) -> bool:
+    return isinstance(v, tuple) and all(
+        isinstance(p, tuple) and len(p) == 2 and p[0] > 0 and p[1] >= 0 and math.isfinite(p[0] + p[1]) for p in v
+    ) and (not v or sum(w for _, w in v) > 0)
+
+
+_NONNEG = Interval(float, 0, None)
+_POS = Interval(float, 0, None, closed="neither")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One federated (or offline) run. Field docs are the config reference (docs/reference)."""
+
+    population: str = _key(
+        "population", "dataset", "'dataset' (built in) or an import path 'package.module:Class' of a ClientPopulation",
+        Satisfies(_is_population, "'dataset' or an import path 'package.module:Class'"),
+    )
+    dataset: str = _key("dataset", "digits_7_vs_9", "dataset of the built-in population", Text(nonempty=True))
+    n_clients: int = _key("n_clients", 100, "clients, one record each", Interval(int, 1, 10**9))
+    n_test_per_class: int = _key("n_test_per_class", 50, "held-out clean test records per class", Interval(int, 0, None))
+    mechanism: str = _key("mechanism", "rr", "feature mechanism family: rr | gaussian | laplace", Options(*MECHANISM_FAMILIES))
+    feature_flip: float = _key("feature_flip", 0.3, "rr: flip probability per feature", _NONNEG)
+    feature_epsilon: float = _key("feature_epsilon", 0.0, "ε per feature (gaussian/laplace)", _NONNEG)
+    label_flip: float = _key("label_flip", 0.2, "label flip probability (or 0 and label-epsilon)", _NONNEG)
+    label_epsilon: float = _key("label_epsilon", 0.0, "label ε (0 = unused)", _NONNEG)
+    delta: float = _key("delta", 1e-5, "δ per Gaussian field", Interval(float, 0, 1, closed="neither"))
+    budget_mix: tuple = _key(
+        "budget_mix", (), "clients with different feature budgets: ((value, weight), ...); Flower: 'v:w,v:w'",
+        Satisfies(_mix_ok, "pairs (value > 0, weight >= 0) with a positive total weight"),
+    )
+    dropout: float = _key("dropout", 0.0, "fraction of clients that never answer", Interval(float, 0, 1, closed="left"))
+    seed: int = _key("seed", 0, "run seed: client generators and the split derive from it", Interval(int, 0, 2**63 - 1))
+    run_mode: str = _key("run_mode", "node", "node: one Flower node per client; cohort: cohort_size clients per node",
+                         Options(*RUN_MODES))
+    cohort_size: int = _key("cohort_size", 1, "clients per node (cohort mode)", Interval(int, 1, 10**7))
+    learners: tuple = _key("learners", ("spread", "naive"), "learners trained on the pool (see fedrr.learners)",
+                           Satisfies(lambda v: isinstance(v, tuple) and len(v) > 0 and all(isinstance(n, str) and n
+                                                                                             for n in v),
+                                     "a non-empty list of learner names"))
+    spread_max_iter: int = _key("spread_max_iter", 200, "most EM iterations of spread-EM", Interval(int, 1, 10**6))
+    C: float = _key("C", 1.0, "inverse L2 penalty (scikit-learn's C)", Interval(float, 0, None, closed="neither"),
+                    flwr="C")
+    wdro_max_iter: int = _key("wdro_max_iter", 0, "iteration cap of W-DRO's conic solver (0: its default)",
+                              Interval(int, 0, 10**7))
+    executor: str = _key("executor", "threads", "spread-EM's E-step: serial | threads | ray", Options(*EXECUTORS))
+    ray_address: str = _key("ray_address", "", "Ray cluster address ('' = local, or RAY_ADDRESS)", Text())
+    wave_size: int = _key("wave_size", 256, "release queries in flight at once", Interval(int, 1, 10**6))
+    min_valid: int = _key("min_valid", 20, "fewer valid releases and the run fails", Interval(int, 1, None))
+    node_wait_timeout: float = _key("node_wait_timeout", 120.0, "seconds to wait for the nodes to register", _POS)
+    reply_timeout: float = _key("reply_timeout", 600.0, "seconds to wait for all replies", _POS)
+    results_dir: str = _key("results_dir", "results/federation", "where run-name/ is written", Text(nonempty=True))
+    run_name: str = _key("run_name", "", "results sub-folder ('' = a timestamp)",
+                         Satisfies(lambda v: isinstance(v, str) and set(v) <= _NAME_CHARS and ".." not in v,
+                                   "a folder-safe name of letters, digits, '_', '.' or '-'"))
+    extras: Mapping = field(default_factory=dict, hash=False, metadata={"flwr": None, "doc": "a custom population's own keys"})
+
+    def __post_init__(self):
+        for f in dataclasses.fields(self):
+            cons = f.metadata.get("constraints")
+            if cons:
+                object.__setattr__(self, f.name, check_param(f.metadata["flwr"], getattr(self, f.name), cons))
+        if self.run_mode == "node" and self.cohort_size != 1:
+            raise ValidationError("cohort-size", "must be 1 in run-mode 'node' (use run-mode 'cohort')")
+        from .learners import names
+
+        bad = [n for n in self.learners if n not in names(oracles=False)]
+        if bad:
+            raise ValidationError("learners", f"unknown learner {bad[0]!r}; the server trains on releases only: "
+                                  f"{', '.join(names(oracles=False))}")
+        for k in ("feature_flip", "label_flip"):
+            if getattr(self, k) >= 1:
+                raise ValidationError(k.replace("_", "-"), f"must be a flip probability in (0, 1) (0 = unused), got "
+                                      f"{getattr(self, k)!r}")
+
+    # ------------------------------------------------------------------ Flower's run config
+    def to_flwr(self) -> dict[str, bool | int | float | str]:
+        """Flat Flower run config: scalars only (lists as comma text)."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            key = f.metadata["flwr"]
+            if key is None:
+                continue
+            v = getattr(self, f.name)
+            if f.name == "learners":
+                v = ",".join(v)
+            elif f.name == "budget_mix":
+                v = ",".join(f"{a!r}:{w!r}" for a, w in v)
+            out[key] = v
+        for k, v in self.extras.items():
+            out[k] = v
+        return out
+
+    @classmethod
+    def from_flwr(cls, run_config: Mapping[str, Any] | None) -> RunConfig:
+        """The typed config from Flower's flat run config (defaults for missing keys); keys that
+        are not fedrr's become ``extras`` (a custom population's own arguments)."""
+        raw = dict(run_config or {})
+        by_key = {f.metadata["flwr"]: f for f in dataclasses.fields(cls) if f.metadata.get("flwr")}
+        kw: dict[str, Any] = {}
+        extras = {}
+        for key, value in raw.items():
+            f = by_key.get(key)
+            if f is None:
+                extras[key] = value
+                continue
+            kw[f.name] = _from_flwr_value(f, key, value)
+        return cls(**kw, extras=extras)
+
+    def replace(self, **changes: Any) -> RunConfig:
+        return dataclasses.replace(self, **changes)
+
+    @property
+    def n_nodes(self) -> int:
+        """Flower nodes a simulation needs: one per client, or one per cohort."""
+        return -(-self.n_clients // self.cohort_size)
+
+
+def _from_flwr_value(f: dataclasses.Field, key: str, value: Any) -> Any:
+    if f.name == "learners":
+        if not isinstance(value, str):
+            raise ValidationError(key, f"must be a comma list of learner names, got {value!r}")
+        return tuple(n.strip() for n in value.split(",") if n.strip())
+    if f.name == "budget_mix":
+        return parse_budget_mix(key, value)
+    cons = f.metadata["constraints"]
+    if any(isinstance(c, Interval) and c.kind is float for c in cons) and isinstance(value, int) and not isinstance(
+        value, bool
+    ):
+        try:
+            return float(value)
+        except OverflowError:
+            raise ValidationError(key, f"must be a finite number, got {value!r}") from None
+    if any(isinstance(c, Interval) and c.kind is int for c in cons) and isinstance(value, float) and value.is_integer():
+        return int(value)
+    if any(isinstance(c, Boolean) for c in cons) and not isinstance(value, bool):
+        raise ValidationError(key, f"must be true or false, got {value!r}")
+    return value
+
+
+def parse_budget_mix(key: str, value: Any) -> tuple:
+    """'f1:w1,f2:w2' (or a sequence of pairs) -> ((f1, w1), (f2, w2))."""
+    if isinstance(value, (tuple, list)):
+        return tuple((float(a), float(w)) for a, w in value)
+    if not isinstance(value, str):
+        raise ValidationError(key, f"must look like 'value:weight,value:weight', got {value!r}")
+    text = value.strip()
+    if not text:
+        return ()
+    pairs = []
+    for part in text.split(","):
+        bits = part.split(":")
+        try:
+            lv, wt = float(bits[0]), float(bits[1])
+            if len(bits) != 2:
+                raise ValueError
+        except (ValueError, IndexError):
+            raise ValidationError(key, f"must look like 'value:weight,value:weight' with values > 0, got {value!r}") from None
+        if not (lv > 0 and wt >= 0 and math.isfinite(lv + wt)):
+            raise ValidationError(key, f"must look like 'value:weight,value:weight' with values > 0, got {value!r}")
+        pairs.append((lv, wt))
+    return tuple(pairs)
+
+
+#: the defaults as Flower keys: pyproject's [tool.flwr.app.config] must list exactly these (tested)
+DEFAULTS: dict[str, Any] = RunConfig().to_flwr()
