@@ -25,10 +25,11 @@ from ._validation import check_int
 from .datasets import LOADERS, Dataset, load, train_test_split_per_class
 from .errors import ValidationError
 from .mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism
-from .run_config import MECHANISM_FAMILIES
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typing only: the run config sits above the core stages and imports them
     from .run_config import RunConfig
+
+MECHANISM_FAMILIES = ("rr", "gaussian", "laplace")
 
 
 

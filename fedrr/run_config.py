@@ -14,8 +14,8 @@ from typing import Any
 
 from ._params import Boolean, Constraint, Interval, Options, Satisfies, Text, check_param
 from .errors import ValidationError
+from .population import MECHANISM_FAMILIES
 
-MECHANISM_FAMILIES = ("rr", "gaussian", "laplace")
 EXECUTORS = ("serial", "threads", "ray")
 RUN_MODES = ("node", "cohort")
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")

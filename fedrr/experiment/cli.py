@@ -63,8 +63,8 @@ def _grid_index(cfg, args) -> list[int] | None:
 
 
 def _cmd_sweep(args, single: bool) -> int:
-    from .spec import load_scenario
     from .report import write_reports
+    from .spec import load_scenario
     from .sweep import sweep
 
     cfg = load_scenario(args.config)
@@ -109,7 +109,7 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_show(args) -> int:
-    from .report import summary_markdown
+    from .summary import summary_markdown
 
     print(summary_markdown(args.results_dir), end="")
     return 0

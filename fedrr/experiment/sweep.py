@@ -22,6 +22,7 @@ from pathlib import Path
 
 from .._io import write_json
 from ..errors import FedrrError, ValidationError
+from ..parallel.ray_executor import ray_map_unordered
 from .cells import CellSpec
 from .manifest import manifest
 from .resources import check_resources
@@ -49,43 +50,6 @@ def _run_cell_on_ray(task: dict) -> dict:
     """A Ray task: one cell, one BLAS thread (the tasks are the parallelism)."""
     _worker_init()
     return _run_cell_in_worker(task)
-
-
-def _run_cells_on_ray(tasks: dict[str, dict], n_workers: int, address: str, done: Callable) -> None:
-    """Cells as Ray tasks (one CPU each), reported to ``done`` as each finishes. Starts a local
-    Ray of ``n_workers`` CPUs, or joins the cluster at ``address`` / RAY_ADDRESS (then every
-    node must have fedrr installed); a Ray this call started is stopped at the end."""
-    import ray
-
-    from ..parallel.ray_executor import init_ray
-
-    started = init_ray(address or None, n_workers)
-    try:
-        remote = ray.remote(num_cpus=1, max_retries=2)(_run_cell_on_ray)
-        refs = {remote.remote(t): k for k, t in tasks.items()}
-        pending = list(refs)
-        try:
-            while pending:
-                finished, pending = ray.wait(pending, num_returns=1)
-                for ref in finished:
-                    try:
-                        rec = ray.get(ref)
-                    except ray.exceptions.RayTaskError as exc:  # the cell's own error
-                        cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else exc
-                        if isinstance(cause, ValidationError):
-                            raise cause from None
-                        done(refs[ref], None, cause)
-                    except ray.exceptions.RayError as exc:  # its worker died after every retry
-                        done(refs[ref], None, exc)
-                    else:
-                        done(refs[ref], rec, None)
-        except BaseException:
-            for ref in pending:
-                ray.cancel(ref, force=True)
-            raise
-    finally:
-        if started:
-            ray.shutdown()
 
 
 # ---------------------------------------------------------------------------------- sweeps
@@ -207,7 +171,7 @@ def sweep(
         raise ValidationError("run.parallel", f"must be 'ray' or 'processes', got {parallel!r}")
     try:
         if n_workers > 1 and parallel == "ray":
-            _run_cells_on_ray(tasks, n_workers, spec.run.ray_address, done)
+            ray_map_unordered(_run_cell_on_ray, tasks, n_workers, spec.run.ray_address, done, fatal=(ValidationError,))
         elif n_workers > 1:
             import multiprocessing as mp
 

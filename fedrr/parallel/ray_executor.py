@@ -144,3 +144,43 @@ class RayExecutor:
             f"RayExecutor(address={self.address!r}, num_cpus={self.num_cpus!r}, cpus_per_task={self.cpus_per_task!r}, "
             f"max_retries={self.max_retries!r})"
         )
+
+
+def ray_map_unordered(fn: Callable[[Any], Any], tasks: dict[Any, Any], num_cpus: int, address: str | None,
+                      done: Callable[[Any, Any, BaseException | None], None], *, fatal: tuple = (),
+                      max_retries: int = 2) -> None:
+    """Run ``fn(task)`` for every task as a Ray task (one CPU each) and report each to
+    ``done(key, result, error)`` as it finishes. Starts a local Ray of ``num_cpus`` CPUs, or joins
+    the cluster at ``address`` / RAY_ADDRESS (every node needs fedrr installed); a Ray this call
+    started is stopped at the end. A task's own exception of a type in ``fatal`` stops everything
+    and is raised; other failures (the task's error, or its worker dying after every retry) are
+    reported and the rest go on."""
+    import ray
+
+    started = init_ray(address or None, num_cpus)
+    try:
+        remote = ray.remote(num_cpus=1, max_retries=max_retries)(fn)
+        refs = {remote.remote(t): k for k, t in tasks.items()}
+        pending = list(refs)
+        try:
+            while pending:
+                finished, pending = ray.wait(pending, num_returns=1)
+                for ref in finished:
+                    try:
+                        rec = ray.get(ref)
+                    except ray.exceptions.RayTaskError as exc:  # the task's own error
+                        cause = exc.cause if isinstance(getattr(exc, "cause", None), BaseException) else exc
+                        if isinstance(cause, fatal):
+                            raise cause from None
+                        done(refs[ref], None, cause)
+                    except ray.exceptions.RayError as exc:  # its worker died after every retry
+                        done(refs[ref], None, exc)
+                    else:
+                        done(refs[ref], rec, None)
+        except BaseException:
+            for ref in pending:
+                ray.cancel(ref, force=True)
+            raise
+    finally:
+        if started:
+            ray.shutdown()

@@ -1,0 +1,185 @@
+"""The markdown summary of a sweep: one table per N (metric mean ± sd per learner and grid point,
+with the record ε and per-field parameters), the ε axis explained, and an honest note when ε per
+record is too large to mean anything. Built from ``results.csv`` (``report.load_table``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from .report import HUGE_EPSILON, METRICS, _fmt_eps, _is_oracle, _learner_order, aggregate, load_table, metric_of
+from .spec import ScenarioSpec
+
+
+def _param_text(r: dict) -> str:
+    if r.get("params_text"):
+        return r["params_text"]
+    bits = []
+    if r["feature_flip"] is not None:
+        bits.append(f"feature flip {r['feature_flip']:.4g}")
+    if r["feature_epsilon"] is not None:
+        bits.append(f"ε/feature {r['feature_epsilon']:.3g}")
+    if r["label_flip"] is not None:
+        bits.append(f"label flip {r['label_flip']:.3g}")
+    if r["label_epsilon"] is not None:
+        bits.append(f"label ε {r['label_epsilon']:.3g}")
+    return ", ".join(bits) or "set by the population"
+
+
+def summary_markdown(out: str | Path) -> str:
+    out = Path(out)
+    cfg, table, missing = load_table(out)
+    man = json.loads((out / "manifest.json").read_text())
+    agg = aggregate(table)
+    learners = _learner_order(cfg)
+    G, Ns = max(len(cfg.grid), 1), cfg.n_grid
+    reps = cfg.scenario.repeats
+    lines = [f"# {cfg.name}", ""]
+    if cfg.scenario.description:
+        lines += [cfg.scenario.description.strip(), ""]
+    pop = cfg.population
+    who = pop.dataset if cfg.is_dataset else pop.population
+    lines += [
+        f"- population: {who}; mechanism: {cfg.privacy.mechanism if cfg.grid_axis or pop.budget_mix else 'set by the population'}; "
+        f"mode: {cfg.run.mode}; repeats: {reps}; seed: {cfg.scenario.seed}",
+        f"- cells finished: {len({r['cell'] for r in table})} of {len({r['cell'] for r in table}) + len(missing)}"
+        + (f" (missing: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''})" if missing else ""),
+        f"- fedrr {man['versions'].get('fedrr')}, flwr {man['versions'].get('flwr')}, git {str(man['git'].get('commit'))[:10]}"
+        f"{' (dirty)' if man['git'].get('dirty') else ''}; {man['machine']['cpu_count']} CPUs",
+        "",
+    ]
+    cell_txt = "mean ± sd over repeats" if reps > 1 else "one repeat"
+    metric = metric_of(cfg)
+    fmt = METRICS[metric][2]
+    for j, N in enumerate(Ns):
+        lines += [f"## N = {N:,} clients (test {'MSE' if metric == 'mse' else 'accuracy'}, {cell_txt})", ""]
+        head = (
+            "| ε per record | δ per record | per-field parameters | " + " | ".join(learners) + " | releases | dropped |"
+        )
+        lines += [head, "|" + "---|" * (5 + len(learners))]
+        for g in range(G):
+            first = next((agg[(g, j, n)] for n in learners if (g, j, n) in agg), None)
+            if first is None:
+                continue
+            r = first["row"]
+            cells_txt = []
+            for n in learners:
+                a = agg.get((g, j, n))
+                if a is None or not a["count"]:
+                    cells_txt.append("error" if a and a["errors"] else "–")
+                else:
+                    cells_txt.append(fmt.format(a["mean"]) + (" ± " + fmt.format(a["sd"]) if reps > 1 else ""))
+            rel = [
+                x["n_releases"]
+                for x in table
+                if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]
+            ]
+            drp = [
+                x["dropped"]
+                for x in table
+                if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]
+            ]
+            eps_txt = _fmt_eps(first["eps"]) + (" ⚠" if first["eps"] > HUGE_EPSILON else "")
+            if r["eps_record_max"] - r["eps_record_min"] > 1e-9 * r["eps_record_max"]:
+                eps_txt += f" (mean; {_fmt_eps(r['eps_record_min'])}–{_fmt_eps(r['eps_record_max'])})"
+            lines.append(
+                f"| {eps_txt} | {first['delta']:.2g} | {_param_text(r)} | "
+                + " | ".join(cells_txt)
+                + f" | {np.mean(rel):,.0f} | {np.mean(drp):,.0f} |"
+            )
+        lines.append("")
+    errs = sorted({(x["learner"], x["error"]) for x in table if x["error"]})
+    if errs:
+        lines += ["Errors:", ""] + [f"- {n}: {e[:300]}" for n, e in errs] + [""]
+    if metric == "mse":
+        lines += [_regression_text(cfg)]
+    else:
+        lines += [
+            "**ε axis.** ε per record is the basic composition of every field's ε (D features + the label), "
+            "computed by the mechanisms' own accounting (`RecordMechanism.epsilon`); δ likewise adds up "
+            "(Gaussian: D·δ per feature). " + _split_text(cfg)
+        ]
+    huge = [r for r in table if r["eps_record"] > HUGE_EPSILON]
+    if huge and metric == "mse":
+        lines += [
+            "",
+            f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
+            f"{HUGE_EPSILON:g} (up to {_fmt_eps(max(r['eps_record'] for r in huge))}): read them as 'noise of this size', "
+            "not as a meaningful privacy guarantee.",
+        ]
+    elif huge:
+        worst = max(huge, key=lambda r: r["eps_record"])
+        lines += [
+            "",
+            f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
+            f"{HUGE_EPSILON:g}, up to {_fmt_eps(worst['eps_record'])} (= {worst['n_features']} features × "
+            f"{worst['eps_per_feature']:.3g} + label {worst['eps_label']:.3g}). Local DP with ε that large bounds "
+            "almost nothing formally (an adversary's odds may move by e^ε); read these points as 'noise of this "
+            "size', not as a meaningful privacy guarantee.",
+        ]
+    if metric == "mse" and "clean" in learners:
+        lines += [
+            "",
+            "The oracle `clean` (dashed in the plots) is least squares on the clean records of the same clients; "
+            "it sits outside the federation.",
+        ]
+    elif any(_is_oracle(n, 'accuracy') for n in learners):
+        lines += [
+            "",
+            "Oracles (dashed in the plots) see clean data and sit outside the federation: `clean` = logistic "
+            "regression on the clean records of the clients that released; `spread-true` = spread-EM on the releases "
+            "with the clean records' own per-feature prior.",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _regression_text(cfg: ScenarioSpec) -> str:
+    priv = cfg.privacy
+    mech = priv.mechanism
+    cal = f" ({priv.calibration} calibration)" if mech == "gaussian" else ""
+    text = (
+        f"**ε axis.** Each client releases its whole input vector in [0, 1]^p through one {mech} mechanism{cal} "
+        "(Farokhi 2020, Thm 1). "
+    )
+    if priv.label_public:
+        text += (
+            "⚠ **The label is public**: the target is released in the clear, as in the paper (ỹ = y), so ε per "
+            "record covers the inputs only and the target is not protected at all. "
+        )
+    else:
+        s = priv.split
+        text += (
+            f"The record budget is split {s['features']:g} to the input block and {s['label']:g} to the target "
+            "(Laplace noise on y in [0, 1]). "
+        )
+    if mech == "gaussian" and priv.calibration == "farokhi":
+        text += (
+            "Farokhi's calibration (Δ = p_x, σ = √(2 ln(1.25/δ))·Δ/ε at any ε) states a nominal ε; the x-axis is "
+            "the larger of that and the exact ε of the noise at the same δ (`GaussianMechanism.epsilon_exact`, kept "
+            "as `exact_features` in each cell file), so it is a valid bound either way. "
+        )
+    return text + "Learners are scored by test mean squared error on a clean held-out split (lower is better)."
+
+
+def _split_text(cfg: ScenarioSpec) -> str:
+    if cfg.grid_axis == "epsilon_grid":
+        s = cfg.privacy.split
+        return (
+            f"The grid is a record budget ε_record split {s['features']:g} to the features (ε per feature = "
+            f"{s['features']:g}·ε_record / D) and {s['label']:g} to the label; for randomised response ε is converted "
+            "to a flip probability by `RandomizedResponse(k, epsilon=...)`."
+        )
+    if cfg.grid_axis == "feature_flip_grid":
+        return "The grid sets the flip probability per feature; the x-axis is the resulting ε per record."
+    if cfg.grid_axis == "feature_epsilon_grid":
+        return "The grid sets ε per feature; the x-axis is the resulting ε per record."
+    if cfg.population.budget_mix:
+        return (
+            "`population.budget_mix` draws each client's feature budget from the mix; the x-axis is the mean ε per "
+            "record over the pool (its range in brackets)."
+        )
+    return "The population sets each client's budget; the x-axis is the mean ε per record over the pool."
+
+

@@ -1,0 +1,133 @@
+"""The package's layering, read from the import statements of every module (function-level imports
+included; ``if TYPE_CHECKING:`` blocks excluded): each stage of the data flow imports only earlier
+stages, the core never imports Flower, and nothing outside fedrr.testing imports the test
+instrumentation. A subprocess check confirms the core imports with flwr unavailable."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PKG = ROOT / "fedrr"
+
+#: the data flow, in order: a module may import its own stage and earlier ones only
+STAGES = [
+    ("base", ["fedrr.errors", "fedrr._validation", "fedrr._params", "fedrr._io", "fedrr._procs", "fedrr"]),
+    ("inputs", ["fedrr.datasets", "fedrr.mechanisms"]),
+    ("population", ["fedrr.population", "fedrr.examples"]),
+    ("release", ["fedrr.release"]),
+    ("pool", ["fedrr.pool"]),
+    ("parallel", ["fedrr.parallel"]),
+    ("estimators", ["fedrr.estimators"]),
+    ("learners", ["fedrr.learners"]),
+    ("run config", ["fedrr.run_config"]),
+    ("federation", ["fedrr.federation"]),
+    ("experiment, audit", ["fedrr.experiment", "fedrr.audit"]),
+    ("testing", ["fedrr.testing"]),
+]
+#: third-party packages only some stages may import
+ONLY = {"flwr": "federation", "ray": "parallel"}
+ALSO_FLWR = {"fedrr.testing", "fedrr.experiment", "fedrr.audit"}  # top stages may use Flower directly
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _stage_of(module: str) -> int:
+    best, idx = -1, None
+    for i, (_, prefixes) in enumerate(STAGES):
+        for p in prefixes:
+            if (module == p or module.startswith(p + ".")) and len(p) > best:
+                best, idx = len(p), i
+    assert idx is not None, f"{module} belongs to no stage: add it to STAGES"
+    return idx
+
+
+def _imports(path: Path, module: str) -> list[tuple[str, int]]:
+    """(imported module, line) for every import outside ``if TYPE_CHECKING:`` blocks."""
+    tree = ast.parse(path.read_text(), str(path))
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for sub in ast.walk(node):
+                skip.add(id(sub))
+    pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out = []
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+                out += [(f"{target}.{a.name}" if not node.module else target, node.lineno) for a in node.names]
+            else:
+                out.append((node.module or "", node.lineno))
+    return out
+
+
+MODULES = sorted(p for p in PKG.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_import_points_back_up_the_data_flow(path):
+    module = _module_name(path)
+    mine = _stage_of(module)
+    bad = []
+    for target, line in _imports(path, module):
+        top = target.split(".")[0]
+        if top == "fedrr":
+            # a name imported from a package (``from . import x``) resolves to that package's stage
+            t = target if _known(target) else target.rpartition(".")[0]
+            theirs = _stage_of(t)
+            if theirs > mine:
+                bad.append(f"line {line}: {target} ({STAGES[theirs][0]}) from {STAGES[mine][0]}")
+            if t.startswith("fedrr.testing") and not module.startswith("fedrr.testing"):
+                bad.append(f"line {line}: production code imports test instrumentation {target}")
+        elif top in ONLY:
+            allowed = _stage_of({"federation": "fedrr.federation", "parallel": "fedrr.parallel"}[ONLY[top]])
+            if not (mine == allowed or (top == "flwr" and any(module.startswith(m) for m in ALSO_FLWR))):
+                bad.append(f"line {line}: {top} imported by {module} ({STAGES[mine][0]})")
+    assert not bad, "\n".join(bad)
+
+
+def _known(name: str) -> bool:
+    path = ROOT / Path(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
+
+
+def test_the_core_imports_without_flower_or_ray():
+    """Importing every core stage with flwr and ray made unimportable."""
+    core = ["fedrr.mechanisms", "fedrr.population", "fedrr.release", "fedrr.pool", "fedrr.estimators",
+            "fedrr.learners", "fedrr.run_config", "fedrr.datasets"]
+    code = (
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] in ('flwr', 'ray'):\n"
+        "            raise ImportError('blocked: ' + name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"import importlib\nfor m in {core!r}:\n    importlib.import_module(m)\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('flwr', 'ray')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for p in MODULES if (n := len(p.read_text().splitlines())) > 400}
+    assert not long, long
