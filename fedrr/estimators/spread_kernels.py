@@ -1,13 +1,15 @@
-"""Compiled (numba) E-step for records whose features all use k-ary randomised response: one
-pass per record that draws from ρ(x | x̃) (exact RR posterior), runs the independence-Metropolis
-chain and accumulates the prior counts. Uniforms come from the caller's numpy Generator, so the
-kernel has no random state of its own; it releases the GIL (nogil), so shards can run in threads.
+"""Compiled (numba) E-step of spread-EM for discrete columns released by k-ary randomised response
+(or not released at all): one pass per record draws proposals from ρ(x | x̃) (the exact posterior
+of each column under the prior), runs the independence-Metropolis chain and accumulates the
+prior's counts. Uniforms come from the caller's numpy Generator, so the kernel has no random state
+of its own; it releases the GIL (nogil), so shards run in threads.
 
 A draw from ρ(x_d | x̃_d) ∝ π_d(x)·(q if x = x̃ else r) takes one uniform. For q ≥ r (flip <
 (k−1)/k, the usual case) it is the mixture "x̃ with probability a = (q−r)π(x̃)/(r + (q−r)π(x̃)),
-else x ~ π_d", the latter by Walker's alias method: O(1), branch-free, ~3.5x faster than the
-inverse CDF at D = 784, K = 256. For q < r the mixture weights would be negative, so those columns keep the guide-table
-inverse CDF of π_d with x̃'s mass scaled down (``_draw``)."""
+else x ~ π_d", the latter by Walker's alias method: O(1) and branch-free. For q < r the mixture
+weights would be negative, so those columns use the guide-table inverse CDF of π_d with x̃'s mass
+scaled down (``_draw``). An attribute the client did not release (x̃ = −1) is drawn from π_d.
+Logits are sums of table lookups W[r, d, x_d] (any encoding of the states)."""
 
 from __future__ import annotations
 
@@ -65,6 +67,16 @@ def rr_tables(probs, q, r):
 
 
 @njit(cache=True, inline="always")
+def _draw_prior(d, u, P, A, K):
+    """x ~ π_d from one uniform (alias method)."""
+    t = u * K
+    j = int(t)
+    if j > K - 1:
+        j = K - 1
+    return j if t - j < P[d, j] else A[d, j]
+
+
+@njit(cache=True, inline="always")
 def _draw_alias(d, x, u, stay, jump, P, A, K):
     """One draw from ρ(x_d | x̃_d = x) for a q ≥ r column, from one uniform u (see module doc)."""
     a = stay[d, x]
@@ -96,11 +108,10 @@ def _draw(d, x, u, cdf, guide, q, r, K):
     j = int(v * K)
     if j > K - 1:
         j = K - 1
-    # the answer lies in [guide[j], guide[j+1]]: binary search there (a near-degenerate prior
-    # packs many states into one bucket, so a linear scan could take O(K) steps)
+    # the answer lies in [guide[j], guide[j+1]]: a few linear steps, then bisection (a
+    # near-degenerate prior packs many states into one bucket)
     lo_s = guide[d, j]
     hi_s = guide[d, j + 1] if j + 1 < K else K - 1
-    # usually the first state or two: scan a few, then bisect what is left
     for _ in range(4):
         if lo_s >= hi_s or cdf[d, lo_s] > v:
             return lo_s
@@ -117,10 +128,9 @@ def _draw(d, x, u, cdf, guide, q, r, K):
 @njit(cache=True, inline="always")
 def _log_g(z, yterm_n, Rn, C, out):
     """log Σ_c p(c̃|c) p_θ(c|x) and the responsibilities p(c | x, c̃) into ``out``."""
-    # class log-probabilities: binary models have one logit row (class 1 vs 0)
     m = -np.inf
     for c in range(C):
-        if Rn == 1:
+        if Rn == 1:  # binary models have one logit row (class 1 vs 0)
             zc = z[0] if c == 1 else 0.0
         else:
             zc = z[c]
@@ -146,51 +156,30 @@ def _log_g(z, yterm_n, Rn, C, out):
 
 
 @njit(cache=True, nogil=True)
-def rr_mcmc_shard(
-    rng,
-    xtT,
-    yterm,
-    stateT,
-    has_state,
-    S,
-    stay,
-    jump,
-    P,
-    A,
-    cdf,
-    guide,
-    q,
-    r,
-    coef,
-    intercept,
-    scale,
-    Zt,
-    Rout,
-    counts,
-    new_stateT,
-):
-    """Column-major passes (records innermost) keep each column's sampling tables in cache.
+def rr_chain(rng, xtT, yterm, stateT, has_state, S, stay, jump, P, A, cdf, guide, q, r, W, intercept, E,
+             Zt, Rout, counts, new_stateT, statesT):
+    """S steps of one chain for a block of b records (column-major: records innermost).
 
-    rng: the shard's numpy Generator, read in the order of ``rng.random((S', D, b))`` for the
-    proposals (S' = S, or S + 1 to initialise the chain), then ``rng.random((S, b))`` for the
-    acceptances; xtT, stateT: (D, b) states (stateT is only read); stay/jump/P/A from
-    ``rr_tables``; cdf/guide (guide-table inverse CDF) are read only for columns with q < r.
-    Outputs: Zt (D, S·b) model inputs, column s·b + n for sample s of record n (written
-    contiguously; Zt.T is the (S·b, D) sample matrix the M-step takes, without a transposed copy),
-    Rout (S, b, C), counts (D, K), new_stateT (D, b)."""
+    rng: the shard's numpy Generator, read as ``rng.random((S', D, b))`` for the proposals (S' = S,
+    or S + 1 to initialise the chain) then ``rng.random((S, b))`` for the acceptances; xtT (D, b)
+    released states, −1 where not released; stateT (D, b) the chain's state (read only);
+    W (Rn, D, K) logit contributions; E (D, K) float32 model input of each state (scalar
+    encodings) — if E has no rows, Zt is not written. Outputs: Zt (D, S·b) model inputs of the
+    kept states (column s·b + n), statesT (D, S·b) the kept states, Rout (S, b, C)
+    responsibilities, counts (D, K) += kept states / S, new_stateT (D, b). Returns the number of
+    accepted proposals."""
     D, b = xtT.shape
     Sp = S if has_state else S + 1
     K = stay.shape[1]
     C = yterm.shape[1]
-    Rn = coef.shape[0]
+    Rn = W.shape[0]
+    write_z = E.shape[0] > 0
     props = np.empty((Sp, D, b), np.int32)
-    z = np.empty((Sp, Rn, b))  # logits of the proposals, record index last (vectorised updates)
-    zs = np.empty((Rn, b))  # logits of the current state
+    z = np.empty((Sp, Rn, b))
+    zs = np.empty((Rn, b))
     for k in range(Rn):
         z[:, k, :] = intercept[k]
         zs[k, :] = intercept[k]
-    # pass 1: proposals (one sampler per column, chosen outside the record loop), then logits;
-    # a row of uniforms is drawn first so that the sampling loop has no calls in it
     u = np.empty(b)
     for s in range(Sp):
         for d in range(D):
@@ -198,25 +187,27 @@ def rr_mcmc_shard(
                 u[n] = rng.random()
             if q[d] >= r[d]:
                 for n in range(b):
-                    props[s, d, n] = _draw_alias(d, xtT[d, n], u[n], stay, jump, P, A, K)
+                    x = xtT[d, n]
+                    props[s, d, n] = _draw_prior(d, u[n], P, A, K) if x < 0 else _draw_alias(d, x, u[n], stay, jump,
+                                                                                              P, A, K)
             else:
                 for n in range(b):
-                    props[s, d, n] = _draw(d, xtT[d, n], u[n], cdf, guide, q, r, K)
+                    x = xtT[d, n]
+                    props[s, d, n] = _draw_prior(d, u[n], P, A, K) if x < 0 else _draw(d, x, u[n], cdf, guide, q,
+                                                                                        r, K)
             for k in range(Rn):
-                c = coef[k, d]
                 for n in range(b):
-                    z[s, k, n] += c * props[s, d, n]
+                    z[s, k, n] += W[k, d, props[s, d, n]]
     if has_state:
         for d in range(D):
             for k in range(Rn):
-                c = coef[k, d]
                 for n in range(b):
-                    zs[k, n] += c * stateT[d, n]
+                    zs[k, n] += W[k, d, stateT[d, n]]
     u_acc = np.empty((S, b))
     for s in range(S):
         for n in range(b):
             u_acc[s, n] = rng.random()
-    # pass 2: the Metropolis chain per record; src[s, n] = proposal index held after step s (-1: old state)
+    # the Metropolis chain per record; src[s, n] = proposal index held after step s (-1: old state)
     src = np.empty((S, b), np.int64)
     off = 0 if has_state else 1
     resp = np.empty(C)
@@ -243,17 +234,17 @@ def rr_mcmc_shard(
             src[s, n] = cur
             for c in range(C):
                 Rout[s, n, c] = resp[c]
-    # pass 3: collected states -> model inputs, prior counts, new chain state
     w = 1.0 / S
     for d in range(D):
-        sd = scale[d]
         for n in range(b):
             v = stateT[d, n] if has_state else 0
             for s in range(S):
                 j = src[s, n]
                 if j >= 0:
                     v = props[j, d, n]
-                Zt[d, s * b + n] = v * sd
+                statesT[d, s * b + n] = v
+                if write_z:
+                    Zt[d, s * b + n] = E[d, v]
                 counts[d, v] += w
             new_stateT[d, n] = v
     return accepted

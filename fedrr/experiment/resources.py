@@ -7,24 +7,13 @@ from __future__ import annotations
 
 import os
 
+from .._resources import available_bytes
 from ..errors import ValidationError
 
 #: a cell may use at most this fraction of the memory the machine has available
 MEMORY_FRACTION = 0.8
 #: spread-EM's samples per record and iteration by default (mcmc)
 SPREAD_SAMPLES = 2
-
-
-def available_bytes() -> int:
-    """MemAvailable from /proc/meminfo (else the physical memory)."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 def cell_bytes(n_clients: int, n_features: int, n_classes: int, learners: tuple[str, ...], n_samples: int = SPREAD_SAMPLES,

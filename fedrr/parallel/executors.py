@@ -20,6 +20,12 @@ class SerialExecutor:
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
         return [fn(t) for t in tasks]
 
+    def shard_group(self, factories):
+        """Shards kept in this process, called one after another."""
+        from .shards import LocalShards
+
+        return LocalShards(factories, 1)
+
     def __repr__(self) -> str:
         return "SerialExecutor()"
 
@@ -50,6 +56,12 @@ class ThreadExecutor:
             return [fn(t) for t in tasks]
         with ThreadPoolExecutor(max_workers=n) as pool:
             return list(pool.map(fn, tasks))
+
+    def shard_group(self, factories):
+        """Shards kept in this process, called on ``workers()`` threads."""
+        from .shards import LocalShards
+
+        return LocalShards(factories, self.workers())
 
     def __repr__(self) -> str:
         return f"ThreadExecutor(n_workers={self.n_workers})"

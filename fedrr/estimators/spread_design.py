@@ -1,0 +1,150 @@
+"""The model's inputs: which feature columns are discrete (and their k) or numeric (and their
+bounds), and how a discrete state enters the logistic model — ``"unit"`` s/(k−1), ``"index"`` s,
+or ``"onehot"`` k−1 indicators (state 0 the reference), as a user would model a categorical
+attribute. The same ``Design`` decodes clean records, sampled states and releases, and gives the
+lookup tables the compiled E-step uses (logit contribution of every state of every column)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from ..errors import ValidationError
+from ..mechanisms import RecordMechanism
+from ..mechanisms.discrete import DiscreteMechanism
+
+ENCODINGS = ("unit", "index", "onehot")
+#: most model inputs a one-hot design may have (a dense (samples × inputs) matrix is built)
+MAX_ONEHOT_INPUTS = 4096
+
+
+@dataclass(frozen=True)
+class ColumnLayout:
+    """Discrete columns (k > 0) and numeric columns (bounds) — shared by every record mechanism in
+    a pool (they may differ in noise level and oracle, not in domain)."""
+
+    n_features: int
+    k: np.ndarray  # (D,) number of states, 0 for numeric columns
+    lower: np.ndarray  # (D,) NaN for discrete
+    upper: np.ndarray
+
+    @property
+    def discrete(self) -> np.ndarray:
+        return self.k > 0
+
+    @property
+    def kmax(self) -> int:
+        return max(int(self.k.max()), 1)
+
+    @classmethod
+    def from_mechanism(cls, rm: RecordMechanism) -> ColumnLayout:
+        D = rm.n_features
+        k = np.zeros(D, int)
+        lo = np.full(D, np.nan)
+        hi = np.full(D, np.nan)
+        for mech, cols in rm.groups():
+            if isinstance(mech, DiscreteMechanism):
+                k[cols] = mech.k
+            elif hasattr(mech, "lower") and hasattr(mech, "upper"):
+                lo[cols] = np.broadcast_to(mech.lower, cols.shape)
+                hi[cols] = np.broadcast_to(mech.upper, cols.shape)
+            else:
+                raise ValidationError("mechanism", f"unsupported feature mechanism {type(mech).__name__}")
+        return cls(D, k, lo, hi)
+
+    @classmethod
+    def from_states(cls, k) -> ColumnLayout:
+        k = np.asarray(k, int)
+        return cls(k.size, k, np.full(k.size, np.nan), np.full(k.size, np.nan))
+
+    def same_domain(self, other: ColumnLayout) -> bool:
+        nan = lambda a: np.nan_to_num(a, nan=-1)  # noqa: E731
+        return (self.n_features == other.n_features and np.array_equal(self.k, other.k)
+                and np.array_equal(nan(self.lower), nan(other.lower)) and np.array_equal(nan(self.upper), nan(other.upper)))
+
+
+@dataclass(frozen=True, eq=False)
+class Design:
+    """Model inputs from a layout and an encoding. ``columns[d]`` are the model inputs of feature d."""
+
+    layout: ColumnLayout
+    encoding: str = "unit"
+
+    def __post_init__(self):
+        if self.encoding not in ENCODINGS:
+            raise ValidationError("encoding", f"must be one of {ENCODINGS}, got {self.encoding!r}")
+        if self.encoding == "onehot" and self.n_inputs > MAX_ONEHOT_INPUTS:
+            raise ValidationError("encoding", f"'onehot' would give {self.n_inputs:,} model inputs (Σ(k−1) over the "
+                                  f"discrete columns), more than {MAX_ONEHOT_INPUTS:,}; use 'unit' for attributes "
+                                  "with many ordered states")
+
+    @cached_property
+    def widths(self) -> np.ndarray:
+        k = self.layout.k
+        if self.encoding == "onehot":
+            return np.where(k > 0, np.maximum(k - 1, 1), 1)
+        return np.ones(self.layout.n_features, int)
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.widths)[:-1]]).astype(int)
+
+    @property
+    def n_inputs(self) -> int:
+        return int(self.widths.sum())
+
+    @cached_property
+    def scalar(self) -> bool:
+        """One model input per feature (unit / index, or one-hot of binary attributes only)."""
+        return bool(np.all(self.widths == 1))
+
+    @cached_property
+    def state_table(self) -> np.ndarray:
+        """E[d, s] (D, Kmax) float32: the model input of state s of discrete column d (scalar designs)."""
+        k, K = self.layout.k, self.layout.kmax
+        s = np.arange(K, dtype=float)[None, :]
+        if self.encoding == "unit":
+            E = s / np.maximum(k[:, None] - 1.0, 1.0)
+        else:  # index, and one-hot of a binary attribute (the indicator of state 1)
+            E = np.broadcast_to(s, (k.size, K)).copy()
+        return np.where(k[:, None] > 0, E, 0.0).astype(np.float32)
+
+    def logit_table(self, coef: np.ndarray) -> np.ndarray:
+        """W[r, d, s] (Rn, D, Kmax): the logit contribution of state s of discrete column d."""
+        k, K = self.layout.k, self.layout.kmax
+        if self.scalar:
+            return coef[:, :, None] * self.state_table[None, :, :].astype(float)
+        W = np.zeros((coef.shape[0], k.size, K))
+        for d in np.flatnonzero(k > 0):
+            o = self.offsets[d]
+            W[:, d, 1:k[d]] = coef[:, o:o + k[d] - 1]
+        return W
+
+    def decode(self, X: np.ndarray) -> np.ndarray:
+        """Model inputs (n, n_inputs) float32 of clean records or sampled states (n, D); numeric
+        columns pass through."""
+        X = np.asarray(X)
+        n, D = X.shape
+        disc = self.layout.discrete
+        if self.scalar:
+            out = np.asarray(X, dtype=np.float32).copy()
+            if disc.any():
+                cols = np.flatnonzero(disc)
+                out[:, cols] = self.state_table[cols[None, :], X[:, cols].astype(np.int64)]
+            return out
+        out = np.zeros((n, self.n_inputs), np.float32)
+        for d in range(D):
+            o = self.offsets[d]
+            if disc[d]:
+                s = X[:, d].astype(np.int64)
+                on = s > 0
+                out[np.flatnonzero(on), o + s[on] - 1] = 1.0
+            else:
+                out[:, o] = X[:, d]
+        return out
+
+    def feature_coef(self, coef: np.ndarray) -> list[np.ndarray]:
+        """Per feature, its block of coefficients (Rn, width): for reports."""
+        return [coef[:, o:o + w] for o, w in zip(self.offsets, self.widths)]

@@ -1,0 +1,221 @@
+"""A shard of spread-EM's pool: a block of records and everything the EM keeps about them for the
+whole fit — the releases, the label terms, each chain's state and last samples, a copy of each
+chain's prior. The driver sends it models and prior updates and gets back sufficient statistics,
+losses and gradients: O(model) bytes per call, whatever the shard's size. The same object serves
+serial, threaded and Ray-actor execution (``fedrr.parallel.shards``); every random draw comes
+from ``SeedSequence(entropy, spawn_key=(shard, chain, iteration))``, so the fit does not depend on
+who runs the shard.
+
+E-step (Barber §5): a persistent independence-Metropolis chain per record whose proposal is the
+exact posterior ρ(x | x̃) ∝ p(x̃ | x) p(x) (eq 58) and whose stationary law is p(x | x̃, c̃) (accept
+with min(1, g(x')/g(x)), g(x) = Σ_c p(c̃|c) p_θ(c|x)); labels are summed out exactly. Attributes a
+client did not release (NaN) are drawn from the prior. ``mode="importance"`` is Barber §5.1 as
+printed: fresh draws with self-normalised weights (biased at finite S; for reproduction)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+from ..mechanisms import RandomizedResponse, RecordMechanism
+from ..mechanisms.discrete import DiscreteMechanism, guide_table
+from .spread_design import Design
+from .spread_mstep import log_class_probs
+
+
+class Shard:
+    def __init__(self, index: int, rm: RecordMechanism, X_tilde: np.ndarray, y_tilde: np.ndarray, label_logP,
+                 design: Design, n_classes: int, entropy: int, n_chains: int, mode: str = "mcmc"):
+        self.index, self.rm, self.design, self.C, self.entropy, self.mode = index, rm, design, n_classes, entropy, mode
+        self.X = np.asarray(X_tilde, float)
+        self.y = np.asarray(y_tilde, np.int64)
+        self.b, self.D = self.X.shape
+        self.released = ~np.isnan(self.X)
+        if label_logP is None:  # clean labels: p(c̃ | c) is the identity
+            self.yterm = np.where(np.arange(n_classes) == self.y[:, None], 0.0, -np.inf)
+        else:
+            self.yterm = np.ascontiguousarray(np.asarray(label_logP)[self.y])
+        self.compiled = mode == "mcmc" and all(isinstance(m, RandomizedResponse) for m, _ in rm.groups())
+        if self.compiled:
+            q, r = np.empty(self.D), np.empty(self.D)
+            for mech, cols in rm.groups():
+                q[cols], r[cols] = mech.keep_prob, mech.other_prob
+            self.q, self.r = q, r
+            self.xtT = np.ascontiguousarray(np.where(self.released, self.X, -1).T, dtype=np.int32)
+        self.state: list[Any] = [None] * n_chains
+        self.Z: list[Any] = [None] * n_chains  # model inputs of the last samples (S·b, n_inputs) float32
+        self.R: list[Any] = [None] * n_chains  # responsibilities (S·b, C)
+        self.w: list[Any] = [None] * n_chains  # sample weights (S·b,)
+        self.prior: list[Any] = [None] * n_chains
+
+    # ----------------------------------------------------------------------- priors
+    def set_prior(self, chain: int, prior) -> None:
+        self.prior[chain] = prior
+
+    def update_prior(self, chain: int, stats: dict, gamma: float) -> None:
+        """The same deterministic update the driver applies: (1 − γ)·π + γ·π̂(stats)."""
+        p = self.prior[chain]
+        self.prior[chain] = p.blend(p.estimate(stats), gamma)
+
+    # ------------------------------------------------------------------------ E-step
+    def estep(self, chain: int, it: int, coef: np.ndarray, intercept: np.ndarray, n_samples: int) -> dict:
+        """S steps of chain ``chain`` at θ = (coef, intercept); keeps the samples for ``loss_grad``
+        and returns the prior's statistics and the acceptance count."""
+        rng = np.random.default_rng(np.random.SeedSequence(self.entropy, spawn_key=(self.index, chain, it)))
+        if self.compiled:
+            out = self._estep_compiled(chain, rng, coef, intercept, n_samples)
+        elif self.mode == "mcmc":
+            out = self._estep_mcmc(chain, rng, coef, intercept, n_samples)
+        else:
+            out = self._estep_importance(chain, rng, coef, intercept, n_samples)
+        return out
+
+    def _estep_compiled(self, chain, rng, coef, intercept, S) -> dict:
+        from .spread_kernels import rr_chain, rr_tables
+
+        prior = self.prior[chain]
+        K = prior.disc.shape[1]
+        stay, jump, P, A = rr_tables(prior.disc, self.q, self.r)
+        if np.all(self.q >= self.r):  # the inverse-CDF tables are only read for columns with q < r
+            cdf, guide = np.zeros((0, K)), np.zeros((0, K), np.int64)
+        else:
+            cdf = np.cumsum(prior.disc, axis=1)
+            cdf /= cdf[:, -1:]
+            guide = guide_table(cdf)
+        design, b, D, C = self.design, self.b, self.D, self.C
+        W = np.ascontiguousarray(design.logit_table(coef))
+        E = design.state_table if design.scalar else np.zeros((0, K), np.float32)
+        has = self.state[chain] is not None
+        stateT = self.state[chain] if has else np.zeros((0, 0), np.int32)
+        Zt = np.empty((D, S * b) if design.scalar else (0, 0), np.float32)
+        R = np.empty((S, b, C))
+        counts = np.zeros((D, K))
+        new_stateT = np.empty((D, b), np.int32)
+        statesT = np.empty((D, S * b), np.int32)
+        acc = rr_chain(rng, self.xtT, self.yterm, stateT, has, S, stay, jump, P, A, cdf, guide, self.q, self.r, W,
+                       np.asarray(intercept, float), E, Zt, R, counts, new_stateT, statesT)
+        self.state[chain] = new_stateT
+        self.Z[chain] = Zt.T if design.scalar else design.decode(statesT.T)
+        self.R[chain] = R.reshape(S * b, C)
+        self.w[chain] = np.full(S * b, 1.0 / S)
+        return {"stats": {"counts": counts}, "accepted": int(acc), "proposed": S * b}
+
+    def _propose(self, rng, prior, S: int) -> np.ndarray:
+        """S draws per record from ρ(x | x̃) (the prior where nothing was released): (S, b, D)."""
+        out = np.empty((S, self.b, self.D))
+        for mech, cols in self.rm.groups():
+            for c in cols:
+                pri = prior.for_column(c)
+                rel = np.flatnonzero(self.released[:, c])
+                miss = np.flatnonzero(~self.released[:, c])
+                if rel.size:
+                    xt = self.X[rel, c]
+                    xt = xt.astype(np.int64) if isinstance(mech, DiscreteMechanism) else xt
+                    out[:, rel, c] = np.asarray(mech.posterior(xt, pri).sample(rng, S)).reshape(S, rel.size)
+                if miss.size:
+                    out[:, miss, c] = prior.sample_column(c, rng, (S, miss.size))
+        return out
+
+    def _log_g(self, x: np.ndarray, coef, intercept) -> tuple[np.ndarray, np.ndarray]:
+        """log g(x) and the responsibilities, for samples x (..., D)."""
+        Z = self.design.decode(x.reshape(-1, self.D)).reshape(x.shape[:-1] + (-1,))
+        terms = log_class_probs(Z, coef, intercept) + self.yterm
+        lg = logsumexp(terms, axis=-1)
+        return lg, np.exp(terms - lg[..., None])
+
+    def _estep_mcmc(self, chain, rng, coef, intercept, S) -> dict:
+        prior = self.prior[chain]
+        props = self._propose(rng, prior, S + (1 if self.state[chain] is None else 0))
+        if self.state[chain] is None:
+            state, props = props[0], props[1:]
+        else:
+            state = self.state[chain]
+        lg_cur, resp = self._log_g(state, coef, intercept)
+        kept = np.empty((S, self.b, self.D))
+        R = np.empty((S, self.b, self.C))
+        accepted = 0
+        for s in range(S):
+            lg_prop, resp_prop = self._log_g(props[s], coef, intercept)
+            acc = np.log(rng.random(self.b)) < lg_prop - lg_cur
+            accepted += int(acc.sum())
+            state = np.where(acc[:, None], props[s], state)
+            lg_cur = np.where(acc, lg_prop, lg_cur)
+            resp = np.where(acc[:, None], resp_prop, resp)
+            kept[s], R[s] = state, resp
+        self.state[chain] = state
+        w = np.full((S, self.b), 1.0 / S)
+        return self._keep(chain, kept, R, w, accepted)
+
+    def _estep_importance(self, chain, rng, coef, intercept, S) -> dict:
+        """Barber §5.1: S fresh draws c ~ ρ(c | c̃) ∝ p(c̃ | c), x ~ ρ(x | x̃), self-normalised weights
+        ∝ p_θ(c | x) (eq 59)."""
+        kept = self._propose(rng, self.prior[chain], S)
+        Z = self.design.decode(kept.reshape(-1, self.D)).reshape(S, self.b, -1)
+        logp = log_class_probs(Z, coef, intercept)  # (S, b, C)
+        rho = np.exp(self.yterm - logsumexp(self.yterm, axis=-1, keepdims=True))
+        cdf = np.cumsum(rho, axis=-1)
+        c = np.minimum((cdf[None] < rng.random((S, self.b, 1))).sum(-1), self.C - 1)
+        logw = np.take_along_axis(logp, c[..., None], axis=-1)[..., 0]
+        w = np.exp(logw - logsumexp(logw, axis=0, keepdims=True))
+        return self._keep(chain, kept, np.eye(self.C)[c], w, 0)
+
+    def _keep(self, chain, kept, R, w, accepted) -> dict:
+        S = kept.shape[0]
+        flat = kept.reshape(-1, self.D)
+        fw = w.reshape(-1)
+        self.Z[chain] = self.design.decode(flat)
+        self.R[chain] = R.reshape(-1, self.C)
+        self.w[chain] = fw
+        return {"stats": self.prior[chain].statistics(flat, fw), "accepted": accepted, "proposed": S * self.b}
+
+    # ------------------------------------------------------------------------ M-step
+    def init_samples(self, chain: int) -> None:
+        """The releases as if they were clean (naive start): unreleased attributes at the prior mean."""
+        x = np.where(self.released, self.X, self.prior[chain].column_means()[None, :])
+        disc = self.design.layout.discrete
+        x[:, disc] = np.round(x[:, disc])
+        self.Z[chain] = self.design.decode(x)
+        self.R[chain] = np.eye(self.C)[self.y]
+        self.w[chain] = np.ones(self.b)
+
+    def n_samples_weight(self, chain: int) -> float:
+        return float(self.w[chain].sum())
+
+    def loss_grad(self, chain: int, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """Σ_i w_i CE(R_i, p_θ(·|Z_i)) and its gradient over this shard's samples (no penalty)."""
+        Z, R, w = self.Z[chain], self.R[chain], self.w[chain]
+        z = (Z @ coef.T.astype(Z.dtype)).astype(np.float64) + intercept
+        if coef.shape[0] == 1:
+            z1, r1 = z[:, 0], R[:, 1]
+            sp = np.logaddexp(0, -z1)  # softplus(−z); σ(z) = exp(−softplus(−z))
+            loss = float(np.sum(w * (sp + (1 - r1) * z1)))
+            gz = (w * (np.exp(-sp) - r1))[:, None]
+        else:
+            logp = z - logsumexp(z, axis=1, keepdims=True)
+            loss = float(-np.sum(w * np.sum(R * logp, axis=1)))
+            gz = w[:, None] * (np.exp(logp) - R)
+        return loss, (gz.T.astype(Z.dtype) @ Z).astype(np.float64), gz.sum(axis=0)
+
+    def hessian(self, chain: int, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
+        """Per logit row r, Σ_i w_i p_r(1 − p_r) [z_i, 1][z_i, 1]ᵀ over this shard's samples
+        (Rn, d+1, d+1): the complete-data Hessian (block-diagonal across classes)."""
+        Z, w = self.Z[chain], self.w[chain]
+        z = (Z @ coef.T.astype(Z.dtype)).astype(np.float64) + intercept
+        if coef.shape[0] == 1:
+            p = 1.0 / (1.0 + np.exp(-z))
+        else:
+            p = np.exp(z - logsumexp(z, axis=1, keepdims=True))
+        Z1 = np.hstack([Z.astype(np.float64), np.ones((Z.shape[0], 1))])
+        return np.stack([(Z1 * (w * p[:, r] * (1 - p[:, r]))[:, None]).T @ Z1 for r in range(coef.shape[0])])
+
+    # ------------------------------------------------------------------ noisy likelihood
+    def noisy_loglik(self, coef: np.ndarray, intercept: np.ndarray, prior, n_samples: int, seed: int) -> np.ndarray:
+        """Per record, an estimate of log p(c̃ | x̃) = log E_ρ[g(x)] with x ~ ρ(x | x̃) under ``prior``
+        (S fresh exact draws), plus the exact log p(x̃) of the discrete columns under ``prior``:
+        the held-out score of a model composed with the known mechanism."""
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(self.index,)))
+        xs = self._propose(rng, prior, n_samples)
+        lg, _ = self._log_g(xs, coef, intercept)  # (S, b)
+        return logsumexp(lg, axis=0) - np.log(n_samples) + prior.log_marginal(self.rm, self.X, self.released)

@@ -1,0 +1,125 @@
+"""Groups of shards: objects that own a block of the data for a whole job and answer small calls.
+The driver calls a method on every shard (``call``) or on every shard with summed results
+(``reduce``); arguments and results are models and sufficient statistics, never the data. A
+local group keeps the shards in this process and runs calls serially or on threads; a Ray group
+(``ray_shards.RayShards``) keeps them in actors. Results come back in shard order and sums are
+taken in shard order, so every group gives the same numbers. ``bytes`` counts what crossed
+between driver and shards (array bytes, the same accounting for every group)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+
+def nbytes(obj: Any) -> int:
+    """Bytes of the arrays and scalars in a message (dicts, lists, tuples walked)."""
+    if isinstance(obj, np.ndarray):
+        return int(obj.nbytes)
+    if isinstance(obj, (bytes, bytearray)):
+        return len(obj)
+    if isinstance(obj, dict):
+        return sum(nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(nbytes(v) for v in obj)
+    return 8 if isinstance(obj, (int, float, np.number, bool)) or obj is None else len(repr(obj))
+
+
+def add(a: Any, b: Any) -> Any:
+    """a + b for nested dicts / tuples / lists of arrays and numbers (the reduction of shard results)."""
+    if isinstance(a, dict):
+        return {k: add(a[k], b[k]) for k in a}
+    if isinstance(a, (tuple, list)):
+        return type(a)(add(x, y) for x, y in zip(a, b))
+    return a + b
+
+
+class Packed:
+    """An array sent compressed: integer-valued arrays in the smallest unsigned type that holds
+    them, zlib-compressed (prior counts are integers and mostly zeros). Exact."""
+
+    def __init__(self, arr: np.ndarray):
+        arr = np.asarray(arr)
+        self.shape, self.dtype = arr.shape, arr.dtype
+        raw = arr
+        if arr.dtype.kind == "f" and arr.size and np.all(arr >= 0) and np.all(arr == np.round(arr)) and arr.max() < 2**32:
+            raw = arr.astype(np.uint16 if arr.max() < 2**16 else np.uint32)
+        self.small = raw.dtype
+        self.data = zlib.compress(np.ascontiguousarray(raw).tobytes(), 1)
+
+    def unpack(self) -> np.ndarray:
+        return np.frombuffer(zlib.decompress(self.data), self.small).reshape(self.shape).astype(self.dtype)
+
+
+def pack(obj: Any) -> Any:
+    if isinstance(obj, np.ndarray) and obj.nbytes >= 4096:
+        return Packed(obj)
+    if isinstance(obj, dict):
+        return {k: pack(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(pack(v) for v in obj)
+    return obj
+
+
+def unpack(obj: Any) -> Any:
+    if isinstance(obj, Packed):
+        return obj.unpack()
+    if isinstance(obj, dict):
+        return {k: unpack(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(unpack(v) for v in obj)
+    return obj
+
+
+def packed_nbytes(obj: Any) -> int:
+    if isinstance(obj, Packed):
+        return len(obj.data)
+    if isinstance(obj, dict):
+        return sum(packed_nbytes(v) for v in obj.values())
+    if isinstance(obj, (list, tuple)):
+        return sum(packed_nbytes(v) for v in obj)
+    return nbytes(obj)
+
+
+def total(results: list[Any]) -> Any:
+    """Sum of shard results in shard order (the same float order for every group)."""
+    out = results[0]
+    for r in results[1:]:
+        out = add(out, r)
+    return out
+
+
+class LocalShards:
+    """Shards built in this process by ``factories`` (zero-argument callables); calls run on up to
+    ``n_threads`` threads (the compiled E-step releases the GIL)."""
+
+    def __init__(self, factories: Sequence[Callable[[], Any]], n_threads: int = 1):
+        self.shards = [f() for f in factories]
+        self.n_threads = max(1, int(n_threads))
+        self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 and len(self.shards) > 1 else None
+        self.bytes = 0
+
+    def __len__(self) -> int:
+        return len(self.shards)
+
+    def call(self, method: str, *args: Any, packed: bool = False) -> list[Any]:
+        """``shard.method(*args)`` for every shard, results in shard order. ``packed``: count the
+        results' bytes as sent compressed (``Packed``), as a Ray group sends them."""
+        self.bytes += nbytes(args)
+        fn = lambda s: getattr(s, method)(*args)  # noqa: E731
+        out = list(self._pool.map(fn, self.shards)) if self._pool is not None else [fn(s) for s in self.shards]
+        self.bytes += sum(packed_nbytes(pack(r)) if packed else nbytes(r) for r in out)
+        return out
+
+    def reduce(self, method: str, *args: Any) -> Any:
+        """The sum, in shard order, of ``shard.method(*args)`` over the shards."""
+        return total(self.call(method, *args, packed=True))
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
