@@ -12,6 +12,7 @@ from .discrete import DiscreteMechanism, RandomizedResponse, TransitionMatrix
 from .hashing import LocalHashing
 from .numeric import GaussianMechanism, LaplaceMechanism
 from .oracles import frequency_oracle
+from .piecewise import DuchiMechanism, PiecewiseMechanism
 from .priors import CategoricalPrior, GaussianPrior, HistogramPrior
 from .record import RecordMechanism
 from .snapping import SnappingLaplaceMechanism, harden
@@ -28,6 +29,8 @@ __all__ = [
     "frequency_oracle",
     "LaplaceMechanism",
     "GaussianMechanism",
+    "PiecewiseMechanism",
+    "DuchiMechanism",
     "RecordMechanism",
     "CategoricalPrior",
     "GaussianPrior",
