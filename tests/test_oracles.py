@@ -22,9 +22,11 @@ import pytest
 from scipy import stats
 
 from fedrr.errors import ValidationError
+from fedrr.estimators import estimate_frequencies
 from fedrr.mechanisms import (
     LocalHashing,
     RandomizedResponse,
+    TransitionMatrix,
     UnaryEncoding,
     frequency_oracle,
     mechanism_from_spec,
@@ -381,3 +383,72 @@ def test_oracle_choice_validation_and_large_domains():
         assert e.value.field == field
     assert isinstance(frequency_oracle(10**6, 1.0), LocalHashing)
     assert isinstance(frequency_oracle(10**6, 40.0), RandomizedResponse)  # beyond OLH's ε range
+
+
+# ----------------------------------------------------------------------------- frequency estimation
+def test_generic_inversion_equals_the_matrix_path_for_rr_and_tm():
+    """The oracle-generic inversion (mean of unbiased_onehot) equals today's P⁻¹f̃ for matrix oracles."""
+    from fedrr.estimators.frequencies import _mean_onehot, project_to_simplex
+
+    rng = np.random.default_rng(13)
+    for mech in (RandomizedResponse(6, epsilon=1.0), TransitionMatrix(rng.dirichlet(np.full(4, 3.0), 4).T)):
+        xt = mech.release(rng.integers(0, mech.k, 5000), rng)
+        w = rng.uniform(0, 2, 5000)
+        for ww in (None, w):
+            generic = project_to_simplex(_mean_onehot(mech, xt, ww))
+            assert np.allclose(generic, estimate_frequencies(xt, mech, weights=ww), atol=1e-12, rtol=0)
+
+
+PI6 = np.array([0.3, 0.25, 0.2, 0.15, 0.1, 0.0])
+
+
+@pytest.mark.parametrize("make", [lambda: UnaryEncoding(6, 1.0), lambda: LocalHashing(6, 1.0)])
+def test_estimate_frequencies_for_oue_and_olh(make):
+    """inversion: within Z_TOL sd (from frequency_variance) of π; weights = repeats; mle: on the simplex,
+    certified duality gap ≤ 1e-9, likelihood ≥ the inversion estimate's and 200 random points'; the
+    Newton and EM solvers agree (1e-6)."""
+    import fedrr.estimators.frequencies as fq
+
+    mech = make()
+    rng = np.random.default_rng(14)
+    n = 40_000
+    xt = mech.release(rng.choice(6, size=n, p=PI6), rng)
+    inv = estimate_frequencies(xt, mech)
+    assert np.all(np.abs(inv - PI6) < Z_TOL * np.sqrt(mech.frequency_variance(n, PI6)) + 1e-12)
+    idx = rng.integers(0, n, 300)
+    w = rng.integers(1, 4, 300)
+    assert np.allclose(
+        estimate_frequencies(xt[idx], mech, weights=w), estimate_frequencies(np.repeat(xt[idx], w), mech), atol=1e-12
+    )
+    mle = estimate_frequencies(xt, mech, method="mle")
+    assert np.all(mle >= 0) and mle.sum() == pytest.approx(1.0, abs=1e-12)
+    values, inverse = np.unique(xt, return_inverse=True)
+    f = np.bincount(inverse, minlength=values.size) / n
+    A = np.exp(mech.log_likelihood_matrix(values))
+    loglik = lambda p: float(f @ np.log(A @ p))  # noqa: E731
+    assert np.max(A.T @ (f / (A @ mle))) - 1 <= 1e-9
+    assert loglik(mle) >= loglik(inv) - 1e-12
+    assert all(loglik(mle) >= loglik(p) for p in rng.dirichlet(np.ones(6), 200))
+    old = fq.NEWTON_MAX_WORK
+    try:
+        fq.NEWTON_MAX_WORK = 0
+        em = estimate_frequencies(xt, mech, method="mle", tol=1e-9, max_iter=200_000)
+    finally:
+        fq.NEWTON_MAX_WORK = old
+    assert np.allclose(em, mle, atol=1e-4) and loglik(em) >= loglik(mle) - 1e-9
+
+
+def test_estimate_frequencies_rejects_bad_input():
+    mech = UnaryEncoding(4, 1.0)
+    for call, field in [
+        (lambda: estimate_frequencies([1.0, np.nan], mech), "x_tilde"),
+        (lambda: estimate_frequencies([1.0, 2.5], mech), "x_tilde"),
+        (lambda: estimate_frequencies([], mech), "x_tilde"),
+        (lambda: estimate_frequencies([1.0, 2.0], mech, weights=[0, 0]), "weights"),
+        (lambda: estimate_frequencies([1.0, 2.0], mech, weights=[1.0]), "weights"),
+        (lambda: estimate_frequencies([1.0, 2.0], mech, method="em"), "method"),
+        (lambda: estimate_frequencies([1.0], object()), "mechanism"),
+    ]:
+        with pytest.raises(ValidationError) as e:
+            call()
+        assert e.value.field == field
