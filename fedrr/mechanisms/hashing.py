@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_int, check_rng
+from .._validation import check_broadcast, check_int, check_rng
 from ..errors import ValidationError
 from ._grid import as_packed_release, check_epsilon, check_realised_epsilon, grid_down, stated_log1p
 from .base import register
@@ -150,6 +150,14 @@ class LocalHashing(DiscreteMechanism):
     def log_likelihood_matrix(self, x_tilde: Any) -> np.ndarray:
         """log p(seed, y | x = s) = −log(P(P−1)) + log p if H_seed(s) = y, else + log((1 − p)/(g − 1))."""
         hit = self._support(x_tilde)
+        return np.where(hit, math.log(self.p), math.log(self.other)) - math.log(self.n_seeds)
+
+    def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
+        """log p(x̃ | x) elementwise, hashing only x (O(1) per pair, not O(k) like the matrix)."""
+        seed, y = self.split(x_tilde)
+        xx = self.validate_input(x)
+        check_broadcast("x", xx, "x_tilde", seed)
+        hit = self.hash(seed, xx) == y
         return np.where(hit, math.log(self.p), math.log(self.other)) - math.log(self.n_seeds)
 
     def unbiased_onehot(self, x_tilde: Any) -> np.ndarray:
