@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import as_float_array
 from ..errors import ConvergenceError, ValidationError
 from ..mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
 
@@ -91,14 +92,13 @@ def estimate_frequencies(
 def _weights(weights: Any, shape: tuple[int, ...]) -> np.ndarray | None:
     if weights is None:
         return None
-    try:
-        w = np.asarray(weights, float)
-    except (TypeError, ValueError):
-        raise ValidationError("weights", f"must be finite, >= 0 and of shape {shape}") from None
-    if w.shape != shape or not np.all(np.isfinite(w)) or np.any(w < 0):
+    w = as_float_array("weights", weights)  # real and finite (complex, NaN, huge ints rejected by name)
+    if w.shape != shape or np.any(w < 0):
         raise ValidationError("weights", f"must be finite, >= 0 and of shape {shape}")
-    if not w.sum() > 0:
-        raise ValidationError("weights", "must not all be 0")
+    with np.errstate(over="ignore"):
+        total = w.sum()
+    if not (total > 0 and np.isfinite(total)):
+        raise ValidationError("weights", f"must not all be 0 and must have a finite sum, got {total!r}")
     return w
 
 

@@ -108,7 +108,7 @@ class PiecewiseMechanism(_BoundedScalar):
         eps = check_epsilon(epsilon)
         rho = math.exp(eps / 2)
         self._set_bounds(lower, upper, (rho + 1) / (rho - 1) if rho > 1 else math.inf)
-        cap = 2.0 / _MIN_CELL_ULPS * self.half / self._max_abs  # most cells of width ≥ 2^-40·max|x̃|
+        cap = 2.0 / _MIN_CELL_ULPS * (self.half / self._max_abs)  # most cells of width ≥ 2^-40·max|x̃|
         if resolution is None:
             M = max(1, min(math.floor(cap / (rho - 1)), math.floor(_MAX_CELLS / (rho + 1))))
         else:
@@ -176,7 +176,8 @@ class PiecewiseMechanism(_BoundedScalar):
         with np.errstate(over="ignore", invalid="ignore"):
             pos = ((arr - self.mid) / self.half * D + (N - 1)) / 2
         j = np.clip(np.round(np.nan_to_num(pos, nan=-1.0)), 0, N - 1).astype(np.int64)
-        off = np.abs(arr - self.release_value(j)) > 2.0**-4 * self.cell_width * self.half
+        v, tol = self.release_value(j), 2.0**-4 * self.cell_width * self.half
+        off = ~((arr >= v - tol) & (arr <= v + tol))  # no arr − v: it may overflow
         if np.any(off):
             idx = tuple(int(i) for i in np.argwhere(off)[0])
             raise ValidationError(
@@ -266,7 +267,8 @@ class DuchiMechanism(_BoundedScalar):
         """+1 / −1 for each release (validated: it must be one of the two values)."""
         arr = as_float_array(field, x_tilde)
         tol = 1e-12 * (abs(self.mid) + self.half * self.B)
-        plus, minus = np.abs(arr - self.values[1]) <= tol, np.abs(arr - self.values[0]) <= tol
+        lo, hi = self.values
+        plus, minus = (arr >= hi - tol) & (arr <= hi + tol), (arr >= lo - tol) & (arr <= lo + tol)
         bad = ~(plus | minus)
         if np.any(bad):
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
