@@ -33,7 +33,7 @@ from fedrr.mechanisms import (
     RecordMechanism,
     UnaryEncoding,
 )
-from fedrr.testing.misclaimed import MisclaimedMechanism
+from fedrr.testing.misclaimed import MisclaimedMechanism, undercalibrated
 
 ALPHA = DEFAULT_ALPHA
 N_THRESHOLD_INTERVALS = 4 * (2 * 24 + 4)
@@ -121,15 +121,19 @@ def test_honest_passes_and_half_claim_fails(name, make):
     assert not bad.passed and bad.epsilon_lower_bound > liar.epsilon, bad.summary()
 
 
-def test_doubled_epsilon_instance_claiming_the_original_fails():
-    """An OUE built for 2ε but claiming ε (its q copied into an instance of ε) is caught."""
-    honest, strong = UnaryEncoding(6, 1.0), UnaryEncoding(6, 2.0)
-    fake = UnaryEncoding(6, 1.0)
-    fake.q = strong.q  # releases like ε = 2, claims ε = 1
-    p, q = optimal_set(strong)
-    n = with_pilot(samples_needed(p, q, 1.2, n_intervals=N_THRESHOLD_INTERVALS, alpha=ALPHA, miss=1e-3))
-    res = audit_mechanism(fake, n_samples=n, rng=rng(3), alpha=ALPHA)
-    assert fake.epsilon == honest.epsilon and not res.passed and res.epsilon_lower_bound > 1.0, res.summary()
+@pytest.mark.parametrize("name, make", HONEST, ids=[h[0] for h in HONEST])
+def test_undercalibrated_fails(name, make):
+    """The mechanism built at 2ε but claiming ε (``undercalibrated``): exact ε = 2ε' (from the likelihood),
+    and the audit certifies > ε at n from samples_needed for 1.05ε on its optimal set."""
+    mech = make()
+    bad = undercalibrated(mech)
+    assert bad.epsilon == mech.epsilon
+    p, q = optimal_set(bad)
+    n = with_pilot(samples_needed(p, q, 1.05 * mech.epsilon, n_intervals=N_THRESHOLD_INTERVALS, alpha=ALPHA, miss=1e-3))
+    assert n < 200_000
+    res = audit_mechanism(bad, n_samples=n, rng=rng(7), alpha=ALPHA)
+    assert res.exact_epsilon > 1.5 * mech.epsilon and not res.exact_matches_claim
+    assert not res.passed and res.epsilon_lower_bound > mech.epsilon, res.summary()
 
 
 # ----------------------------------------------------------------------------- records with sampling

@@ -21,8 +21,15 @@ the low-order bits of the result, so neither mechanism samples one.
 * Duchi's mechanism reports +B with probability ½ + γt/2 (γ = (e^ε − 1)/(e^ε + 1), B = 1/γ). γ is
   rounded down to the 2⁻⁵² grid and the probability clipped to [(1 − γ)/2, (1 + γ)/2], both on the
   2⁻⁵³ grid, so ``rng.random() < p`` realises a probability in that interval exactly: the ratio of
-  any output's probabilities is ≤ (1 + γ)/(1 − γ) = e^{ε'} whatever the rounding of ½ + γt/2 in
-  between (which is off by < 2⁻⁵³, a bias of < 2⁻⁵³·B in t̃).
+  any output's probabilities is ≤ (1 + γ)/(1 − γ) = e^{ε'} whatever the rounding in between. That
+  rounding (of t = (x − mid)/half, of γt, of ½ + γt/2, and the 2⁻⁵³ grid of the draw) moves the
+  realised probability by < 2⁻⁵¹ from ½ + γt/2: a bias of < 2⁻⁵⁰·B in t̃, none in privacy.
+
+Security note. The guarantees above are for the distribution of the output given the input, assuming
+the generator's 64-bit words are uniform and independent (in deployment: a cryptographically adequate
+source). Not covered: timing side channels (Jin et al., IEEE S&P 2022) — the draws do not branch on x,
+but numpy's bounded-integer rejection loops take data-independent yet variable time — and any use of
+the server-side ``posterior`` samplers (scipy's truncated normal) as a client-side release.
 """
 
 from __future__ import annotations
@@ -264,7 +271,7 @@ class DuchiMechanism(_BoundedScalar):
         return np.where(rng.random(xx.shape) < p_plus, self.values[1], self.values[0])
 
     def sign(self, x_tilde: Any, field: str = "x_tilde") -> np.ndarray:
-        """+1 / −1 for each release (validated: it must be one of the two values)."""
+        """+1 / −1 for each release (validated: it must be one of the two values, to 10⁻¹² relative)."""
         arr = as_float_array(field, x_tilde)
         tol = 1e-12 * (abs(self.mid) + self.half * self.B)
         lo, hi = self.values
