@@ -67,8 +67,8 @@ def estimate_frequencies(
     if not isinstance(mechanism, DiscreteMechanism):
         raise ValidationError(
             "mechanism",
-            f"must be a discrete frequency oracle (RandomizedResponse, TransitionMatrix, UnaryEncoding, "
-            f"LocalHashing), got {type(mechanism).__name__}",
+            "must be a discrete frequency oracle: a RandomizedResponse or TransitionMatrix, or any other "
+            f"DiscreteMechanism (UnaryEncoding, LocalHashing), got {type(mechanism).__name__}",
         )
     if method not in METHODS:
         raise ValidationError("method", f"must be one of {METHODS}, got {method!r}")
