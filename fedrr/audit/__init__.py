@@ -34,19 +34,27 @@ Test sets:
   uses that projection for any noise and does not rely on ``log_likelihood``). The thresholds t
   are quantiles of a separate pilot sample (``pilot_fraction`` of the draws), so the sets are
   fixed before the certifying sample is looked at and the union bound is valid.
+* discrete oracles whose releases are not states (``UnaryEncoding``, ``LocalHashing``): threshold
+  sets on the LLR for a pair of states (default: the exact worst pair); the LLR takes the values
+  ±ε and 0, and {LLR = ε} is the optimal set.
+* bounded numeric fields (``PiecewiseMechanism``, ``DuchiMechanism``): as additive noise, x = lower
+  vs x' = upper, LLR threshold sets.
 * whole records (``RecordMechanism``): neighbouring records that differ in every field (each
   field at its own worst pair) and threshold sets on the record's LLR
   log p(x̃, ỹ | r) − log p(x̃, ỹ | r'), again the optimal distinguisher.
 
-Exact values (``exact_epsilon``): discrete — from the transition probabilities; Laplace —
-‖x − x'‖₁/b, the sup of the log-density ratio; Gaussian — the smallest ε with
+Exact values (``exact_epsilon``): discrete — from the transition probabilities; unary encoding and
+local hashing — ``exact_oracle_epsilon``, the likelihood on outputs that attain the sup; Piecewise
+and Duchi — ``exact_bounded_epsilon``, the likelihood on every output (cell) where the ratio can
+change; Laplace — ‖x − x'‖₁/b, the sup of the log-density ratio; Gaussian — the smallest ε with
 δ_exact(ε; σ, ‖x − x'‖₂) ≤ claimed δ on the analytic-Gaussian curve (Balle & Wang 2018); pure-ε
 records — the sum of the per-field sups (basic composition is tight for pure ε on a pair that
-differs everywhere); records with a δ > 0 field — not computed (None).
+differs everywhere; with attribute sampling the label's plus the m largest field sups); records with
+a δ > 0 field — not computed (None).
 """
 
 from .bounds import DEFAULT_ALPHA, AuditResult, Witness, clopper_pearson, max_certifiable_epsilon, samples_needed
-from .exact import exact_additive_epsilon, exact_discrete_epsilon
+from .exact import exact_additive_epsilon, exact_bounded_epsilon, exact_discrete_epsilon, exact_oracle_epsilon
 from .mechanism import audit_mechanism
 from .record import audit_record
 
@@ -58,6 +66,8 @@ __all__ = [
     "clopper_pearson",
     "exact_discrete_epsilon",
     "exact_additive_epsilon",
+    "exact_oracle_epsilon",
+    "exact_bounded_epsilon",
     "samples_needed",
     "max_certifiable_epsilon",
     "DEFAULT_ALPHA",

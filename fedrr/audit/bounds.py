@@ -48,7 +48,8 @@ class Witness:
     def describe(self) -> str:
         return (
             f"x={_short(self.x)} vs x'={_short(self.x_prime)}, {self.test_set}: "
-            f"{self.count}/{self.n} vs {self.count_prime}/{self.n} hits, P(S|x) >= {self.p_lower:.4g}, P(S|x') <= {self.q_upper:.4g}"
+            f"{self.count}/{self.n} vs {self.count_prime}/{self.n} hits, "
+            f"P(S|x) >= {self.p_lower:.4g}, P(S|x') <= {self.q_upper:.4g}"
         )
 
 

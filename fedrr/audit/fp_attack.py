@@ -125,7 +125,10 @@ def laplace_reachable(y: Any, x: Any, scale: float, sampler: str = "numpy") -> n
         todo = np.flatnonzero(~out)
         if todo.size == 0:
             break
-        fn = lambda k, i, noise=noise, todo=todo: xf[todo[i]] + noise(k)
+
+        def fn(k, i, noise=noise, todo=todo):
+            return xf[todo[i]] + noise(k)
+
         out[todo] = _reachable_monotone(fn, yf[todo], lo, hi)
     return out.reshape(shape)
 
@@ -162,7 +165,10 @@ def snapping_reachable(mech: SnappingLaplaceMechanism, y: Any, x: Any) -> np.nda
         todo = np.flatnonzero(~out)
         if todo.size == 0:
             break
-        fn = lambda k, i, noise=noise, todo=todo: grid_index(zf[todo[i]], noise(k))
+
+        def fn(k, i, noise=noise, todo=todo):
+            return grid_index(zf[todo[i]], noise(k))
+
         out[todo] = _reachable_monotone(fn, tf[todo], _U_LO, _U_HI)
     return out.reshape(shape)
 

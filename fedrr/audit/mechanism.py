@@ -1,5 +1,6 @@
-"""Audits of one field's mechanism: single-output sets for discrete mechanisms, likelihood-ratio
-threshold sets (fixed by a pilot sample) for additive noise."""
+"""Audits of one field's mechanism: single-output sets for discrete mechanisms whose releases are
+states, likelihood-ratio threshold sets (fixed by a pilot sample) for everything else: additive
+noise, unary encoding and local hashing, the Piecewise and Duchi mechanisms."""
 
 from __future__ import annotations
 
@@ -26,11 +27,15 @@ from .exact import (
     _check_common,
     _default_pair,
     _is_additive,
+    _is_bounded,
     _is_discrete,
+    _is_oracle,
     _is_record,
     _label,
     exact_additive_epsilon,
+    exact_bounded_epsilon,
     exact_discrete_epsilon,
+    exact_oracle_epsilon,
 )
 
 
@@ -182,14 +187,19 @@ def _witness_from(res, x, xp, n_cert: int, stat_name: str) -> Witness:
     return Witness(xp, x, f"S = {{{stat_name} ≤ {t:.6g}}}", c, c2, n_cert, plo, qhi, threshold=t, direction="-")
 
 
-def _audit_additive(
+def _audit_threshold(
     mech: Mechanism, n: int, rng, alpha: float, inputs: Any, statistic: str, pilot_fraction: float, label: str
 ) -> AuditResult:
+    """Threshold sets on the LLR (or projection) for a pair of inputs: additive noise and bounded
+    numeric fields (default: lower vs upper), discrete oracles (default: the exact worst pair)."""
+    oracle = _is_oracle(mech)
+    if oracle and statistic != "llr":
+        raise ValidationError("statistic", "must be 'llr' for a discrete oracle (its releases are not numbers)")
     if inputs is None:
-        x, xp = _default_pair(mech)
+        x, xp = (tuple(float(s) for s in exact_oracle_epsilon(mech)[1][1:])) if oracle else _default_pair(mech)
     else:
         if not isinstance(inputs, (tuple, list)) or len(inputs) != 2:
-            raise ValidationError("inputs", "must be a pair (x, x_prime) for an additive-noise mechanism")
+            raise ValidationError("inputs", "must be a pair (x, x_prime) for this mechanism")
         x, xp = (mech.validate_input(v, f"inputs[{i}]") for i, v in enumerate(inputs))
         if mech.width == 1:
             x, xp = float(np.asarray(x).ravel()[0]), float(np.asarray(xp).ravel()[0])
@@ -226,7 +236,12 @@ def _audit_additive(
     witness = _witness_from(res, x, xp, n_cert, name)
     eps_hat = max(0.0, res[0])
     claimed = float(mech.epsilon)
-    exact = exact_additive_epsilon(mech, x, xp)
+    if oracle:
+        exact, kind = exact_oracle_epsilon(mech)[0], "discrete oracle"
+    elif _is_bounded(mech):
+        exact, kind = exact_bounded_epsilon(mech, x, xp), "bounded numeric"
+    else:
+        exact, kind = exact_additive_epsilon(mech, x, xp), "additive noise"
     return AuditResult(
         label,
         claimed,
@@ -239,7 +254,7 @@ def _audit_additive(
         res[5],
         eps_hat <= claimed,
         witness,
-        f"additive noise: threshold sets on {statistic}, {res[5] // 4} pilot thresholds, Clopper–Pearson + Bonferroni",
+        f"{kind}: threshold sets on {statistic}, {res[5] // 4} pilot thresholds, Clopper–Pearson + Bonferroni",
     )
 
 
@@ -257,8 +272,12 @@ def audit_mechanism(
 ) -> AuditResult:
     """Audit one mechanism's claimed (ε, δ) from ``n_samples`` releases per neighbouring input.
 
-    * discrete mechanisms (have ``k``): ``inputs`` = states to sample (default: all states when
-      k ≤ 16, else the exact worst pair); test sets are single outputs; no pilot.
+    * discrete mechanisms releasing states (randomised response, TransitionMatrix): ``inputs`` =
+      states to sample (default: all states when k ≤ 16, else the exact worst pair); test sets are
+      single outputs; no pilot.
+    * unary encoding, local hashing: ``inputs`` = a pair of states (default: the exact worst pair);
+      threshold sets on the LLR (its three atoms ±ε, 0 include the optimal set), with a pilot.
+    * Piecewise and Duchi mechanisms: as additive noise below (exact ε from ``exact_bounded_epsilon``).
     * additive-noise mechanisms (Laplace/Gaussian, any width): ``inputs`` = a pair (x, x')
       (default: the box corners lower, upper); test sets are thresholds of ``statistic``
       ("llr": the log-likelihood ratio, or "projection": ⟨x̃, x − x'⟩) chosen on a pilot of
@@ -278,12 +297,12 @@ def audit_mechanism(
         raise ValidationError("statistic", f"must be 'llr' or 'projection', got {statistic!r}")
     pilot_fraction = check_open_unit("pilot_fraction", pilot_fraction)
     name = _label(mech, label)
-    if _is_discrete(mech):
+    if _is_discrete(mech) and not _is_oracle(mech):
         return _audit_discrete(mech, n, rng, alpha, inputs, name)
-    if _is_additive(mech):
-        return _audit_additive(mech, n, rng, alpha, inputs, statistic, pilot_fraction, name)
+    if _is_oracle(mech) or _is_additive(mech) or _is_bounded(mech):
+        return _audit_threshold(mech, n, rng, alpha, inputs, statistic, pilot_fraction, name)
     raise ValidationError(
         "mechanism",
-        f"cannot audit {type(mech).__name__}: need a discrete mechanism (with k states), "
-        "an additive-noise mechanism (lower/upper/noise_family) or a RecordMechanism",
+        f"cannot audit {type(mech).__name__}: need a discrete mechanism (with k states), an additive-noise, "
+        "Piecewise or Duchi mechanism (lower/upper) or a RecordMechanism",
     )

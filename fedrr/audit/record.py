@@ -3,7 +3,6 @@ record's log-likelihood ratio."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -13,7 +12,19 @@ from ..errors import ValidationError
 from ..mechanisms.base import Mechanism
 from ..mechanisms.record import RecordMechanism
 from .bounds import DEFAULT_ALPHA, AuditResult
-from .exact import _check_common, _is_additive, _is_discrete, _is_record, _label, _log_matrix, exact_discrete_epsilon
+from .exact import (
+    _check_common,
+    _is_additive,
+    _is_bounded,
+    _is_discrete,
+    _is_oracle,
+    _is_record,
+    _label,
+    _log_matrix,
+    exact_bounded_epsilon,
+    exact_discrete_epsilon,
+    exact_oracle_epsilon,
+)
 from .mechanism import _threshold_pipeline, _witness_from
 
 
@@ -22,13 +33,17 @@ def _field_pair(mech: Mechanism) -> tuple[np.ndarray, np.ndarray]:
     if _is_discrete(mech):
         _, (_, x, xp) = exact_discrete_epsilon(mech)
         return np.array([x], float), np.array([xp], float)
-    if _is_additive(mech):
+    if _is_additive(mech) or _is_bounded(mech):
         return np.asarray(mech.lower, float).copy(), np.asarray(mech.upper, float).copy()
     raise ValidationError("record", f"cannot choose neighbouring values for field mechanism {type(mech).__name__}")
 
 
 def _field_sup(mech: Mechanism, a: np.ndarray, b: np.ndarray) -> float | None:
     """sup over outputs of log p(out | a) − log p(out | b) for one pure-ε field; None if unknown/infinite."""
+    if _is_oracle(mech):  # symmetric in the states: every pair of distinct states has the same sup
+        return exact_oracle_epsilon(mech)[0] if int(a.ravel()[0]) != int(b.ravel()[0]) else 0.0
+    if _is_bounded(mech):
+        return exact_bounded_epsilon(mech, float(a.ravel()[0]), float(b.ravel()[0]))
     if _is_discrete(mech):
         logP = _log_matrix(mech)
         ia, ib = int(a.ravel()[0]), int(b.ravel()[0])
@@ -55,7 +70,9 @@ def audit_record(
     no label); default: every field at its own worst pair, so the records differ in every field.
     The test sets are thresholds of the record LLR log p(x̃, ỹ | r) − log p(x̃, ỹ | r') — the optimal
     distinguisher — chosen on a pilot, as for additive mechanisms. ``exact_epsilon`` is the sum of
-    the per-field sups for pure-ε records (None if some field has δ > 0)."""
+    the per-field sups for pure-ε records (None if some field has δ > 0); with attribute sampling
+    (``n_sampled = m``) the label's sup plus the m largest field sups (the sampled set's probability
+    is the same under both records and cancels from every ratio)."""
     if not _is_record(record):
         raise ValidationError("record", f"must be a RecordMechanism, got {type(record).__name__}")
     n, rng, alpha = _check_common(n_samples, rng, alpha)
@@ -117,26 +134,19 @@ def audit_record(
     witness = _witness_from(res, x_desc, xp_desc, n_cert, "record LLR")
     exact = None
     if delta == 0:
-        fwd, bwd = 0.0, 0.0
-        for f in list(record.fields) + ([] if record.label is None else [None]):
-            mech = record.label if f is None else f.mechanism
-            cols = [] if f is None else list(f.columns)
-            if f is None:
-                a, b = np.array([y], float), np.array([yp], float)
-            else:
-                a, b = X[cols], Xp[cols]
-            parts = []
-            if f is not None and mech.width == 1 and len(cols) > 1:
-                parts = [(a[[j]], b[[j]]) for j in range(len(cols))]  # replicated scalar field
-            else:
-                parts = [(a, b)]
-            for pa, pb in parts:
-                s1, s2 = _field_sup(mech, pa, pb), _field_sup(mech, pb, pa)
-                if s1 is None or s2 is None:
-                    fwd = bwd = float("nan")
-                    break
-                fwd, bwd = fwd + s1, bwd + s2
-        exact = None if math.isnan(fwd) else float(max(fwd, bwd))
+        sups = []  # (forward, backward) per feature field, then the label
+        for f in record.fields:
+            a, b = X[list(f.columns)], Xp[list(f.columns)]
+            sups.append((_field_sup(f.mechanism, a, b), _field_sup(f.mechanism, b, a)))
+        label_sup = (0.0, 0.0)
+        if record.label is not None:
+            a, b = np.array([y], float), np.array([yp], float)
+            label_sup = (_field_sup(record.label, a, b), _field_sup(record.label, b, a))
+        if all(v is not None for pair in sups + [label_sup] for v in pair):
+            m = len(sups) if record.n_sampled is None else record.n_sampled
+            fwd = label_sup[0] + sum(sorted((p[0] for p in sups), reverse=True)[:m])
+            bwd = label_sup[1] + sum(sorted((p[1] for p in sups), reverse=True)[:m])
+            exact = float(max(fwd, bwd))
     eps_hat = max(0.0, res[0])
     claimed = float(record.epsilon)
     return AuditResult(

@@ -1,6 +1,9 @@
-"""Debiased category frequencies from randomised-response releases (Warner 1965; Barber §3.2).
+"""Debiased category frequencies from the releases of any discrete frequency oracle (Warner 1965;
+Barber §3.2; Wang et al., USENIX Security 2017 for unary encoding and local hashing).
 
-With P[i, j] = p(x̃ = i | x = j), the released frequencies satisfy E[f̃] = P π. Binary case:
+Matrix oracles (randomised response, TransitionMatrix), with P[i, j] = p(x̃ = i | x = j), satisfy
+E[f̃] = P π. Other oracles are handled through their ``unbiased_onehot`` (inversion) and
+``log_likelihood_matrix`` (maximum likelihood). Binary case:
 f̃₁ = P₁₀(1 − θ) + P₁₁θ, so θ = (f̃₁ − P₁₀)/(1 − P₁₀ − P₀₁). Barber's eqs (2) and (24) print
 "+ P₁₀" (and "+ p"); that is a sign error — the tests check this form against brute force.
 """
@@ -11,10 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import as_float_array
 from ..errors import ConvergenceError, ValidationError
-from ..mechanisms.discrete import RandomizedResponse, TransitionMatrix
+from ..mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
 
 METHODS = ("inversion", "mle")
+#: generic MLE: the certified Newton solver while (unique releases)·k² stays below this, else EM
+NEWTON_MAX_WORK = 2**26
+_CHUNK = 1 << 22  # entries of an (n, k) work array
 
 
 def project_to_simplex(v: np.ndarray) -> np.ndarray:
@@ -40,7 +47,7 @@ def warner_estimate(f1_tilde: float, p10: float, p01: float) -> float:
 
 def estimate_frequencies(
     x_tilde: Any,
-    mechanism: RandomizedResponse | TransitionMatrix,
+    mechanism: DiscreteMechanism,
     *,
     method: str = "inversion",
     weights: Any = None,
@@ -49,28 +56,32 @@ def estimate_frequencies(
 ) -> np.ndarray:
     """Estimate the clean distribution π over the k states from one release per person.
 
-    method="inversion": π̂ = P⁻¹ f̃ projected onto the simplex (the unbiased moment estimator
-    when it lies inside). method="mle": maximises Σₙ log (Pπ)[x̃ₙ] by EM,
-    π ← π ⊙ Pᵀ(f̃ / Pπ), which stays on the simplex and equals the inversion estimate whenever
-    that one is a valid distribution.
+    method="inversion": the (weighted) mean of ``unbiased_onehot`` — for matrix oracles P⁻¹ f̃ —
+    projected onto the simplex (the unbiased moment estimator when it lies inside).
+    method="mle": maximises Σₙ log p(x̃ₙ | π) = Σₙ log Σ_s π_s p(x̃ₙ | s) over the simplex. Matrix
+    oracles: the interior inversion when valid, else a log-barrier Newton method on P. Other oracles:
+    the same Newton method on the likelihood matrix of the distinct releases while that is small
+    (distinct·k² ≤ NEWTON_MAX_WORK), else EM, π ← π ⊙ Aᵀ(f / Aπ); both stop on the certified
+    duality gap max_j g_j − 1 ≤ tol (ConvergenceError after max_iter). Releases must be NaN-free.
     """
-    if not isinstance(mechanism, (RandomizedResponse, TransitionMatrix)):
+    if not isinstance(mechanism, DiscreteMechanism):
         raise ValidationError(
-            "mechanism", f"must be a RandomizedResponse or TransitionMatrix, got {type(mechanism).__name__}"
+            "mechanism",
+            "must be a discrete frequency oracle: a RandomizedResponse or TransitionMatrix, or any other "
+            f"DiscreteMechanism (UnaryEncoding, LocalHashing), got {type(mechanism).__name__}",
         )
     if method not in METHODS:
         raise ValidationError("method", f"must be one of {METHODS}, got {method!r}")
     xt = mechanism.validate_release(x_tilde, "x_tilde")
     if xt.ndim != 1 or xt.size == 0:
-        raise ValidationError("x_tilde", f"must be a non-empty 1-d array of released states, got shape {xt.shape}")
+        raise ValidationError("x_tilde", f"must be a non-empty 1-d array of releases, got shape {xt.shape}")
+    w = _weights(weights, xt.shape)
+    if not isinstance(mechanism, _MatrixMechanism):
+        if method == "inversion":
+            return project_to_simplex(_mean_onehot(mechanism, xt, w))
+        return _generic_mle(mechanism, xt, w, tol=tol, max_iter=max_iter)
     k = mechanism.k
-    if weights is None:
-        counts = np.bincount(xt, minlength=k).astype(float)
-    else:
-        w = np.asarray(weights, float)
-        if w.shape != xt.shape or not np.all(np.isfinite(w)) or np.any(w < 0):
-            raise ValidationError("weights", f"must be finite, >= 0 and of shape {xt.shape}")
-        counts = np.bincount(xt, weights=w, minlength=k)
+    counts = np.bincount(xt, minlength=k).astype(float) if w is None else np.bincount(xt, weights=w, minlength=k)
     f_tilde = counts / counts.sum()
     P = mechanism.matrix
     if method == "inversion":
@@ -78,17 +89,73 @@ def estimate_frequencies(
     return _simplex_mle(f_tilde, P, tol=tol, max_iter=max_iter)
 
 
-def _simplex_mle(f: np.ndarray, P: np.ndarray, *, tol: float, max_iter: int) -> np.ndarray:
-    """argmax Σ f_i log (Pπ)_i over the simplex. Interior inversion ⇒ it is the MLE (Pπ = f). Otherwise a
-    log-barrier Newton method on {1ᵀπ = 1}; stops on the certified duality gap max_j g_j − 1 ≤ tol,
+def _weights(weights: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    if weights is None:
+        return None
+    w = as_float_array("weights", weights)  # real and finite (complex, NaN, huge ints rejected by name)
+    if w.shape != shape or np.any(w < 0):
+        raise ValidationError("weights", f"must be finite, >= 0 and of shape {shape}")
+    with np.errstate(over="ignore"):
+        total = w.sum()
+    if not (total > 0 and np.isfinite(total)):
+        raise ValidationError("weights", f"must not all be 0 and must have a finite sum, got {total!r}")
+    return w
+
+
+def _mean_onehot(mech: DiscreteMechanism, xt: np.ndarray, w: np.ndarray | None) -> np.ndarray:
+    """(Weighted) mean of the unbiased one-hot estimates, in chunks of bounded memory."""
+    total = np.zeros(mech.k)
+    step = max(1, _CHUNK // mech.k)
+    for a in range(0, xt.size, step):
+        u = mech.unbiased_onehot(xt[a : a + step])
+        total += u.sum(axis=0) if w is None else w[a : a + step] @ u
+    return total / (xt.size if w is None else w.sum())
+
+
+def _generic_mle(mech: DiscreteMechanism, xt: np.ndarray, w, *, tol: float, max_iter: int) -> np.ndarray:
+    values, inverse = np.unique(xt, return_inverse=True)
+    f = np.bincount(inverse.ravel(), weights=w, minlength=values.size)
+    f = f / f.sum()
+    L = mech.log_likelihood_matrix(values)
+    A = np.exp(L - L.max(axis=1, keepdims=True))  # rows rescaled: the argmax is unchanged
+    if values.size * mech.k**2 <= NEWTON_MAX_WORK:
+        return _simplex_mle(f, A, tol=tol, max_iter=max_iter, square_shortcut=False)
+    return _simplex_em(f, A, tol=tol, max_iter=max_iter)
+
+
+def _simplex_em(f: np.ndarray, A: np.ndarray, *, tol: float, max_iter: int) -> np.ndarray:
+    """EM for argmax Σ f_u log (Aπ)_u on the simplex: π ← π ⊙ g, g = Aᵀ(f/Aπ); stops when the duality
+    gap max_j g_j − 1 (which bounds the log-likelihood still to gain) is ≤ tol."""
+    pi = np.full(A.shape[1], 1.0 / A.shape[1])
+    for _ in range(max_iter):
+        g = A.T @ (f / (A @ pi))
+        if np.max(g) - 1.0 <= tol:
+            return pi
+        pi = pi * g
+        pi /= pi.sum()
+    raise ConvergenceError(
+        f"estimate_frequencies(method='mle') did not converge in max_iter={max_iter} EM iterations (tol={tol})"
+    )
+
+
+def _simplex_mle(
+    f: np.ndarray, P: np.ndarray, *, tol: float, max_iter: int, square_shortcut: bool = True
+) -> np.ndarray:
+    """argmax Σ f_i log (Pπ)_i over the simplex. For a column-stochastic square P an interior inversion
+    is the MLE (Pπ = f; ``square_shortcut``). Otherwise a log-barrier Newton method on {1ᵀπ = 1} (P may be
+    any non-negative (m, k) matrix); stops on the certified duality gap max_j g_j − 1 ≤ tol,
     g = Pᵀ(f / Pπ) (L(π*) − L(π) ≤ max_j g_j − 1 by concavity)."""
     k = P.shape[1]
-    raw = np.linalg.solve(P, f)
-    if np.all(raw > 0):
-        return raw / raw.sum()
+    if square_shortcut:
+        raw = np.linalg.solve(P, f)
+        if np.all(raw > 0):
+            return raw / raw.sum()
     pos = f > 0
     pi, t, ones = np.full(k, 1.0 / k), 1.0, np.ones(k)
-    obj = lambda p, t: t * float(f[pos] @ np.log((P @ p)[pos])) + float(np.sum(np.log(p)))
+
+    def obj(p, t):
+        return t * float(f[pos] @ np.log((P @ p)[pos])) + float(np.sum(np.log(p)))
+
     for _ in range(max_iter):
         q = P @ pi
         g = P.T @ (f / q)

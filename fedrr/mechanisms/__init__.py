@@ -8,19 +8,29 @@ from .calibration import (
     classic_gaussian_sigma,
     laplace_scale,
 )
-from .discrete import RandomizedResponse, TransitionMatrix
+from .discrete import DiscreteMechanism, RandomizedResponse, TransitionMatrix
+from .hashing import LocalHashing
 from .numeric import GaussianMechanism, LaplaceMechanism
+from .oracles import frequency_oracle
+from .piecewise import DuchiMechanism, PiecewiseMechanism
 from .priors import CategoricalPrior, GaussianPrior, HistogramPrior
 from .record import RecordMechanism
 from .snapping import SnappingLaplaceMechanism, harden
+from .unary import UnaryEncoding
 
 __all__ = [
     "Mechanism",
     "mechanism_from_spec",
     "RandomizedResponse",
     "TransitionMatrix",
+    "DiscreteMechanism",
+    "UnaryEncoding",
+    "LocalHashing",
+    "frequency_oracle",
     "LaplaceMechanism",
     "GaussianMechanism",
+    "PiecewiseMechanism",
+    "DuchiMechanism",
     "RecordMechanism",
     "CategoricalPrior",
     "GaussianPrior",

@@ -1,8 +1,10 @@
 """A whole record's mechanism: one mechanism per feature field plus one for the label, and
-the record's LDP cost by basic composition over fields (ε and δ add up)."""
+the record's LDP cost by basic composition over fields (ε and δ add up) — or, with attribute
+sampling (``n_sampled = m``), over the m most expensive fields only."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +33,22 @@ class RecordMechanism:
     """Releases (x, y) field by field. ``features`` is one mechanism for every column (a scalar
     mechanism is applied to each column separately; a numeric block mechanism whose width equals
     ``n_features`` covers them all in one release) or a sequence whose widths add up to the
-    number of features. ``label`` is the label's mechanism (None: the record has no label)."""
+    number of features. ``label`` is the label's mechanism (None: the record has no label).
+
+    Attribute sampling, ``n_sampled = m`` (an integer in [1, F], F = number of fields: a replicated
+    scalar mechanism has one field per column, a block mechanism one field for its block): every
+    client draws m fields uniformly without replacement, independently of its data, from the same
+    ``rng``, releases those (and the label) with their own mechanisms, and sends NaN in every column
+    of the other fields. Accounting, exact: with ε_(1) ≥ … ≥ ε_(F) the per-field ε (δ likewise),
+
+        ε = ε_(1) + … + ε_(m) + ε_label,     δ = δ_(1) + … + δ_(m) + δ_label.
+
+    Proof. A release o reveals its sampled set S, drawn with probability π(S) = 1/C(F, m) whatever
+    the record, so P(o ∈ E | r) = Σ_S π(S) P_S(E_S | r) with P_S the composition of the fields in S,
+    which is (Σ_S ε_f, Σ_S δ_f)-DP; the same weights π(S) under both neighbours r, r' give
+    P(E | r) ≤ Σ_S π(S)(e^{ε*} P_S(E_S | r') + δ*) = e^{ε*} P(E | r') + δ* with ε*, δ* the largest
+    Σ_S ε_f, Σ_S δ_f over |S| = m: the sums of the m largest. It is tight for pure ε (the output
+    sampling the m worst fields attains it). ``n_sampled=None`` releases every field (draws nothing)."""
 
     kind = "record"
 
@@ -41,6 +58,7 @@ class RecordMechanism:
         label: Mechanism | None = None,
         *,
         n_features: int | None = None,
+        n_sampled: int | None = None,
     ):
         if isinstance(features, Mechanism):
             if n_features is None:
@@ -78,6 +96,12 @@ class RecordMechanism:
         self.label = label
         self.n_features = n_features
         self._groups = self._make_groups()
+        self.n_sampled = (
+            None if n_sampled is None else check_int("n_sampled", n_sampled, minimum=1, maximum=len(fields))
+        )
+        self._col_field = np.empty(n_features, dtype=np.int64)  # column -> index of its field
+        for i, f in enumerate(self.fields):
+            self._col_field[list(f.columns)] = i
 
     # --- accounting -------------------------------------------------------------------------
     @property
@@ -88,17 +112,27 @@ class RecordMechanism:
     @property
     def delta(self) -> float:
         return float(
-            sum(f.mechanism.delta for f in self.fields) + (self.label.delta if self.label is not None else 0.0)
+            self._top([f.mechanism.delta for f in self.fields]) + (self.label.delta if self.label is not None else 0.0)
         )
 
     @property
     def features_epsilon(self) -> float:
-        return float(sum(f.mechanism.epsilon for f in self.fields))
+        """Σ of the per-field ε, or of the n_sampled largest with attribute sampling."""
+        return float(self._top([f.mechanism.epsilon for f in self.fields]))
+
+    def _top(self, values: list[float]) -> float:
+        if self.n_sampled is None:
+            return sum(values)
+        return sum(sorted(values, reverse=True)[: self.n_sampled])
 
     def epsilon_breakdown(self) -> dict[str, float]:
-        """ε per part of the record, to report honestly where the budget goes."""
+        """ε per part of the record, to report honestly where the budget goes (with attribute sampling
+        also ``n_sampled`` of ``n_fields`` fields; ``features`` is then the m largest fields' sum)."""
         out = {"features": self.features_epsilon, "label": self.label.epsilon if self.label is not None else 0.0}
         out["record"] = out["features"] + out["label"]
+        if self.n_sampled is not None:
+            out["n_sampled"] = self.n_sampled
+            out["n_fields"] = len(self.fields)
         return out
 
     # --- structure --------------------------------------------------------------------------
@@ -143,11 +177,58 @@ class RecordMechanism:
         return Xv, self._check_y(y, Xv.shape[0], "y", clean=True)
 
     def validate_release(self, X_tilde: Any, y_tilde: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
-        """Check released records could have come from this mechanism."""
+        """Check released records could have come from this mechanism (with attribute sampling: NaN
+        exactly on the whole columns of unreleased fields, n_sampled fields per row)."""
         Xa = self._check_X(X_tilde, "X_tilde")
+        if self.n_sampled is not None:
+            Xv, released = self._check_pattern(Xa)
+            for mech, cols in self._groups:
+                if mech.width == 1:
+                    mask = released[:, self._col_field[cols]]
+                    mech.validate_release(Xv[:, cols][mask], "X_tilde")
+                else:
+                    rows = released[:, self._col_field[cols[0]]]
+                    mech.validate_release(Xv[np.ix_(rows, cols)], "X_tilde")
+            return Xv, self._check_y(y_tilde, Xv.shape[0], "y_tilde", clean=False)
         cols = self._apply(Xa, lambda m, s, f: m.validate_release(s, f), "X_tilde")
         Xv = self._assemble(Xa.shape[0], cols)
         return Xv, self._check_y(y_tilde, Xv.shape[0], "y_tilde", clean=False)
+
+    def _check_pattern(self, Xa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A sampled release as floats and its (n, F) released-field mask; NaN only on whole fields,
+        exactly n_sampled fields per row, no infinities."""
+        if Xa.dtype.kind not in "iuf":
+            raise ValidationError("X_tilde", f"must be an array of numbers (NaN for unreleased fields), got {Xa.dtype}")
+        X = Xa.astype(float)
+        if np.any(np.isinf(X)):
+            idx = tuple(int(i) for i in np.argwhere(np.isinf(X))[0])
+            raise ValidationError("X_tilde", f"must be finite or NaN (an unreleased field); found inf at index {idx}")
+        nan = np.isnan(X)
+        released = np.empty((X.shape[0], len(self.fields)), dtype=bool)
+        for i, f in enumerate(self.fields):
+            cols = list(f.columns)
+            withheld = nan[:, cols].all(axis=1)
+            partial = nan[:, cols].any(axis=1) & ~withheld
+            if partial.any():
+                r = int(np.argmax(partial))
+                raise ValidationError(
+                    "X_tilde", f"row {r} withholds part of field {i} (columns {cols}): a field is released or NaN whole"
+                )
+            released[:, i] = ~withheld
+        count = released.sum(axis=1)
+        if np.any(count != self.n_sampled):
+            r = int(np.argmax(count != self.n_sampled))
+            raise ValidationError("X_tilde", f"row {r} releases {int(count[r])} fields, n_sampled is {self.n_sampled}")
+        return X, released
+
+    def released_fields(self, X_tilde: Any) -> np.ndarray:
+        """(n, F) bool: which fields each release carries (all of them without attribute sampling)."""
+        Xa = self._check_X(X_tilde, "X_tilde")
+        if self.n_sampled is None:
+            if Xa.dtype.kind == "f" and np.any(np.isnan(Xa)):
+                raise ValidationError("X_tilde", "has NaN, but this record mechanism releases every field")
+            return np.ones((Xa.shape[0], len(self.fields)), dtype=bool)
+        return self._check_pattern(Xa)[1]
 
     def _check_y(self, y: Any, n: int, field: str, clean: bool):
         if self.label is None:
@@ -164,7 +245,7 @@ class RecordMechanism:
     def _assemble(self, n: int, parts: list[np.ndarray]) -> np.ndarray:
         all_int = all(np.asarray(p).dtype.kind in "iu" for p in parts)
         out = np.empty((n, self.n_features), dtype=np.int64 if all_int else float)
-        for (mech, cols), part in zip(self._groups, parts):
+        for (_mech, cols), part in zip(self._groups, parts):
             out[:, cols] = np.asarray(part).reshape(n, len(cols))
         return out
 
@@ -174,23 +255,69 @@ class RecordMechanism:
         if not isinstance(rng, np.random.Generator):
             raise ValidationError("rng", f"must be a numpy.random.Generator, got {type(rng).__name__}")
         Xv, yv = self.validate_input(X, y)
-        parts = [mech.release(Xv[:, cols], rng) for mech, cols in self._groups]
-        X_tilde = self._assemble(Xv.shape[0], parts)
+        if self.n_sampled is not None:
+            X_tilde = self._release_sampled(Xv, rng)
+        else:
+            parts = [mech.release(Xv[:, cols], rng) for mech, cols in self._groups]
+            X_tilde = self._assemble(Xv.shape[0], parts)
         y_tilde = self.label.release(yv, rng) if self.label is not None else None
         return X_tilde, y_tilde
 
+    def _release_sampled(self, Xv: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Each row: n_sampled fields uniformly without replacement (an exact uniform permutation per
+        row, drawn before and independently of the data), released; NaN in the others."""
+        n, F = Xv.shape[0], len(self.fields)
+        perm = rng.permuted(np.broadcast_to(np.arange(F), (n, F)), axis=1)
+        released = np.zeros((n, F), dtype=bool)
+        released[np.arange(n)[:, None], perm[:, : self.n_sampled]] = True
+        out = np.full((n, self.n_features), np.nan)
+        for mech, cols in self._groups:
+            if mech.width == 1:  # every column is a field: release the sampled entries only
+                mask = released[:, self._col_field[cols]]
+                sub = np.full((n, cols.size), np.nan)
+                sub[mask] = mech.release(Xv[:, cols][mask], rng)
+                out[:, cols] = sub
+            else:
+                rows = released[:, self._col_field[cols[0]]]
+                out[np.ix_(rows, cols)] = mech.release(Xv[np.ix_(rows, cols)], rng)
+        return out
+
     def log_likelihood(self, X_tilde: Any, y_tilde: Any, X: Any, y: Any) -> np.ndarray:
-        """Server side: log p(x̃, ỹ | x, y) per record (n,)."""
+        """Server side: log p(x̃, ỹ | x, y) per record (n,). With attribute sampling: the released
+        fields' terms plus log(1/C(F, m)), the probability of the release's sampled set."""
         Xt, yt = self.validate_release(X_tilde, y_tilde)
         Xc, yc = self.validate_input(X, y)
         if Xc.shape[0] != Xt.shape[0]:
             raise ValidationError("X", f"must have one clean record per release ({Xt.shape[0]}), got {Xc.shape[0]}")
         total = np.zeros(Xt.shape[0])
-        for mech, cols in self._groups:
-            total += np.asarray(mech.log_likelihood(Xt[:, cols], Xc[:, cols])).reshape(Xt.shape[0], -1).sum(axis=1)
+        if self.n_sampled is not None:
+            total += self._sampled_log_likelihood(Xt, Xc)
+        else:
+            for mech, cols in self._groups:
+                total += np.asarray(mech.log_likelihood(Xt[:, cols], Xc[:, cols])).reshape(Xt.shape[0], -1).sum(axis=1)
         if self.label is not None:
             total += self.label.log_likelihood(yt, yc)
         return total
+
+    def _sampled_log_likelihood(self, Xt: np.ndarray, Xc: np.ndarray) -> np.ndarray:
+        n, F, m = Xt.shape[0], len(self.fields), self.n_sampled
+        total = np.full(n, -(math.lgamma(F + 1) - math.lgamma(m + 1) - math.lgamma(F - m + 1)))
+        released = ~np.isnan(Xt[:, self._first_columns()])
+        for mech, cols in self._groups:
+            if mech.width == 1:
+                mask = released[:, self._col_field[cols]]
+                terms = np.zeros((n, cols.size))
+                terms[mask] = mech.log_likelihood(Xt[:, cols][mask], Xc[:, cols][mask])
+                total += terms.sum(axis=1)
+            else:
+                rows = released[:, self._col_field[cols[0]]]
+                if rows.any():
+                    ll = mech.log_likelihood(Xt[np.ix_(rows, cols)], Xc[np.ix_(rows, cols)])
+                    total[rows] += np.asarray(ll).reshape(int(rows.sum()), -1).sum(axis=1)
+        return total
+
+    def _first_columns(self) -> list[int]:
+        return [f.columns[0] for f in self.fields]
 
     # --- specs ------------------------------------------------------------------------------
     def to_spec(self) -> dict:
@@ -198,12 +325,15 @@ class RecordMechanism:
             feats: Any = {"replicate": self.fields[0].mechanism.to_spec()}
         else:
             feats = [f.mechanism.to_spec() for f in self.fields]
-        return {
+        spec = {
             "kind": self.kind,
             "n_features": self.n_features,
             "features": feats,
             "label": None if self.label is None else self.label.to_spec(),
         }
+        if self.n_sampled is not None:  # absent without sampling: existing specs are unchanged
+            spec["n_sampled"] = self.n_sampled
+        return spec
 
     @classmethod
     def from_spec(cls, spec: dict) -> RecordMechanism:
@@ -211,11 +341,12 @@ class RecordMechanism:
             raise ValidationError("spec", f"must be a dict (a RecordMechanism spec), got {type(spec).__name__}")
         feats = spec.get("features")
         label = None if spec.get("label") is None else mechanism_from_spec(spec["label"])
+        m = spec.get("n_sampled")
         if isinstance(feats, dict) and "replicate" in feats:
-            return cls(mechanism_from_spec(feats["replicate"]), label, n_features=spec["n_features"])
+            return cls(mechanism_from_spec(feats["replicate"]), label, n_features=spec["n_features"], n_sampled=m)
         if not isinstance(feats, list):
             raise ValidationError("spec.features", "must be a list of mechanism specs or {'replicate': spec}")
-        return cls([mechanism_from_spec(f) for f in feats], label, n_features=spec["n_features"])
+        return cls([mechanism_from_spec(f) for f in feats], label, n_features=spec["n_features"], n_sampled=m)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, RecordMechanism) and self.to_spec() == other.to_spec()
@@ -224,4 +355,6 @@ class RecordMechanism:
         return hash(repr(self.to_spec()))
 
     def __repr__(self) -> str:
-        return f"RecordMechanism(n_features={self.n_features}, epsilon={self.epsilon:.4g}, delta={self.delta:.3g})"
+        sampled = "" if self.n_sampled is None else f", n_sampled={self.n_sampled}"
+        eps = f"epsilon={self.epsilon:.4g}, delta={self.delta:.3g}"
+        return f"RecordMechanism(n_features={self.n_features}{sampled}, {eps})"

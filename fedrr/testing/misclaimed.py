@@ -1,5 +1,6 @@
 """Mechanisms that lie about their ε (for audits that must fail): ``MisclaimedMechanism`` states a
-fraction of its inner mechanism's ε; ``undercalibrated`` halves the noise's sensitivity."""
+fraction of its inner mechanism's ε; ``undercalibrated`` halves the noise's sensitivity (Laplace,
+Gaussian) or builds the mechanism at ε/factor while claiming ε (oracles, Piecewise, Duchi)."""
 
 from __future__ import annotations
 
@@ -62,14 +63,33 @@ class MisclaimedMechanism(Mechanism):
 
 
 def undercalibrated(mech: Mechanism, factor: float = 0.5) -> Mechanism:
-    """A deliberately mis-calibrated copy of a Laplace or Gaussian mechanism: its noise is set for a
-    sensitivity ``factor`` times the box's, while it still states the original ε. The mechanism
-    classes refuse such a sensitivity; this bypass exists only to show that the audit bites."""
+    """A deliberately mis-calibrated copy of a mechanism that still states the original ε.
+
+    Laplace, analytic Gaussian: noise set for a sensitivity ``factor`` times the box's. Unary
+    encoding, local hashing (same g), Piecewise (default resolution), Duchi: the mechanism built at
+    ε/factor. The mechanism classes refuse such objects; this bypass exists only to show that the
+    audit bites."""
     import copy
 
-    from ..mechanisms import GaussianMechanism, LaplaceMechanism
+    from ..mechanisms import (
+        DuchiMechanism,
+        GaussianMechanism,
+        LaplaceMechanism,
+        LocalHashing,
+        PiecewiseMechanism,
+        UnaryEncoding,
+    )
 
     check_positive("factor", factor)
+    if isinstance(mech, (UnaryEncoding, LocalHashing, PiecewiseMechanism, DuchiMechanism)):
+        spec = mech.to_spec()
+        spec["epsilon"] = spec["epsilon"] / factor
+        if isinstance(mech, PiecewiseMechanism):  # the default resolution of the new ε
+            bad = PiecewiseMechanism(spec["epsilon"], spec["lower"], spec["upper"])
+        else:
+            bad = type(mech).from_spec(spec)
+        bad._epsilon = mech.epsilon  # claims the original ε
+        return bad
     bad = copy.copy(mech)
     if isinstance(mech, LaplaceMechanism):
         bad.sensitivity = mech.sensitivity * factor
@@ -78,5 +98,9 @@ def undercalibrated(mech: Mechanism, factor: float = 0.5) -> Mechanism:
         bad.sensitivity = mech.sensitivity * factor
         bad.sigma = cal.analytic_gaussian_sigma(mech.epsilon, mech.delta, bad.sensitivity)
     else:
-        raise ValidationError("mech", f"must be a LaplaceMechanism or an analytic GaussianMechanism, got {mech!r}")
+        raise ValidationError(
+            "mech",
+            "must be a Laplace, analytic Gaussian, UnaryEncoding, LocalHashing, Piecewise or Duchi "
+            f"mechanism, got {mech!r}",
+        )
     return bad
