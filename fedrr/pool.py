@@ -47,8 +47,8 @@ def validate_release_arrays(parts: dict[str, Any], specs_json: Any, n_features: 
     for name, a in (("client_id", cid), ("mechanism_index", midx)):
         if a.dtype.kind not in "iu":
             raise ReplyRejected("wrong_dtype", f"{name} must be integer, got {a.dtype}")
-    if (x.dtype.kind == "f" and not np.all(np.isfinite(x))) or (y.dtype.kind == "f" and not np.all(np.isfinite(y))):
-        raise ReplyRejected("not_finite", "x or y holds NaN or inf")
+    if (x.dtype.kind == "f" and np.any(np.isinf(x))) or (y.dtype.kind == "f" and not np.all(np.isfinite(y))):
+        raise ReplyRejected("not_finite", "x holds inf, or y NaN or inf")
     if expected_ids is not None and not set(cid.tolist()) <= expected_ids:
         raise ReplyRejected(
             "unexpected_client", f"client ids {sorted(set(cid.tolist()) - expected_ids)[:5]} were not asked"
@@ -80,6 +80,8 @@ def validate_release_arrays(parts: dict[str, Any], specs_json: Any, n_features: 
             continue
         if mech.n_features != x.shape[1]:
             raise ReplyRejected("unknown_mechanism", f"mechanism covers {mech.n_features} features, x has {x.shape[1]}")
+        if mech.n_sampled is None and x.dtype.kind == "f" and np.isnan(x[rows]).any():
+            raise ReplyRejected("not_finite", "x holds NaN, but its mechanism releases every attribute")
         try:
             mech.validate_release(x[rows], y[rows] if mech.label is not None else None)
         except ValidationError as exc:

@@ -141,11 +141,10 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
                 p["random_state"], np.random.Generator) else int(p["random_state"].integers(2**63))
             factories = []
             for rm, rows in groups:
-                label_logP = None if rm.label is None else np.log(rm.label.matrix)
                 for s0, s1 in shard_bounds(len(rows), p["shard_size"]):
                     idx = rows[s0:s1]
-                    factories.append(functools.partial(Shard, len(factories), rm, Xv[idx], yi[idx], label_logP, design,
-                                                       C, entropy, 1, "importance"))
+                    factories.append(functools.partial(Shard, len(factories), rm, Xv[idx], yi[idx], design, C,
+                                                       entropy, 1, "importance", len(Xv)))
             executor = p["executor"] if p["executor"] is not None else SerialExecutor()
             group = executor.shard_group(factories)
             try:

@@ -71,8 +71,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     max_iter : most EM iterations in all (the budget the averaging window may grow into).
     burn_in : iterations of stochastic EM before stochastic approximation starts; None detects it.
     n_average : the averaging window; it grows by this much until the chains agree.
-    tol : the burn-in ends when the means of the last two windows of 5 iterates differ by less
-        than ``tol`` times their Monte Carlo spread (the chain has stopped drifting).
+    tol : the burn-in ends when the mean parameter norm of the last two windows of 5 iterates
+        differs by less than ``tol`` (relative): the chains have stopped drifting.
     encoding : model input of a discrete state s of k: "unit" s/(k−1), "index" s, "onehot".
     numeric_prior, n_bins : prior family of numeric columns ("gaussian" or "histogram").
     relaxation : over-relaxation ω of the burn-in's EM steps, in (0, 2).
@@ -110,7 +110,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def __init__(self, C: float = 1.0, *, prior: Any = "learned", prior_strength: float = 0.1, e_step: str = "mcmc",
                  n_chains: int = 2, n_samples: int | None = None, max_iter: int = 200, burn_in: int | None = None,
-                 n_average: int = 20, tol: float = 2.0, m_step_iter: int = 5, encoding: str = "unit",
+                 n_average: int = 20, tol: float = 0.01, m_step_iter: int = 5, encoding: str = "unit",
                  numeric_prior: str = "gaussian", n_bins: int = 10, fit_intercept: bool = True,
                  relaxation: float = 1.8, executor: Any = None, shard_size: int = 2048, random_state: Any = None,
                  cosine_tol: float = 0.95, agreement_tol: float = 0.1, mechanism: Any = None, verbose: int = 0):
@@ -211,11 +211,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         entropy = _entropy(p["random_state"])
         factories = []
         for rm, rows in groups:
-            label_logP = None if rm.label is None else np.log(rm.label.matrix)
             for s0, s1 in shard_bounds(len(rows), p["shard_size"]):
                 idx = rows[s0:s1]
-                factories.append(functools.partial(Shard, len(factories), rm, Xv[idx], yi[idx], label_logP, design, C,
-                                                   entropy, p["n_chains"], p["e_step"]))
+                factories.append(functools.partial(Shard, len(factories), rm, Xv[idx], yi[idx], design, C, entropy,
+                                                   p["n_chains"], p["e_step"], n))
         group = executor.shard_group(factories)
         try:
             opts = EMOptions(C=p["C"], fit_intercept=p["fit_intercept"], n_chains=p["n_chains"], n_samples=S,

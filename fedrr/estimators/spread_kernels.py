@@ -1,8 +1,8 @@
 """Compiled (numba) E-step of spread-EM for discrete columns released by k-ary randomised response
 (or not released at all): one pass per record draws proposals from ρ(x | x̃) (the exact posterior
 of each column under the prior), runs the independence-Metropolis chain and accumulates the
-prior's counts. Uniforms come from the caller's numpy Generator, so the kernel has no random state
-of its own; it releases the GIL (nogil), so shards run in threads.
+prior's counts. Uniforms are drawn by the caller (one numpy call each), so the kernel has no random
+state of its own; it releases the GIL (nogil), so shards run in threads.
 
 A draw from ρ(x_d | x̃_d) ∝ π_d(x)·(q if x = x̃ else r) takes one uniform. For q ≥ r (flip <
 (k−1)/k, the usual case) it is the mixture "x̃ with probability a = (q−r)π(x̃)/(r + (q−r)π(x̃)),
@@ -156,12 +156,12 @@ def _log_g(z, yterm_n, Rn, C, out):
 
 
 @njit(cache=True, nogil=True)
-def rr_chain(rng, xtT, yterm, stateT, has_state, S, stay, jump, P, A, cdf, guide, q, r, W, intercept, E,
+def rr_chain(U, U_acc, xtT, yterm, stateT, has_state, S, stay, jump, P, A, cdf, guide, q, r, W, intercept, E,
              Zt, Rout, counts, new_stateT, statesT):
     """S steps of one chain for a block of b records (column-major: records innermost).
 
-    rng: the shard's numpy Generator, read as ``rng.random((S', D, b))`` for the proposals (S' = S,
-    or S + 1 to initialise the chain) then ``rng.random((S, b))`` for the acceptances; xtT (D, b)
+    U (S', D, b) uniforms for the proposals (S' = S, or S + 1 to initialise the chain) and U_acc
+    (S, b) for the acceptances, drawn by the caller in one numpy call each; xtT (D, b)
     released states, −1 where not released; stateT (D, b) the chain's state (read only);
     W (Rn, D, K) logit contributions; E (D, K) float32 model input of each state (scalar
     encodings) — if E has no rows, Zt is not written. Outputs: Zt (D, S·b) model inputs of the
@@ -180,11 +180,9 @@ def rr_chain(rng, xtT, yterm, stateT, has_state, S, stay, jump, P, A, cdf, guide
     for k in range(Rn):
         z[:, k, :] = intercept[k]
         zs[k, :] = intercept[k]
-    u = np.empty(b)
     for s in range(Sp):
         for d in range(D):
-            for n in range(b):
-                u[n] = rng.random()
+            u = U[s, d]
             if q[d] >= r[d]:
                 for n in range(b):
                     x = xtT[d, n]
@@ -203,10 +201,7 @@ def rr_chain(rng, xtT, yterm, stateT, has_state, S, stay, jump, P, A, cdf, guide
             for k in range(Rn):
                 for n in range(b):
                     zs[k, n] += W[k, d, stateT[d, n]]
-    u_acc = np.empty((S, b))
-    for s in range(S):
-        for n in range(b):
-            u_acc[s, n] = rng.random()
+    u_acc = U_acc
     # the Metropolis chain per record; src[s, n] = proposal index held after step s (-1: old state)
     src = np.empty((S, b), np.int64)
     off = 0 if has_state else 1

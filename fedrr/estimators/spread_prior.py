@@ -327,37 +327,41 @@ def marginal_mle_prior(layout: ColumnLayout, pools: list[tuple[RecordMechanism, 
 
 
 def _discrete_mle(layout: ColumnLayout, pools, start: np.ndarray, max_iter: int, tol: float) -> np.ndarray:
-    """EM π ← π ⊙ mean_n p(x̃_n | ·)/(p(x̃_n | ·)·π) per discrete column: through released-value counts
-    for matrix oracles (randomised response), through each record's likelihood row otherwise."""
+    """EM π ← π ⊙ mean_n p(x̃_n | ·)/(p(x̃_n | ·)·π) per discrete column, over the released values:
+    through released-value counts for matrix oracles (randomised response; vectorised over the
+    columns a mechanism covers), through each record's likelihood row otherwise."""
     counts_tasks, row_tasks = [], []
     for rm, Xt in pools:
         for mech, cols in rm.groups():
             if not isinstance(mech, DiscreteMechanism):
                 continue
-            for c in cols:
-                x = Xt[:, c]
-                x = x[~np.isnan(x)] if x.dtype.kind == "f" else x
-                if not x.size:
-                    continue
-                if isinstance(mech, _MatrixMechanism):
-                    counts_tasks.append((mech, c, np.bincount(x.astype(np.int64), minlength=mech.k).astype(float)))
-                else:
-                    L = np.exp(mech.log_likelihood_matrix(x))  # (n_c, k)
-                    row_tasks.append((c, L / L.max(axis=1, keepdims=True)))
+            x = Xt[:, cols]
+            rel = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
+            if isinstance(mech, _MatrixMechanism):
+                k = mech.k
+                flat = np.where(rel, x, 0).astype(np.int64) + np.arange(len(cols)) * k
+                counts = np.bincount(flat[rel], minlength=len(cols) * k).reshape(len(cols), k).astype(float)
+                counts_tasks.append((mech, np.asarray(cols), counts))
+            else:
+                for j, c in enumerate(cols):
+                    xs = x[rel[:, j], j]
+                    if xs.size:
+                        L = np.exp(mech.log_likelihood_matrix(xs.astype(np.int64)))  # (n_c, k)
+                        row_tasks.append((c, L / L.max(axis=1, keepdims=True)))
     pis = start.copy()
     num = np.zeros_like(pis)
     for _ in range(max_iter):
         num[:] = 0.0
-        for mech, c, counts in counts_tasks:
+        for mech, cols, counts in counts_tasks:
             k = mech.k
-            pi = pis[c, :k]
+            pi = pis[cols, :k]
             if isinstance(mech, RandomizedResponse):
                 q, r = mech.keep_prob, mech.other_prob
                 ratio = counts / (r + (q - r) * pi)  # f̃ / (Pπ)
-                num[c, :k] += pi * (r * ratio.sum() + (q - r) * ratio)
+                num[cols, :k] += pi * (r * ratio.sum(axis=1, keepdims=True) + (q - r) * ratio)
             else:
                 P = mech.matrix
-                num[c, :k] += pi * ((counts / (P @ pi)) @ P)
+                num[cols, :k] += pi * ((counts / (pi @ P.T)) @ P)
         for c, L in row_tasks:
             k = L.shape[1]
             pi = pis[c, :k]

@@ -20,23 +20,25 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..mechanisms import RandomizedResponse, RecordMechanism
+from ..parallel.shards import unpack
 from ..mechanisms.discrete import DiscreteMechanism, guide_table
 from .spread_design import Design
 from .spread_mstep import log_class_probs
 
 
 class Shard:
-    def __init__(self, index: int, rm: RecordMechanism, X_tilde: np.ndarray, y_tilde: np.ndarray, label_logP,
-                 design: Design, n_classes: int, entropy: int, n_chains: int, mode: str = "mcmc"):
+    def __init__(self, index: int, rm: RecordMechanism, X_tilde: np.ndarray, y_tilde: np.ndarray,
+                 design: Design, n_classes: int, entropy: int, n_chains: int, mode: str = "mcmc", n_total: int = 0):
         self.index, self.rm, self.design, self.C, self.entropy, self.mode = index, rm, design, n_classes, entropy, mode
         self.X = np.asarray(X_tilde, float)
         self.y = np.asarray(y_tilde, np.int64)
         self.b, self.D = self.X.shape
+        self.n_total = n_total or self.b
         self.released = ~np.isnan(self.X)
-        if label_logP is None:  # clean labels: p(c̃ | c) is the identity
+        if rm.label is None:  # clean labels: p(c̃ | c) is the identity
             self.yterm = np.where(np.arange(n_classes) == self.y[:, None], 0.0, -np.inf)
-        else:
-            self.yterm = np.ascontiguousarray(np.asarray(label_logP)[self.y])
+        else:  # log p(c̃ | c) for every class, from any discrete label oracle
+            self.yterm = np.ascontiguousarray(rm.label.log_likelihood_matrix(self.y), dtype=float)
         self.compiled = mode == "mcmc" and all(isinstance(m, RandomizedResponse) for m, _ in rm.groups())
         if self.compiled:
             q, r = np.empty(self.D), np.empty(self.D)
@@ -55,7 +57,10 @@ class Shard:
         self.prior[chain] = prior
 
     def update_prior(self, chain: int, stats: dict, gamma: float) -> None:
-        """The same deterministic update the driver applies: (1 − γ)·π + γ·π̂(stats)."""
+        """The same deterministic update the driver applies: (1 − γ)·π + γ·π̂(stats) (``stats`` as
+        sent, possibly packed). Groups that hold several shards in one process update once and
+        share the result (``set_prior``)."""
+        stats = unpack(stats)
         p = self.prior[chain]
         self.prior[chain] = p.blend(p.estimate(stats), gamma)
 
@@ -77,13 +82,18 @@ class Shard:
 
         prior = self.prior[chain]
         K = prior.disc.shape[1]
-        stay, jump, P, A = rr_tables(prior.disc, self.q, self.r)
-        if np.all(self.q >= self.r):  # the inverse-CDF tables are only read for columns with q < r
-            cdf, guide = np.zeros((0, K)), np.zeros((0, K), np.int64)
-        else:
-            cdf = np.cumsum(prior.disc, axis=1)
-            cdf /= cdf[:, -1:]
-            guide = guide_table(cdf)
+        key = (self.q.tobytes(), self.r.tobytes())
+        cache = prior.__dict__.setdefault("_rr_tables", {})  # one table build per prior, shared by the shards
+        if key not in cache:
+            stay, jump, P, A = rr_tables(prior.disc, self.q, self.r)
+            if np.all(self.q >= self.r):  # the inverse-CDF tables are only read for columns with q < r
+                cdf, guide = np.zeros((0, K)), np.zeros((0, K), np.int64)
+            else:
+                cdf = np.cumsum(prior.disc, axis=1)
+                cdf /= cdf[:, -1:]
+                guide = guide_table(cdf)
+            cache[key] = (stay, jump, P, A, cdf, guide)
+        stay, jump, P, A, cdf, guide = cache[key]
         design, b, D, C = self.design, self.b, self.D, self.C
         W = np.ascontiguousarray(design.logit_table(coef))
         E = design.state_table if design.scalar else np.zeros((0, K), np.float32)
@@ -94,7 +104,9 @@ class Shard:
         counts = np.zeros((D, K))
         new_stateT = np.empty((D, b), np.int32)
         statesT = np.empty((D, S * b), np.int32)
-        acc = rr_chain(rng, self.xtT, self.yterm, stateT, has, S, stay, jump, P, A, cdf, guide, self.q, self.r, W,
+        U = rng.random((S if has else S + 1, D, b))
+        U_acc = rng.random((S, b))
+        acc = rr_chain(U, U_acc, self.xtT, self.yterm, stateT, has, S, stay, jump, P, A, cdf, guide, self.q, self.r, W,
                        np.asarray(intercept, float), E, Zt, R, counts, new_stateT, statesT)
         self.state[chain] = new_stateT
         self.Z[chain] = Zt.T if design.scalar else design.decode(statesT.T)
@@ -172,11 +184,31 @@ class Shard:
 
     # ------------------------------------------------------------------------ M-step
     def init_samples(self, chain: int) -> None:
-        """The releases as if they were clean (naive start): unreleased attributes at the prior mean."""
-        x = np.where(self.released, self.X, self.prior[chain].column_means()[None, :])
-        disc = self.design.layout.discrete
-        x[:, disc] = np.round(x[:, disc])
-        self.Z[chain] = self.design.decode(x)
+        """Regression calibration, the EM's start: each record's features replaced by their posterior
+        mean E[x | x̃] under the prior (the prior mean where nothing was released) — less attenuated
+        than the raw releases — with the released labels as they are."""
+        prior = self.prior[chain]
+        design = self.design
+        Z = np.zeros((self.b, design.n_inputs), np.float32)
+        for mech, cols in self.rm.groups():
+            for c in cols:
+                rel = np.flatnonzero(self.released[:, c])
+                o, w = design.offsets[c], design.widths[c]
+                if design.layout.discrete[c]:
+                    k = design.layout.k[c]
+                    probs = np.tile(prior.disc[c, :k], (self.b, 1))
+                    if rel.size:
+                        probs[rel] = mech.posterior(self.X[rel, c].astype(np.int64), prior.for_column(c)).proba()
+                    if design.scalar:
+                        Z[:, o] = probs @ design.state_table[c, :k]
+                    else:
+                        Z[:, o:o + w] = probs[:, 1:k]
+                else:
+                    mean = np.full(self.b, prior.column_means()[c])
+                    if rel.size:
+                        mean[rel] = mech.posterior(self.X[rel, c], prior.for_column(c)).mean()
+                    Z[:, o] = mean
+        self.Z[chain] = Z
         self.R[chain] = np.eye(self.C)[self.y]
         self.w[chain] = np.ones(self.b)
 
@@ -198,10 +230,16 @@ class Shard:
             gz = w[:, None] * (np.exp(logp) - R)
         return loss, (gz.T.astype(Z.dtype) @ Z).astype(np.float64), gz.sum(axis=0)
 
-    def hessian(self, chain: int, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
-        """Per logit row r, Σ_i w_i p_r(1 − p_r) [z_i, 1][z_i, 1]ᵀ over this shard's samples
-        (Rn, d+1, d+1): the complete-data Hessian (block-diagonal across classes)."""
+    def hessian(self, chain: int, coef: np.ndarray, intercept: np.ndarray, rows: int = 4096) -> np.ndarray:
+        """Per logit row r, Σ_i w_i p_r(1 − p_r) [z_i, 1][z_i, 1]ᵀ over an evenly spaced subsample of
+        this shard's samples, rescaled to the whole shard (Rn, d+1, d+1): the complete-data Hessian
+        (block-diagonal across classes), as a preconditioner. ``rows``: the subsample size over all
+        shards (at least two per parameter)."""
         Z, w = self.Z[chain], self.w[chain]
+        take = max(2 * (Z.shape[1] + 1), int(np.ceil(rows * self.b / max(self.n_total, 1))))
+        if take < Z.shape[0]:
+            idx = np.linspace(0, Z.shape[0] - 1, take).astype(np.int64)
+            Z, w = Z[idx], w[idx] * (self.w[chain].sum() / w[idx].sum())
         z = (Z @ coef.T.astype(Z.dtype)).astype(np.float64) + intercept
         if coef.shape[0] == 1:
             p = 1.0 / (1.0 + np.exp(-z))

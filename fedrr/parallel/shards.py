@@ -1,10 +1,11 @@
 """Groups of shards: objects that own a block of the data for a whole job and answer small calls.
 The driver calls a method on every shard (``call``) or on every shard with summed results
-(``reduce``); arguments and results are models and sufficient statistics, never the data. A
+(``reduce``); arguments and results are models and sufficient statistics, never the data.
+``bytes``: a local group counts the raw size of its messages; a Ray group what it sends
+(compressed, ``Packed``). A
 local group keeps the shards in this process and runs calls serially or on threads; a Ray group
 (``ray_shards.RayShards``) keeps them in actors. Results come back in shard order and sums are
-taken in shard order, so every group gives the same numbers. ``bytes`` counts what crossed
-between driver and shards (array bytes, the same accounting for every group)."""
+taken in shard order, so every group gives the same numbers."""
 
 from __future__ import annotations
 
@@ -107,13 +108,20 @@ class LocalShards:
         return len(self.shards)
 
     def call(self, method: str, *args: Any, packed: bool = False) -> list[Any]:
-        """``shard.method(*args)`` for every shard, results in shard order. ``packed``: count the
-        results' bytes as sent compressed (``Packed``), as a Ray group sends them."""
+        """``shard.method(*args)`` for every shard, results in shard order (``packed``: what a Ray
+        group compresses for the wire; nothing to do in-process)."""
         self.bytes += nbytes(args)
         fn = lambda s: getattr(s, method)(*args)  # noqa: E731
         out = list(self._pool.map(fn, self.shards)) if self._pool is not None else [fn(s) for s in self.shards]
-        self.bytes += sum(packed_nbytes(pack(r)) if packed else nbytes(r) for r in out)
+        self.bytes += sum(nbytes(r) for r in out)
         return out
+
+    def update_prior(self, chain: int, stats: Any, gamma: float, updated: Any) -> None:
+        """Every shard's prior of ``chain`` becomes ``updated`` — the driver's copy, computed from
+        the same statistics by the same function as each shard would (one object, shared)."""
+        self.bytes += nbytes(stats)
+        for s in self.shards:
+            s.set_prior(chain, updated)
 
     def reduce(self, method: str, *args: Any) -> Any:
         """The sum, in shard order, of ``shard.method(*args)`` over the shards."""
