@@ -1,4 +1,5 @@
-# Two entry points for a fresh machine: `make demo` (the main job: the quickstart sweep) and `make test`.
+# Two entry points for a fresh machine: `make demo` (the main job: the quickstart sweep) and `make test`
+# (lint, the strict docs build and the test suite: exactly what CI runs, .ci/run).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -9,8 +10,9 @@ export FLWR_DISABLE_UPDATE_CHECK=1
 export RAY_USAGE_STATS_ENABLED=0
 export RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0
 export MPLBACKEND=Agg
+export NO_MKDOCS_2_WARNING=1
 
-.PHONY: demo test test-slow install clean
+.PHONY: demo test test-slow lint docs install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,11 +26,18 @@ demo: $(STAMP)
 	$(VENV)/bin/fedrr sweep configs/quickstart.toml --out results/demo/quickstart
 	$(VENV)/bin/fedrr show results/demo/quickstart
 
-test: $(STAMP)
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict -d build/site
+
+test: lint docs
 	$(PY) -m pytest -q
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
 
 clean:
-	rm -rf $(VENV) results/demo .pytest_cache
+	rm -rf $(VENV) results/demo .pytest_cache build/site

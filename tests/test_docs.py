@@ -1,0 +1,145 @@
+"""The docs cannot drift from the code: the config reference equals what the typed configs generate,
+every ```python block of the README and the docs runs, and every repository file they name exists.
+
+Snippet conventions (Markdown comments on the line before the fence):
+``<!-- skip-test: reason -->`` — not run (e.g. a file included at build time);
+``<!-- test: slow -->`` — run only with ``-m slow`` (it starts Ray or a Flower simulation).
+A page's blocks run in order in one namespace, in a temporary working directory."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from fedrr.experiment import reference
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+FENCE = re.compile(r"(?:<!--\s*(?P<marker>[^>]*?)\s*-->\s*\n)?```python\n(?P<code>.*?)```", re.S)
+#: names that look like repository files but are placeholders in the prose
+NOT_FILES = {"configs/my_scenario.toml"}
+#: files the CHANGELOG names because they were moved or removed
+GONE = {"tests/malicious_server.py"}
+
+
+def _rel(p: Path) -> str:
+    return p.relative_to(ROOT).as_posix()
+
+
+def snippets(page: Path) -> list[tuple[str, str]]:
+    """(marker, code) of every ```python block of a page."""
+    return [(m.group("marker") or "", m.group("code")) for m in FENCE.finditer(page.read_text(encoding="utf-8"))]
+
+
+def test_config_reference_is_up_to_date():
+    committed = (DOCS / "reference" / "config.md").read_text(encoding="utf-8")
+    assert committed == reference.markdown(), (
+        "docs/reference/config.md differs from the typed configs: regenerate it with "
+        "`python -m fedrr.experiment.reference docs/reference/config.md`"
+    )
+
+
+def test_reference_lists_every_key():
+    from dataclasses import fields
+
+    from fedrr.experiment.spec import SECTIONS
+    from fedrr.run_config import RunConfig
+
+    text = reference.markdown()
+    for section, cls in SECTIONS.items():
+        assert f"### `[{section}]`" in text
+        for f in fields(cls):
+            assert f"| `{f.name}` |" in text, f"[{section}] {f.name}"
+    for f in fields(RunConfig):
+        if f.metadata.get("flwr"):
+            assert f"| `{f.metadata['flwr']}` | `{f.name}` |" in text
+
+
+def _blocks(page: Path, slow: bool) -> list[tuple[str, str]]:
+    blocks = [(m, c) for m, c in snippets(page) if not m.startswith("skip-test")]
+    return blocks if slow else [(m, c) for m, c in blocks if m != "test: slow"]
+
+
+def _run_page(page: Path, tmp_path: Path, monkeypatch, slow: bool) -> int:
+    blocks = _blocks(page, slow)
+    monkeypatch.chdir(tmp_path)  # snippets write results/... relative to the working directory
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    namespace: dict = {"__name__": "__docs__"}
+    for i, (_, code) in enumerate(blocks):
+        try:
+            exec(compile(code, f"{_rel(page)}[python block {i + 1}]", "exec"), namespace)
+        except Exception as exc:
+            raise AssertionError(f"{_rel(page)}: python block {i + 1} failed: {type(exc).__name__}: {exc}") from exc
+    return len(blocks)
+
+
+@pytest.mark.parametrize("page", [p for p in PAGES if _blocks(p, slow=False)], ids=_rel)
+def test_python_snippets_run(page, tmp_path, monkeypatch):
+    _run_page(page, tmp_path, monkeypatch, slow=False)
+
+
+SLOW_PAGES = [p for p in PAGES if any(m == "test: slow" for m, _ in snippets(p))]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("page", SLOW_PAGES, ids=_rel)
+def test_python_snippets_run_with_slow_ones(page, tmp_path, monkeypatch):
+    _run_page(page, tmp_path, monkeypatch, slow=True)
+
+
+def test_snippet_markers_are_known():
+    for page in PAGES:
+        for marker, _ in snippets(page):
+            assert marker == "" or marker == "test: slow" or marker.startswith("skip-test:"), (
+                f"{_rel(page)}: unknown snippet marker <!-- {marker} -->"
+            )
+
+
+_PATH = re.compile(
+    r"(?<![\w./-])((?:configs|simulations|fedrr|tests|results|docs)/[\w./-]*\.(?:toml|py|md|png|csv|json|txt))"
+)
+_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_named_repository_files_exist():
+    missing = []
+    for page in [*PAGES, ROOT / "CHANGELOG.md", ROOT / "SECURITY.md"]:
+        text = page.read_text(encoding="utf-8")
+        for path in set(_PATH.findall(text)) - NOT_FILES - (GONE if page.name == "CHANGELOG.md" else set()):
+            if not (ROOT / path).exists():
+                missing.append(f"{_rel(page)}: {path}")
+    assert not missing, "the docs name files that do not exist:\n" + "\n".join(sorted(missing))
+
+
+def test_readme_links_and_images_exist():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t for t in _LINK.findall(text) if "://" not in t]
+    assert targets
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, f"README.md links to missing files: {missing}"
+
+
+def test_readme_stays_short():
+    n = len((ROOT / "README.md").read_text(encoding="utf-8").splitlines())
+    assert n <= 140, f"README.md has {n} lines; the details belong in docs/"
+
+
+def test_every_docs_page_is_in_the_nav():
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
+    assert {p for p in pages if f" {p}" not in nav} == set()
+
+
+def test_make_test_runs_lint_docs_and_pytest_and_ci_runs_make_test():
+    make = (ROOT / "Makefile").read_text(encoding="utf-8")
+    rule = re.search(r"^test:(?P<deps>[^\n]*)\n(?P<body>(?:\t[^\n]*\n)+)", make, re.M)
+    assert rule, "no test target in the Makefile"
+    assert "lint" in rule.group("deps") and "docs" in rule.group("deps")
+    assert "pytest" in rule.group("body")
+    ci = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
+    assert "make test" in ci
+    assert os.access(ROOT / ".ci" / "run", os.X_OK)
