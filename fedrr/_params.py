@@ -227,7 +227,8 @@ class ListOf(Constraint):
         for i, v in enumerate(value):
             if not self.item.accepts(v):
                 return self.item.explain(name, v) or ValidationError(
-                    name, f"item {i} must be {self.item.describe()}, got {_type_name(v)} {v!r}")
+                    name, f"item {i} must be {self.item.describe()}, got {_type_name(v)} {v!r}"
+                )
         if self.distinct:
             seen = [self.item.coerce(v) for v in value]
             rep = sorted({v for v in seen if seen.count(v) > 1}, key=repr)
@@ -237,8 +238,15 @@ class ListOf(Constraint):
 
 
 def _type_name(v: Any) -> str:
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "a list",
-            dict: "a table", tuple: "a list"}.get(type(v), type(v).__name__)
+    return {
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "a table",
+        tuple: "a list",
+    }.get(type(v), type(v).__name__)
 
 
 def describe(constraints: Sequence[Constraint]) -> str:

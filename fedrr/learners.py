@@ -88,13 +88,20 @@ def check_names(learners: Any, task: str = "classification", field_name: str = "
     valid = names(task)
     bad = [n for n in learners if n not in valid]
     if not learners or bad:
-        raise ValidationError(field_name, f"unknown learner {bad[0]!r}; valid: {', '.join(valid)}" if bad
-                              else f"is empty; give at least one of {', '.join(valid)}")
+        raise ValidationError(
+            field_name,
+            f"unknown learner {bad[0]!r}; valid: {', '.join(valid)}"
+            if bad
+            else f"is empty; give at least one of {', '.join(valid)}",
+        )
     if len(set(learners)) != len(learners):
         raise ValidationError(field_name, f"lists a learner twice: {list(learners)!r}")
     if all(_REGISTRY[(task, n)].oracle for n in learners):
-        raise ValidationError(field_name, "needs at least one learner trained on the releases; "
-                              f"{', '.join(n for n in valid if _REGISTRY[(task, n)].oracle)} are clean-data oracles")
+        raise ValidationError(
+            field_name,
+            "needs at least one learner trained on the releases; "
+            f"{', '.join(n for n in valid if _REGISTRY[(task, n)].oracle)} are clean-data oracles",
+        )
     return learners
 
 
@@ -107,8 +114,9 @@ def _first(mechanism: Any) -> Any:
 def _spread(d: FitData, o: FitOptions):
     from .estimators import SpreadLogisticRegression
 
-    est = SpreadLogisticRegression(C=o.C, prior="learned", executor=o.executor, random_state=o.random_state,
-                                   max_iter=o.spread_max_iter)
+    est = SpreadLogisticRegression(
+        C=o.C, prior="learned", executor=o.executor, random_state=o.random_state, max_iter=o.spread_max_iter
+    )
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
@@ -116,8 +124,9 @@ def _spread(d: FitData, o: FitOptions):
 def _spread_flat(d: FitData, o: FitOptions):
     from .estimators import SpreadLogisticRegression
 
-    est = SpreadLogisticRegression(C=o.C, prior="flat", executor=o.executor, random_state=o.random_state,
-                                   max_iter=o.spread_max_iter)
+    est = SpreadLogisticRegression(
+        C=o.C, prior="flat", executor=o.executor, random_state=o.random_state, max_iter=o.spread_max_iter
+    )
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
@@ -133,8 +142,9 @@ def _spread_true(d: FitData, o: FitOptions):
     Xc = np.asarray(d.clean_X)
     counts = np.stack([np.bincount(np.asarray(Xc[:, j], int), minlength=k) for j in range(Xc.shape[1])]) + 1e-3
     prior = counts / counts.sum(axis=1, keepdims=True)
-    est = SpreadLogisticRegression(C=o.C, prior=prior, executor=o.executor, random_state=o.random_state,
-                                   max_iter=o.spread_max_iter)
+    est = SpreadLogisticRegression(
+        C=o.C, prior=prior, executor=o.executor, random_state=o.random_state, max_iter=o.spread_max_iter
+    )
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
@@ -170,8 +180,9 @@ def _wdro(d: FitData, o: FitOptions):
     return WassersteinDROLogisticRegression(rho=rho, solver_options=opts).fit(np.asarray(d.X, float), d.y)
 
 
-@_learner("classification", "clean", "logistic regression on the clean records of the same clients (oracle)",
-          oracle=True)
+@_learner(
+    "classification", "clean", "logistic regression on the clean records of the same clients (oracle)", oracle=True
+)
 def _clean(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
 
@@ -208,7 +219,9 @@ def _gauss_dro(d: FitData, o: FitOptions):
     from .estimators.dro import GaussianDROLinearRegression
 
     if getattr(d.feature_mechanism, "kind", None) != "gaussian":
-        raise ValidationError("learners", "'gauss-dro' is the Gaussian-optimal W-DRO (Thm 6): it needs mechanism 'gaussian'")
+        raise ValidationError(
+            "learners", "'gauss-dro' is the Gaussian-optimal W-DRO (Thm 6): it needs mechanism 'gaussian'"
+        )
     return GaussianDROLinearRegression(rho="auto", mechanism=d.feature_mechanism).fit(d.X, d.y)
 
 
@@ -240,8 +253,14 @@ class Scored:
 LEARNER_ERRORS = (FedrrError, ValueError, ArithmeticError)
 
 
-def fit_and_score(name: str, data: FitData, test: tuple[np.ndarray, np.ndarray] | None,
-                  options: FitOptions = FitOptions(), *, task: str = "classification") -> Scored:
+def fit_and_score(
+    name: str,
+    data: FitData,
+    test: tuple[np.ndarray, np.ndarray] | None,
+    options: FitOptions = FitOptions(),
+    *,
+    task: str = "classification",
+) -> Scored:
     """Fit learner ``name`` and score it on the clean ``test`` set (accuracy, or MSE for regression).
     A learner that fails is reported as ``{"error": ...}``, never raised: a run keeps the others."""
     learner = get(name, task)

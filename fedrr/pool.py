@@ -28,8 +28,9 @@ class ReplyRejected(FedrrError):
         super().__init__(f"{reason}: {detail}")
 
 
-def validate_release_arrays(parts: dict[str, Any], specs_json: Any, n_features: int | None,
-                            expected_ids: set[int] | None = None) -> Release:
+def validate_release_arrays(
+    parts: dict[str, Any], specs_json: Any, n_features: int | None, expected_ids: set[int] | None = None
+) -> Release:
     """One node's reply, as arrays (x, y, client_id, mechanism_index) and the JSON list of its
     record mechanisms' specs -> a validated Release, or ReplyRejected naming what was wrong."""
     x, y, cid, midx = parts["x"], parts["y"], parts["client_id"], parts["mechanism_index"]

@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # typing only: the run config sits above the core stages and 
 MECHANISM_FAMILIES = ("rr", "gaussian", "laplace")
 
 
-
 def unit_uniform(seed: int, client_id: int, stream: str) -> float:
     """A deterministic U[0, 1) for (seed, client, purpose): decides dropout or budget per client
     without any shared random state (the same answer on every node and on the server)."""
@@ -240,7 +239,6 @@ class DatasetPopulation(ClientPopulation):
         return out
 
 
-
 def dataset_population(cfg: RunConfig) -> DatasetPopulation:
     """The built-in population of a run config: clients drawn from ``cfg.dataset``, each releasing
     with the record mechanism of ``cfg.mechanism`` at the configured per-field budgets (or, with
@@ -278,19 +276,47 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
         kw = {"feature_flip": lv} if family == "rr" else {"feature_epsilon": lv}
         with _config_key("budget-mix" if cfg.budget_mix else feat_key):
             mechs.append(
-                record_mechanism_for(family, ds.schema.n_features, n_states, ds.schema.n_classes,
-                                     label_flip=label_flip, label_epsilon=label_epsilon, delta=cfg.delta, **kw)
+                record_mechanism_for(
+                    family,
+                    ds.schema.n_features,
+                    n_states,
+                    ds.schema.n_classes,
+                    label_flip=label_flip,
+                    label_epsilon=label_epsilon,
+                    delta=cfg.delta,
+                    **kw,
+                )
             )
     with _config_key(None):
-        return DatasetPopulation(name, cfg.n_clients, mechs, weights, n_test_per_class=cfg.n_test_per_class,
-                                 features="states" if family == "rr" else "unit", dropout=cfg.dropout, seed=cfg.seed)
+        return DatasetPopulation(
+            name,
+            cfg.n_clients,
+            mechs,
+            weights,
+            n_test_per_class=cfg.n_test_per_class,
+            features="states" if family == "rr" else "unit",
+            dropout=cfg.dropout,
+            seed=cfg.seed,
+        )
 
 
 #: DatasetPopulation's argument names -> run-config keys
 _ARG_KEYS = {"n_clients": "n-clients", "n_test_per_class": "n-test-per-class", "weights": "budget-mix"}
 #: run-config keys whose errors pass through unchanged
-_OWN_KEYS = {"delta", "dropout", "seed", "dataset", "mechanism", "n-clients", "n-test-per-class", "budget-mix",
-             "feature-flip", "feature-epsilon", "label-flip", "label-epsilon"}
+_OWN_KEYS = {
+    "delta",
+    "dropout",
+    "seed",
+    "dataset",
+    "mechanism",
+    "n-clients",
+    "n-test-per-class",
+    "budget-mix",
+    "feature-flip",
+    "feature-epsilon",
+    "label-flip",
+    "label-epsilon",
+}
 
 
 @contextmanager
@@ -335,5 +361,7 @@ def build_population(cfg: RunConfig) -> ClientPopulation:
     kw = kw if accepts_all else {k: v for k, v in kw.items() if k in params}
     pop = factory(**kw)
     if not isinstance(pop, ClientPopulation):
-        raise ValidationError("population", f"{cfg.population!r} must build a ClientPopulation, got {type(pop).__name__}")
+        raise ValidationError(
+            "population", f"{cfg.population!r} must build a ClientPopulation, got {type(pop).__name__}"
+        )
     return pop

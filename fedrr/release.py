@@ -47,17 +47,30 @@ class Release:
         for p in parts:
             remap = np.array([_index_of(specs, s) for s in p.mechanisms], dtype=np.int64)
             idx_parts.append(remap[p.mechanism_index] if len(remap) else p.mechanism_index)
-        return Release(np.concatenate([p.x for p in parts]), np.concatenate([p.y for p in parts]),
-                       np.concatenate([p.client_id for p in parts]), np.concatenate(idx_parts), tuple(specs))
+        return Release(
+            np.concatenate([p.x for p in parts]),
+            np.concatenate([p.y for p in parts]),
+            np.concatenate([p.client_id for p in parts]),
+            np.concatenate(idx_parts),
+            tuple(specs),
+        )
 
     def save(self, path: str | os.PathLike) -> None:
-        np.savez(path, x=self.x, y=self.y, client_id=self.client_id, mechanism_index=self.mechanism_index,
-                 mechanisms=np.array(json.dumps(list(self.mechanisms))))
+        np.savez(
+            path,
+            x=self.x,
+            y=self.y,
+            client_id=self.client_id,
+            mechanism_index=self.mechanism_index,
+            mechanisms=np.array(json.dumps(list(self.mechanisms))),
+        )
 
     @staticmethod
     def load(path: str | os.PathLike) -> Release:
         with np.load(path, allow_pickle=False) as f:
-            return Release(f["x"], f["y"], f["client_id"], f["mechanism_index"], tuple(json.loads(str(f["mechanisms"]))))
+            return Release(
+                f["x"], f["y"], f["client_id"], f["mechanism_index"], tuple(json.loads(str(f["mechanisms"])))
+            )
 
 
 def _index_of(items: list[str], s: str) -> int:
@@ -73,8 +86,9 @@ def client_generator(seed: int, client_id: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(int(client_id),)))
 
 
-def release_clients(population: ClientPopulation, client_ids: Iterable[int],
-                    rng_for: Callable[[int], np.random.Generator]) -> Release:
+def release_clients(
+    population: ClientPopulation, client_ids: Iterable[int], rng_for: Callable[[int], np.random.Generator]
+) -> Release:
     """Release each present client's record once with its own mechanism and generator."""
     xs, ys, ids, midx, specs = [], [], [], [], []
     index_of: dict[int, int] = {}  # id(mechanism) -> index into specs
@@ -175,8 +189,13 @@ class DiskLedger:
 def write_record_file(path: str | os.PathLike, x: Any, y: Any, mechanism: RecordMechanism, client_id: int = 0) -> None:
     """Deployment: the node's own clean record and its chosen mechanism (stays on the node)."""
     mechanism.validate_input(np.asarray(x)[None, :], np.asarray([y]) if mechanism.label is not None else None)
-    np.savez(path, x=np.asarray(x), y=np.asarray(y), client_id=np.int64(client_id),
-             mechanism=np.array(json.dumps(mechanism.to_spec())))
+    np.savez(
+        path,
+        x=np.asarray(x),
+        y=np.asarray(y),
+        client_id=np.int64(client_id),
+        mechanism=np.array(json.dumps(mechanism.to_spec())),
+    )
 
 
 class FilePopulation(ClientPopulation):

@@ -34,9 +34,13 @@ def _is_population(v: Any) -> bool:
 
 
 def _mix_ok(v: Any) -> bool:
-    return isinstance(v, tuple) and all(
-        isinstance(p, tuple) and len(p) == 2 and p[0] > 0 and p[1] >= 0 and math.isfinite(p[0] + p[1]) for p in v
-    ) and (not v or sum(w for _, w in v) > 0)
+    return (
+        isinstance(v, tuple)
+        and all(
+            isinstance(p, tuple) and len(p) == 2 and p[0] > 0 and p[1] >= 0 and math.isfinite(p[0] + p[1]) for p in v
+        )
+        and (not v or sum(w for _, w in v) > 0)
+    )
 
 
 _NONNEG = Interval(float, 0, None)
@@ -48,36 +52,55 @@ class RunConfig:
     """One federated (or offline) run. Field docs are the config reference (docs/reference)."""
 
     population: str = _key(
-        "population", "dataset", "'dataset' (built in) or an import path 'package.module:Class' of a ClientPopulation",
+        "population",
+        "dataset",
+        "'dataset' (built in) or an import path 'package.module:Class' of a ClientPopulation",
         Satisfies(_is_population, "'dataset' or an import path 'package.module:Class'"),
     )
     dataset: str = _key("dataset", "digits_7_vs_9", "dataset of the built-in population", Text(nonempty=True))
     n_clients: int = _key("n_clients", 100, "clients, one record each", Interval(int, 1, 10**9))
-    n_test_per_class: int = _key("n_test_per_class", 50, "held-out clean test records per class", Interval(int, 0, None))
-    mechanism: str = _key("mechanism", "rr", "feature mechanism family: rr | gaussian | laplace", Options(*MECHANISM_FAMILIES))
+    n_test_per_class: int = _key(
+        "n_test_per_class", 50, "held-out clean test records per class", Interval(int, 0, None)
+    )
+    mechanism: str = _key(
+        "mechanism", "rr", "feature mechanism family: rr | gaussian | laplace", Options(*MECHANISM_FAMILIES)
+    )
     feature_flip: float = _key("feature_flip", 0.3, "rr: flip probability per feature", _NONNEG)
     feature_epsilon: float = _key("feature_epsilon", 0.0, "ε per feature (gaussian/laplace)", _NONNEG)
     label_flip: float = _key("label_flip", 0.2, "label flip probability (or 0 and label-epsilon)", _NONNEG)
     label_epsilon: float = _key("label_epsilon", 0.0, "label ε (0 = unused)", _NONNEG)
     delta: float = _key("delta", 1e-5, "δ per Gaussian field", Interval(float, 0, 1, closed="neither"))
     budget_mix: tuple = _key(
-        "budget_mix", (), "clients with different feature budgets: ((value, weight), ...); Flower: 'v:w,v:w'",
+        "budget_mix",
+        (),
+        "clients with different feature budgets: ((value, weight), ...); Flower: 'v:w,v:w'",
         Satisfies(_mix_ok, "pairs (value > 0, weight >= 0) with a positive total weight"),
     )
     dropout: float = _key("dropout", 0.0, "fraction of clients that never answer", Interval(float, 0, 1, closed="left"))
     seed: int = _key("seed", 0, "run seed: client generators and the split derive from it", Interval(int, 0, 2**63 - 1))
-    run_mode: str = _key("run_mode", "node", "node: one Flower node per client; cohort: cohort_size clients per node",
-                         Options(*RUN_MODES))
+    run_mode: str = _key(
+        "run_mode",
+        "node",
+        "node: one Flower node per client; cohort: cohort_size clients per node",
+        Options(*RUN_MODES),
+    )
     cohort_size: int = _key("cohort_size", 1, "clients per node (cohort mode)", Interval(int, 1, 10**7))
-    learners: tuple = _key("learners", ("spread", "naive"), "learners trained on the pool (see fedrr.learners)",
-                           Satisfies(lambda v: isinstance(v, tuple) and len(v) > 0 and all(isinstance(n, str) and n
-                                                                                             for n in v),
-                                     "a non-empty list of learner names"))
+    learners: tuple = _key(
+        "learners",
+        ("spread", "naive"),
+        "learners trained on the pool (see fedrr.learners)",
+        Satisfies(
+            lambda v: isinstance(v, tuple) and len(v) > 0 and all(isinstance(n, str) and n for n in v),
+            "a non-empty list of learner names",
+        ),
+    )
     spread_max_iter: int = _key("spread_max_iter", 200, "most EM iterations of spread-EM", Interval(int, 1, 10**6))
-    C: float = _key("C", 1.0, "inverse L2 penalty (scikit-learn's C)", Interval(float, 0, None, closed="neither"),
-                    flwr="C")
-    wdro_max_iter: int = _key("wdro_max_iter", 0, "iteration cap of W-DRO's conic solver (0: its default)",
-                              Interval(int, 0, 10**7))
+    C: float = _key(
+        "C", 1.0, "inverse L2 penalty (scikit-learn's C)", Interval(float, 0, None, closed="neither"), flwr="C"
+    )
+    wdro_max_iter: int = _key(
+        "wdro_max_iter", 0, "iteration cap of W-DRO's conic solver (0: its default)", Interval(int, 0, 10**7)
+    )
     executor: str = _key("executor", "threads", "spread-EM's E-step: serial | threads | ray", Options(*EXECUTORS))
     ray_address: str = _key("ray_address", "", "Ray cluster address ('' = local, or RAY_ADDRESS)", Text())
     wave_size: int = _key("wave_size", 256, "release queries in flight at once", Interval(int, 1, 10**6))
@@ -85,10 +108,18 @@ class RunConfig:
     node_wait_timeout: float = _key("node_wait_timeout", 120.0, "seconds to wait for the nodes to register", _POS)
     reply_timeout: float = _key("reply_timeout", 600.0, "seconds to wait for all replies", _POS)
     results_dir: str = _key("results_dir", "results/federation", "where run-name/ is written", Text(nonempty=True))
-    run_name: str = _key("run_name", "", "results sub-folder ('' = a timestamp)",
-                         Satisfies(lambda v: isinstance(v, str) and set(v) <= _NAME_CHARS and ".." not in v,
-                                   "a folder-safe name of letters, digits, '_', '.' or '-'"))
-    extras: Mapping = field(default_factory=dict, hash=False, metadata={"flwr": None, "doc": "a custom population's own keys"})
+    run_name: str = _key(
+        "run_name",
+        "",
+        "results sub-folder ('' = a timestamp)",
+        Satisfies(
+            lambda v: isinstance(v, str) and set(v) <= _NAME_CHARS and ".." not in v,
+            "a folder-safe name of letters, digits, '_', '.' or '-'",
+        ),
+    )
+    extras: Mapping = field(
+        default_factory=dict, hash=False, metadata={"flwr": None, "doc": "a custom population's own keys"}
+    )
 
     def __post_init__(self):
         for f in dataclasses.fields(self):
@@ -101,12 +132,15 @@ class RunConfig:
 
         bad = [n for n in self.learners if n not in names(oracles=False)]
         if bad:
-            raise ValidationError("learners", f"unknown learner {bad[0]!r}; the server trains on releases only: "
-                                  f"{', '.join(names(oracles=False))}")
+            raise ValidationError(
+                "learners",
+                f"unknown learner {bad[0]!r}; the server trains on releases only: {', '.join(names(oracles=False))}",
+            )
         for k in ("feature_flip", "label_flip"):
             if getattr(self, k) >= 1:
-                raise ValidationError(k.replace("_", "-"), f"must be a flip probability in (0, 1) (0 = unused), got "
-                                      f"{getattr(self, k)!r}")
+                raise ValidationError(
+                    k.replace("_", "-"), f"must be a flip probability in (0, 1) (0 = unused), got {getattr(self, k)!r}"
+                )
 
     # ------------------------------------------------------------------ Flower's run config
     def to_flwr(self) -> dict[str, bool | int | float | str]:
@@ -159,8 +193,10 @@ def _from_flwr_value(f: dataclasses.Field, key: str, value: Any) -> Any:
     if f.name == "budget_mix":
         return parse_budget_mix(key, value)
     cons = f.metadata["constraints"]
-    if any(isinstance(c, Interval) and c.kind is float for c in cons) and isinstance(value, int) and not isinstance(
-        value, bool
+    if (
+        any(isinstance(c, Interval) and c.kind is float for c in cons)
+        and isinstance(value, int)
+        and not isinstance(value, bool)
     ):
         try:
             return float(value)
@@ -190,7 +226,9 @@ def parse_budget_mix(key: str, value: Any) -> tuple:
             if len(bits) != 2:
                 raise ValueError
         except (ValueError, IndexError):
-            raise ValidationError(key, f"must look like 'value:weight,value:weight' with values > 0, got {value!r}") from None
+            raise ValidationError(
+                key, f"must look like 'value:weight,value:weight' with values > 0, got {value!r}"
+            ) from None
         if not (lv > 0 and wt >= 0 and math.isfinite(lv + wt)):
             raise ValidationError(key, f"must look like 'value:weight,value:weight' with values > 0, got {value!r}")
         pairs.append((lv, wt))

@@ -176,7 +176,9 @@ def test_dropout_malformed_and_mixed_budgets_are_counted(tmp_path):
     pop = build_population(RunConfig.from_flwr(cfg))
     absent = [c for c in range(100) if not pop.is_present(c)]
     kinds = tuple(FAULT_KINDS)
-    faulty = {c: reply_fault(11, c, 0.05, kinds) for c in range(100) if pop.is_present(c) and reply_fault(11, c, 0.05, kinds)}
+    faulty = {
+        c: reply_fault(11, c, 0.05, kinds) for c in range(100) if pop.is_present(c) and reply_fault(11, c, 0.05, kinds)
+    }
     assert 3 <= len(absent) <= 20 and 1 <= len(faulty) <= 12  # ~10 % and ~5 % of 100
     expected = {"dropped_out": len(absent)}
     for kind in faulty.values():

@@ -21,11 +21,11 @@ httpx = pytest.importorskip("httpx")
 
 from fedrr._procs import alive, descendants, free_port, stop  # noqa: E402
 from fedrr.federation.flwr_cli import QUIET_ENV, flwr_run  # noqa: E402
+from fedrr.mechanisms import RandomizedResponse, RecordMechanism  # noqa: E402
 from fedrr.pool import Pool  # noqa: E402
 from fedrr.population import build_population  # noqa: E402
 from fedrr.release import write_record_file  # noqa: E402
 from fedrr.run_config import RunConfig  # noqa: E402
-from fedrr.mechanisms import RandomizedResponse, RecordMechanism  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent

@@ -55,11 +55,6 @@ from fedrr.experiment.spec import GRID_KEYS, SECTIONS, load_scenario, parse_scen
 from fedrr.experiment.sweep import preflight
 from fedrr.federation.protocol import MESSAGE_TYPE, PROTOCOL, parse_reply, query_content, release_content
 from fedrr.learners import names as learner_names
-from fedrr.pool import Pool, ReplyRejected
-from fedrr.population import build_population
-from fedrr.release import Release
-from fedrr.run_config import DEFAULTS, RunConfig
-from fedrr.testing.faults import FAULT_KINDS
 from fedrr.mechanisms import (
     GaussianMechanism,
     LaplaceMechanism,
@@ -69,16 +64,30 @@ from fedrr.mechanisms import (
     mechanism_from_spec,
 )
 from fedrr.parallel import SerialExecutor
+from fedrr.pool import Pool, ReplyRejected
+from fedrr.population import build_population
+from fedrr.release import Release
+from fedrr.run_config import DEFAULTS, RunConfig
+from fedrr.testing.faults import FAULT_KINDS
 
 #: the scenario schema as {section: {key: kind}} (kind: what the fuzzer draws for it)
 _KINDS = {
-    "n_clients": "int_or_list", "epsilon_grid": "float_list", "feature_flip_grid": "float_list",
-    "feature_epsilon_grid": "float_list", "names": "str_list", "label_flip": "float_or_str", "label_public": "bool",
-    "split": "table", "budget_mix": "table", "options": "table",
+    "n_clients": "int_or_list",
+    "epsilon_grid": "float_list",
+    "feature_flip_grid": "float_list",
+    "feature_epsilon_grid": "float_list",
+    "names": "str_list",
+    "label_flip": "float_or_str",
+    "label_public": "bool",
+    "split": "table",
+    "budget_mix": "table",
+    "options": "table",
 }
 SCHEMA = {
-    sec: {f.name: _KINDS.get(f.name, {int: "int", float: "float", bool: "bool"}.get(type(f.default), "str"))
-          for f in __import__("dataclasses").fields(cls)}
+    sec: {
+        f.name: _KINDS.get(f.name, {int: "int", float: "float", bool: "bool"}.get(type(f.default), "str"))
+        for f in __import__("dataclasses").fields(cls)
+    }
     for sec, cls in SECTIONS.items()
 }
 LEARNERS = tuple(dict.fromkeys(learner_names("classification") + learner_names("regression")))
@@ -333,7 +342,10 @@ def check_scenario(data) -> None:
     except ValidationError as exc:
         assert_error(exc, _scenario_field(data))
         return
-    corners = [CellSpec(cfg, 0, 0, 0), CellSpec(cfg, max(len(grid), 1) - 1, len(cfg.n_grid) - 1, cfg.scenario.repeats - 1)]
+    corners = [
+        CellSpec(cfg, 0, 0, 0),
+        CellSpec(cfg, max(len(grid), 1) - 1, len(cfg.n_grid) - 1, cfg.scenario.repeats - 1),
+    ]
     for cell in corners:
         cell.privacy()
         rc = cell.run_config()  # an accepted scenario never produces a run config the federation rejects
@@ -1490,7 +1502,12 @@ REGRESSIONS = [
         "privacy.epsilon_grid",
         "OverflowError",
     ),
-    ("scenario_empty_key", lambda: parse_scenario({**_scenario(), "": 1}), '""', "ValidationError with field '' (empty)"),
+    (
+        "scenario_empty_key",
+        lambda: parse_scenario({**_scenario(), "": 1}),
+        '""',
+        "ValidationError with field '' (empty)",
+    ),
     (
         "scenario_empty_key_in_section",
         lambda: parse_scenario(_scenario(run={"": 1})),
@@ -1510,7 +1527,8 @@ REGRESSIONS = [
             }
         ),
         "population.options.C",
-        "accepted; the cell's run config then failed in the federation with field 'C' (or silently overrode learners.C)",
+        "accepted; the cell's run config then failed in the federation with field 'C' "
+        "(or silently overrode learners.C)",
     ),
     ("toml_not_utf8", lambda: _load_toml_bytes(b'[scenario]\nname = "\xff"\n'), "config", "UnicodeDecodeError"),
     ("toml_is_a_directory", lambda: load_scenario(Path(_TMP)), "config", "IsADirectoryError"),

@@ -111,8 +111,16 @@ def _known(name: str) -> bool:
 
 def test_the_core_imports_without_flower_or_ray():
     """Importing every core stage with flwr and ray made unimportable."""
-    core = ["fedrr.mechanisms", "fedrr.population", "fedrr.release", "fedrr.pool", "fedrr.estimators",
-            "fedrr.learners", "fedrr.run_config", "fedrr.datasets"]
+    core = [
+        "fedrr.mechanisms",
+        "fedrr.population",
+        "fedrr.release",
+        "fedrr.pool",
+        "fedrr.estimators",
+        "fedrr.learners",
+        "fedrr.run_config",
+        "fedrr.datasets",
+    ]
     code = (
         "import sys\n"
         "class Block:\n"

@@ -22,11 +22,11 @@ from scipy.stats import binom
 
 from fedrr.federation.protocol import PROTOCOL
 from fedrr.federation.run import run_federation
+from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 from fedrr.population import build_population
 from fedrr.release import offline_release, write_record_file
 from fedrr.run_config import RunConfig
 from fedrr.testing import malicious_server as ms
-from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
 ROOT = Path(__file__).resolve().parents[1]
 CFG = {
@@ -216,7 +216,8 @@ print("ready", flush=True)
 while not go.exists():
     time.sleep(0.0005)
 r = answer(ctx)
-print(hashlib.sha256(b"".join(getattr(r, k).tobytes() for k in ("x", "y", "client_id", "mechanism_index"))).hexdigest(), flush=True)
+blob = b"".join(getattr(r, k).tobytes() for k in ("x", "y", "client_id", "mechanism_index"))
+print(hashlib.sha256(blob).hexdigest(), flush=True)
 """
 
 

@@ -94,10 +94,15 @@ def test_log_likelihood_is_the_scipy_density_and_integrates_to_one(name, make):
     # ∫ exp(log p(x̃ | x)) dx̃ = 1 for one coordinate (a breakpoint at the Laplace kink x̃ = x)
     x0 = float(np.atleast_1d(x)[0])
     if mech.width == 1:
-        f = lambda v: math.exp(float(mech.log_likelihood(v, x0)))
+
+        def f(v):
+            return math.exp(float(mech.log_likelihood(v, x0)))
     else:
         xb = np.atleast_1d(x).astype(float)
-        f = lambda v: math.exp(float(mech.log_likelihood(np.r_[v, xb[1:]], xb)[0]))
+
+        def f(v):
+            return math.exp(float(mech.log_likelihood(np.r_[v, xb[1:]], xb)[0]))
+
     w = 60 * mech.noise_std
     total = sum(integrate.quad(f, a, b, epsabs=0, epsrel=1e-12, limit=200)[0] for a, b in [(x0 - w, x0), (x0, x0 + w)])
     assert total == pytest.approx(1.0, abs=1e-9)

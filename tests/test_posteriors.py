@@ -207,8 +207,13 @@ class ExactPosterior:
         self.breaks = np.unique(np.clip(np.r_[a, b, breaks], a, b))
         grid = np.linspace(a, b, 20001)
         self.shift = float(np.max(self.log_unnorm(np.r_[grid, self.breaks])))
-        f = lambda x: math.exp(self.log_unnorm(x) - self.shift)
-        g = lambda x: x * math.exp(self.log_unnorm(x) - self.shift)
+
+        def f(x):
+            return math.exp(self.log_unnorm(x) - self.shift)
+
+        def g(x):
+            return x * math.exp(self.log_unnorm(x) - self.shift)
+
         z = m1 = 0.0
         for lo, hi in zip(self.breaks[:-1], self.breaks[1:]):
             z += integrate.quad(f, lo, hi, epsabs=0, epsrel=1e-13, limit=500)[0]
@@ -357,7 +362,10 @@ def exact_bin_logmass(mech, x_tilde, edges, probs, normalise=True):
             out.append(-np.inf)
             continue
         c = float(noise_logpdf(mech, x_tilde - np.clip(x_tilde, lo, hi)))  # max of the noise over the bin
-        f = lambda x: math.exp(float(noise_logpdf(mech, x_tilde - x)) - c)
+
+        def f(x):
+            return math.exp(float(noise_logpdf(mech, x_tilde - x)) - c)
+
         pts = [x_tilde] if lo < x_tilde < hi else None
         val = integrate.quad(f, lo, hi, points=pts, epsabs=0, epsrel=1e-13, limit=500)[0]
         out.append(math.log(p / (hi - lo)) + c + math.log(val))

@@ -7,8 +7,8 @@ import pytest
 from fedrr.errors import ExecutorError, ValidationError
 from fedrr.estimators import SpreadLogisticRegression
 from fedrr.parallel import SerialExecutor
-from fedrr.testing.crash import CrashOnce, kill_count
 from fedrr.parallel.ray_executor import RayExecutor
+from fedrr.testing.crash import CrashOnce, kill_count
 
 KW = dict(random_state=3, max_iter=6, shard_size=700)
 

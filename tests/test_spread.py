@@ -268,7 +268,10 @@ def test_gaussian_feature_noise_and_given_gaussian_prior():
     s = SpreadLogisticRegression(C=np.inf, prior="learned", random_state=0).fit(Xt, yt, mechanism=rm)
     g = SpreadLogisticRegression(C=np.inf, prior=GaussianPrior(0.0, 10.0), random_state=0).fit(Xt, yt, mechanism=rm)
     nv = NaiveLogisticRegression(C=1e6).fit(Xt, yt, mechanism=rm)
-    err = lambda m: np.linalg.norm(m.coef_[0] - w)
+
+    def err(m):
+        return np.linalg.norm(m.coef_[0] - w)
+
     assert err(s) < 0.5 * err(nv), (err(s), err(nv))
     assert np.isfinite(err(g)) and s.prior_["gaussian"]["var"].shape == (d,)
     # learned prior recovers the input variance (≈ 1 after clipping) by deconvolution

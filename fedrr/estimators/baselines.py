@@ -59,8 +59,15 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
         "max_iter": [Interval(int, 1, None)],
     }
 
-    def __init__(self, C: float = 1.0, *, cv: int | None = None, encoding: str = "unit", max_iter: int = 2000,
-                 mechanism: Any = None):
+    def __init__(
+        self,
+        C: float = 1.0,
+        *,
+        cv: int | None = None,
+        encoding: str = "unit",
+        max_iter: int = 2000,
+        mechanism: Any = None,
+    ):
         self.C = C
         self.cv = cv
         self.encoding = encoding
@@ -90,8 +97,9 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
         class_labels(yv)
         largest = int(np.max(np.unique(yv, return_counts=True)[1]))
         if p["cv"] is not None and p["cv"] > largest:  # (stratified folds: sklearn's own limit)
-            raise ValidationError("cv", f"{p['cv']} folds need a class with at least {p['cv']} records; the largest "
-                                  f"has {largest}")
+            raise ValidationError(
+                "cv", f"{p['cv']} folds need a class with at least {p['cv']} records; the largest has {largest}"
+            )
         if p["cv"] is None:
             self.model_ = LogisticRegression(C=p["C"], max_iter=p["max_iter"]).fit(Z, yv)
         else:
@@ -123,28 +131,57 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
     prior-only posterior p(x | x̃) ∝ p(x̃ | x) p(x) and p(c | c̃) ∝ p(c̃ | c) (flat class prior),
     then fit logistic regression to them once. Not consistent in general (Fig 1)."""
 
-    def __init__(self, C: float = 1.0, *, prior: Any = "learned", n_samples: int | None = 10, encoding: str = "unit",
-                 numeric_prior: str = "gaussian", n_bins: int = 10, fit_intercept: bool = True, executor: Any = None,
-                 shard_size: int = 2048, random_state: Any = None, mechanism: Any = None):
-        super().__init__(C, prior=prior, n_samples=n_samples, encoding=encoding, numeric_prior=numeric_prior,
-                         n_bins=n_bins, fit_intercept=fit_intercept, executor=executor, shard_size=shard_size,
-                         random_state=random_state, mechanism=mechanism)
+    def __init__(
+        self,
+        C: float = 1.0,
+        *,
+        prior: Any = "learned",
+        n_samples: int | None = 10,
+        encoding: str = "unit",
+        numeric_prior: str = "gaussian",
+        n_bins: int = 10,
+        fit_intercept: bool = True,
+        executor: Any = None,
+        shard_size: int = 2048,
+        random_state: Any = None,
+        mechanism: Any = None,
+    ):
+        super().__init__(
+            C,
+            prior=prior,
+            n_samples=n_samples,
+            encoding=encoding,
+            numeric_prior=numeric_prior,
+            n_bins=n_bins,
+            fit_intercept=fit_intercept,
+            executor=executor,
+            shard_size=shard_size,
+            random_state=random_state,
+            mechanism=mechanism,
+        )
 
     def _fit_noisy(self, X, y, mechanism, p):
         with threadpool_limits(limits=1, user_api="blas"):
             Xv, yi, groups, layout = self._prepare(X, y, mechanism, p)
             C = len(self.classes_)
             design = Design(layout, p["encoding"])
-            prior = self._initial_prior(layout, [(rm, Xv[rows]) for rm, rows in groups], {**p, "prior_strength": 0.0},
-                                        Xv.shape[0])
-            entropy = int(np.random.SeedSequence(p["random_state"]).entropy) if not isinstance(
-                p["random_state"], np.random.Generator) else int(p["random_state"].integers(2**63))
+            prior = self._initial_prior(
+                layout, [(rm, Xv[rows]) for rm, rows in groups], {**p, "prior_strength": 0.0}, Xv.shape[0]
+            )
+            entropy = (
+                int(np.random.SeedSequence(p["random_state"]).entropy)
+                if not isinstance(p["random_state"], np.random.Generator)
+                else int(p["random_state"].integers(2**63))
+            )
             factories = []
             for rm, rows in groups:
                 for s0, s1 in shard_bounds(len(rows), p["shard_size"]):
                     idx = rows[s0:s1]
-                    factories.append(functools.partial(Shard, len(factories), rm, Xv[idx], yi[idx], design, C,
-                                                       entropy, 1, "importance", len(Xv)))
+                    factories.append(
+                        functools.partial(
+                            Shard, len(factories), rm, Xv[idx], yi[idx], design, C, entropy, 1, "importance", len(Xv)
+                        )
+                    )
             executor = p["executor"] if p["executor"] is not None else SerialExecutor()
             group = executor.shard_group(factories)
             try:

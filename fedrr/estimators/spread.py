@@ -37,8 +37,9 @@ def group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.ndar
         return [(mechanism, np.arange(n))]
     if isinstance(mechanism, (list, tuple, np.ndarray)):
         if len(mechanism) != n:
-            raise ValidationError("mechanism", f"a per-record list must have one RecordMechanism per row ({n}), got "
-                                  f"{len(mechanism)}")
+            raise ValidationError(
+                "mechanism", f"a per-record list must have one RecordMechanism per row ({n}), got {len(mechanism)}"
+            )
         groups: dict[str, tuple[RecordMechanism, list[int]]] = {}
         key_of: dict[int, str] = {}  # id -> spec key: a pool of 10⁶ records shares a few objects
         for i, m in enumerate(mechanism):
@@ -49,8 +50,9 @@ def group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.ndar
                 key = key_of[id(m)] = repr(m.to_spec())  # the list keeps m alive, so its id stays unique
             groups.setdefault(key, (m, []))[1].append(i)
         return [(m, np.asarray(rows)) for m, rows in groups.values()]
-    raise ValidationError("mechanism", f"must be a RecordMechanism or a per-record sequence of them, got "
-                          f"{type(mechanism).__name__}")
+    raise ValidationError(
+        "mechanism", f"must be a RecordMechanism or a per-record sequence of them, got {type(mechanism).__name__}"
+    )
 
 
 class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -108,12 +110,33 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         "verbose": [Interval(int, 0, None)],
     }
 
-    def __init__(self, C: float = 1.0, *, prior: Any = "learned", prior_strength: float = 0.1, e_step: str = "mcmc",
-                 n_chains: int = 2, n_samples: int | None = None, max_iter: int = 200, burn_in: int | None = None,
-                 n_average: int = 20, tol: float = 0.01, m_step_iter: int = 5, encoding: str = "unit",
-                 numeric_prior: str = "gaussian", n_bins: int = 10, fit_intercept: bool = True,
-                 relaxation: float = 1.8, executor: Any = None, shard_size: int = 2048, random_state: Any = None,
-                 cosine_tol: float = 0.95, agreement_tol: float = 0.1, mechanism: Any = None, verbose: int = 0):
+    def __init__(
+        self,
+        C: float = 1.0,
+        *,
+        prior: Any = "learned",
+        prior_strength: float = 0.1,
+        e_step: str = "mcmc",
+        n_chains: int = 2,
+        n_samples: int | None = None,
+        max_iter: int = 200,
+        burn_in: int | None = None,
+        n_average: int = 20,
+        tol: float = 0.01,
+        m_step_iter: int = 5,
+        encoding: str = "unit",
+        numeric_prior: str = "gaussian",
+        n_bins: int = 10,
+        fit_intercept: bool = True,
+        relaxation: float = 1.8,
+        executor: Any = None,
+        shard_size: int = 2048,
+        random_state: Any = None,
+        cosine_tol: float = 0.95,
+        agreement_tol: float = 0.1,
+        mechanism: Any = None,
+        verbose: int = 0,
+    ):
         self.C = C
         self.prior = prior
         self.prior_strength = prior_strength
@@ -162,9 +185,16 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.design_ = None
         self.n_features_in_ = Xa.shape[1]
         rows = 1 if len(self.classes_) == 2 else len(self.classes_)
-        coef, b, obj = fit_soft_logistic(Xa, np.eye(len(self.classes_))[yi], np.ones(len(yi)),
-                                         np.zeros((rows, Xa.shape[1])), np.zeros(rows), p["C"], p["fit_intercept"],
-                                         max_iter=1000)
+        coef, b, obj = fit_soft_logistic(
+            Xa,
+            np.eye(len(self.classes_))[yi],
+            np.ones(len(yi)),
+            np.zeros((rows, Xa.shape[1])),
+            np.zeros(rows),
+            p["C"],
+            p["fit_intercept"],
+            max_iter=1000,
+        )
         self.coef_, self.intercept_, self.prior_ = coef, b, None
         self.n_iter_, self.history_ = 1, [{"iter": 1, "objective": obj}]
         return self
@@ -186,8 +216,11 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         Xv = np.empty(Xa.shape, dtype=float)
         for rm, rows in groups:
             if not ColumnLayout.from_mechanism(rm).same_domain(layout):
-                raise ValidationError("mechanism", "all record mechanisms in one pool must share the feature domains "
-                                      "(k per discrete column, bounds per numeric column)")
+                raise ValidationError(
+                    "mechanism",
+                    "all record mechanisms in one pool must share the feature domains "
+                    "(k per discrete column, bounds per numeric column)",
+                )
             if (rm.label is not None) != has_label:
                 raise ValidationError("mechanism", "either every record mechanism has a label mechanism or none does")
             Xv[rows] = rm.validate_release(Xa[rows], ya[rows] if has_label else None)[0]
@@ -213,15 +246,29 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         for rm, rows in groups:
             for s0, s1 in shard_bounds(len(rows), p["shard_size"]):
                 idx = rows[s0:s1]
-                factories.append(functools.partial(Shard, len(factories), rm, Xv[idx], yi[idx], design, C, entropy,
-                                                   p["n_chains"], p["e_step"], n))
+                factories.append(
+                    functools.partial(
+                        Shard, len(factories), rm, Xv[idx], yi[idx], design, C, entropy, p["n_chains"], p["e_step"], n
+                    )
+                )
         group = executor.shard_group(factories)
         try:
-            opts = EMOptions(C=p["C"], fit_intercept=p["fit_intercept"], n_chains=p["n_chains"], n_samples=S,
-                             max_iter=p["max_iter"], burn_in=p["burn_in"], n_average=p["n_average"], tol=p["tol"],
-                             m_step_iter=p["m_step_iter"], relaxation=p["relaxation"],
-                             learn_prior=isinstance(p["prior"], str) and p["prior"] == "learned",
-                             agreement_tol=p["agreement_tol"], cosine_tol=p["cosine_tol"], verbose=p["verbose"])
+            opts = EMOptions(
+                C=p["C"],
+                fit_intercept=p["fit_intercept"],
+                n_chains=p["n_chains"],
+                n_samples=S,
+                max_iter=p["max_iter"],
+                burn_in=p["burn_in"],
+                n_average=p["n_average"],
+                tol=p["tol"],
+                m_step_iter=p["m_step_iter"],
+                relaxation=p["relaxation"],
+                learn_prior=isinstance(p["prior"], str) and p["prior"] == "learned",
+                agreement_tol=p["agreement_tol"],
+                cosine_tol=p["cosine_tol"],
+                verbose=p["verbose"],
+            )
             res = run_em(group, design.n_inputs, C, [prior.copy() for _ in range(p["n_chains"])], opts)
         finally:
             group.close()
@@ -251,10 +298,16 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "coef_")
         if getattr(self, "design_", None) is None:
             return {"converged": True, "convergence": "clean data: exact logistic regression"}
-        return {"converged": bool(self.converged_), "convergence": self.convergence_, "cosine": float(self.cosine_),
-                "distance": float(self.chain_distance_), "rhat_max": float(self.rhat_),
-                "rhat_median": float(self.rhat_median_), "n_iter": int(self.n_iter_),
-                "bytes_per_iter": float(self.bytes_per_iter_)}
+        return {
+            "converged": bool(self.converged_),
+            "convergence": self.convergence_,
+            "cosine": float(self.cosine_),
+            "distance": float(self.chain_distance_),
+            "rhat_max": float(self.rhat_),
+            "rhat_median": float(self.rhat_median_),
+            "n_iter": int(self.n_iter_),
+            "bytes_per_iter": float(self.bytes_per_iter_),
+        }
 
     # ---------------------------------------------------------------------------- predict
     def _model_input(self, X) -> np.ndarray:
@@ -299,8 +352,9 @@ def check_clean_X(X, layout: ColumnLayout) -> np.ndarray:
 check_release_X = check_clean_X
 
 
-def check_memory(n: int, D: int, n_inputs: int, C: int, S: int, chains: int, shard_size: int, K: int,
-                 available: int | None = None) -> int:
+def check_memory(
+    n: int, D: int, n_inputs: int, C: int, S: int, chains: int, shard_size: int, K: int, available: int | None = None
+) -> int:
     """Peak bytes of a fit (releases, per chain: samples' model inputs float32, responsibilities,
     chain state; the E-step's scratch per shard; prior tables), or ValidationError naming the knob
     that drives it if it exceeds 80 % of the available memory."""
@@ -309,11 +363,21 @@ def check_memory(n: int, D: int, n_inputs: int, C: int, S: int, chains: int, sha
     need = n * (D * 8 + C * 8) + chains * per_chain + scratch + chains * D * K * 8 * 6
     avail = available if available is not None else available_bytes()
     if need > 0.8 * avail:
-        knob = max([("n_samples", n * S * n_inputs * 4 * chains), ("n_chains", chains * per_chain),
-                    ("shard_size", scratch), ("encoding", n * S * n_inputs * 4)], key=lambda kv: kv[1])[0]
-        raise ValidationError(knob, f"the fit would need about {need / 2**30:.1f} GiB (N = {n:,}, D = {D}, "
-                              f"{n_inputs} model inputs, {chains} chain(s) × {S} sample(s)), more than 80% of the "
-                              f"{avail / 2**30:.1f} GiB available; lower {knob}")
+        knob = max(
+            [
+                ("n_samples", n * S * n_inputs * 4 * chains),
+                ("n_chains", chains * per_chain),
+                ("shard_size", scratch),
+                ("encoding", n * S * n_inputs * 4),
+            ],
+            key=lambda kv: kv[1],
+        )[0]
+        raise ValidationError(
+            knob,
+            f"the fit would need about {need / 2**30:.1f} GiB (N = {n:,}, D = {D}, "
+            f"{n_inputs} model inputs, {chains} chain(s) × {S} sample(s)), more than 80% of the "
+            f"{avail / 2**30:.1f} GiB available; lower {knob}",
+        )
     return need
 
 

@@ -61,8 +61,12 @@ class ColumnLayout:
 
     def same_domain(self, other: ColumnLayout) -> bool:
         nan = lambda a: np.nan_to_num(a, nan=-1)  # noqa: E731
-        return (self.n_features == other.n_features and np.array_equal(self.k, other.k)
-                and np.array_equal(nan(self.lower), nan(other.lower)) and np.array_equal(nan(self.upper), nan(other.upper)))
+        return (
+            self.n_features == other.n_features
+            and np.array_equal(self.k, other.k)
+            and np.array_equal(nan(self.lower), nan(other.lower))
+            and np.array_equal(nan(self.upper), nan(other.upper))
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,9 +80,12 @@ class Design:
         if self.encoding not in ENCODINGS:
             raise ValidationError("encoding", f"must be one of {ENCODINGS}, got {self.encoding!r}")
         if self.encoding == "onehot" and self.n_inputs > MAX_ONEHOT_INPUTS:
-            raise ValidationError("encoding", f"'onehot' would give {self.n_inputs:,} model inputs (Σ(k−1) over the "
-                                  f"discrete columns), more than {MAX_ONEHOT_INPUTS:,}; use 'unit' for attributes "
-                                  "with many ordered states")
+            raise ValidationError(
+                "encoding",
+                f"'onehot' would give {self.n_inputs:,} model inputs (Σ(k−1) over the "
+                f"discrete columns), more than {MAX_ONEHOT_INPUTS:,}; use 'unit' for attributes "
+                "with many ordered states",
+            )
 
     @cached_property
     def widths(self) -> np.ndarray:
@@ -119,7 +126,7 @@ class Design:
         W = np.zeros((coef.shape[0], k.size, K))
         for d in np.flatnonzero(k > 0):
             o = self.offsets[d]
-            W[:, d, 1:k[d]] = coef[:, o:o + k[d] - 1]
+            W[:, d, 1 : k[d]] = coef[:, o : o + k[d] - 1]
         return W
 
     def decode(self, X: np.ndarray) -> np.ndarray:
@@ -147,4 +154,4 @@ class Design:
 
     def feature_coef(self, coef: np.ndarray) -> list[np.ndarray]:
         """Per feature, its block of coefficients (Rn, width): for reports."""
-        return [coef[:, o:o + w] for o, w in zip(self.offsets, self.widths)]
+        return [coef[:, o : o + w] for o, w in zip(self.offsets, self.widths)]

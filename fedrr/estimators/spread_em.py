@@ -84,7 +84,7 @@ class _Problem:
 
     def unpack(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         coef = v[: self.rows * self.d].reshape(self.rows, self.d)
-        b = v[self.rows * self.d:] if self.fit_intercept else np.zeros(self.rows)
+        b = v[self.rows * self.d :] if self.fit_intercept else np.zeros(self.rows)
         return coef, b
 
     def pack(self, coef: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -99,8 +99,7 @@ class _Problem:
 
     def mstep(self, v0: np.ndarray, max_iter: int):
         n = max(1.0, float(total(self.group.call("n_samples_weight", self.chain))))
-        return minimize(self.fg, v0, jac=True, method="L-BFGS-B",
-                        options={"maxiter": max_iter, "gtol": 1e-8 * n})
+        return minimize(self.fg, v0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": 1e-8 * n})
 
 
 def drifting(iterates: list[np.ndarray], tol: float, window: int = 5) -> bool:
@@ -109,7 +108,7 @@ def drifting(iterates: list[np.ndarray], tol: float, window: int = 5) -> bool:
     its fixed point has the same mean norm in both."""
     if len(iterates) < 2 * window:
         return True
-    a = np.linalg.norm(np.asarray(iterates[-2 * window:-window]), axis=1).mean()
+    a = np.linalg.norm(np.asarray(iterates[-2 * window : -window]), axis=1).mean()
     b = np.linalg.norm(np.asarray(iterates[-window:]), axis=1).mean()
     return abs(b - a) > tol * max(a, b, 1e-12)
 
@@ -126,10 +125,10 @@ def preconditioner(problem: _Problem, theta: np.ndarray):
     inv = [cho_solve(cho_factor(h), np.eye(h.shape[0])) for h in H]
 
     def apply(g: np.ndarray) -> np.ndarray:
-        gc, gb = g[: rows * d].reshape(rows, d), g[rows * d:]
+        gc, gb = g[: rows * d].reshape(rows, d), g[rows * d :]
         out_c, out_b = np.empty_like(gc), np.empty(rows)
         for r in range(rows):
-            v = np.concatenate([gc[r], gb[r:r + 1]]) if problem.fit_intercept else gc[r]
+            v = np.concatenate([gc[r], gb[r : r + 1]]) if problem.fit_intercept else gc[r]
             x = inv[r] @ v
             out_c[r] = x[:d]
             if problem.fit_intercept:
@@ -139,7 +138,9 @@ def preconditioner(problem: _Problem, theta: np.ndarray):
     return apply
 
 
-def diagnostics(iterates: list[np.ndarray], averages: list[np.ndarray], d_coef: int) -> tuple[float, float, float, float]:
+def diagnostics(
+    iterates: list[np.ndarray], averages: list[np.ndarray], d_coef: int
+) -> tuple[float, float, float, float]:
     """(max R-hat, median R-hat, min pairwise cosine, max relative distance) of the chains:
     Gelman–Rubin per parameter on the second half of each chain's phase-2 iterates, and the cosine
     and relative distance ‖θ̄_a − θ̄_b‖ / ‖(θ̄_a + θ̄_b)/2‖ between the chains' averaged coefficients."""
@@ -224,8 +225,15 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
                 priors[c] = priors[c].blend(priors[c].estimate(stats[c]["stats"]), gamma)
                 group.update_prior(c, stats[c]["stats"], gamma, priors[c])
         acc = float(np.mean([s["accepted"] / max(s["proposed"], 1) for s in stats]))
-        history.append({"iter": it, "phase": 2 if in_phase2 else 1, "change": max(change), "acceptance": acc,
-                        "coef_norm": float(np.mean([np.linalg.norm(probs[0].unpack(th)[0]) for th in theta]))})
+        history.append(
+            {
+                "iter": it,
+                "phase": 2 if in_phase2 else 1,
+                "change": max(change),
+                "acceptance": acc,
+                "coef_norm": float(np.mean([np.linalg.norm(probs[0].unpack(th)[0]) for th in theta])),
+            }
+        )
         if opts.verbose:
             print(f"[spread-EM] iter {it} phase {history[-1]['phase']}: change {max(change):.3g} accept {acc:.3f}")
         if burn_in is None:
@@ -243,16 +251,37 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
             next_check = it + opts.n_average
     if burn_in is None or not phase2[0]:  # the budget ran out in phase 1
         avg = [th.copy() for th in theta]
-        message = f"budget spent in burn-in ({it} iterations): the chains never settled; the estimate is the last iterate"
+        message = (
+            f"budget spent in burn-in ({it} iterations): the chains never settled; the estimate is the last iterate"
+        )
     elif converged:
-        message = (f"chains agree after {it} iterations ({it - burn_in} averaged): cosine {cos:.3f}, relative "
-                   f"distance {dist:.3f}, median R-hat {rhat_med:.2f} (max {rhat_max:.2f})")
+        message = (
+            f"chains agree after {it} iterations ({it - burn_in} averaged): cosine {cos:.3f}, relative "
+            f"distance {dist:.3f}, median R-hat {rhat_med:.2f} (max {rhat_max:.2f})"
+        )
     else:
         rhat_max, rhat_med, cos, dist = diagnostics(phase2, avg, rows * n_inputs)
-        message = (f"budget spent (max_iter = {opts.max_iter}) before the chains agreed: cosine {cos:.3f}, relative "
-                   f"distance {dist:.3f}, median R-hat {rhat_med:.2f} (max {rhat_max:.2f}); the estimate may be Monte "
-                   "Carlo noise")
+        message = (
+            f"budget spent (max_iter = {opts.max_iter}) before the chains agreed: cosine {cos:.3f}, relative "
+            f"distance {dist:.3f}, median R-hat {rhat_med:.2f} (max {rhat_max:.2f}); the estimate may be Monte "
+            "Carlo noise"
+        )
     coefs = np.stack([probs[0].unpack(a)[0] for a in avg])
     bs = np.stack([probs[0].unpack(a)[1] for a in avg])
-    return EMResult(coefs.mean(axis=0), bs.mean(axis=0), coefs, bs, priors, it, burn_in if burn_in is not None else it,
-                    converged, message, rhat_max, rhat_med, cos, dist, history, (group.bytes - bytes0) / max(it, 1))
+    return EMResult(
+        coefs.mean(axis=0),
+        bs.mean(axis=0),
+        coefs,
+        bs,
+        priors,
+        it,
+        burn_in if burn_in is not None else it,
+        converged,
+        message,
+        rhat_max,
+        rhat_med,
+        cos,
+        dist,
+        history,
+        (group.bytes - bytes0) / max(it, 1),
+    )

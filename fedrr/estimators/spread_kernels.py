@@ -156,8 +156,31 @@ def _log_g(z, yterm_n, Rn, C, out):
 
 
 @njit(cache=True, nogil=True)
-def rr_chain(U, U_acc, xtT, yterm, stateT, has_state, S, stay, jump, P, A, cdf, guide, q, r, W, intercept, E,
-             Zt, Rout, counts, new_stateT, statesT):
+def rr_chain(
+    U,
+    U_acc,
+    xtT,
+    yterm,
+    stateT,
+    has_state,
+    S,
+    stay,
+    jump,
+    P,
+    A,
+    cdf,
+    guide,
+    q,
+    r,
+    W,
+    intercept,
+    E,
+    Zt,
+    Rout,
+    counts,
+    new_stateT,
+    statesT,
+):
     """S steps of one chain for a block of b records (column-major: records innermost).
 
     U (S', D, b) uniforms for the proposals (S' = S, or S + 1 to initialise the chain) and U_acc
@@ -186,13 +209,13 @@ def rr_chain(U, U_acc, xtT, yterm, stateT, has_state, S, stay, jump, P, A, cdf, 
             if q[d] >= r[d]:
                 for n in range(b):
                     x = xtT[d, n]
-                    props[s, d, n] = _draw_prior(d, u[n], P, A, K) if x < 0 else _draw_alias(d, x, u[n], stay, jump,
-                                                                                              P, A, K)
+                    props[s, d, n] = (
+                        _draw_prior(d, u[n], P, A, K) if x < 0 else _draw_alias(d, x, u[n], stay, jump, P, A, K)
+                    )
             else:
                 for n in range(b):
                     x = xtT[d, n]
-                    props[s, d, n] = _draw_prior(d, u[n], P, A, K) if x < 0 else _draw(d, x, u[n], cdf, guide, q,
-                                                                                        r, K)
+                    props[s, d, n] = _draw_prior(d, u[n], P, A, K) if x < 0 else _draw(d, x, u[n], cdf, guide, q, r, K)
             for k in range(Rn):
                 for n in range(b):
                     z[s, k, n] += W[k, d, props[s, d, n]]

@@ -87,8 +87,9 @@ class SpreadPrior:
         if disc.size:
             K = self.disc.shape[1]
             st = x[:, disc].astype(np.int64) + np.arange(disc.size) * K
-            stats["counts"] = np.bincount(st.ravel(), weights=np.repeat(w, disc.size),
-                                          minlength=disc.size * K).reshape(disc.size, K)
+            stats["counts"] = np.bincount(st.ravel(), weights=np.repeat(w, disc.size), minlength=disc.size * K).reshape(
+                disc.size, K
+            )
         num = np.flatnonzero(~layout.discrete)
         if num.size:
             xn = x[:, num]
@@ -123,8 +124,17 @@ class SpreadPrior:
 
     def copy(self) -> SpreadPrior:
         c = lambda a: None if a is None else a.copy()  # noqa: E731
-        return SpreadPrior(self.layout, self.disc.copy(), self.numeric_kind, c(self.mean), c(self.var), c(self.edges),
-                           c(self.probs), self.center, self.strength)
+        return SpreadPrior(
+            self.layout,
+            self.disc.copy(),
+            self.numeric_kind,
+            c(self.mean),
+            c(self.var),
+            c(self.edges),
+            c(self.probs),
+            self.center,
+            self.strength,
+        )
 
     def smoothed(self, center: SpreadPrior, strength: float) -> SpreadPrior:
         out = self.copy()
@@ -253,7 +263,8 @@ def given_prior(layout: ColumnLayout, prior: Any) -> SpreadPrior:
         return out
     raise ValidationError(
         "prior",
-        f"must be 'flat', 'learned', a CategoricalPrior/array, GaussianPrior, HistogramPrior or per-column list; got {type(prior).__name__}",
+        "must be 'flat', 'learned', a CategoricalPrior/array, GaussianPrior, HistogramPrior or per-column list; "
+        f"got {type(prior).__name__}",
     )
 
 
@@ -275,8 +286,14 @@ def _set_column(out: SpreadPrior, layout: ColumnLayout, j: int, pj: Any) -> None
         )
 
 
-def marginal_mle_prior(layout: ColumnLayout, pools: list[tuple[RecordMechanism, np.ndarray]], numeric_kind: str = "gaussian",
-                       n_bins: int = 10, max_iter: int = 200, tol: float = 1e-6) -> SpreadPrior:
+def marginal_mle_prior(
+    layout: ColumnLayout,
+    pools: list[tuple[RecordMechanism, np.ndarray]],
+    numeric_kind: str = "gaussian",
+    n_bins: int = 10,
+    max_iter: int = 200,
+    tol: float = 1e-6,
+) -> SpreadPrior:
     """Per-column maximum-likelihood prior from the releases alone (deconvolution, no labels):
     the EM fixed point of Σ_n log Σ_x p(x̃_n[d] | x) p(x | d) for each column d, over the clients
     that released column d (NaN: not released). It is the center of the learned prior and its

@@ -20,15 +20,26 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ..mechanisms import RandomizedResponse, RecordMechanism
-from ..parallel.shards import unpack
 from ..mechanisms.discrete import DiscreteMechanism, guide_table
+from ..parallel.shards import unpack
 from .spread_design import Design
 from .spread_mstep import log_class_probs
 
 
 class Shard:
-    def __init__(self, index: int, rm: RecordMechanism, X_tilde: np.ndarray, y_tilde: np.ndarray,
-                 design: Design, n_classes: int, entropy: int, n_chains: int, mode: str = "mcmc", n_total: int = 0):
+    def __init__(
+        self,
+        index: int,
+        rm: RecordMechanism,
+        X_tilde: np.ndarray,
+        y_tilde: np.ndarray,
+        design: Design,
+        n_classes: int,
+        entropy: int,
+        n_chains: int,
+        mode: str = "mcmc",
+        n_total: int = 0,
+    ):
         self.index, self.rm, self.design, self.C, self.entropy, self.mode = index, rm, design, n_classes, entropy, mode
         self.X = np.asarray(X_tilde, float)
         self.y = np.asarray(y_tilde, np.int64)
@@ -106,8 +117,31 @@ class Shard:
         statesT = np.empty((D, S * b), np.int32)
         U = rng.random((S if has else S + 1, D, b))
         U_acc = rng.random((S, b))
-        acc = rr_chain(U, U_acc, self.xtT, self.yterm, stateT, has, S, stay, jump, P, A, cdf, guide, self.q, self.r, W,
-                       np.asarray(intercept, float), E, Zt, R, counts, new_stateT, statesT)
+        acc = rr_chain(
+            U,
+            U_acc,
+            self.xtT,
+            self.yterm,
+            stateT,
+            has,
+            S,
+            stay,
+            jump,
+            P,
+            A,
+            cdf,
+            guide,
+            self.q,
+            self.r,
+            W,
+            np.asarray(intercept, float),
+            E,
+            Zt,
+            R,
+            counts,
+            new_stateT,
+            statesT,
+        )
         self.state[chain] = new_stateT
         self.Z[chain] = Zt.T if design.scalar else design.decode(statesT.T)
         self.R[chain] = R.reshape(S * b, C)
@@ -202,7 +236,7 @@ class Shard:
                     if design.scalar:
                         Z[:, o] = probs @ design.state_table[c, :k]
                     else:
-                        Z[:, o:o + w] = probs[:, 1:k]
+                        Z[:, o : o + w] = probs[:, 1:k]
                 else:
                     mean = np.full(self.b, prior.column_means()[c])
                     if rel.size:

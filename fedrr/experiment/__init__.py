@@ -9,5 +9,14 @@ from .spec import ScenarioSpec, load_scenario, parse_scenario
 from .summary import summary_markdown
 from .sweep import sweep
 
-__all__ = ["CellSpec", "ScenarioSpec", "load_scenario", "parse_scenario", "load_table", "summary_markdown",
-           "write_reports", "run_cell", "sweep"]
+__all__ = [
+    "CellSpec",
+    "ScenarioSpec",
+    "load_scenario",
+    "parse_scenario",
+    "load_table",
+    "summary_markdown",
+    "write_reports",
+    "run_cell",
+    "sweep",
+]

@@ -76,18 +76,27 @@ class CellSpec:
         spec, priv = self.spec, self.spec.privacy
         base = {"mechanism": priv.mechanism, "delta": priv.delta}
         axis = spec.grid_axis
-        label = ({"label_flip": priv.label_flip} if priv.label_flip not in (None, "same")
-                 else {"label_epsilon": priv.label_epsilon} if priv.label_epsilon is not None else {})
+        label = (
+            {"label_flip": priv.label_flip}
+            if priv.label_flip not in (None, "same")
+            else {"label_epsilon": priv.label_epsilon}
+            if priv.label_epsilon is not None
+            else {}
+        )
         if not axis:
             mix = spec.population.budget_mix
             return PrivacyParams(**base, budget_mix=mix, **(label if mix else {}))
         v = spec.grid[self.g]
         if spec.task == "regression":  # one block on the inputs; the target public or Laplace
             s = priv.split
-            return PrivacyParams(**base, requested_eps_record=v, calibration=priv.calibration,
-                                 label_public=priv.label_public,
-                                 feature_epsilon=v if priv.label_public else s["features"] * v,
-                                 label_epsilon=0.0 if priv.label_public else s["label"] * v)
+            return PrivacyParams(
+                **base,
+                requested_eps_record=v,
+                calibration=priv.calibration,
+                label_public=priv.label_public,
+                feature_epsilon=v if priv.label_public else s["features"] * v,
+                label_epsilon=0.0 if priv.label_public else s["label"] * v,
+            )
         if axis == "epsilon_grid":
             return _record_budget(spec, v, base)
         feat = {"feature_flip": v} if axis == "feature_flip_grid" else {"feature_epsilon": v}
@@ -103,23 +112,46 @@ class CellSpec:
 
         release_learners = tuple(n for n in spec.learners.names if n in names(oracles=False))
         return RunConfig(
-            population=pop.population, dataset=pop.dataset, n_clients=self.n_clients,
-            n_test_per_class=pop.n_test_per_class, dropout=pop.dropout, mechanism=p.mechanism, delta=p.delta,
-            feature_flip=p.feature_flip, feature_epsilon=p.feature_epsilon, label_flip=p.label_flip,
-            label_epsilon=p.label_epsilon, budget_mix=p.budget_mix, seed=self.seed, learners=release_learners,
-            C=spec.learners.C, spread_max_iter=spec.learners.spread_max_iter, executor=executor or run.executor,
-            ray_address=run.ray_address, run_mode="cohort" if run.mode == "cohort" else "node",
-            cohort_size=run.cohort_size if run.mode == "cohort" else 1, wave_size=run.wave_size,
-            min_valid=run.min_valid, node_wait_timeout=run.node_wait_timeout, reply_timeout=run.reply_timeout,
-            results_dir=results_dir, run_name=self.key, extras=dict(pop.options) if not spec.is_dataset else {},
+            population=pop.population,
+            dataset=pop.dataset,
+            n_clients=self.n_clients,
+            n_test_per_class=pop.n_test_per_class,
+            dropout=pop.dropout,
+            mechanism=p.mechanism,
+            delta=p.delta,
+            feature_flip=p.feature_flip,
+            feature_epsilon=p.feature_epsilon,
+            label_flip=p.label_flip,
+            label_epsilon=p.label_epsilon,
+            budget_mix=p.budget_mix,
+            seed=self.seed,
+            learners=release_learners,
+            C=spec.learners.C,
+            spread_max_iter=spec.learners.spread_max_iter,
+            executor=executor or run.executor,
+            ray_address=run.ray_address,
+            run_mode="cohort" if run.mode == "cohort" else "node",
+            cohort_size=run.cohort_size if run.mode == "cohort" else 1,
+            wave_size=run.wave_size,
+            min_valid=run.min_valid,
+            node_wait_timeout=run.node_wait_timeout,
+            reply_timeout=run.reply_timeout,
+            results_dir=results_dir,
+            run_name=self.key,
+            extras=dict(pop.options) if not spec.is_dataset else {},
         )
 
     def fingerprint(self) -> str:
         """What determines the cell's result: a finished cell file is reused only if this matches."""
         spec = self.spec
         if spec.task == "regression":
-            rc: dict[str, Any] = {"privacy": self.privacy().__dict__, "n": self.n_clients, "seed": self.seed,
-                                  "dataset": spec.population.dataset, "n_test": spec.population.n_test_per_class}
+            rc: dict[str, Any] = {
+                "privacy": self.privacy().__dict__,
+                "n": self.n_clients,
+                "seed": self.seed,
+                "dataset": spec.population.dataset,
+                "n_test": spec.population.n_test_per_class,
+            }
         else:
             rc = self.run_config().to_flwr()
             for k in ("executor", "ray-address", "results-dir", "wave-size", "node-wait-timeout", "reply-timeout"):
@@ -138,13 +170,17 @@ def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:
     out = {"requested_eps_record": v, "label_epsilon": s["label"] * v}
     if spec.privacy.mechanism == "rr":
         if k is None:
-            raise ValidationError("privacy.mechanism", f"'rr' needs a dataset whose features all have the same number "
-                                  f"of states; {spec.population.dataset!r} does not (use gaussian or laplace)")
+            raise ValidationError(
+                "privacy.mechanism",
+                f"'rr' needs a dataset whose features all have the same number "
+                f"of states; {spec.population.dataset!r} does not (use gaussian or laplace)",
+            )
         try:
             out["feature_flip"] = RandomizedResponse(k, epsilon=eps_feat).flip_prob
         except ValidationError as exc:
-            raise ValidationError("privacy.epsilon_grid", f"ε_record = {v:g} gives ε = {eps_feat:.3g} per feature on "
-                                  f"{D} features: {exc}") from None
+            raise ValidationError(
+                "privacy.epsilon_grid", f"ε_record = {v:g} gives ε = {eps_feat:.3g} per feature on {D} features: {exc}"
+            ) from None
     else:
         out["feature_epsilon"] = eps_feat
     return PrivacyParams(**base, **out)

@@ -25,60 +25,106 @@ def crosscheck(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
     pop, priv, learners = secs["population"], secs["privacy"], secs["learners"]
     is_dataset = pop.population == "dataset"
     reg_only = [n for n in learners.names if n not in learner_names("classification")]
-    _need("learners.names", not reg_only, f"{reg_only[0] if reg_only else ''!r} is a regression learner; set "
-          f"population.task = 'regression' or use {', '.join(learner_names('classification'))}")
+    _need(
+        "learners.names",
+        not reg_only,
+        f"{reg_only[0] if reg_only else ''!r} is a regression learner; set "
+        f"population.task = 'regression' or use {', '.join(learner_names('classification'))}",
+    )
     check_names(learners.names, "classification", "learners.names")
-    _need("privacy.calibration", priv.calibration == "analytic",
-          "is for task = 'regression' (classification uses the analytic Gaussian)")
-    _need("privacy.label_public", not priv.label_public,
-          "is for task = 'regression' (a classification label is always randomised)")
+    _need(
+        "privacy.calibration",
+        priv.calibration == "analytic",
+        "is for task = 'regression' (classification uses the analytic Gaussian)",
+    )
+    _need(
+        "privacy.label_public",
+        not priv.label_public,
+        "is for task = 'regression' (a classification label is always randomised)",
+    )
     if is_dataset:
-        _need("population.dataset", pop.dataset not in REGRESSION_DATASETS,
-              f"{pop.dataset!r} is a regression dataset; the built-in population trains classifiers: use a "
-              "classification dataset, or set task = 'regression'")
+        _need(
+            "population.dataset",
+            pop.dataset not in REGRESSION_DATASETS,
+            f"{pop.dataset!r} is a regression dataset; the built-in population trains classifiers: use a "
+            "classification dataset, or set task = 'regression'",
+        )
         _need("population.options", not pop.options, "is only for a custom population (population = 'module:Class')")
     else:
         owned = {f.name for f in dataclasses.fields(RunConfig)}
         for k in pop.options:
-            _need(f"population.options.{_key_path(k)}", str(k).replace("-", "_") not in owned,
-                  "is a run-config key the scenario sets itself (or the federation reads); options are only the "
-                  "custom population's own constructor arguments")
+            _need(
+                f"population.options.{_key_path(k)}",
+                str(k).replace("-", "_") not in owned,
+                "is a run-config key the scenario sets itself (or the federation reads); options are only the "
+                "custom population's own constructor arguments",
+            )
     grids = [k for k in GRID_KEYS if getattr(priv, k) is not None]
     if len(grids) > 1:
         raise ValidationError(f"privacy.{grids[1]}", f"give exactly one swept axis, not both {grids[0]} and {grids[1]}")
     if pop.budget_mix:
-        _need("population.budget_mix", is_dataset,
-              "is for the built-in dataset population (a custom population sets its own budgets)")
-        _need(f"privacy.{grids[0]}" if grids else "population.budget_mix", not grids,
-              "cannot be combined with population.budget_mix, which sets the feature budgets itself (no privacy grid)")
-        _need("privacy.label_flip", priv.label_flip not in (None, "same") or priv.label_epsilon is not None,
-              "population.budget_mix needs the label's budget: give label_flip (a number) or label_epsilon")
+        _need(
+            "population.budget_mix",
+            is_dataset,
+            "is for the built-in dataset population (a custom population sets its own budgets)",
+        )
+        _need(
+            f"privacy.{grids[0]}" if grids else "population.budget_mix",
+            not grids,
+            "cannot be combined with population.budget_mix, which sets the feature budgets itself (no privacy grid)",
+        )
+        _need(
+            "privacy.label_flip",
+            priv.label_flip not in (None, "same") or priv.label_epsilon is not None,
+            "population.budget_mix needs the label's budget: give label_flip (a number) or label_epsilon",
+        )
         axis = ""  # one grid point: the mix is the scenario's budget
     elif not grids:
-        _need("privacy.epsilon_grid", not is_dataset,
-              "is missing: give epsilon_grid (ε per record), feature_flip_grid or feature_epsilon_grid")
+        _need(
+            "privacy.epsilon_grid",
+            not is_dataset,
+            "is missing: give epsilon_grid (ε per record), feature_flip_grid or feature_epsilon_grid",
+        )
         axis = ""  # a custom population sets its own budgets: one grid point
     else:
         axis = grids[0]
     fam = priv.mechanism
     if axis == "feature_flip_grid" and fam != "rr":
-        raise ValidationError("privacy.feature_flip_grid", f"flip probabilities are for mechanism 'rr'; for {fam!r} "
-                              "give feature_epsilon_grid or epsilon_grid")
+        raise ValidationError(
+            "privacy.feature_flip_grid",
+            f"flip probabilities are for mechanism 'rr'; for {fam!r} give feature_epsilon_grid or epsilon_grid",
+        )
     if axis == "epsilon_grid":
         for k in ("label_flip", "label_epsilon"):
-            _need(f"privacy.{k}", getattr(priv, k) is None,
-                  "cannot be set with epsilon_grid: the label's share of ε_record comes from privacy.split")
-        _need("privacy.epsilon_grid", is_dataset, "a record budget split needs the built-in dataset population (it "
-              "must know D and k); give feature_flip_grid or feature_epsilon_grid for a custom population")
+            _need(
+                f"privacy.{k}",
+                getattr(priv, k) is None,
+                "cannot be set with epsilon_grid: the label's share of ε_record comes from privacy.split",
+            )
+        _need(
+            "privacy.epsilon_grid",
+            is_dataset,
+            "a record budget split needs the built-in dataset population (it "
+            "must know D and k); give feature_flip_grid or feature_epsilon_grid for a custom population",
+        )
     else:
-        _need("privacy.label_epsilon", priv.label_flip is None or priv.label_epsilon is None,
-              "give one of label_flip and label_epsilon, not both")
+        _need(
+            "privacy.label_epsilon",
+            priv.label_flip is None or priv.label_epsilon is None,
+            "give one of label_flip and label_epsilon, not both",
+        )
         if priv.label_flip is None and priv.label_epsilon is None:
             secs["privacy"] = priv = dataclasses.replace(priv, label_flip=0.2)
-        _need("privacy.label_flip", priv.label_flip != "same" or axis == "feature_flip_grid",
-              "\"same\" needs feature_flip_grid (the label then flips like the features)")
-    _need("learners.names", not ("spread-true" in learners.names and is_dataset and fam != "rr"),
-          "'spread-true' (spread-EM with the clean data's own prior) needs discrete features: privacy.mechanism = 'rr'")
+        _need(
+            "privacy.label_flip",
+            priv.label_flip != "same" or axis == "feature_flip_grid",
+            '"same" needs feature_flip_grid (the label then flips like the features)',
+        )
+    _need(
+        "learners.names",
+        not ("spread-true" in learners.names and is_dataset and fam != "rr"),
+        "'spread-true' (spread-EM with the clean data's own prior) needs discrete features: privacy.mechanism = 'rr'",
+    )
     return secs, axis
 
 
@@ -86,24 +132,50 @@ def _regression(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """A regression scenario: built-in data, offline, one Gaussian/Laplace block on the inputs, a
     record budget grid (epsilon_grid), regression learners."""
     pop, priv, learners, run = secs["population"], secs["privacy"], secs["learners"], secs["run"]
-    _need("population.population", pop.population == "dataset",
-          "task = 'regression' uses the built-in datasets (no custom population)")
-    _need("population.dataset", pop.dataset in ("lending_club", "adult", "diabetes"),
-          f"task = 'regression' needs lending_club, adult or diabetes, got {pop.dataset!r}")
+    _need(
+        "population.population",
+        pop.population == "dataset",
+        "task = 'regression' uses the built-in datasets (no custom population)",
+    )
+    _need(
+        "population.dataset",
+        pop.dataset in ("lending_club", "adult", "diabetes"),
+        f"task = 'regression' needs lending_club, adult or diabetes, got {pop.dataset!r}",
+    )
     _need("population.budget_mix", not pop.budget_mix, "is not available for task = 'regression'")
-    _need("privacy.mechanism", priv.mechanism in ("gaussian", "laplace"),
-          f"task = 'regression' releases numeric inputs: 'gaussian' or 'laplace', got {priv.mechanism!r}")
-    _need("run.mode", run.mode == "offline", "task = 'regression' runs offline (the Flower protocol's label is categorical)")
+    _need(
+        "privacy.mechanism",
+        priv.mechanism in ("gaussian", "laplace"),
+        f"task = 'regression' releases numeric inputs: 'gaussian' or 'laplace', got {priv.mechanism!r}",
+    )
+    _need(
+        "run.mode",
+        run.mode == "offline",
+        "task = 'regression' runs offline (the Flower protocol's label is categorical)",
+    )
     for k in ("feature_flip_grid", "feature_epsilon_grid", "label_flip", "label_epsilon"):
-        _need(f"privacy.{k}", getattr(priv, k) is None, "is not used by task = 'regression': give epsilon_grid (ε per "
-              "record; privacy.split shares it between the input block and the target, or label_public = true)")
+        _need(
+            f"privacy.{k}",
+            getattr(priv, k) is None,
+            "is not used by task = 'regression': give epsilon_grid (ε per "
+            "record; privacy.split shares it between the input block and the target, or label_public = true)",
+        )
     _need("privacy.epsilon_grid", priv.epsilon_grid is not None, "is missing: task = 'regression' sweeps ε per record")
-    _need("privacy.calibration", priv.calibration == "analytic" or priv.mechanism == "gaussian",
-          "'farokhi' is a Gaussian calibration")
+    _need(
+        "privacy.calibration",
+        priv.calibration == "analytic" or priv.mechanism == "gaussian",
+        "'farokhi' is a Gaussian calibration",
+    )
     bad = [n for n in learners.names if n not in learner_names("regression")]
-    _need("learners.names", not bad,
-          f"{bad[0] if bad else ''!r} is not a regression learner; valid: {', '.join(learner_names('regression'))}")
+    _need(
+        "learners.names",
+        not bad,
+        f"{bad[0] if bad else ''!r} is not a regression learner; valid: {', '.join(learner_names('regression'))}",
+    )
     check_names(learners.names, "regression", "learners.names")
-    _need("learners.names", "gauss-dro" not in learners.names or priv.mechanism == "gaussian",
-          "'gauss-dro' (Thm 6) needs privacy.mechanism = 'gaussian'")
+    _need(
+        "learners.names",
+        "gauss-dro" not in learners.names or priv.mechanism == "gaussian",
+        "'gauss-dro' (Thm 6) needs privacy.mechanism = 'gaussian'",
+    )
     return secs, "epsilon_grid"

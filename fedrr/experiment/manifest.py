@@ -15,17 +15,35 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-PACKAGES = ("fedrr", "flwr", "ray", "numpy", "scipy", "scikit-learn", "numba", "llvmlite", "cvxpy", "clarabel",
-            "matplotlib", "threadpoolctl")
+PACKAGES = (
+    "fedrr",
+    "flwr",
+    "ray",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "numba",
+    "llvmlite",
+    "cvxpy",
+    "clarabel",
+    "matplotlib",
+    "threadpoolctl",
+)
 
 
 def git_commit() -> dict:
     root = Path(__file__).resolve().parents[2]
     try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
-                                timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
         return {"commit": commit or None, "dirty": bool(dirty)} if commit else {"commit": None}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None}
@@ -48,8 +66,10 @@ def blas() -> list[dict[str, Any]]:
         import scipy.linalg  # noqa: F401
         from threadpoolctl import threadpool_info
 
-        return [{k: lib.get(k) for k in ("internal_api", "version", "threading_layer", "architecture", "prefix")}
-                for lib in threadpool_info()]
+        return [
+            {k: lib.get(k) for k in ("internal_api", "version", "threading_layer", "architecture", "prefix")}
+            for lib in threadpool_info()
+        ]
     except Exception:  # noqa: BLE001 - a manifest must not fail because introspection did
         return []
 
@@ -65,15 +85,28 @@ def cpu_model() -> str | None:
 
 
 def machine() -> dict[str, Any]:
-    return {"cpu_count": os.cpu_count(), "cpu_model": cpu_model(), "platform": platform.platform(),
-            "python": sys.version.split()[0], "hostname": platform.node(), "blas": blas()}
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_model": cpu_model(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "hostname": platform.node(),
+        "blas": blas(),
+    }
 
 
 def manifest(spec, argv: list[str] | None = None) -> dict:
     return {
-        "scenario": spec.name, "config_path": spec.path, "config": spec.as_dict(), "config_text": spec.text,
-        "grid_axis": spec.grid_axis or "population", "seed": spec.scenario.seed,
+        "scenario": spec.name,
+        "config_path": spec.path,
+        "config": spec.as_dict(),
+        "config_text": spec.text,
+        "grid_axis": spec.grid_axis or "population",
+        "seed": spec.scenario.seed,
         "cell_seeds": "numpy.random.SeedSequence(scenario.seed, spawn_key=(grid index, N index, repeat))",
-        "versions": versions(), "git": git_commit(), "machine": machine(),
-        "command": argv if argv is not None else sys.argv, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "versions": versions(),
+        "git": git_commit(),
+        "machine": machine(),
+        "command": argv if argv is not None else sys.argv,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }

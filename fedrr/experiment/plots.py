@@ -108,5 +108,3 @@ def plot(out: str | Path) -> list[Path]:
             written.append(p)
         plt.close(fig)
     return written
-
-

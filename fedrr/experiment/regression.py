@@ -57,7 +57,12 @@ def regression_mechanisms(p: int, params: PrivacyParams) -> tuple[Any, Any]:
 
 
 def run_regression_cell(
-    n_clients: int, n_test: int, dataset: str, params: PrivacyParams, learners: list[str], seed_seq: np.random.SeedSequence
+    n_clients: int,
+    n_test: int,
+    dataset: str,
+    params: PrivacyParams,
+    learners: list[str],
+    seed_seq: np.random.SeedSequence,
 ) -> dict:
     """One cell: a random split (n_clients training rows, one per client; n_test clean test rows),
     each client's release with its own generator, every learner fitted and scored. Returns the
@@ -83,8 +88,14 @@ def run_regression_cell(
     Xte, yte = X[te], y[te]
     out: dict[str, dict] = {}
     for name in learners:
-        data = FitData(Xt, yt, clean_X=X[tr], clean_y=y[tr], feature_mechanism=feat,
-                       label_noised=label is not None and name != "clean")
+        data = FitData(
+            Xt,
+            yt,
+            clean_X=X[tr],
+            clean_y=y[tr],
+            feature_mechanism=feat,
+            label_noised=label is not None and name != "clean",
+        )
         out[name] = fit_and_score(name, data, (Xte, yte), task="regression").entry
     # with Farokhi's calibration GaussianMechanism.epsilon is the larger of the nominal and the exact ε
     exact = float(feat.epsilon_exact) if params.calibration == "farokhi" else float(feat.epsilon)

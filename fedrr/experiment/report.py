@@ -93,8 +93,18 @@ def load_results(out: str | Path) -> tuple[ScenarioSpec, list[dict], list[str]]:
 
 
 _INT = {"grid_index", "n_index", "repeat", "seed", "n_features", "n_clients", "n_releases", "dropped"}
-_TEXT = {"scenario", "cell", "mode", "mechanism", "grid_axis", "learner", "metric", "error", "dropped_detail",
-         "params_text"}
+_TEXT = {
+    "scenario",
+    "cell",
+    "mode",
+    "mechanism",
+    "grid_axis",
+    "learner",
+    "metric",
+    "error",
+    "dropped_detail",
+    "params_text",
+}
 
 
 def read_csv(path: Path) -> list[dict]:

@@ -16,8 +16,14 @@ MEMORY_FRACTION = 0.8
 SPREAD_SAMPLES = 2
 
 
-def cell_bytes(n_clients: int, n_features: int, n_classes: int, learners: tuple[str, ...], n_samples: int = SPREAD_SAMPLES,
-               n_states: int = 256) -> int:
+def cell_bytes(
+    n_clients: int,
+    n_features: int,
+    n_classes: int,
+    learners: tuple[str, ...],
+    n_samples: int = SPREAD_SAMPLES,
+    n_states: int = 256,
+) -> int:
     """Peak bytes of one classification cell: the pool (float64 releases, ids, labels), clean
     records for oracles, and, if a spread learner runs, its S samples per record (float32 model
     inputs), responsibilities, chain state (int32) and prior tables."""
@@ -51,7 +57,10 @@ def check_resources(spec, available: int | None = None) -> int:
     avail = available if available is not None else available_bytes()
     if need > MEMORY_FRACTION * avail:
         knob = "run.workers" if per_cell <= MEMORY_FRACTION * avail else "population.n_clients"
-        raise ValidationError(knob, f"the sweep would need about {need / 2**30:.1f} GiB ({workers} cell(s) at once × "
-                              f"{per_cell / 2**30:.2f} GiB for N = {n:,} clients × D = {D} features), more than "
-                              f"{MEMORY_FRACTION:.0%} of the {avail / 2**30:.1f} GiB available; lower {knob}")
+        raise ValidationError(
+            knob,
+            f"the sweep would need about {need / 2**30:.1f} GiB ({workers} cell(s) at once × "
+            f"{per_cell / 2**30:.2f} GiB for N = {n:,} clients × D = {D} features), more than "
+            f"{MEMORY_FRACTION:.0%} of the {avail / 2**30:.1f} GiB available; lower {knob}",
+        )
     return need

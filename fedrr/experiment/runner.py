@@ -24,21 +24,35 @@ from .cells import CellSpec
 
 #: run-config keys -> scenario keys, to report a population's errors by the scenario's key
 _FIELD_PATHS = {
-    "mechanism": "privacy.mechanism", "feature-flip": "privacy.feature_flip_grid",
-    "feature-epsilon": "privacy.feature_epsilon_grid", "label-flip": "privacy.label_flip",
-    "label-epsilon": "privacy.label_epsilon", "flip_prob": "privacy", "epsilon": "privacy", "delta": "privacy.delta",
-    "dataset": "population.dataset", "n-clients": "population.n_clients", "dropout": "population.dropout",
-    "population": "population.population", "mechanisms": "privacy", "learners": "learners.names",
-    "n-test-per-class": "population.n_test_per_class", "budget-mix": "population.budget_mix",
+    "mechanism": "privacy.mechanism",
+    "feature-flip": "privacy.feature_flip_grid",
+    "feature-epsilon": "privacy.feature_epsilon_grid",
+    "label-flip": "privacy.label_flip",
+    "label-epsilon": "privacy.label_epsilon",
+    "flip_prob": "privacy",
+    "epsilon": "privacy",
+    "delta": "privacy.delta",
+    "dataset": "population.dataset",
+    "n-clients": "population.n_clients",
+    "dropout": "population.dropout",
+    "population": "population.population",
+    "mechanisms": "privacy",
+    "learners": "learners.names",
+    "n-test-per-class": "population.n_test_per_class",
+    "budget-mix": "population.budget_mix",
 }
 
 
 def as_config_error(exc: ValidationError, cell: CellSpec) -> ValidationError:
     """A population's ValidationError named by the scenario key it comes from."""
     path = _FIELD_PATHS.get(exc.field)
-    if cell.spec.grid_axis == "epsilon_grid" and path in ("privacy", "privacy.feature_flip_grid",
-                                                           "privacy.feature_epsilon_grid", "privacy.label_flip",
-                                                           "privacy.label_epsilon"):
+    if cell.spec.grid_axis == "epsilon_grid" and path in (
+        "privacy",
+        "privacy.feature_flip_grid",
+        "privacy.feature_epsilon_grid",
+        "privacy.label_flip",
+        "privacy.label_epsilon",
+    ):
         path = "privacy.epsilon_grid"  # the per-field budgets all come from the record budget
     return ValidationError(path, exc.message) if path else exc
 
@@ -51,17 +65,25 @@ def run_cell(cell: CellSpec, out: str | Path, executor: str | None = None) -> di
         record = _regression_cell(cell)
     else:
         record = _classification_cell(cell, out, executor)
-    record.update(seconds=time.perf_counter() - t_start, finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"),
-                  status="done")
+    record.update(seconds=time.perf_counter() - t_start, finished_at=time.strftime("%Y-%m-%dT%H:%M:%S"), status="done")
     write_json(out / "cells" / f"{cell.key}.json", record)
     return record
 
 
 def _header(cell: CellSpec) -> dict[str, Any]:
     spec = cell.spec
-    return {"scenario": spec.name, "cell": cell.key, "g": cell.g, "n": cell.n, "r": cell.r,
-            "fingerprint": cell.fingerprint(), "seed": cell.seed, "mode": spec.run.mode,
-            "grid_axis": spec.grid_axis or "population", "grid_value": cell.grid_value}
+    return {
+        "scenario": spec.name,
+        "cell": cell.key,
+        "g": cell.g,
+        "n": cell.n,
+        "r": cell.r,
+        "fingerprint": cell.fingerprint(),
+        "seed": cell.seed,
+        "mode": spec.run.mode,
+        "grid_axis": spec.grid_axis or "population",
+        "grid_value": cell.grid_value,
+    }
 
 
 def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dict:
@@ -72,8 +94,13 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
     except ValidationError as exc:
         raise as_config_error(exc, cell) from None
     test = population.test_set()
-    options = FitOptions(C=cfg.C, random_state=cfg.seed, executor=make_executor(cfg.executor, cfg.ray_address),
-                         spread_max_iter=cfg.spread_max_iter, wdro_max_iter=cfg.wdro_max_iter)
+    options = FitOptions(
+        C=cfg.C,
+        random_state=cfg.seed,
+        executor=make_executor(cfg.executor, cfg.ray_address),
+        spread_max_iter=cfg.spread_max_iter,
+        wdro_max_iter=cfg.wdro_max_iter,
+    )
     t0 = time.perf_counter()
     if spec.run.mode == "offline":
         rel = offline_release(population, cfg.seed)
@@ -93,25 +120,40 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
         metrics = run_federation(cfg)
         seconds_collect = float(metrics.get("seconds_collect", time.perf_counter() - t0))
         pool = Pool.load(out / "runs" / cell.key / "pool.npz")
-        learners = {n: {k: v for k, v in e.items() if k in ("accuracy", "seconds", "error", "n_iter")}
-                    for n, e in metrics["learners"].items()}
+        learners = {
+            n: {k: v for k, v in e.items() if k in ("accuracy", "seconds", "error", "n_iter")}
+            for n, e in metrics["learners"].items()
+        }
         dropped, n_releases = dict(metrics.get("dropped") or {}), int(metrics["n_releases"])
     oracles = [n for n in spec.learners.names if get_learner(n).oracle]
     if oracles:
         recs = [population.record(int(i)) for i in pool.client_id]
-        clean = FitData(pool.X, pool.y, pool.mechanism_arg(), clean_X=np.stack([np.asarray(x) for x, _ in recs]),
-                        clean_y=np.asarray([y for _, y in recs]))
+        clean = FitData(
+            pool.X,
+            pool.y,
+            pool.mechanism_arg(),
+            clean_X=np.stack([np.asarray(x) for x, _ in recs]),
+            clean_y=np.asarray([y for _, y in recs]),
+        )
         for n in oracles:
             learners[n] = fit_and_score(n, clean, test, options).entry
     p = cell.privacy()
     return {
         **_header(cell),
-        "params": {"mechanism": p.mechanism, "feature_flip": p.feature_flip or None,
-                   "feature_epsilon": p.feature_epsilon or None, "label_flip": p.label_flip or None,
-                   "label_epsilon": p.label_epsilon or None, "requested_eps_record": p.requested_eps_record,
-                   "text": _mix_text(p)},
+        "params": {
+            "mechanism": p.mechanism,
+            "feature_flip": p.feature_flip or None,
+            "feature_epsilon": p.feature_epsilon or None,
+            "label_flip": p.label_flip or None,
+            "label_epsilon": p.label_epsilon or None,
+            "requested_eps_record": p.requested_eps_record,
+            "text": _mix_text(p),
+        },
         "population": population.describe() if population.n_clients <= 100_000 else {"n_clients": population.n_clients},
-        "n_clients": population.n_clients, "n_releases": n_releases, "dropped": dropped, "eps": pool.accounting(),
+        "n_clients": population.n_clients,
+        "n_releases": n_releases,
+        "dropped": dropped,
+        "eps": pool.accounting(),
         "learners": {n: learners.get(n, {"error": "not run"}) for n in spec.learners.names},
         "seconds_collect": seconds_collect,
     }
@@ -133,21 +175,49 @@ def _regression_cell(cell: CellSpec) -> dict:
 
     spec, p = cell.spec, cell.privacy()
     pop = spec.population
-    res = run_regression_cell(cell.n_clients, pop.n_test_per_class, pop.dataset, p, list(spec.learners.names),
-                              np.random.SeedSequence(cell.seed))
+    res = run_regression_cell(
+        cell.n_clients,
+        pop.n_test_per_class,
+        pop.dataset,
+        p,
+        list(spec.learners.names),
+        np.random.SeedSequence(cell.seed),
+    )
     acc = res["eps"]
     label_txt = "label public" if p.label_public else f"label ε {p.label_epsilon:.3g} (Laplace)"
     noise = f", {p.calibration} σ {res['sigma']:.3g}" if p.mechanism == "gaussian" else ""
     return {
-        **_header(cell), "mode": "offline", "metric": "mse",
-        "params": {"mechanism": p.mechanism, "feature_flip": None, "feature_epsilon": None, "label_flip": None,
-                   "label_epsilon": p.label_epsilon or None, "requested_eps_record": p.requested_eps_record,
-                   "calibration": p.calibration, "label_public": p.label_public, "sigma": res["sigma"],
-                   "text": f"input block ε {acc['features']:.3g}{noise}, {label_txt}"},
-        "population": {"dataset": pop.dataset, "task": "regression", "n_clients": cell.n_clients, "n_test": res["n_test"],
-                       "p": res["p"]},
-        "n_clients": cell.n_clients, "n_releases": res["n_releases"], "dropped": {},
-        "eps": {**acc, "per_feature": None, "n_features": res["p"], "label": acc["label"] if acc["label"] != "public"
-                else None},
-        "learners": res["learners"], "seconds_collect": 0.0,
+        **_header(cell),
+        "mode": "offline",
+        "metric": "mse",
+        "params": {
+            "mechanism": p.mechanism,
+            "feature_flip": None,
+            "feature_epsilon": None,
+            "label_flip": None,
+            "label_epsilon": p.label_epsilon or None,
+            "requested_eps_record": p.requested_eps_record,
+            "calibration": p.calibration,
+            "label_public": p.label_public,
+            "sigma": res["sigma"],
+            "text": f"input block ε {acc['features']:.3g}{noise}, {label_txt}",
+        },
+        "population": {
+            "dataset": pop.dataset,
+            "task": "regression",
+            "n_clients": cell.n_clients,
+            "n_test": res["n_test"],
+            "p": res["p"],
+        },
+        "n_clients": cell.n_clients,
+        "n_releases": res["n_releases"],
+        "dropped": {},
+        "eps": {
+            **acc,
+            "per_feature": None,
+            "n_features": res["p"],
+            "label": acc["label"] if acc["label"] != "public" else None,
+        },
+        "learners": res["learners"],
+        "seconds_collect": 0.0,
     }

@@ -89,8 +89,10 @@ class BudgetMix(_Table):
         if not value:
             return None
         if "values" not in value:
-            return ValidationError(f"{name}.values", "must be a non-empty list of numbers (flip probabilities for 'rr', "
-                                   "ε per feature otherwise)")
+            return ValidationError(
+                f"{name}.values",
+                "must be a non-empty list of numbers (flip probabilities for 'rr', ε per feature otherwise)",
+            )
         n = len(value["values"])
         w = value.get("weights", [1.0] * n)
         if len(w) != n:
@@ -125,74 +127,122 @@ def _scenario_name(v: Any) -> bool:
 # ------------------------------------------------------------------------------ sections
 @dataclass(frozen=True)
 class ScenarioSection:
-    name: str | None = key(None, "name of the scenario (default: the file name); also the default results folder",
-                           Satisfies(_scenario_name, "a non-empty name of letters, digits, '_', '.' or '-' (it names "
-                                     "the default results folder results/<name>)"), IsNone())
+    name: str | None = key(
+        None,
+        "name of the scenario (default: the file name); also the default results folder",
+        Satisfies(
+            _scenario_name,
+            "a non-empty name of letters, digits, '_', '.' or '-' (it names the default results folder results/<name>)",
+        ),
+        IsNone(),
+    )
     description: str = key("", "free text, copied to the manifest and summary", Text())
     seed: int = key(0, "master seed: cell seeds derive from it and the cell's index", Interval(int, 0, None))
     repeats: int = key(1, "independent repeats of every grid point (new split, new noise)", Interval(int, 1, None))
-    out: str | None = key(None, "results directory (default results/<name>; the CLI's --out wins)", Text(True), IsNone())
+    out: str | None = key(
+        None, "results directory (default results/<name>; the CLI's --out wins)", Text(True), IsNone()
+    )
 
 
 @dataclass(frozen=True)
 class PopulationSection:
-    population: str = key("dataset", "'dataset' or an import path 'module:Class' of a ClientPopulation",
-                          Satisfies(lambda v: v == "dataset" or (isinstance(v, str) and ":" in v
-                                                                 and all(v.partition(":")[::2])),
-                                    "'dataset' (built in) or an import path 'package.module:Class'"))
-    dataset: str = key("digits_7_vs_9", "dataset of the built-in population",
-                       Options(*CLASSIFICATION_DATASETS, *REGRESSION_DATASETS))
-    n_clients: tuple = key((100,), "clients (one record each); a list makes an N grid",
-                           Interval(int, 1, None), ListOf(Interval(int, 1, None)))
-    n_test_per_class: int = key(50, "held-out clean test records per class (evaluation only; regression: test rows)",
-                                Interval(int, 0, None))
-    task: str = key("classification", "classification (the built-in federated population) | regression (Farokhi "
-                    "2020: inputs released by one Gaussian/Laplace block, offline)", Options("classification", "regression"))
+    population: str = key(
+        "dataset",
+        "'dataset' or an import path 'module:Class' of a ClientPopulation",
+        Satisfies(
+            lambda v: v == "dataset" or (isinstance(v, str) and ":" in v and all(v.partition(":")[::2])),
+            "'dataset' (built in) or an import path 'package.module:Class'",
+        ),
+    )
+    dataset: str = key(
+        "digits_7_vs_9", "dataset of the built-in population", Options(*CLASSIFICATION_DATASETS, *REGRESSION_DATASETS)
+    )
+    n_clients: tuple = key(
+        (100,),
+        "clients (one record each); a list makes an N grid",
+        Interval(int, 1, None),
+        ListOf(Interval(int, 1, None)),
+    )
+    n_test_per_class: int = key(
+        50, "held-out clean test records per class (evaluation only; regression: test rows)", Interval(int, 0, None)
+    )
+    task: str = key(
+        "classification",
+        "classification (the built-in federated population) | regression (Farokhi "
+        "2020: inputs released by one Gaussian/Laplace block, offline)",
+        Options("classification", "regression"),
+    )
     dropout: float = key(0.0, "fraction of clients that never answer", Interval(float, 0, 1, closed="left"))
-    budget_mix: tuple = key((), "clients with different feature budgets in one pool, e.g. {values = [0.2, 0.4], "
-                            "weights = [1, 1]}: flip probabilities ('rr') or ε per feature, drawn per client with "
-                            "the weights; it replaces the privacy grid", BudgetMix())
-    options: Mapping = field(default_factory=dict, hash=False, metadata={
-        "doc": "extra keys passed to a custom population's constructor", "constraints": (Options_(),)})
+    budget_mix: tuple = key(
+        (),
+        "clients with different feature budgets in one pool, e.g. {values = [0.2, 0.4], "
+        "weights = [1, 1]}: flip probabilities ('rr') or ε per feature, drawn per client with "
+        "the weights; it replaces the privacy grid",
+        BudgetMix(),
+    )
+    options: Mapping = field(
+        default_factory=dict,
+        hash=False,
+        metadata={"doc": "extra keys passed to a custom population's constructor", "constraints": (Options_(),)},
+    )
 
 
 @dataclass(frozen=True)
 class PrivacySection:
-    mechanism: str = key("rr", "rr (k-ary randomised response on discrete features) | gaussian | laplace",
-                         Options(*MECHANISM_FAMILIES))
-    epsilon_grid: tuple | None = key(None, "ε per whole record, split across fields by `split`",
-                                     ListOf(_POS), IsNone())
-    split: Mapping = field(default_factory=lambda: {"features": 0.9, "label": 0.1}, hash=False, metadata={
-        "doc": "shares of ε_record for all features / the label", "constraints": (Split(),)})
+    mechanism: str = key(
+        "rr", "rr (k-ary randomised response on discrete features) | gaussian | laplace", Options(*MECHANISM_FAMILIES)
+    )
+    epsilon_grid: tuple | None = key(None, "ε per whole record, split across fields by `split`", ListOf(_POS), IsNone())
+    split: Mapping = field(
+        default_factory=lambda: {"features": 0.9, "label": 0.1},
+        hash=False,
+        metadata={"doc": "shares of ε_record for all features / the label", "constraints": (Split(),)},
+    )
     feature_flip_grid: tuple | None = key(None, "rr: flip probability per feature", ListOf(_UNIT_OPEN), IsNone())
     feature_epsilon_grid: tuple | None = key(None, "ε per feature", ListOf(_POS), IsNone())
-    label_flip: float | str | None = key(None, "label flip probability, or \"same\" as the feature flip",
-                                         _UNIT_OPEN, Options("same"), IsNone())
+    label_flip: float | str | None = key(
+        None, 'label flip probability, or "same" as the feature flip', _UNIT_OPEN, Options("same"), IsNone()
+    )
     label_epsilon: float | None = key(None, "label ε (per-field grids)", _POS, IsNone())
     delta: float = key(1e-5, "δ per Gaussian field (regression: δ of the input block)", _UNIT_OPEN)
-    calibration: str = key("analytic", "regression, gaussian: analytic (exact (ε, δ)) | farokhi (Farokhi 2020 Thm 1, "
-                           "nominal ε; the exact ε is what is reported)", Options("analytic", "farokhi"))
+    calibration: str = key(
+        "analytic",
+        "regression, gaussian: analytic (exact (ε, δ)) | farokhi (Farokhi 2020 Thm 1, "
+        "nominal ε; the exact ε is what is reported)",
+        Options("analytic", "farokhi"),
+    )
     label_public: bool = key(False, "regression: release the target in the clear as Farokhi 2020 (ỹ = y)", Boolean())
 
 
 @dataclass(frozen=True)
 class LearnersSection:
-    names: tuple = key(("spread", "naive", "clean"), f"any of {', '.join(_ALL_LEARNERS)} (see fedrr.learners)",
-                       ListOf(Options(*_ALL_LEARNERS)))
+    names: tuple = key(
+        ("spread", "naive", "clean"),
+        f"any of {', '.join(_ALL_LEARNERS)} (see fedrr.learners)",
+        ListOf(Options(*_ALL_LEARNERS)),
+    )
     C: float = key(1.0, "inverse L2 penalty (scikit-learn's C)", _POS)
     spread_max_iter: int = key(200, "most EM iterations of spread-EM", Interval(int, 1, None))
 
 
 @dataclass(frozen=True)
 class RunSection:
-    mode: str = key("offline", "flower (one Flower node per client) | cohort (nodes host cohort_size clients) | "
-                    "offline (no Flower)", Options(*MODES))
+    mode: str = key(
+        "offline",
+        "flower (one Flower node per client) | cohort (nodes host cohort_size clients) | offline (no Flower)",
+        Options(*MODES),
+    )
     cohort_size: int = key(1000, "clients per Flower node in cohort mode", Interval(int, 1, None))
     workers: int = key(0, "offline cells run in parallel, this many at once (0: one per CPU)", Interval(int, 0, None))
-    parallel: str = key("ray", "how offline cells run in parallel: ray (local, or the cluster at ray_address / "
-                        "RAY_ADDRESS) | processes; same results", Options("ray", "processes"))
-    executor: str = key("threads", "spread-EM's E-step: serial | threads | ray (same result)",
-                        Options("serial", "threads", "ray"))
+    parallel: str = key(
+        "ray",
+        "how offline cells run in parallel: ray (local, or the cluster at ray_address / "
+        "RAY_ADDRESS) | processes; same results",
+        Options("ray", "processes"),
+    )
+    executor: str = key(
+        "threads", "spread-EM's E-step: serial | threads | ray (same result)", Options("serial", "threads", "ray")
+    )
     ray_address: str = key("", "Ray cluster for Flower simulations and the ray executor ('' = local)", Text())
     wave_size: int = key(256, "Flower: release queries in flight at once", Interval(int, 1, None))
     min_valid: int = key(20, "fewer valid releases and the cell fails", Interval(int, 1, None))
@@ -200,8 +250,13 @@ class RunSection:
     reply_timeout: float = key(600.0, "Flower: seconds to wait for all replies", _POS)
 
 
-SECTIONS: dict[str, type] = {"scenario": ScenarioSection, "population": PopulationSection,
-                             "privacy": PrivacySection, "learners": LearnersSection, "run": RunSection}
+SECTIONS: dict[str, type] = {
+    "scenario": ScenarioSection,
+    "population": PopulationSection,
+    "privacy": PrivacySection,
+    "learners": LearnersSection,
+    "run": RunSection,
+}
 
 
 def _key_path(k: Any) -> str:
@@ -216,7 +271,9 @@ def _section(cls: type, name: str, given: Any) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     bad = [k for k in given if k not in fields]
     if bad:
-        raise ValidationError(f"{name}.{_key_path(bad[0])}", f"unknown key; valid keys in [{name}]: {', '.join(fields)}")
+        raise ValidationError(
+            f"{name}.{_key_path(bad[0])}", f"unknown key; valid keys in [{name}]: {', '.join(fields)}"
+        )
     kw = {}
     for k, v in given.items():
         value = check_param(f"{name}.{k}", v, fields[k].metadata["constraints"])
@@ -267,7 +324,9 @@ class ScenarioSpec:
         from .cells import CellSpec
 
         gs = range(max(len(self.grid), 1)) if grid_indices is None else grid_indices
-        return [CellSpec(self, g, n, r) for g in gs for n in range(len(self.n_grid)) for r in range(self.scenario.repeats)]
+        return [
+            CellSpec(self, g, n, r) for g in gs for n in range(len(self.n_grid)) for r in range(self.scenario.repeats)
+        ]
 
     def as_dict(self) -> dict:
         """The scenario as a TOML-like dict (unset keys left out); ``parse_scenario`` of it gives
@@ -293,8 +352,14 @@ def parse_scenario(data: Any, *, name: str = "scenario", path: str = "", text: s
     unknown = [s for s in data if s not in SECTIONS]
     if unknown:
         s = unknown[0]
-        hint = next((f" ({s!r} belongs in [{sec}])" for sec, cls in SECTIONS.items()
-                     if s in {f.name for f in dataclasses.fields(cls)}), "")
+        hint = next(
+            (
+                f" ({s!r} belongs in [{sec}])"
+                for sec, cls in SECTIONS.items()
+                if s in {f.name for f in dataclasses.fields(cls)}
+            ),
+            "",
+        )
         raise ValidationError(_key_path(s), f"unknown section or key{hint}; valid sections: {', '.join(SECTIONS)}")
     secs = {sec: _section(cls, sec, data.get(sec, {})) for sec, cls in SECTIONS.items()}
     if secs["scenario"].name is None:
@@ -313,7 +378,9 @@ def load_scenario(path: str | Path) -> ScenarioSpec:
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ValidationError("config", f"{p}: not valid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ValidationError(
+            "config", f"{p}: not valid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
     except OSError as exc:
         raise ValidationError("config", f"cannot read {str(p)!r}: {exc.strerror or exc}") from None
     try:

@@ -42,11 +42,13 @@ def summary_markdown(out: str | Path) -> str:
     pop = cfg.population
     who = pop.dataset if cfg.is_dataset else pop.population
     lines += [
-        f"- population: {who}; mechanism: {cfg.privacy.mechanism if cfg.grid_axis or pop.budget_mix else 'set by the population'}; "
+        f"- population: {who}; "
+        f"mechanism: {cfg.privacy.mechanism if cfg.grid_axis or pop.budget_mix else 'set by the population'}; "
         f"mode: {cfg.run.mode}; repeats: {reps}; seed: {cfg.scenario.seed}",
         f"- cells finished: {len({r['cell'] for r in table})} of {len({r['cell'] for r in table}) + len(missing)}"
         + (f" (missing: {', '.join(missing[:8])}{' …' if len(missing) > 8 else ''})" if missing else ""),
-        f"- fedrr {man['versions'].get('fedrr')}, flwr {man['versions'].get('flwr')}, git {str(man['git'].get('commit'))[:10]}"
+        f"- fedrr {man['versions'].get('fedrr')}, flwr {man['versions'].get('flwr')}, "
+        f"git {str(man['git'].get('commit'))[:10]}"
         f"{' (dirty)' if man['git'].get('dirty') else ''}; {man['machine']['cpu_count']} CPUs",
         "",
     ]
@@ -106,7 +108,8 @@ def summary_markdown(out: str | Path) -> str:
         lines += [
             "",
             f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
-            f"{HUGE_EPSILON:g} (up to {_fmt_eps(max(r['eps_record'] for r in huge))}): read them as 'noise of this size', "
+            f"{HUGE_EPSILON:g} (up to {_fmt_eps(max(r['eps_record'] for r in huge))}): "
+            "read them as 'noise of this size', "
             "not as a meaningful privacy guarantee.",
         ]
     elif huge:
@@ -125,7 +128,7 @@ def summary_markdown(out: str | Path) -> str:
             "The oracle `clean` (dashed in the plots) is least squares on the clean records of the same clients; "
             "it sits outside the federation.",
         ]
-    elif any(_is_oracle(n, 'accuracy') for n in learners):
+    elif any(_is_oracle(n, "accuracy") for n in learners):
         lines += [
             "",
             "Oracles (dashed in the plots) see clean data and sit outside the federation: `clean` = logistic "
@@ -181,5 +184,3 @@ def _split_text(cfg: ScenarioSpec) -> str:
             "record over the pool (its range in brackets)."
         )
     return "The population sets each client's budget; the x-axis is the mean ε per record over the pool."
-
-

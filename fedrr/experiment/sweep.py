@@ -86,8 +86,11 @@ def preflight(spec: ScenarioSpec) -> None:
 
         N = load_regression_data(pop.dataset)[0].shape[0]
         if max(spec.n_grid) + pop.n_test_per_class > N:
-            raise ValidationError("population.n_clients", f"{max(spec.n_grid)} clients + {pop.n_test_per_class} test "
-                                  f"rows (n_test_per_class) exceed the {N} rows of {pop.dataset!r}")
+            raise ValidationError(
+                "population.n_clients",
+                f"{max(spec.n_grid)} clients + {pop.n_test_per_class} test "
+                f"rows (n_test_per_class) exceed the {N} rows of {pop.dataset!r}",
+            )
         return
     if spec.is_dataset:
         from ..population import dataset_population
@@ -163,7 +166,8 @@ def sweep(
         metric = rec.get("metric", "accuracy")
         accs = ", ".join(f"{n} {e[metric]:.4g}" if metric in e else f"{n} error" for n, e in rec["learners"].items())
         bar.write(
-            f"[fedrr] cell {key}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}: {accs} ({rec['seconds']:.0f} s)"
+            f"[fedrr] cell {key}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}: {accs} "
+            f"({rec['seconds']:.0f} s)"
         )
 
     parallel = parallel if parallel is not None else spec.run.parallel

@@ -23,8 +23,15 @@ from flwr.clientapp import ClientApp
 
 from ..errors import ValidationError
 from ..population import ClientPopulation, build_population
-from ..release import ClientUnavailable, DiskLedger, FilePopulation, Release, client_generator, release_clients
-from ..release import release_once
+from ..release import (
+    ClientUnavailable,
+    DiskLedger,
+    FilePopulation,
+    Release,
+    client_generator,
+    release_clients,
+    release_once,
+)
 from ..run_config import RunConfig
 from ._compat import error_reply
 from .protocol import META_KEY, PROTOCOL, QUERY_KEY, RELEASE_KEY, content_release, release_content
@@ -43,8 +50,9 @@ class ContextLedger:
     def get(self) -> Release | None:
         if LEDGER_KEY + ".x" not in self.state:
             return None
-        return content_release(RecordDict({RELEASE_KEY: self.state[LEDGER_KEY + ".x"],
-                                           META_KEY: self.state[LEDGER_KEY + ".meta"]}))
+        return content_release(
+            RecordDict({RELEASE_KEY: self.state[LEDGER_KEY + ".x"], META_KEY: self.state[LEDGER_KEY + ".meta"]})
+        )
 
     def put(self, rel: Release) -> None:
         content = release_content(rel)
@@ -83,15 +91,18 @@ def answer(context: Context) -> Release:
     """This node's release: the stored one, or a new one (stored first)."""
     if is_deployment(context):
         if "ledger-dir" not in context.node_config:
-            raise ValidationError("node_config", "deployment mode needs 'ledger-dir' (where this node keeps its release)")
+            raise ValidationError(
+                "node_config", "deployment mode needs 'ledger-dir' (where this node keeps its release)"
+            )
         ledger = DiskLedger(str(context.node_config["ledger-dir"]))
         with ledger.locked():  # get-or-release is one step, even for queries handled concurrently
             return release_once(ledger, lambda: _deployment_release(context))
     cfg = RunConfig.from_flwr(context.run_config)
     pop = population(cfg)
     hosted = hosted_clients(context, cfg, pop.n_clients)
-    return release_once(ContextLedger(context),
-                        lambda: release_clients(pop, hosted, lambda c: client_generator(cfg.seed, c)))
+    return release_once(
+        ContextLedger(context), lambda: release_clients(pop, hosted, lambda c: client_generator(cfg.seed, c))
+    )
 
 
 def _deployment_release(context: Context) -> Release:

@@ -25,8 +25,9 @@ def wait_for_nodes(grid: Grid, expected: int, timeout: float, poll: float = 0.2)
         time.sleep(poll)
 
 
-def collect_releases(grid: Grid, node_ids: list[int], wave_size: int, timeout: float,
-                     progress: Any = None) -> tuple[list[Message], int]:
+def collect_releases(
+    grid: Grid, node_ids: list[int], wave_size: int, timeout: float, progress: Any = None
+) -> tuple[list[Message], int]:
     """One release query per node, at most ``wave_size`` in flight (a sliding window keeps the
     link state small). Returns (replies, number of nodes that did not answer by ``timeout``)."""
     pending = list(reversed(node_ids))
@@ -36,8 +37,10 @@ def collect_releases(grid: Grid, node_ids: list[int], wave_size: int, timeout: f
     while (pending or in_flight) and time.monotonic() < deadline:
         if pending and len(in_flight) < wave_size:
             batch = [pending.pop() for _ in range(min(wave_size - len(in_flight), len(pending)))]
-            msgs = [Message(content=query_content(), dst_node_id=nid, message_type=MESSAGE_TYPE, group_id="release")
-                    for nid in batch]
+            msgs = [
+                Message(content=query_content(), dst_node_id=nid, message_type=MESSAGE_TYPE, group_id="release")
+                for nid in batch
+            ]
             for mid, nid in zip(grid.push_messages(msgs), batch):
                 if mid:
                     in_flight[mid] = nid
@@ -52,7 +55,9 @@ def collect_releases(grid: Grid, node_ids: list[int], wave_size: int, timeout: f
     return replies, len(pending) + len(in_flight)
 
 
-def validate_replies(replies: list[Message], n_features: int | None, n_clients: int | None) -> tuple[list, dict[str, int]]:
+def validate_replies(
+    replies: list[Message], n_features: int | None, n_clients: int | None
+) -> tuple[list, dict[str, int]]:
     """Valid Releases and a count per rejection reason (duplicated client ids are dropped too)."""
     valid, reasons, seen = [], Counter(), set()
     expected = set(range(n_clients)) if n_clients is not None and n_clients <= 10_000_000 else None

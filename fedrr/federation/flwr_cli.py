@@ -50,7 +50,6 @@ LOCAL_CONNECTION = "fedrr-local"
 DEPLOY_CONNECTION = "fedrr-deploy"
 
 
-
 # ------------------------------------------------------------------------------- config
 def write_connection(flwr_home: Path, name: str, address: str, insecure: bool = True) -> Path:
     """Add/replace one SuperLink connection in ``$FLWR_HOME/config.toml`` and make it the default."""

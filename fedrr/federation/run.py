@@ -20,8 +20,13 @@ from typing import Any
 from ..errors import FedrrError, ValidationError
 from ..run_config import RunConfig
 
-QUIET_ENV = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0",
-             "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "RAY_DEDUP_LOGS": "0"}
+QUIET_ENV = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",
+    "RAY_DEDUP_LOGS": "0",
+}
 
 
 def backend_config(client_cpus: float = 1.0) -> dict:
@@ -51,9 +56,15 @@ def load_run_config(config: RunConfig | Mapping[str, Any] | str | os.PathLike) -
     return RunConfig.from_flwr(config)
 
 
-def run_federation(config: RunConfig | Mapping[str, Any] | str | os.PathLike, *, client_cpus: float = 1.0,
-                   verbose: bool = False, server_app: Any = None, client_app: Any = None,
-                   indexed_linkstate: bool = True) -> dict:
+def run_federation(
+    config: RunConfig | Mapping[str, Any] | str | os.PathLike,
+    *,
+    client_cpus: float = 1.0,
+    verbose: bool = False,
+    server_app: Any = None,
+    client_app: Any = None,
+    indexed_linkstate: bool = True,
+) -> dict:
     """Run one simulated federation (one node per client, or cohorts) and return its metrics.
 
     Results land in ``results-dir/run-name/``. ``server_app``/``client_app`` replace fedrr's
@@ -74,8 +85,14 @@ def run_federation(config: RunConfig | Mapping[str, Any] | str | os.PathLike, *,
     (linkstate.enable if indexed_linkstate else linkstate.disable)()
     if not verbose:
         logging.getLogger("flwr").setLevel(logging.WARNING)
-    _compat.simulate(server_app, client_app if client_app is not None else default_client_app, cfg.to_flwr(),
-                     cfg.n_nodes, backend_config(client_cpus), verbose)
+    _compat.simulate(
+        server_app,
+        client_app if client_app is not None else default_client_app,
+        cfg.to_flwr(),
+        cfg.n_nodes,
+        backend_config(client_cpus),
+        verbose,
+    )
     metrics_path = Path(cfg.results_dir) / cfg.run_name / "metrics.json"
     if server_app is not default_server_app and not metrics_path.exists():
         return {}

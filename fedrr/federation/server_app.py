@@ -41,12 +41,18 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     out = Path(cfg.results_dir) / name
     out.mkdir(parents=True, exist_ok=True)
     population = build_population(cfg)  # server side: n_clients and test_set() only, never record()
-    metrics: dict[str, Any] = {"run_name": name, "config": cfg.to_flwr(), "fedrr_version": __version__,
-                               "status": "collecting", "population": population.describe()}
+    metrics: dict[str, Any] = {
+        "run_name": name,
+        "config": cfg.to_flwr(),
+        "fedrr_version": __version__,
+        "status": "collecting",
+        "population": population.describe(),
+    }
     t0 = time.perf_counter()
     node_ids = wait_for_nodes(grid, cfg.n_nodes, cfg.node_wait_timeout)
-    metrics.update(nodes_expected=cfg.n_nodes, nodes_registered=len(node_ids),
-                   seconds_wait_nodes=time.perf_counter() - t0)
+    metrics.update(
+        nodes_expected=cfg.n_nodes, nodes_registered=len(node_ids), seconds_wait_nodes=time.perf_counter() - t0
+    )
     log(f"[fedrr] {len(node_ids)}/{cfg.n_nodes} nodes registered; querying in waves of {cfg.wave_size}")
     t0 = time.perf_counter()
     replies, no_reply = collect_releases(grid, node_ids, cfg.wave_size, cfg.reply_timeout)
@@ -55,10 +61,16 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     if no_reply:
         reasons["no_reply"] = no_reply
     n_valid = int(sum(len(v.client_id) for v in valid))
-    metrics.update(replies=len(replies), dropped=reasons, n_releases=n_valid,
-                   clients_per_second=n_valid / max(metrics["seconds_collect"], 1e-9))
-    log(f"[fedrr] {n_valid} valid releases from {len(replies)} replies in {metrics['seconds_collect']:.1f} s; "
-        f"dropped: {reasons or 'none'}")
+    metrics.update(
+        replies=len(replies),
+        dropped=reasons,
+        n_releases=n_valid,
+        clients_per_second=n_valid / max(metrics["seconds_collect"], 1e-9),
+    )
+    log(
+        f"[fedrr] {n_valid} valid releases from {len(replies)} replies in {metrics['seconds_collect']:.1f} s; "
+        f"dropped: {reasons or 'none'}"
+    )
     if n_valid < cfg.min_valid:
         metrics["status"] = "failed: too few valid releases"
         write_json(out / "metrics.json", metrics)
@@ -71,8 +83,13 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     write_json(out / "metrics.json", metrics)
     test = population.test_set()
     data = FitData(pool.X, pool.y, pool.mechanism_arg())
-    options = FitOptions(C=cfg.C, random_state=cfg.seed, executor=make_executor(cfg.executor, cfg.ray_address),
-                         spread_max_iter=cfg.spread_max_iter, wdro_max_iter=cfg.wdro_max_iter)
+    options = FitOptions(
+        C=cfg.C,
+        random_state=cfg.seed,
+        executor=make_executor(cfg.executor, cfg.ray_address),
+        spread_max_iter=cfg.spread_max_iter,
+        wdro_max_iter=cfg.wdro_max_iter,
+    )
     for learner in cfg.learners:
         res = fit_and_score(learner, data, test, options)
         entry = dict(res.entry)
@@ -81,8 +98,12 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
             log(f"[fedrr] {learner} failed: {entry['error']}")
         else:
             est = res.estimator
-            np.savez(out / f"model-{learner}.npz", coef=est.coef_, intercept=np.atleast_1d(est.intercept_),
-                     classes=est.classes_)
+            np.savez(
+                out / f"model-{learner}.npz",
+                coef=est.coef_,
+                intercept=np.atleast_1d(est.intercept_),
+                classes=est.classes_,
+            )
             log(f"[fedrr] {learner}: accuracy {entry.get('accuracy', float('nan')):.4f} ({entry['seconds']:.1f} s)")
         metrics["learners"][learner] = entry
         write_json(out / "metrics.json", metrics)

@@ -56,7 +56,10 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     sens = check_positive("sensitivity", sensitivity)
     if d < 1e-300:  # δ(σ) is floored at 1e-320 below: a smaller target is never reached
         raise ValidationError("delta", f"must be >= 1e-300 for the analytic Gaussian calibration, got {delta!r}")
-    f = lambda log_s: math.log(max(analytic_gaussian_delta(eps, math.exp(log_s), sens), 1e-320)) - math.log(d)
+
+    def f(log_s):
+        return math.log(max(analytic_gaussian_delta(eps, math.exp(log_s), sens), 1e-320)) - math.log(d)
+
     lo, hi = max(math.log(sens) - 10.0, -700.0), min(math.log(sens) + 10.0, 700.0)
     while f(lo) < 0:
         lo -= 10.0
@@ -81,7 +84,10 @@ def analytic_gaussian_epsilon(sigma: float, delta: float, sensitivity: float) ->
     sens = check_positive("sensitivity", sensitivity)
     if analytic_gaussian_delta(1e-12, s, sens) <= d:
         return 0.0
-    f = lambda e: analytic_gaussian_delta(e, s, sens) - d
+
+    def f(e):
+        return analytic_gaussian_delta(e, s, sens) - d
+
     hi = 1.0
     while f(hi) > 0:
         hi *= 2.0

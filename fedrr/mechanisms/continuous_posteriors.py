@@ -67,7 +67,10 @@ def _trunclaplace_sample(lo, hi, centre, b, u):
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         right = lo - b * np.log1p(u * np.expm1(-w))
         left = hi + b * np.log1p(u * np.expm1(-w))
-        F = lambda x: np.where(x < centre, 0.5 * np.exp((x - centre) / b), 1.0 - 0.5 * np.exp(-(x - centre) / b))
+
+        def F(x):
+            return np.where(x < centre, 0.5 * np.exp((x - centre) / b), 1.0 - 0.5 * np.exp(-(x - centre) / b))
+
         v = F(lo) + u * (F(hi) - F(lo))
         across = np.where(v < 0.5, centre + b * np.log(2 * v), centre - b * np.log(2 * (1 - v)))
     out = np.where(lo >= centre, right, np.where(hi <= centre, left, across))

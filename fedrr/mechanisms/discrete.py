@@ -154,7 +154,8 @@ class TransitionMatrix(_MatrixMechanism):
         if not np.isfinite(cond) or cond > _MAX_CONDITION:
             raise ValidationError(
                 "P",
-                f"must be invertible (condition number <= {_MAX_CONDITION:g}, got {cond:.3g}); the noise would destroy the data",
+                f"must be invertible (condition number <= {_MAX_CONDITION:g}, got {cond:.3g}); "
+                "the noise would destroy the data",
             )
         self._P_given = M.copy()
         self._P = M / colsum
@@ -220,7 +221,8 @@ class RandomizedResponse(_MatrixMechanism):
         if not (0.0 < f < 1.0):
             raise ValidationError(
                 "flip_prob",
-                f"must be in the open interval (0, 1) excluding (k-1)/k = {(self.k - 1) / self.k:.6g}, got {flip_prob!r}",
+                f"must be in the open interval (0, 1) excluding (k-1)/k = {(self.k - 1) / self.k:.6g}, "
+                f"got {flip_prob!r}",
             )
         if abs(f - (self.k - 1) / self.k) < 1e-9:
             raise ValidationError(

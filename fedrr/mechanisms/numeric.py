@@ -85,7 +85,8 @@ class _AdditiveNoise(Mechanism):
             idx = tuple(int(i) for i in np.argwhere(bad)[0])
             raise ValidationError(
                 field,
-                f"values must lie in the declared bounds [lower, upper]; got {float(arr[idx])} at index {idx} outside [{float(np.broadcast_to(lo, arr.shape)[idx])}, {float(np.broadcast_to(hi, arr.shape)[idx])}]",
+                f"values must lie in the declared bounds [lower, upper]; got {float(arr[idx])} at index {idx} outside "
+                f"[{float(np.broadcast_to(lo, arr.shape)[idx])}, {float(np.broadcast_to(hi, arr.shape)[idx])}]",
             )
         return arr
 
@@ -99,7 +100,8 @@ class _AdditiveNoise(Mechanism):
             raise ValidationError(
                 field,
                 f"values must lie within {MAX_NOISE_SDS:g} noise standard deviations ({slack:.3g}) of the "
-                f"bounds [lower, upper]; got {float(arr[idx])} at index {idx}: no release of this mechanism is that far",
+                f"bounds [lower, upper]; got {float(arr[idx])} at index {idx}: "
+                "no release of this mechanism is that far",
             )
         return arr
 
@@ -234,12 +236,13 @@ class GaussianMechanism(_AdditiveNoise):
             if calibration == "classic" and self._epsilon >= 1:
                 raise ValidationError(
                     "epsilon",
-                    f"must be in (0, 1) for the classic Gaussian calibration, got {epsilon}; use calibration='analytic'",
+                    f"must be in (0, 1) for the classic Gaussian calibration, got {epsilon}; "
+                    "use calibration='analytic'",
                 )
             self.sigma = cal.classic_gaussian_sigma(self._epsilon, self._delta, self.sensitivity)
             if calibration == "farokhi":
                 try:  # ``epsilon`` reports the exact ε of this noise: it must exist
-                    self.epsilon_exact
+                    _ = self.epsilon_exact
                 except ValidationError:
                     raise ValidationError(
                         "epsilon",

@@ -228,7 +228,10 @@ class SnappedGaussianPosterior:
         cdf = np.broadcast_to(np.cumsum(self.piece_proba(), axis=-1), shape + (5,))
         u = rng.random(shape)[..., None] * cdf[..., -1:]
         j = np.minimum((cdf < u).sum(axis=-1), 4)[..., None]
-        pick = lambda arr: np.take_along_axis(np.broadcast_to(arr, shape + (5,)), j, axis=-1)[..., 0]
+
+        def pick(arr):
+            return np.take_along_axis(np.broadcast_to(arr, shape + (5,)), j, axis=-1)[..., 0]
+
         p, q, loc = pick(self.p), pick(self.q), pick(self.loc)
         s = np.broadcast_to(self.s, shape)
         z = _truncnorm_sample(p, q, loc, s, shape, rng)

@@ -4,4 +4,12 @@ number of workers: work is cut into fixed shards, each with its own seed."""
 from .executors import Executor, LocalExecutor, SerialExecutor, ThreadExecutor, make_executor, shard_bounds
 from .ray_executor import RayExecutor  # imports ray only when first used
 
-__all__ = ["Executor", "LocalExecutor", "RayExecutor", "SerialExecutor", "ThreadExecutor", "make_executor", "shard_bounds"]
+__all__ = [
+    "Executor",
+    "LocalExecutor",
+    "RayExecutor",
+    "SerialExecutor",
+    "ThreadExecutor",
+    "make_executor",
+    "shard_bounds",
+]

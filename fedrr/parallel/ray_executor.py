@@ -146,9 +146,16 @@ class RayExecutor:
         )
 
 
-def ray_map_unordered(fn: Callable[[Any], Any], tasks: dict[Any, Any], num_cpus: int, address: str | None,
-                      done: Callable[[Any, Any, BaseException | None], None], *, fatal: tuple = (),
-                      max_retries: int = 2) -> None:
+def ray_map_unordered(
+    fn: Callable[[Any], Any],
+    tasks: dict[Any, Any],
+    num_cpus: int,
+    address: str | None,
+    done: Callable[[Any, Any, BaseException | None], None],
+    *,
+    fatal: tuple = (),
+    max_retries: int = 2,
+) -> None:
     """Run ``fn(task)`` for every task as a Ray task (one CPU each) and report each to
     ``done(key, result, error)`` as it finishes. Starts a local Ray of ``num_cpus`` CPUs, or joins
     the cluster at ``address`` / RAY_ADDRESS (every node needs fedrr installed); a Ray this call

@@ -47,7 +47,13 @@ class Packed:
         arr = np.asarray(arr)
         self.shape, self.dtype = arr.shape, arr.dtype
         raw = arr
-        if arr.dtype.kind == "f" and arr.size and np.all(arr >= 0) and np.all(arr == np.round(arr)) and arr.max() < 2**32:
+        if (
+            arr.dtype.kind == "f"
+            and arr.size
+            and np.all(arr >= 0)
+            and np.all(arr == np.round(arr))
+            and arr.max() < 2**32
+        ):
             raw = arr.astype(np.uint16 if arr.max() < 2**16 else np.uint32)
         self.small = raw.dtype
         self.data = zlib.compress(np.ascontiguousarray(raw).tobytes(), 1)

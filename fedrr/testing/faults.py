@@ -18,8 +18,14 @@ from ..release import ClientUnavailable
 from ..run_config import RunConfig
 
 #: faults a client can inject into its reply, and the server's reason for each
-FAULT_KINDS = {"nan": "not_finite", "wrong_shape": "wrong_shape", "wrong_dtype": "wrong_dtype",
-               "out_of_domain": "out_of_domain", "unknown_mechanism": "unknown_mechanism", "missing_meta": "malformed"}
+FAULT_KINDS = {
+    "nan": "not_finite",
+    "wrong_shape": "wrong_shape",
+    "wrong_dtype": "wrong_dtype",
+    "out_of_domain": "out_of_domain",
+    "unknown_mechanism": "unknown_mechanism",
+    "missing_meta": "malformed",
+}
 
 
 def reply_fault(seed: int, client_id: int, rate: float, kinds: tuple[str, ...]) -> str | None:

@@ -268,7 +268,8 @@ def attack(grid: Grid, cfg: RunConfig, log=print) -> dict:
         result["phases"][phase] = replies
         result["refused"][phase] = refused
         log(
-            f"[attack] {phase}: {len(replies)} replies, {len(refused)} refused/unanswered in {time.perf_counter() - t:.1f} s"
+            f"[attack] {phase}: {len(replies)} replies, {len(refused)} refused/unanswered "
+            f"in {time.perf_counter() - t:.1f} s"
         )
     result["seconds"] = time.perf_counter() - t0
     return result

@@ -42,12 +42,15 @@ def error_reply(msg: Message, exc: BaseException | str) -> Message:
 
 def _check_version() -> None:
     if flwr.__version__ != TESTED_FLWR:
-        raise FedrrError(f"fedrr's simulation runner is written for flwr {TESTED_FLWR}, found {flwr.__version__}; "
-                         f"install flwr=={TESTED_FLWR} or use `flwr run` (fedrr.federation.flwr_cli)")
+        raise FedrrError(
+            f"fedrr's simulation runner is written for flwr {TESTED_FLWR}, found {flwr.__version__}; "
+            f"install flwr=={TESTED_FLWR} or use `flwr run` (fedrr.federation.flwr_cli)"
+        )
 
 
-def simulate(server_app: Any, client_app: Any, run_config: dict, num_supernodes: int, backend_config: dict,
-             verbose: bool = False) -> None:
+def simulate(
+    server_app: Any, client_app: Any, run_config: dict, num_supernodes: int, backend_config: dict, verbose: bool = False
+) -> None:
     """Flower's simulation runtime with ``run_config`` as the run config of the ServerApp and every
     ClientApp (``context.run_config``), as ``flwr run --run-config`` gives it: written as the
     [tool.flwr.app.config] of a throw-away app directory, the way Flower reads an app's config.
@@ -55,6 +58,7 @@ def simulate(server_app: Any, client_app: Any, run_config: dict, num_supernodes:
     _check_version()
     from flwr.common.constant import RUN_ID_NUM_BYTES, SUPERLINK_NODE_ID, TASK_ID_NUM_BYTES
     from flwr.server.superlink.linkstate.utils import generate_rand_int_from_bytes
+
     rs = importlib.import_module("flwr.simulation.run_simulation")  # the module, not the function
     from flwr.supercore.constant import NOOP_FEDERATION_ID
     from flwr.supercore.run import Run
@@ -74,13 +78,30 @@ def simulate(server_app: Any, client_app: Any, run_config: dict, num_supernodes:
         project = {
             "build-system": {"requires": ["hatchling"], "build-backend": "hatchling.build"},
             "project": {"name": "fedrr-run", "version": "1.0.0", "dependencies": []},
-            "tool": {"flwr": {"app": {"publisher": "fedrr",
-                                      "components": {"serverapp": "fedrr.federation.server_app:app",
-                                                     "clientapp": "fedrr.federation.client_app:app"},
-                                      "config": dict(run_config)}}},
+            "tool": {
+                "flwr": {
+                    "app": {
+                        "publisher": "fedrr",
+                        "components": {
+                            "serverapp": "fedrr.federation.server_app:app",
+                            "clientapp": "fedrr.federation.client_app:app",
+                        },
+                        "config": dict(run_config),
+                    }
+                }
+            },
         }
         (Path(app_dir) / "pyproject.toml").write_text(tomli_w.dumps(project))
-        rs._run_simulation(num_supernodes=num_supernodes, exit_event=EventType.PYTHON_API_RUN_SIMULATION_LEAVE,
-                           client_app=client_app, server_app=server_app, backend_name="ray",
-                           backend_config=backend_config, app_dir=app_dir, run=run, server_app_context=server_ctx,
-                           verbose_logging=verbose, is_app=True)
+        rs._run_simulation(
+            num_supernodes=num_supernodes,
+            exit_event=EventType.PYTHON_API_RUN_SIMULATION_LEAVE,
+            client_app=client_app,
+            server_app=server_app,
+            backend_name="ray",
+            backend_config=backend_config,
+            app_dir=app_dir,
+            run=run,
+            server_app_context=server_ctx,
+            verbose_logging=verbose,
+            is_app=True,
+        )
