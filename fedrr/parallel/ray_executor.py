@@ -56,16 +56,26 @@ class RayExecutor:
     (a ValidationError, say) is not retried and reaches the caller as itself."""
 
     def __init__(
-        self, address: str | None = None, num_cpus: int | None = None, cpus_per_task: float = 1.0, max_retries: int = 3
+        self,
+        address: str | None = None,
+        num_cpus: int | None = None,
+        cpus_per_task: float = 1.0,
+        max_retries: int = 3,
+        n_actors: int | None = None,
     ):
         if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, (int, float)) or not cpus_per_task >= 0:
             raise ValidationError("cpus_per_task", f"must be a number >= 0, got {cpus_per_task!r}")
         if isinstance(max_retries, bool) or not isinstance(max_retries, (int, np.integer)) or max_retries < 0:
             raise ValidationError("max_retries", f"must be an integer >= 0, got {max_retries!r}")
+        if n_actors is not None and (
+            isinstance(n_actors, bool) or not isinstance(n_actors, (int, np.integer)) or n_actors < 1
+        ):
+            raise ValidationError("n_actors", f"must be None or an integer >= 1, got {n_actors!r}")
         self.address = address
         self.num_cpus = num_cpus
         self.cpus_per_task = cpus_per_task
         self.max_retries = max_retries
+        self.n_actors = n_actors
         self._started_here = False
         self._remote_fn = None
         self._puts: dict[int, tuple[weakref.ref, Any]] = {}
@@ -129,6 +139,15 @@ class RayExecutor:
         for key in [k for k, (w, _) in self._puts.items() if w() is None]:
             del self._puts[key]
 
+    def shard_group(self, factories):
+        """Shards in Ray actors that own their data for the whole job (``ray_shards.RayShards``):
+        one actor per CPU of the cluster (``n_actors`` to choose), ``cpus_per_task`` CPUs each."""
+        ray = self._ensure()
+        from .ray_shards import RayShards
+
+        n = self.n_actors or max(1, int(ray.cluster_resources().get("CPU", 1) // max(self.cpus_per_task, 1e-9)))
+        return RayShards(factories, n, cpus=self.cpus_per_task)
+
     def shutdown(self) -> None:
         """Stop the Ray instance if this executor started it (never a cluster it joined)."""
         if self._started_here:
@@ -142,7 +161,7 @@ class RayExecutor:
     def __repr__(self) -> str:
         return (
             f"RayExecutor(address={self.address!r}, num_cpus={self.num_cpus!r}, cpus_per_task={self.cpus_per_task!r}, "
-            f"max_retries={self.max_retries!r})"
+            f"max_retries={self.max_retries!r}, n_actors={self.n_actors!r})"
         )
 
 
