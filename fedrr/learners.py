@@ -110,8 +110,20 @@ def _first(mechanism: Any) -> Any:
     return mechanism[0] if isinstance(mechanism, (list, tuple)) else mechanism
 
 
-@_learner("classification", "spread", "spread-EM (Barber 2020 §5), prior learned from the releases")
+@_learner("classification", "spread", "spread-EM (Barber 2020 §5), prior learned from the releases; C and the prior's "
+          "smoothing chosen by cross-validation on the held-out noisy likelihood, with a fallback to the "
+          "intercept-only model when the releases do not support a model")
 def _spread(d: FitData, o: FitOptions):
+    from .estimators import SpreadLogisticRegressionCV
+
+    Cs = tuple(sorted({0.01, 0.1, 1.0, 10.0, float(o.C)}))
+    est = SpreadLogisticRegressionCV(Cs=Cs, executor=o.executor, random_state=o.random_state,
+                                     max_iter=o.spread_max_iter)
+    return est.fit(d.X, d.y, mechanism=d.mechanism)
+
+
+@_learner("classification", "spread-plain", "spread-EM at the configured C, no selection and no fallback")
+def _spread_plain(d: FitData, o: FitOptions):
     from .estimators import SpreadLogisticRegression
 
     est = SpreadLogisticRegression(
@@ -273,6 +285,8 @@ def fit_and_score(
             out.entry["n_iter"] = int(np.max(est.n_iter_))
         if hasattr(est, "rho_"):
             out.entry["rho"] = float(est.rho_)
+        if callable(getattr(est, "diagnostics", None)):  # spread-EM: did its chains agree, did it fall back
+            out.entry["diagnostics"] = est.diagnostics()
         if test is not None:
             Xte, yte = test
             if task == "regression":

@@ -5,12 +5,14 @@ from .dro import GaussianDROLinearRegression, WassersteinDROLogisticRegression, 
 from .dro_radius import noise_radius, wasserstein_radius
 from .frequencies import estimate_frequencies, project_to_simplex, warner_estimate
 from .spread import SpreadLogisticRegression
+from .spread_cv import SpreadLogisticRegressionCV
 
 __all__ = [
     "estimate_frequencies",
     "project_to_simplex",
     "warner_estimate",
     "SpreadLogisticRegression",
+    "SpreadLogisticRegressionCV",
     "NaiveLogisticRegression",
     "ReconstructionLogisticRegression",
     "WassersteinDRORegression",

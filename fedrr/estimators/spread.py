@@ -81,7 +81,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     executor : where the shards live: None (threads over all CPUs), or a Serial/Thread/Ray executor.
     shard_size : records per shard (each with its own seed: results do not depend on the executor).
     cosine_tol, agreement_tol : the chains agree when the cosine of their averaged coefficients is at
-        least ``cosine_tol`` and their relative distance at most ``agreement_tol``.
+        least ``cosine_tol`` and their relative distance ‖θ̄₁ − θ̄₂‖/‖(θ̄₁ + θ̄₂)/2‖ at most
+        ``agreement_tol`` (two estimates that point the same way and differ by less than half their
+        size; two estimates of pure noise have cosine ≈ 0 and distance ≈ √2).
     mechanism : default RecordMechanism when ``fit`` gets none; None there means clean data.
     """
 

@@ -50,8 +50,8 @@ class EMOptions:
     m_step_iter: int = 5
     relaxation: float = 1.8
     learn_prior: bool = True
-    agreement_tol: float = 0.1
-    cosine_tol: float = 0.95
+    agreement_tol: float = 0.5
+    cosine_tol: float = 0.9
     verbose: int = 0
 
 

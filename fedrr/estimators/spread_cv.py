@@ -1,0 +1,260 @@
+"""Spread-EM with its penalty and prior smoothing chosen without clean data, as scikit-learn's
+``LogisticRegressionCV``: k-fold cross-validation on the releases, each fit scored by the held-out
+*noisy* log-likelihood log p(x̃, c̃) of the model composed with the known mechanism — the only
+likelihood the releases have. If the chosen model does not beat the intercept-only model on the
+held-out conditional likelihood log p(c̃ | x̃) by more than two paired standard errors, the fit
+falls back to the intercept-only model and says so (``fallback_``): at privacy budgets where the
+releases carry no usable signal it predicts the majority class instead of a confident model that
+may point the wrong way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._params import Interval, ListOf, Satisfies, random_state_constraints, validate_params
+from ..errors import ValidationError
+from ..mechanisms.discrete import DiscreteMechanism
+from .spread import SpreadLogisticRegression, check_clean_X, group_records
+from .spread_mstep import log_class_probs
+from .spread_shard import Shard
+
+#: the spread-EM parameters this class passes through (the rest are its own)
+PASSED = ("prior", "e_step", "n_chains", "n_samples", "max_iter", "burn_in", "n_average", "tol", "m_step_iter",
+          "encoding", "numeric_prior", "n_bins", "fit_intercept", "relaxation", "executor", "shard_size",
+          "cosine_tol", "agreement_tol", "verbose")
+
+
+class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
+    """Spread-EM with C and ``prior_strength`` chosen by k-fold cross-validation on the releases.
+
+    Parameters
+    ----------
+    Cs : the penalties tried (scikit-learn's C: inverse L2 strength).
+    prior_strengths : the learned prior's pseudo-count weights tried (fractions of the records).
+    cv : folds.
+    fallback : fall back to the intercept-only model when the chosen one does not beat it on the
+        held-out conditional noisy likelihood by two paired standard errors.
+    heldout_samples : posterior draws per held-out record for its noisy likelihood.
+    cv_max_iter : EM budget of each cross-validation fit (the final refit uses ``max_iter``).
+    Other parameters: as ``SpreadLogisticRegression``.
+
+    Attributes: ``C_``, ``prior_strength_``, ``scores_`` ({(C, strength): mean held-out log p(x̃, c̃)}),
+    ``fallback_``, ``gain_`` (mean held-out gain in log p(c̃ | x̃) over the intercept-only model and
+    its standard error), ``estimator_`` (the refit spread-EM, or None after a fallback).
+    """
+
+    _parameter_constraints = {
+        "Cs": [ListOf(Interval(float, 0, None, closed="neither", inf=True))],
+        "prior_strengths": [ListOf(Interval(float, 0, None))],
+        "cv": [Interval(int, 2, None)],
+        "fallback": [Satisfies(lambda v: isinstance(v, (bool, np.bool_)), "True or False")],
+        "heldout_samples": [Interval(int, 1, None)],
+        "cv_max_iter": [Interval(int, 1, None)],
+        "random_state": random_state_constraints(),
+    }
+
+    def __init__(self, Cs=(0.01, 0.1, 1.0, 10.0), *, prior_strengths=(0.1,), cv: int = 3, fallback: bool = True,
+                 heldout_samples: int = 32, cv_max_iter: int = 60, prior: Any = "learned", e_step: str = "mcmc",
+                 n_chains: int = 2, n_samples: int | None = None, max_iter: int = 200, burn_in: int | None = None,
+                 n_average: int = 20, tol: float = 0.01, m_step_iter: int = 5, encoding: str = "unit",
+                 numeric_prior: str = "gaussian", n_bins: int = 10, fit_intercept: bool = True,
+                 relaxation: float = 1.8, executor: Any = None, shard_size: int = 2048, random_state: Any = None,
+                 cosine_tol: float = 0.9, agreement_tol: float = 0.5, mechanism: Any = None, verbose: int = 0):
+        self.Cs = Cs
+        self.prior_strengths = prior_strengths
+        self.cv = cv
+        self.fallback = fallback
+        self.heldout_samples = heldout_samples
+        self.cv_max_iter = cv_max_iter
+        self.prior = prior
+        self.e_step = e_step
+        self.n_chains = n_chains
+        self.n_samples = n_samples
+        self.max_iter = max_iter
+        self.burn_in = burn_in
+        self.n_average = n_average
+        self.tol = tol
+        self.m_step_iter = m_step_iter
+        self.encoding = encoding
+        self.numeric_prior = numeric_prior
+        self.n_bins = n_bins
+        self.fit_intercept = fit_intercept
+        self.relaxation = relaxation
+        self.executor = executor
+        self.shard_size = shard_size
+        self.random_state = random_state
+        self.cosine_tol = cosine_tol
+        self.agreement_tol = agreement_tol
+        self.mechanism = mechanism
+        self.verbose = verbose
+
+    def _spread(self, **changes) -> SpreadLogisticRegression:
+        kw = {k: getattr(self, k) for k in PASSED}
+        kw.update(changes)
+        return SpreadLogisticRegression(random_state=self.random_state, **kw)
+
+    def fit(self, X, y, mechanism: Any = None):
+        p = validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)
+        mechanism = self.mechanism if mechanism is None else mechanism
+        if mechanism is None:  # clean data: spread-EM is ordinary logistic regression; no selection to make
+            self.estimator_ = self._spread(C=p["Cs"][0]).fit(X, y)
+            self._copy_from(self.estimator_)
+            self.C_, self.prior_strength_, self.scores_, self.fallback_, self.gain_ = p["Cs"][0], None, {}, False, None
+            return self
+        base = self._spread()
+        Xv, yi, groups, layout = base._prepare(X, y, mechanism, base._params())
+        n = Xv.shape[0]
+        if n < 2 * p["cv"]:
+            raise ValidationError("cv", f"{p['cv']} folds need at least {2 * p['cv']} records, got {n}")
+        mechs = [None] * n
+        for rm, rows in groups:
+            for i in rows:
+                mechs[i] = rm
+        rng = np.random.default_rng(np.random.SeedSequence(_seed(p["random_state"]), spawn_key=(7919,)))
+        fold = rng.permutation(n) % p["cv"]
+        scores: dict[tuple, list[np.ndarray]] = {}
+        cond: dict[tuple, list[np.ndarray]] = {}
+        null: list[np.ndarray] = []
+        for f in range(p["cv"]):
+            tr, te = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
+            mech_tr = _mechanism_arg([mechs[i] for i in tr])
+            null.append(_null_loglik(Xv[tr], yi[tr], Xv[te], yi[te], [mechs[i] for i in tr], [mechs[i] for i in te],
+                                     len(base.classes_)))
+            for C in p["Cs"]:
+                for a in p["prior_strengths"]:
+                    est = self._spread(C=C, prior_strength=a, max_iter=p["cv_max_iter"])
+                    est.fit(Xv[tr], yi[tr], mechanism=mech_tr)
+                    full, c = heldout_loglik(est, Xv[te], yi[te], [mechs[i] for i in te], p["heldout_samples"],
+                                             _seed(p["random_state"]) + f)
+                    scores.setdefault((C, a), []).append(full)
+                    cond.setdefault((C, a), []).append(c)
+        self.scores_ = {k: float(np.concatenate(v).mean()) for k, v in scores.items()}
+        best = max(self.scores_, key=self.scores_.get)
+        self.C_, self.prior_strength_ = best
+        gain = np.concatenate(cond[best]) - np.concatenate(null)
+        se = float(gain.std(ddof=1) / np.sqrt(gain.size))
+        self.gain_ = {"mean": float(gain.mean()), "se": se}
+        self.fallback_ = bool(p["fallback"] and gain.mean() <= 2 * se)
+        self.classes_ = base.classes_
+        if self.fallback_:
+            self.estimator_ = None
+            self._intercept_only(Xv, yi, groups, layout)
+        else:
+            self.estimator_ = self._spread(C=best[0], prior_strength=best[1]).fit(X, y, mechanism=mechanism)
+            self._copy_from(self.estimator_)
+        return self
+
+    def _copy_from(self, est: SpreadLogisticRegression) -> None:
+        for k in ("classes_", "coef_", "intercept_", "n_features_in_", "design_", "prior_", "n_iter_"):
+            if hasattr(est, k):
+                setattr(self, k, getattr(est, k))
+
+    def _intercept_only(self, Xv, yi, groups, layout) -> None:
+        """coef 0, intercept the log-odds of the label frequencies debiased through the label
+        mechanism (maximum likelihood on the simplex)."""
+        from .spread_design import Design
+
+        pi = _class_freqs(yi, [(rm, rows) for rm, rows in groups], len(self.classes_))
+        logit = np.log(np.maximum(pi, 1e-12))
+        rows_n = 1 if len(self.classes_) == 2 else len(self.classes_)
+        self.design_ = Design(layout, self.encoding)
+        self.n_features_in_ = layout.n_features
+        self.coef_ = np.zeros((rows_n, self.design_.n_inputs))
+        self.intercept_ = np.array([logit[1] - logit[0]]) if rows_n == 1 else logit - logit.mean()
+        self.n_iter_, self.prior_ = 0, None
+
+    def diagnostics(self) -> dict:
+        check_is_fitted(self, "coef_")
+        out = {"fallback": bool(self.fallback_), "C": self.C_, "prior_strength": self.prior_strength_,
+               "heldout_gain": self.gain_}
+        if self.estimator_ is not None and hasattr(self.estimator_, "converged_"):
+            out.update(self.estimator_.diagnostics())
+        elif self.fallback_:
+            out.update(converged=None, convergence="fell back to the intercept-only model: on held-out releases the "
+                       f"fitted model's gain in log p(c̃ | x̃) was {self.gain_['mean']:.4g} ± {self.gain_['se']:.2g} "
+                       "(not above two standard errors): the releases do not support a model")
+        return out
+
+    # ---------------------------------------------------------------------------- predict
+    def _inputs(self, X):
+        check_is_fitted(self, "coef_")
+        if self.design_ is None:
+            return self.estimator_._model_input(X)
+        return self.design_.decode(check_clean_X(X, self.design_.layout))
+
+    def decision_function(self, X):
+        z = self._inputs(X) @ self.coef_.T + self.intercept_
+        return z[:, 0] if self.coef_.shape[0] == 1 else z
+
+    def predict_log_proba(self, X):
+        return log_class_probs(self._inputs(X), self.coef_, self.intercept_)
+
+    def predict_proba(self, X):
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X):
+        return self.classes_[np.argmax(self.predict_log_proba(X), axis=1)]
+
+
+def heldout_loglik(est: SpreadLogisticRegression, X: np.ndarray, y: np.ndarray, mechs: list, S: int,
+                   seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(log p(x̃, c̃), log p(c̃ | x̃)) per held-out record under a fitted spread-EM model and its prior."""
+    full, cond = np.empty(len(y)), np.empty(len(y))
+    for rm, rows in group_records(_mechanism_arg(mechs), len(y)):
+        shard = Shard(0, rm, X[rows], y[rows], est.design_, len(est.classes_), seed, 1)
+        xs = shard._propose(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,))), est._prior_state, S)
+        lg, _ = shard._log_g(xs, est.coef_, est.intercept_)
+        cond[rows] = logsumexp(lg, axis=0) - np.log(S)
+        full[rows] = cond[rows] + est._prior_state.log_marginal(rm, shard.X, shard.released)
+    return full, cond
+
+
+def _null_loglik(X_tr, y_tr, X_te, y_te, mech_tr, mech_te, C: int) -> np.ndarray:
+    """log p(c̃ | x̃) = log Σ_c p(c̃ | c) π_c of the intercept-only model fitted on the training folds."""
+    pi = _class_freqs(y_tr, group_records(_mechanism_arg(mech_tr), len(y_tr)), C)
+    out = np.empty(len(y_te))
+    for rm, rows in group_records(_mechanism_arg(mech_te), len(y_te)):
+        L = rm.label.log_likelihood_matrix(y_te[rows]) if rm.label is not None else np.where(
+            np.arange(C) == y_te[rows][:, None], 0.0, -np.inf)
+        out[rows] = logsumexp(L + np.log(np.maximum(pi, 1e-300)), axis=1)
+    return out
+
+
+def _class_freqs(y: np.ndarray, groups, C: int, iters: int = 500) -> np.ndarray:
+    """Class frequencies debiased through each record's label mechanism: EM on the simplex."""
+    Ls = []
+    for rm, rows in groups:
+        lab = rm.label
+        if lab is None:
+            Ls.append(np.where(np.arange(C) == y[rows][:, None], 1.0, 0.0))
+        elif isinstance(lab, DiscreteMechanism):
+            Ls.append(np.exp(lab.log_likelihood_matrix(y[rows])))
+    L = np.concatenate(Ls)
+    pi = np.full(C, 1.0 / C)
+    for _ in range(iters):
+        post = L * pi
+        new = (post / post.sum(axis=1, keepdims=True)).mean(axis=0)
+        if np.max(np.abs(new - pi)) < 1e-10:
+            pi = new
+            break
+        pi = new
+    return pi
+
+
+def _mechanism_arg(mechs: list):
+    first = mechs[0]
+    return first if all(m is first for m in mechs) else list(mechs)
+
+
+def _seed(random_state) -> int:
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**31))
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1)[0])
+    return int(random_state)
+
