@@ -4,6 +4,7 @@ from .baselines import NaiveLogisticRegression, ReconstructionLogisticRegression
 from .dro import GaussianDROLinearRegression, WassersteinDROLogisticRegression, WassersteinDRORegression
 from .dro_radius import noise_radius, wasserstein_radius
 from .frequencies import estimate_frequencies, project_to_simplex, warner_estimate
+from .naive_bayes import LDPNaiveBayes, joint_frequencies
 from .spread import SpreadLogisticRegression
 
 __all__ = [
@@ -11,6 +12,8 @@ __all__ = [
     "project_to_simplex",
     "warner_estimate",
     "SpreadLogisticRegression",
+    "LDPNaiveBayes",
+    "joint_frequencies",
     "NaiveLogisticRegression",
     "ReconstructionLogisticRegression",
     "WassersteinDRORegression",
