@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
 
 from .._validation import _as_array, as_state_array
 from ..errors import ConvergenceError, ValidationError
@@ -167,16 +168,18 @@ def mle_tables(
     projection and uniform (strictly inside the simplex). Also returns the most Newton steps used."""
     Ly, iy = _grouped(rel.label, rel.y)
     C, out, steps = Ly.shape[1], [], 0
-    for m, x, r, p0 in zip(rel.mechs, rel.values, rel.rows, start):
-        Lx, ix = _grouped(m, x)
-        pair, counts = np.unique(ix * Ly.shape[0] + iy[r], return_counts=True)
-        a, b = np.divmod(pair, Ly.shape[0])
-        L = (Lx[a][:, :, None] + Ly[b][:, None, :]).reshape(pair.size, -1)
-        k = Lx.shape[1]
-        p, it = simplex_mle(L, counts.astype(float), 0.5 * p0.ravel() + 0.5 / (k * C), tol=tol, max_iter=max_iter)
-        out.append(p.reshape(k, C))
-        steps = max(steps, it)
-    p, it = simplex_mle(Ly, np.bincount(iy).astype(float), 0.5 * prior + 0.5 / C, tol=tol, max_iter=max_iter)
+    with threadpool_limits(limits=1, user_api="blas"):  # tiny matrices: threaded BLAS was ~20x slower here
+        for m, x, r, p0 in zip(rel.mechs, rel.values, rel.rows, start):
+            Lx, ix = _grouped(m, x)
+            pair, counts = np.unique(ix * Ly.shape[0] + iy[r], return_counts=True)
+            a, b = np.divmod(pair, Ly.shape[0])
+            L = (Lx[a][:, :, None] + Ly[b][:, None, :]).reshape(pair.size, -1)
+            k = Lx.shape[1]
+            p0 = 0.5 * p0.ravel() + 0.5 / (k * C)
+            p, it = simplex_mle(L, counts.astype(float), p0, tol=tol, max_iter=max_iter)
+            out.append(p.reshape(k, C))
+            steps = max(steps, it)
+        p, it = simplex_mle(Ly, np.bincount(iy).astype(float), 0.5 * prior + 0.5 / C, tol=tol, max_iter=max_iter)
     return out, p, max(steps, it)
 
 
@@ -195,7 +198,8 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     Duchi et al. 2008); "mle": the tables maximise the exact likelihood of the releases
     (``simplex_mle``, to a certified gap ``tol`` within ``max_iter`` Newton steps). alpha: the
     pseudo-count added to every (state, class) cell, in units of one client:
-    p(x_j | c) = (n_j p̂(x_j, c) + α) / (n_j p̂(c) + k_j α); the default 1 is Laplace smoothing, so
+    p(x_j | c) = (n_j p̂(x_j, c) + α) / (n_j p̂_j(c) + k_j α), p̂_j(c) = Σ_x p̂(x, c) the table's own
+    class margin (so that each conditional sums to 1); the default α = 1 is Laplace smoothing, so
     the noiseless limit is exactly Laplace-smoothed naive Bayes, and it vanishes as n grows.
     alpha=0 is allowed: cells estimated as 0 get log-probability LOG_FLOOR (log of the smallest
     double) instead of −inf, so a class is only out-ranked by them, and a state estimated
@@ -251,14 +255,14 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         if mechanism is None:
             return self._fit_clean(X, y)
         rel = check_releases(X, y, mechanism)
-        tables, n_released, prior = _unbiased(rel)
-        self.joint_unbiased_, self.class_prior_unbiased_ = tables, prior
+        tables, n_released, freq = _unbiased(rel)
         joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
-        prior, self.n_iter_ = project_to_simplex(prior), 1
+        prior, n_iter = project_to_simplex(freq), 1
         if self.method == "mle":
-            joint, prior, self.n_iter_ = mle_tables(rel, joint, prior, tol=self.tol, max_iter=self.max_iter)
+            joint, prior, n_iter = mle_tables(rel, joint, prior, tol=self.tol, max_iter=self.max_iter)
         if hasattr(self, "feature_names_in_"):  # left by an earlier clean fit on a DataFrame
             del self.feature_names_in_
+        self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, freq, n_iter
         self.classes_ = np.arange(prior.size)
         self.n_states_ = np.array([t.shape[0] for t in tables])
         self.n_features_in_ = len(tables)
