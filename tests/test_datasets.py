@@ -30,6 +30,7 @@ from fedrr.datasets import (
     train_test_split_per_class,
     verify_checksum,
 )
+from fedrr.datasets import adult as adult_module
 from fedrr.errors import ValidationError
 
 # Deviations are compared with Z standard errors; 4 SE leaves a two-sided per-coefficient
@@ -196,10 +197,10 @@ def test_adult_binned_split_and_schema(adult_binned):
     assert train.X.shape == (30162, 12) and test.X.shape == (15060, 12)
     assert (train.extra["split"], test.extra["split"]) == ("train", "test")
     names = [f.name for f in train.schema.features]
-    assert names == list(real.ADULT_NUMERIC + real.ADULT_CATEGORICAL)
+    assert names == list(adult_module.ADULT_NUMERIC + adult_module.ADULT_CATEGORICAL)
     assert all(f.kind == "discrete" for f in train.schema.features) and train.schema == test.schema
     edges, cats = train.extra["edges"], train.extra["categories"]
-    k = [edges[n].size + 1 for n in real.ADULT_NUMERIC] + [len(cats[n]) for n in real.ADULT_CATEGORICAL]
+    k = [edges[n].size + 1 for n in adult_module.ADULT_NUMERIC] + [len(cats[n]) for n in adult_module.ADULT_CATEGORICAL]
     assert train.schema.states().tolist() == k
     assert max(k[:5]) <= 8 and k[2] == k[3] == 2  # capital_gain / capital_loss: one distinct edge (0)
     assert round(1 - test.y.mean(), 3) == 0.754  # majority class (<=50K) on the test file
@@ -208,14 +209,14 @@ def test_adult_binned_split_and_schema(adult_binned):
     is_test = full.extra["is_test"]
     np.testing.assert_array_equal(train.y, full.y[~is_test])
     np.testing.assert_array_equal(test.y, full.y[is_test])
-    for j, name in enumerate(real.ADULT_NUMERIC):  # raw values, so the bins can be checked against them
+    for j, name in enumerate(adult_module.ADULT_NUMERIC):  # raw values, so the bins can be checked against them
         raw_tr, raw_te = full.X[~is_test, j], full.X[is_test, j]
         levels = np.arange(1, 8) / 8
         np.testing.assert_array_equal(edges[name], np.unique(np.quantile(raw_tr, levels)))
         for raw, states in ((raw_tr, train.X[:, j]), (raw_te, test.X[:, j])):
             e = np.concatenate([[-np.inf], edges[name], [np.inf]])
             assert np.all((e[states] < raw) & (raw <= e[states + 1]))  # closed="right": (e_{b-1}, e_b]
-    for j, name in enumerate(real.ADULT_CATEGORICAL, start=5):
+    for j, name in enumerate(adult_module.ADULT_CATEGORICAL, start=5):
         assert list(cats[name]) == sorted(cats[name])  # codes in sorted order of the training values
         np.testing.assert_array_equal(
             np.asarray(cats[name])[train.X[:, j]],

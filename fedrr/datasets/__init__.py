@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from ..errors import ValidationError
-from .adult import load_adult_binned
+from .adult import load_adult, load_adult_binned
 from .real import (
     CHECKSUMS,
     ChecksumError,
-    load_adult,
     load_breast_cancer,
     load_diabetes,
     load_digits_7_vs_9,
