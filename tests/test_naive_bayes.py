@@ -160,6 +160,31 @@ def test_joint_frequencies_through_a_non_state_release():
     assert model.score(X, y) > np.mean(y == np.bincount(y).argmax())
 
 
+def test_fedrr_oracles_with_attribute_sampling():
+    """fedrr's own unary encoding and local hashing with RecordMechanism(n_sampled=1), once they are on
+    this branch (they are being added in parallel; skipped until then)."""
+    import fedrr.mechanisms as fm
+
+    if not hasattr(fm, "UnaryEncoding") or not hasattr(fm, "LocalHashing"):
+        pytest.skip("fedrr.mechanisms has no UnaryEncoding / LocalHashing yet")
+    rng = np.random.default_rng(9)
+    X, y = make_nb_data(20_000, rng)
+    for make in (fm.UnaryEncoding, fm.LocalHashing):
+        rm = RecordMechanism([make(k, 1.0) for k in K], RandomizedResponse(2, 0.2), n_sampled=1)
+        X_tilde, y_tilde = rm.release(X, y, rng=rng)
+        assert np.all(np.isnan(X_tilde).sum(axis=1) == len(K) - 1)
+        tables, _, _ = joint_frequencies(X_tilde, y_tilde, rm)
+        V = rm.label.unbiased_onehot(y_tilde)
+        for j, (f, T) in enumerate(zip(rm.fields, tables)):
+            rows = ~np.isnan(X_tilde[:, j])
+            prod = f.mechanism.unbiased_onehot(X_tilde[rows, j])[:, :, None] * V[rows][:, None, :]
+            truth = np.bincount(X[rows, j] * 2 + y[rows], minlength=K[j] * 2).reshape(K[j], 2) / rows.sum()
+            assert np.all(np.abs(T - truth) <= Z * prod.std(axis=0) / np.sqrt(rows.sum()))
+        for method in ("projection", "mle"):
+            model = LDPNaiveBayes(method=method).fit(X_tilde, y_tilde, mechanism=rm)
+            assert model.score(X, y) > np.mean(y == np.bincount(y).argmax())
+
+
 # --------------------------------------------------------------------------- (b) noiseless limit
 
 
