@@ -14,6 +14,7 @@ from fedrr.datasets import (
     encode_states,
     load,
     load_adult,
+    load_adult_binned,
     load_breast_cancer,
     load_diabetes,
     load_digits_7_vs_9,
@@ -29,6 +30,7 @@ from fedrr.datasets import (
     train_test_split_per_class,
     verify_checksum,
 )
+from fedrr.datasets import adult as adult_module
 from fedrr.errors import ValidationError
 
 # Deviations are compared with Z standard errors; 4 SE leaves a two-sided per-coefficient
@@ -180,6 +182,67 @@ def test_adult_ordinal_and_missing_category():
     assert "?" in ds.extra["categories"]["workclass"]
     kinds = [f.kind for f in ds.schema.features]
     assert kinds == ["numeric"] * 5 + ["discrete"] * 7
+
+
+@pytest.fixture(scope="module")
+def adult_binned():
+    return load_adult_binned()
+
+
+def test_adult_binned_split_and_schema(adult_binned):
+    train, test = adult_binned
+    for ds in (train, test):
+        assert_matches_schema(ds)
+        assert ds.schema.classes == ("<=50K", ">50K")
+    assert train.X.shape == (30162, 12) and test.X.shape == (15060, 12)
+    assert (train.extra["split"], test.extra["split"]) == ("train", "test")
+    names = [f.name for f in train.schema.features]
+    assert names == list(adult_module.ADULT_NUMERIC + adult_module.ADULT_CATEGORICAL)
+    assert all(f.kind == "discrete" for f in train.schema.features) and train.schema == test.schema
+    edges, cats = train.extra["edges"], train.extra["categories"]
+    k = [edges[n].size + 1 for n in adult_module.ADULT_NUMERIC] + [len(cats[n]) for n in adult_module.ADULT_CATEGORICAL]
+    assert train.schema.states().tolist() == k
+    assert max(k[:5]) <= 8 and k[2] == k[3] == 2  # capital_gain / capital_loss: one distinct edge (0)
+    assert round(1 - test.y.mean(), 3) == 0.754  # majority class (<=50K) on the test file
+    # the same rows and labels as load_adult's dropped-'?' table, split by file
+    full = load_adult(encoding="ordinal", scale=None)
+    is_test = full.extra["is_test"]
+    np.testing.assert_array_equal(train.y, full.y[~is_test])
+    np.testing.assert_array_equal(test.y, full.y[is_test])
+    for j, name in enumerate(adult_module.ADULT_NUMERIC):  # raw values, so the bins can be checked against them
+        raw_tr, raw_te = full.X[~is_test, j], full.X[is_test, j]
+        levels = np.arange(1, 8) / 8
+        np.testing.assert_array_equal(edges[name], np.unique(np.quantile(raw_tr, levels)))
+        for raw, states in ((raw_tr, train.X[:, j]), (raw_te, test.X[:, j])):
+            e = np.concatenate([[-np.inf], edges[name], [np.inf]])
+            assert np.all((e[states] < raw) & (raw <= e[states + 1]))  # closed="right": (e_{b-1}, e_b]
+    for j, name in enumerate(adult_module.ADULT_CATEGORICAL, start=5):
+        assert list(cats[name]) == sorted(cats[name])  # codes in sorted order of the training values
+        np.testing.assert_array_equal(
+            np.asarray(cats[name])[train.X[:, j]],
+            np.asarray(full.extra["categories"][name])[full.X[~is_test, j].astype(int)],
+        )
+
+
+def test_adult_binned_ties_and_options():
+    right, _ = load_adult_binned()
+    left, _ = load_adult_binned(closed="left")
+    again, _ = load_adult_binned()
+    np.testing.assert_array_equal(right.X, again.X)  # deterministic
+    age_edge = right.extra["edges"]["age"][0]
+    raw_age = load_adult(encoding="ordinal", scale=None)
+    at_edge = raw_age.X[~raw_age.extra["is_test"], 0] == age_edge
+    assert at_edge.any()
+    assert np.all(right.X[at_edge, 0] == 0) and np.all(left.X[at_edge, 0] == 1)  # the edge's own bin
+    # capital_gain: all 7 quantiles are 0; right-closed bins give 0 vs > 0, left-closed ones a constant
+    assert right.extra["edges"]["capital_gain"].tolist() == [0.0]
+    assert 0 < right.X[:, 2].mean() < 0.2 and np.all(left.X[:, 2] == 1)
+    np.testing.assert_array_equal(left.X[:, 5:], right.X[:, 5:])
+    assert load_adult_binned(max_bins=2)[0].schema.states()[0] == 2
+    for kw, field in (({"max_bins": 1}, "max_bins"), ({"closed": "both"}, "closed"), ({"max_bins": 2.5}, "max_bins")):
+        with pytest.raises(ValidationError) as e:
+            load_adult_binned(**kw)
+        assert e.value.field == field
 
 
 def test_lending_club():

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..errors import ValidationError
+from .adult import load_adult, load_adult_binned
 from .real import (
     CHECKSUMS,
     ChecksumError,
-    load_adult,
     load_breast_cancer,
     load_diabetes,
     load_digits_7_vs_9,
@@ -62,6 +62,7 @@ __all__ = [
     "load_breast_cancer",
     "load_diabetes",
     "load_adult",
+    "load_adult_binned",
     "load_lending_club",
     "train_test_split_per_class",
     "verify_checksum",

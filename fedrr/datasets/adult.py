@@ -1,0 +1,176 @@
+"""UCI Adult census income (Becker & Kohavi 1996), from the vendored, checksum-verified adult.data and
+adult.test: ``load_adult`` (both files combined, numeric or one-hot/ordinal features) and
+``load_adult_binned`` (the files' own train/test split as 12 discrete attributes, cut at training-set
+quantiles, for categorical learners: naive Bayes, frequency oracles).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._validation import check_int
+from ..errors import ValidationError
+from .real import _UCI_LICENSE, ChecksumError, _check_choice, _read_vendored, _scaled_numeric
+from .schema import Dataset, FeatureSpec, Schema
+
+_ADULT_COLUMNS = (
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education_num",
+    "marital_status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital_gain",
+    "capital_loss",
+    "hours_per_week",
+    "native_country",
+    "income",
+)
+#: Numeric inputs used (fnlwgt, a census sampling weight, is dropped; categorical "education" is
+#: dropped because it is one-to-one with education_num).
+ADULT_NUMERIC = ("age", "education_num", "capital_gain", "capital_loss", "hours_per_week")
+ADULT_CATEGORICAL = ("workclass", "marital_status", "occupation", "relationship", "race", "sex", "native_country")
+
+
+def _adult_table() -> tuple[np.ndarray, np.ndarray]:
+    """All 48,842 raw rows (adult.data then adult.test) as strings, and an is_test flag per row."""
+    parts, flags = [], []
+    for name, skip, is_test in (("adult.data.gz", 0, False), ("adult.test.gz", 1, True)):
+        # adult.test starts with a "|1x3 Cross validator" line; fields are separated by ", "
+        lines = [line for line in _read_vendored(name).splitlines()[skip:] if line.strip()]
+        fields = ",".join(lines).replace(", ", ",").split(",")
+        if len(fields) != len(lines) * len(_ADULT_COLUMNS):  # pragma: no cover - checksum guards this
+            raise ChecksumError(f"{name} does not parse into {len(_ADULT_COLUMNS)} columns per row")
+        parts.append(np.array(fields, dtype=str).reshape(len(lines), len(_ADULT_COLUMNS)))
+        flags.append(np.full(len(lines), is_test))
+    return np.concatenate(parts), np.concatenate(flags)
+
+
+def load_adult(encoding: str = "onehot", scale: str | None = "unit", missing: str = "drop") -> Dataset:
+    """UCI Adult census income (target: income >50K), train and test files combined (extra["is_test"]).
+
+    Features: the 5 numeric ``ADULT_NUMERIC`` columns first, then the 7 ``ADULT_CATEGORICAL`` columns.
+    encoding="onehot": one 0/1 numeric column "col=category" per category (bounds [0, 1]).
+    encoding="ordinal": one discrete column per categorical (states = sorted category index).
+    scale="unit": numeric columns min-max scaled to [0, 1] (so onehot+unit is all numeric in [0, 1]);
+    scale=None: raw numeric values with observed min/max bounds.
+    missing="drop": drop the 3,620 rows with a '?' (leaves the standard 45,222); missing="category":
+    keep them, '?' becomes its own category. Categories are those present after this step.
+    """
+    _check_choice("encoding", encoding, ("onehot", "ordinal"))
+    _check_choice("scale", scale, (None, "unit"))
+    _check_choice("missing", missing, ("drop", "category"))
+    table, is_test = _adult_table()
+    if missing == "drop":
+        keep = ~np.any(table == "?", axis=1)
+        table, is_test = table[keep], is_test[keep]
+    col = {name: j for j, name in enumerate(_ADULT_COLUMNS)}
+    y = (np.char.rstrip(table[:, col["income"]], ".") == ">50K").astype(np.int64)  # adult.test labels end in '.'
+
+    num = table[:, [col[c] for c in ADULT_NUMERIC]].astype(np.float64)
+    num, specs, extra = _scaled_numeric(num, list(ADULT_NUMERIC), scale)
+    blocks, specs = [num], list(specs)
+    categories = {}
+    for name in ADULT_CATEGORICAL:
+        cats, codes = np.unique(table[:, col[name]], return_inverse=True)
+        categories[name] = tuple(str(c) for c in cats)
+        if encoding == "onehot":
+            blocks.append((codes[:, None] == np.arange(cats.size)).astype(np.float64))
+            specs += [FeatureSpec(f"{name}={c}", "numeric", lower=0.0, upper=1.0) for c in categories[name]]
+        else:
+            blocks.append(codes[:, None].astype(np.float64))
+            specs.append(FeatureSpec(name, "discrete", n_states=int(cats.size)))
+    schema = Schema(
+        tuple(specs),
+        classes=("<=50K", ">50K"),
+        target="income",
+        source="UCI Machine Learning Repository: Adult (Becker & Kohavi, 1996), DOI 10.24432/C5XW20",
+        license=_UCI_LICENSE,
+    )
+    extra.update(is_test=is_test, categories=categories)
+    return Dataset(np.hstack(blocks), y, schema, extra=extra)
+
+
+# --------------------------------------------------------------------------- binned
+
+#: rows of adult.data / adult.test without a '?' (the standard 30,162 / 15,060 split)
+ADULT_N_TRAIN, ADULT_N_TEST = 30_162, 15_060
+CLOSED = ("right", "left")
+
+
+def quantile_edges(values: np.ndarray, max_bins: int) -> np.ndarray:
+    """Distinct cut points: the training-set quantiles at b / max_bins, b = 1..max_bins−1 (numpy's
+    default linear interpolation), duplicates removed — so a column with ties gets fewer bins."""
+    levels = np.arange(1, max_bins) / max_bins
+    return np.unique(np.quantile(np.asarray(values, dtype=np.float64), levels))
+
+
+def bin_states(values: np.ndarray, edges: np.ndarray, closed: str = "right") -> np.ndarray:
+    """State b ∈ {0..len(edges)} of each value. closed="right": bins (e_{b−1}, e_b], so a value equal
+    to an edge falls in the bin below it (pandas.cut's default); closed="left": bins [e_{b−1}, e_b),
+    a value equal to an edge falls in the bin above it (numpy.digitize's default)."""
+    side = "left" if closed == "right" else "right"
+    return np.searchsorted(edges, np.asarray(values, dtype=np.float64), side=side).astype(np.int64)
+
+
+def load_adult_binned(max_bins: int = 8, closed: str = "right") -> tuple[Dataset, Dataset]:
+    """UCI Adult (income >50K = 1) as (train, test): adult.data → train, adult.test → test, rows with
+    a '?' dropped (30,162 / 15,060). 12 discrete attributes, in this order:
+
+    * ``ADULT_NUMERIC`` (age, education_num, capital_gain, capital_loss, hours_per_week): cut at the
+      distinct training-set quantiles (``quantile_edges``, at most ``max_bins`` bins), both splits with
+      the training edges; ``closed`` says which bin a value equal to an edge joins (``bin_states``).
+      With closed="right" (default) the zero-inflated capital_gain / capital_loss (all 7 quantiles
+      are 0) become 0 vs > 0; with closed="left" every training value is >= 0, so both columns are
+      constant (state 1; state 0 empty) — kept as an option because it is numpy.digitize's default.
+    * ``ADULT_CATEGORICAL``: integer codes in sorted order of the training values (every test value
+      occurs in training).
+
+    The quantiles treat the training data's distribution as public (the server's schema), as is
+    usual in the LDP literature; extra holds the edges and the category names.
+    """
+    max_bins = check_int("max_bins", max_bins, minimum=2)
+    if closed not in CLOSED:
+        raise ValidationError("closed", f"must be one of {CLOSED!r}, got {closed!r}")
+    table, is_test = _adult_table()
+    keep = ~np.any(table == "?", axis=1)
+    table, is_test = table[keep], is_test[keep]
+    if (int((~is_test).sum()), int(is_test.sum())) != (ADULT_N_TRAIN, ADULT_N_TEST):  # pragma: no cover
+        raise ChecksumError(f"Adult has {(~is_test).sum()} / {is_test.sum()} complete rows, expected 30162 / 15060")
+    col = {name: j for j, name in enumerate(_ADULT_COLUMNS)}
+    train = ~is_test
+    y = (np.char.rstrip(table[:, col["income"]], ".") == ">50K").astype(np.int64)  # adult.test labels end in '.'
+
+    states, specs, edges, categories = [], [], {}, {}
+    for name in ADULT_NUMERIC:
+        v = table[:, col[name]].astype(np.float64)
+        edges[name] = quantile_edges(v[train], max_bins)
+        states.append(bin_states(v, edges[name], closed))
+        specs.append(FeatureSpec(name, "discrete", n_states=int(edges[name].size + 1)))
+    for name in ADULT_CATEGORICAL:
+        v = table[:, col[name]]
+        cats = np.unique(v[train])
+        codes = np.searchsorted(cats, v)
+        if np.any(codes >= cats.size) or np.any(cats[np.minimum(codes, cats.size - 1)] != v):  # pragma: no cover
+            raise ChecksumError(f"adult.test has a {name} value that adult.data lacks")
+        categories[name] = tuple(str(c) for c in cats)
+        states.append(codes.astype(np.int64))
+        specs.append(FeatureSpec(name, "discrete", n_states=int(cats.size)))
+    X = np.column_stack(states)
+    schema = Schema(
+        tuple(specs),
+        classes=("<=50K", ">50K"),
+        target="income",
+        source="UCI Machine Learning Repository: Adult (Becker & Kohavi, 1996), DOI 10.24432/C5XW20; "
+        f"numeric columns cut at <= {max_bins} training-quantile bins (closed={closed!r})",
+        license=_UCI_LICENSE,
+    )
+    extra = {"edges": edges, "categories": categories, "closed": closed}
+    return (
+        Dataset(X[train], y[train], schema, extra={**extra, "split": "train"}),
+        Dataset(X[is_test], y[is_test], schema, extra={**extra, "split": "test"}),
+    )
