@@ -216,7 +216,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self,
         alpha: float = 1.0,
         *,
-        method: str = "projection",
+        method: str = "mle",
         tol: float = 1e-7,
         max_iter: int = 1000,
         mechanism: Any = None,
