@@ -47,6 +47,7 @@ class FitOptions:
     executor: Any = None
     spread_max_iter: int = 200
     wdro_max_iter: int = 0
+    encoding: str = "unit"
 
 
 @dataclass(frozen=True)
@@ -110,15 +111,20 @@ def _first(mechanism: Any) -> Any:
     return mechanism[0] if isinstance(mechanism, (list, tuple)) else mechanism
 
 
-@_learner("classification", "spread", "spread-EM (Barber 2020 §5), prior learned from the releases; C and the prior's "
-          "smoothing chosen by cross-validation on the held-out noisy likelihood, with a fallback to the "
-          "intercept-only model when the releases do not support a model")
+@_learner(
+    "classification",
+    "spread",
+    "spread-EM (Barber 2020 §5), prior learned from the releases; C and the prior's "
+    "smoothing chosen by cross-validation on the held-out noisy likelihood, with a fallback to the "
+    "intercept-only model when the releases do not support a model",
+)
 def _spread(d: FitData, o: FitOptions):
     from .estimators import SpreadLogisticRegressionCV
 
     Cs = tuple(sorted({0.01, 0.1, 1.0, 10.0, float(o.C)}))
-    est = SpreadLogisticRegressionCV(Cs=Cs, executor=o.executor, random_state=o.random_state,
-                                     max_iter=o.spread_max_iter)
+    est = SpreadLogisticRegressionCV(
+        Cs=Cs, executor=o.executor, random_state=o.random_state, max_iter=o.spread_max_iter
+    )
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
@@ -127,7 +133,12 @@ def _spread_plain(d: FitData, o: FitOptions):
     from .estimators import SpreadLogisticRegression
 
     est = SpreadLogisticRegression(
-        C=o.C, prior="learned", executor=o.executor, random_state=o.random_state, max_iter=o.spread_max_iter
+        C=o.C,
+        prior="learned",
+        executor=o.executor,
+        random_state=o.random_state,
+        max_iter=o.spread_max_iter,
+        encoding=o.encoding,
     )
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
@@ -137,7 +148,12 @@ def _spread_flat(d: FitData, o: FitOptions):
     from .estimators import SpreadLogisticRegression
 
     est = SpreadLogisticRegression(
-        C=o.C, prior="flat", executor=o.executor, random_state=o.random_state, max_iter=o.spread_max_iter
+        C=o.C,
+        prior="flat",
+        executor=o.executor,
+        random_state=o.random_state,
+        max_iter=o.spread_max_iter,
+        encoding=o.encoding,
     )
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
@@ -155,7 +171,12 @@ def _spread_true(d: FitData, o: FitOptions):
     counts = np.stack([np.bincount(np.asarray(Xc[:, j], int), minlength=k) for j in range(Xc.shape[1])]) + 1e-3
     prior = counts / counts.sum(axis=1, keepdims=True)
     est = SpreadLogisticRegression(
-        C=o.C, prior=prior, executor=o.executor, random_state=o.random_state, max_iter=o.spread_max_iter
+        C=o.C,
+        prior=prior,
+        executor=o.executor,
+        random_state=o.random_state,
+        max_iter=o.spread_max_iter,
+        encoding=o.encoding,
     )
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
@@ -164,14 +185,14 @@ def _spread_true(d: FitData, o: FitOptions):
 def _naive(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
 
-    return NaiveLogisticRegression(C=o.C).fit(d.X, d.y, mechanism=d.mechanism)
+    return NaiveLogisticRegression(C=o.C, encoding=o.encoding).fit(d.X, d.y, mechanism=d.mechanism)
 
 
 @_learner("classification", "naive-cv", "naive logistic regression with C tuned by 5-fold CV on the releases")
 def _naive_cv(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
 
-    return NaiveLogisticRegression(C=o.C, cv=5).fit(d.X, d.y, mechanism=d.mechanism)
+    return NaiveLogisticRegression(C=o.C, cv=5, encoding=o.encoding).fit(d.X, d.y, mechanism=d.mechanism)
 
 
 @_learner("classification", "wdro", "Wasserstein-DRO logistic regression, radius from the LDP noise (Farokhi 2020)")
@@ -198,7 +219,27 @@ def _wdro(d: FitData, o: FitOptions):
 def _clean(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
 
-    return NaiveLogisticRegression(C=o.C).fit(d.clean_X, d.clean_y, mechanism=_first(d.mechanism))
+    return NaiveLogisticRegression(C=o.C, encoding=o.encoding, clean=True).fit(
+        d.clean_X, d.clean_y, mechanism=_first(d.mechanism)
+    )
+
+
+@_learner("classification", "majority", "the majority class of the label frequencies debiased from the releases")
+def _majority(d: FitData, o: FitOptions):
+    from .estimators.baselines import MajorityClassifier
+
+    return MajorityClassifier().fit(d.X, d.y, mechanism=d.mechanism)
+
+
+@_learner(
+    "classification",
+    "ldp-nb",
+    "LDP naive Bayes from debiased (attribute, label) pair frequencies (Yilmaz et al. 2019), maximum-likelihood tables",
+)
+def _ldp_nb(d: FitData, o: FitOptions):
+    from .estimators import LDPNaiveBayes
+
+    return LDPNaiveBayes().fit(d.X, d.y, mechanism=d.mechanism)
 
 
 # -------------------------------------------------------------------------------- regression

@@ -24,12 +24,13 @@ import numpy as np
 from ._validation import check_int
 from .datasets import LOADERS, Dataset, load, train_test_split_per_class
 from .errors import ValidationError
-from .mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism
+from .mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism, RandomizedResponse, RecordMechanism
+from .mechanisms.oracles import frequency_oracle
 
 if TYPE_CHECKING:  # typing only: the run config sits above the core stages and imports them
     from .run_config import RunConfig
 
-MECHANISM_FAMILIES = ("rr", "gaussian", "laplace")
+MECHANISM_FAMILIES = ("rr", "oracle", "gaussian", "laplace")
 
 
 def unit_uniform(seed: int, client_id: int, stream: str) -> float:
@@ -91,7 +92,7 @@ class ClientPopulation(ABC):
 def record_mechanism_for(
     family: str,
     n_features: int,
-    n_states: int | None,
+    n_states: Any,
     n_classes: int,
     *,
     feature_flip: float | None = None,
@@ -99,10 +100,15 @@ def record_mechanism_for(
     label_flip: float | None = None,
     label_epsilon: float | None = None,
     delta: float = 1e-5,
+    n_sampled: int | None = None,
 ) -> RecordMechanism:
-    """A record mechanism from a family name and per-field parameters: k-ary randomised response
-    on discrete features ("rr"), or Gaussian / Laplace noise on features in [0, 1] (one per column);
-    k-ary randomised response on the label in every family."""
+    """A record mechanism from a family name and per-field parameters. ``n_states``: one k for every
+    feature, one per feature (a sequence), or None for numeric features in [0, 1]. Families:
+    "rr" — k-ary randomised response on each discrete feature (its own k); "oracle" — per feature
+    the frequency oracle with the smallest variance at its ε (randomised response, unary encoding or
+    local hashing, ``fedrr.mechanisms.frequency_oracle``); "gaussian" / "laplace" — noise on
+    features in [0, 1], one mechanism per column. The label always uses k-ary randomised response.
+    ``n_sampled``: each client releases that many uniformly drawn features (None: all)."""
     if family not in MECHANISM_FAMILIES:
         raise ValidationError("mechanism", f"must be one of {MECHANISM_FAMILIES}, got {family!r}")
     if (label_flip is None) == (label_epsilon is None):
@@ -112,31 +118,46 @@ def record_mechanism_for(
         if label_flip is not None
         else RandomizedResponse(n_classes, epsilon=label_epsilon)
     )
-    if family == "rr":
+    if family in ("rr", "oracle"):
         if n_states is None:
-            raise ValidationError("mechanism", "'rr' needs discrete features (a dataset with integer states)")
+            raise ValidationError("mechanism", f"{family!r} needs discrete features (a dataset with integer states)")
         if (feature_flip is None) == (feature_epsilon is None):
-            raise ValidationError("feature_flip", "give exactly one of feature_flip and feature_epsilon for 'rr'")
-        feat = (
-            RandomizedResponse(n_states, feature_flip)
-            if feature_flip is not None
-            else RandomizedResponse(n_states, epsilon=feature_epsilon)
-        )
-    else:
-        if feature_epsilon is None:
-            raise ValidationError("feature_epsilon", f"is required for the {family!r} family (ε per feature)")
-        feat = (
-            GaussianMechanism(feature_epsilon, delta, 0.0, 1.0)
-            if family == "gaussian"
-            else LaplaceMechanism(feature_epsilon, 0.0, 1.0)
-        )
-    return RecordMechanism(feat, label, n_features=n_features)
+            raise ValidationError(
+                "feature_flip", f"give exactly one of feature_flip and feature_epsilon for {family!r}"
+            )
+        if family == "oracle" and feature_epsilon is None:
+            raise ValidationError("feature_epsilon", "is required for the 'oracle' family (ε per released feature)")
+        ks = np.broadcast_to(np.asarray(n_states, dtype=np.int64), (n_features,))
+        made: dict[int, Mechanism] = {}  # one object per k: records share mechanisms
+        for k in np.unique(ks):
+            k = int(k)
+            if family == "oracle":
+                made[k] = frequency_oracle(k, feature_epsilon)
+            else:
+                made[k] = (
+                    RandomizedResponse(k, feature_flip)
+                    if feature_flip is not None
+                    else RandomizedResponse(k, epsilon=feature_epsilon)
+                )
+        if len(made) == 1:
+            return RecordMechanism(next(iter(made.values())), label, n_features=n_features, n_sampled=n_sampled)
+        return RecordMechanism([made[int(k)] for k in ks], label, n_features=n_features, n_sampled=n_sampled)
+    if feature_epsilon is None:
+        raise ValidationError("feature_epsilon", f"is required for the {family!r} family (ε per feature)")
+    feat = (
+        GaussianMechanism(feature_epsilon, delta, 0.0, 1.0)
+        if family == "gaussian"
+        else LaplaceMechanism(feature_epsilon, 0.0, 1.0)
+    )
+    return RecordMechanism(feat, label, n_features=n_features, n_sampled=n_sampled)
 
 
 class DatasetPopulation(ClientPopulation):
     """Clients drawn from a real dataset: a class-balanced clean test split is held out for the
-    server's evaluation, and client i holds training row ``order[i mod n_train]`` (rows are reused
-    only when there are more clients than training rows; ``describe()`` says so).
+    server's evaluation (or the dataset's own test split, when it has one: ``extra["is_test"]``,
+    e.g. Adult's files; ``n_test_per_class`` is then unused), and client i holds training row
+    ``order[i mod n_train]`` (rows are reused only when there are more clients than training rows;
+    ``describe()`` says so).
 
     Budgets: one ``RecordMechanism`` for everyone, or a mix — ``mechanisms`` with ``weights``:
     each client gets mechanism j with probability weights[j], reproducibly from ``seed``.
@@ -187,6 +208,10 @@ class DatasetPopulation(ClientPopulation):
         ds = load(self._dataset_arg) if isinstance(self._dataset_arg, str) else self._dataset_arg
         if ds.schema.task != "classification":
             raise ValidationError("dataset", "must be a classification dataset")
+        if "is_test" in ds.extra:  # the dataset's own train/test split (Adult's files): clients hold train rows
+            is_test = np.asarray(ds.extra["is_test"], bool)
+            train = np.flatnonzero(~is_test)[np.random.default_rng(self.seed).permutation(int((~is_test).sum()))]
+            return (self._view(ds.X[train], ds), ds.y[train], self._view(ds.X[is_test], ds), ds.y[is_test])
         n_classes = ds.schema.n_classes
         per_class = np.bincount(ds.y, minlength=n_classes)
         n_tr = int(per_class.min()) - self.n_test_per_class
@@ -250,16 +275,21 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
     ds = load(name)
     states = ds.schema.states()
     discrete = bool(np.all(states > 0))
-    if family == "rr" and not (discrete and np.all(states == states[0])):
+    if family in ("rr", "oracle") and not discrete:
         raise ValidationError(
-            "mechanism", f"'rr' needs a dataset whose features all have the same number of states; {name!r} does not"
+            "mechanism", f"{family!r} needs a dataset of discrete features; {name!r} has numeric ones"
         )
-    n_states = int(states[0]) if discrete else None
-    feat_key = "feature-flip" if family == "rr" else "feature-epsilon"
+    n_states = (int(states[0]) if np.all(states == states[0]) else states) if discrete else None
+    if cfg.n_sampled > ds.schema.n_features:
+        raise ValidationError(
+            "n-sampled", f"must be at most the {ds.schema.n_features} features of {name!r}, got {cfg.n_sampled}"
+        )
+    use_flip = family == "rr" and cfg.feature_flip > 0  # rr: a flip probability, or else ε per feature
+    feat_key = "feature-flip" if use_flip else "feature-epsilon"
     if cfg.budget_mix:
         levels, weights = [v for v, _ in cfg.budget_mix], [w for _, w in cfg.budget_mix]
     else:
-        lv = cfg.feature_flip if family == "rr" else cfg.feature_epsilon
+        lv = cfg.feature_flip if use_flip else cfg.feature_epsilon
         if not lv:
             raise ValidationError(feat_key, f"must be > 0 for mechanism {family!r}")
         levels, weights = [lv], [1.0]
@@ -273,7 +303,7 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
         RandomizedResponse(ds.schema.n_classes, label_flip, epsilon=label_epsilon)
     mechs = []
     for lv in levels:
-        kw = {"feature_flip": lv} if family == "rr" else {"feature_epsilon": lv}
+        kw = {"feature_flip": lv} if use_flip else {"feature_epsilon": lv}
         with _config_key("budget-mix" if cfg.budget_mix else feat_key):
             mechs.append(
                 record_mechanism_for(
@@ -284,6 +314,7 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
                     label_flip=label_flip,
                     label_epsilon=label_epsilon,
                     delta=cfg.delta,
+                    n_sampled=cfg.n_sampled or None,
                     **kw,
                 )
             )
@@ -294,7 +325,7 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
             mechs,
             weights,
             n_test_per_class=cfg.n_test_per_class,
-            features="states" if family == "rr" else "unit",
+            features="states" if family in ("rr", "oracle") else "unit",
             dropout=cfg.dropout,
             seed=cfg.seed,
         )

@@ -70,6 +70,12 @@ class RunConfig:
     label_flip: float = _key("label_flip", 0.2, "label flip probability (or 0 and label-epsilon)", _NONNEG)
     label_epsilon: float = _key("label_epsilon", 0.0, "label ε (0 = unused)", _NONNEG)
     delta: float = _key("delta", 1e-5, "δ per Gaussian field", Interval(float, 0, 1, closed="neither"))
+    n_sampled: int = _key(
+        "n_sampled",
+        0,
+        "features each client releases, drawn uniformly (0: all; attribute sampling)",
+        Interval(int, 0, 10**6),
+    )
     budget_mix: tuple = _key(
         "budget_mix",
         (),
@@ -95,6 +101,12 @@ class RunConfig:
         ),
     )
     spread_max_iter: int = _key("spread_max_iter", 200, "most EM iterations of spread-EM", Interval(int, 1, 10**6))
+    encoding: str = _key(
+        "encoding",
+        "unit",
+        "model input of a discrete state: unit s/(k-1) | index s | onehot",
+        Options("unit", "index", "onehot"),
+    )
     C: float = _key(
         "C", 1.0, "inverse L2 penalty (scikit-learn's C)", Interval(float, 0, None, closed="neither"), flwr="C"
     )
@@ -178,6 +190,20 @@ class RunConfig:
 
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
+
+    def fit_options(self):
+        """The learners' options of this run (``fedrr.learners.FitOptions``), with its executor."""
+        from .learners import FitOptions
+        from .parallel import make_executor
+
+        return FitOptions(
+            C=self.C,
+            random_state=self.seed,
+            executor=make_executor(self.executor, self.ray_address),
+            spread_max_iter=self.spread_max_iter,
+            wdro_max_iter=self.wdro_max_iter,
+            encoding=self.encoding,
+        )
 
     @property
     def n_nodes(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..errors import ValidationError
-from .adult import load_adult, load_adult_binned
+from .adult import load_adult, load_adult_binned, load_adult_split
 from .real import (
     CHECKSUMS,
     ChecksumError,
@@ -34,6 +34,7 @@ LOADERS = {
     "breast_cancer": load_breast_cancer,
     "diabetes": load_diabetes,
     "adult": load_adult,
+    "adult_binned": load_adult_split,
     "lending_club": load_lending_club,
 }
 
@@ -63,6 +64,7 @@ __all__ = [
     "load_diabetes",
     "load_adult",
     "load_adult_binned",
+    "load_adult_split",
     "load_lending_club",
     "train_test_split_per_class",
     "verify_checksum",

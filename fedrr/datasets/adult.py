@@ -174,3 +174,14 @@ def load_adult_binned(max_bins: int = 8, closed: str = "right") -> tuple[Dataset
         Dataset(X[train], y[train], schema, extra={**extra, "split": "train"}),
         Dataset(X[is_test], y[is_test], schema, extra={**extra, "split": "test"}),
     )
+
+
+def load_adult_split(max_bins: int = 8, closed: str = "right") -> Dataset:
+    """``load_adult_binned`` as one Dataset, train rows then test rows, with ``extra["is_test"]``
+    marking the files' own test split (what a population built on it holds out)."""
+    train, test = load_adult_binned(max_bins=max_bins, closed=closed)
+    is_test = np.r_[np.zeros(len(train.y), bool), np.ones(len(test.y), bool)]
+    extra = {k: v for k, v in train.extra.items() if k != "split"}
+    return Dataset(
+        np.vstack([train.X, test.X]), np.r_[train.y, test.y], train.schema, extra={**extra, "is_test": is_test}
+    )

@@ -49,6 +49,8 @@ def naive_inputs(X_tilde: np.ndarray, rm: RecordMechanism, design: Design) -> np
 
 class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
     """scikit-learn logistic regression on the releases as if they were clean (Barber eq 34).
+    ``clean=True``: the records are clean (the ``clean`` oracle); the mechanism only gives their
+    domain, for the same encoding as the learners on releases.
     ``cv`` = None uses the given C; an int tunes C by cross-validation on the noisy data — the fair
     naive baseline (shared/research-notes.md). Discrete states are encoded like spread-EM's."""
 
@@ -67,8 +69,10 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
         encoding: str = "unit",
         max_iter: int = 2000,
         mechanism: Any = None,
+        clean: bool = False,
     ):
         self.C = C
+        self.clean = clean
         self.cv = cv
         self.encoding = encoding
         self.max_iter = max_iter
@@ -81,7 +85,11 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
             mechanism = group_records(mechanism, len(mechanism))[0][0]
         if mechanism is not None and not isinstance(mechanism, RecordMechanism):
             raise ValidationError("mechanism", f"must be a RecordMechanism or None, got {type(mechanism).__name__}")
-        if mechanism is not None:
+        if mechanism is not None and self.clean:  # clean records in the mechanism's domain (an oracle)
+            Xv, _ = mechanism.validate_input(X, None if mechanism.label is None else y)
+            self.design_ = Design(ColumnLayout.from_mechanism(mechanism), p["encoding"])
+            Z, yv = self.design_.decode(Xv), _as_array("y", y, "must be an array of labels")
+        elif mechanism is not None:
             Xv, yv = mechanism.validate_release(X, y if mechanism.label is not None else None)
             if yv is None:  # no label mechanism: clean labels
                 yv = _as_array("y", y, f"must be an array of shape ({Xv.shape[0]},)")
@@ -117,13 +125,16 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
         return self.design_.decode(check_clean_X(X, self.design_.layout))
 
     def decision_function(self, X):
-        return self.model_.decision_function(self._inputs(X))
+        Z = self._inputs(X)  # checks fitted first
+        return self.model_.decision_function(Z)
 
     def predict_proba(self, X):
-        return self.model_.predict_proba(self._inputs(X))
+        Z = self._inputs(X)  # checks fitted first
+        return self.model_.predict_proba(Z)
 
     def predict(self, X):
-        return self.model_.predict(self._inputs(X))
+        Z = self._inputs(X)  # checks fitted first
+        return self.model_.predict(Z)
 
 
 class ReconstructionLogisticRegression(SpreadLogisticRegression):
@@ -197,3 +208,39 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
         self.n_iter_, self.history_ = 1, [{"iter": 1, "objective": float(res.fun)}]
         self.prior_ = prior.public()
         return self
+
+
+class MajorityClassifier(ClassifierMixin, BaseEstimator):
+    """Predicts the most frequent class, its frequencies estimated from the released labels and
+    debiased through the label mechanism (maximum likelihood on the simplex): the reference line a
+    learner must beat to have learned anything."""
+
+    def __init__(self, mechanism: Any = None):
+        self.mechanism = mechanism
+
+    def fit(self, X, y, mechanism: Any = None):
+        from .spread_cv import _class_freqs
+
+        mechanism = self.mechanism if mechanism is None else mechanism
+        ya = _as_array("y", y, "must be a 1-d array of labels")
+        if ya.ndim != 1 or ya.size == 0:
+            raise ValidationError("y", f"must be a non-empty 1-d array, got shape {ya.shape}")
+        n = ya.size
+        groups = group_records(mechanism, n) if mechanism is not None else []
+        if groups and groups[0][0].label is not None:
+            k = groups[0][0].label.k
+            self.classes_ = np.arange(k)
+            self.class_prior_ = _class_freqs(np.asarray(ya, np.int64), groups, k)
+        else:
+            self.classes_, yi = class_labels(ya)
+            self.class_prior_ = np.bincount(yi, minlength=len(self.classes_)) / n
+        self.n_features_in_ = np.shape(X)[1] if np.ndim(X) == 2 else 0
+        return self
+
+    def predict_proba(self, X):
+        check_is_fitted(self, "class_prior_")
+        return np.tile(self.class_prior_, (len(np.asarray(X)), 1))
+
+    def predict(self, X):
+        check_is_fitted(self, "class_prior_")
+        return np.full(len(np.asarray(X)), self.classes_[int(np.argmax(self.class_prior_))])

@@ -24,9 +24,26 @@ from .spread_mstep import log_class_probs
 from .spread_shard import Shard
 
 #: the spread-EM parameters this class passes through (the rest are its own)
-PASSED = ("prior", "e_step", "n_chains", "n_samples", "max_iter", "burn_in", "n_average", "tol", "m_step_iter",
-          "encoding", "numeric_prior", "n_bins", "fit_intercept", "relaxation", "executor", "shard_size",
-          "cosine_tol", "agreement_tol", "verbose")
+PASSED = (
+    "prior",
+    "e_step",
+    "n_chains",
+    "n_samples",
+    "max_iter",
+    "burn_in",
+    "n_average",
+    "tol",
+    "m_step_iter",
+    "encoding",
+    "numeric_prior",
+    "n_bins",
+    "fit_intercept",
+    "relaxation",
+    "executor",
+    "shard_size",
+    "agreement_tol",
+    "verbose",
+)
 
 
 class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
@@ -58,13 +75,36 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         "random_state": random_state_constraints(),
     }
 
-    def __init__(self, Cs=(0.01, 0.1, 1.0, 10.0), *, prior_strengths=(0.1,), cv: int = 3, fallback: bool = True,
-                 heldout_samples: int = 32, cv_max_iter: int = 60, prior: Any = "learned", e_step: str = "mcmc",
-                 n_chains: int = 2, n_samples: int | None = None, max_iter: int = 200, burn_in: int | None = None,
-                 n_average: int = 20, tol: float = 0.01, m_step_iter: int = 5, encoding: str = "unit",
-                 numeric_prior: str = "gaussian", n_bins: int = 10, fit_intercept: bool = True,
-                 relaxation: float = 1.8, executor: Any = None, shard_size: int = 2048, random_state: Any = None,
-                 cosine_tol: float = 0.9, agreement_tol: float = 0.5, mechanism: Any = None, verbose: int = 0):
+    def __init__(
+        self,
+        Cs=(0.01, 0.1, 1.0, 10.0),
+        *,
+        prior_strengths=(0.1,),
+        cv: int = 3,
+        fallback: bool = True,
+        heldout_samples: int = 32,
+        cv_max_iter: int = 60,
+        prior: Any = "learned",
+        e_step: str = "mcmc",
+        n_chains: int = 2,
+        n_samples: int | None = None,
+        max_iter: int = 200,
+        burn_in: int | None = None,
+        n_average: int = 20,
+        tol: float = 0.01,
+        m_step_iter: int = 5,
+        encoding: str = "unit",
+        numeric_prior: str = "gaussian",
+        n_bins: int = 10,
+        fit_intercept: bool = True,
+        relaxation: float = 1.8,
+        executor: Any = None,
+        shard_size: int = 2048,
+        random_state: Any = None,
+        agreement_tol: float = 0.2,
+        mechanism: Any = None,
+        verbose: int = 0,
+    ):
         self.Cs = Cs
         self.prior_strengths = prior_strengths
         self.cv = cv
@@ -88,7 +128,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.executor = executor
         self.shard_size = shard_size
         self.random_state = random_state
-        self.cosine_tol = cosine_tol
         self.agreement_tol = agreement_tol
         self.mechanism = mechanism
         self.verbose = verbose
@@ -123,14 +162,18 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         for f in range(p["cv"]):
             tr, te = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
             mech_tr = _mechanism_arg([mechs[i] for i in tr])
-            null.append(_null_loglik(Xv[tr], yi[tr], Xv[te], yi[te], [mechs[i] for i in tr], [mechs[i] for i in te],
-                                     len(base.classes_)))
+            null.append(
+                _null_loglik(
+                    Xv[tr], yi[tr], Xv[te], yi[te], [mechs[i] for i in tr], [mechs[i] for i in te], len(base.classes_)
+                )
+            )
             for C in p["Cs"]:
                 for a in p["prior_strengths"]:
                     est = self._spread(C=C, prior_strength=a, max_iter=p["cv_max_iter"])
                     est.fit(Xv[tr], yi[tr], mechanism=mech_tr)
-                    full, c = heldout_loglik(est, Xv[te], yi[te], [mechs[i] for i in te], p["heldout_samples"],
-                                             _seed(p["random_state"]) + f)
+                    full, c = heldout_loglik(
+                        est, Xv[te], yi[te], [mechs[i] for i in te], p["heldout_samples"], _seed(p["random_state"]) + f
+                    )
                     scores.setdefault((C, a), []).append(full)
                     cond.setdefault((C, a), []).append(c)
         self.scores_ = {k: float(np.concatenate(v).mean()) for k, v in scores.items()}
@@ -170,14 +213,21 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
 
     def diagnostics(self) -> dict:
         check_is_fitted(self, "coef_")
-        out = {"fallback": bool(self.fallback_), "C": self.C_, "prior_strength": self.prior_strength_,
-               "heldout_gain": self.gain_}
+        out = {
+            "fallback": bool(self.fallback_),
+            "C": self.C_,
+            "prior_strength": self.prior_strength_,
+            "heldout_gain": self.gain_,
+        }
         if self.estimator_ is not None and hasattr(self.estimator_, "converged_"):
             out.update(self.estimator_.diagnostics())
         elif self.fallback_:
-            out.update(converged=None, convergence="fell back to the intercept-only model: on held-out releases the "
-                       f"fitted model's gain in log p(c̃ | x̃) was {self.gain_['mean']:.4g} ± {self.gain_['se']:.2g} "
-                       "(not above two standard errors): the releases do not support a model")
+            out.update(
+                converged=None,
+                convergence="fell back to the intercept-only model: on held-out releases the "
+                f"fitted model's gain in log p(c̃ | x̃) was {self.gain_['mean']:.4g} ± {self.gain_['se']:.2g} "
+                "(not above two standard errors): the releases do not support a model",
+            )
         return out
 
     # ---------------------------------------------------------------------------- predict
@@ -198,11 +248,13 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         return np.exp(self.predict_log_proba(X))
 
     def predict(self, X):
-        return self.classes_[np.argmax(self.predict_log_proba(X), axis=1)]
+        lp = self.predict_log_proba(X)  # checks fitted first
+        return self.classes_[np.argmax(lp, axis=1)]
 
 
-def heldout_loglik(est: SpreadLogisticRegression, X: np.ndarray, y: np.ndarray, mechs: list, S: int,
-                   seed: int) -> tuple[np.ndarray, np.ndarray]:
+def heldout_loglik(
+    est: SpreadLogisticRegression, X: np.ndarray, y: np.ndarray, mechs: list, S: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(log p(x̃, c̃), log p(c̃ | x̃)) per held-out record under a fitted spread-EM model and its prior."""
     full, cond = np.empty(len(y)), np.empty(len(y))
     for rm, rows in group_records(_mechanism_arg(mechs), len(y)):
@@ -219,8 +271,11 @@ def _null_loglik(X_tr, y_tr, X_te, y_te, mech_tr, mech_te, C: int) -> np.ndarray
     pi = _class_freqs(y_tr, group_records(_mechanism_arg(mech_tr), len(y_tr)), C)
     out = np.empty(len(y_te))
     for rm, rows in group_records(_mechanism_arg(mech_te), len(y_te)):
-        L = rm.label.log_likelihood_matrix(y_te[rows]) if rm.label is not None else np.where(
-            np.arange(C) == y_te[rows][:, None], 0.0, -np.inf)
+        L = (
+            rm.label.log_likelihood_matrix(y_te[rows])
+            if rm.label is not None
+            else np.where(np.arange(C) == y_te[rows][:, None], 0.0, -np.inf)
+        )
         out[rows] = logsumexp(L + np.log(np.maximum(pi, 1e-300)), axis=1)
     return out
 
@@ -257,4 +312,3 @@ def _seed(random_state) -> int:
     if random_state is None:
         return int(np.random.SeedSequence().generate_state(1)[0])
     return int(random_state)
-

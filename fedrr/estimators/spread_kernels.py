@@ -126,6 +126,21 @@ def _draw(d, x, u, cdf, guide, q, r, K):
 
 
 @njit(cache=True, inline="always")
+def _draw_rows(d, row, u, probs, lik, kd):
+    """One draw from ρ(x_d) ∝ π_d(x)·L[row, x] (any discrete oracle: the release's likelihood row)."""
+    tot = 0.0
+    for s in range(kd):
+        tot += probs[d, s] * lik[row, s]
+    v = u * tot
+    acc = 0.0
+    for s in range(kd):
+        acc += probs[d, s] * lik[row, s]
+        if acc > v:
+            return s
+    return kd - 1
+
+
+@njit(cache=True, inline="always")
 def _log_g(z, yterm_n, Rn, C, out):
     """log Σ_c p(c̃|c) p_θ(c|x) and the responsibilities p(c | x, c̃) into ``out``."""
     m = -np.inf
@@ -180,6 +195,10 @@ def rr_chain(
     counts,
     new_stateT,
     statesT,
+    row_cols,
+    probs,
+    lik,
+    kcol,
 ):
     """S steps of one chain for a block of b records (column-major: records innermost).
 
@@ -187,16 +206,21 @@ def rr_chain(
     (S, b) for the acceptances, drawn by the caller in one numpy call each; xtT (D, b)
     released states, −1 where not released; stateT (D, b) the chain's state (read only);
     W (Rn, D, K) logit contributions; E (D, K) float32 model input of each state (scalar
-    encodings) — if E has no rows, Zt is not written. Outputs: Zt (D, S·b) model inputs of the
-    kept states (column s·b + n), statesT (D, S·b) the kept states, Rout (S, b, C)
+    encodings) — if E has no rows, Zt is not written, nor statesT if it has none. Outputs: Zt
+    (D, S·b) model inputs of the kept states (column s·b + n), statesT (D, S·b) the kept states, Rout (S, b, C)
     responsibilities, counts (D, K) += kept states / S, new_stateT (D, b). Returns the number of
-    accepted proposals."""
+    accepted proposals.
+
+    Columns with ``row_cols[d]`` come from any other discrete oracle: xtT holds the row of ``lik``
+    (likelihood p(x̃ | x = s), s < kcol[d]) of the entry's release, and the proposal is drawn from
+    ρ(x) ∝ probs[d, x]·lik[row, x] in O(k) (``_draw_rows``)."""
     D, b = xtT.shape
     Sp = S if has_state else S + 1
     K = stay.shape[1]
     C = yterm.shape[1]
     Rn = W.shape[0]
     write_z = E.shape[0] > 0
+    write_states = statesT.shape[0] > 0
     props = np.empty((Sp, D, b), np.int32)
     z = np.empty((Sp, Rn, b))
     zs = np.empty((Rn, b))
@@ -206,7 +230,13 @@ def rr_chain(
     for s in range(Sp):
         for d in range(D):
             u = U[s, d]
-            if q[d] >= r[d]:
+            if row_cols[d]:
+                for n in range(b):
+                    x = xtT[d, n]
+                    props[s, d, n] = (
+                        _draw_prior(d, u[n], P, A, K) if x < 0 else _draw_rows(d, x, u[n], probs, lik, kcol[d])
+                    )
+            elif q[d] >= r[d]:
                 for n in range(b):
                     x = xtT[d, n]
                     props[s, d, n] = (
@@ -260,7 +290,8 @@ def rr_chain(
                 j = src[s, n]
                 if j >= 0:
                     v = props[j, d, n]
-                statesT[d, s * b + n] = v
+                if write_states:
+                    statesT[d, s * b + n] = v
                 if write_z:
                     Zt[d, s * b + n] = E[d, v]
                 counts[d, v] += w

@@ -26,6 +26,20 @@ from .spread_design import Design
 from .spread_mstep import log_class_probs
 
 
+def _posterior_mean(mech, x_tilde: np.ndarray, pi: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """E[T[x] | x̃] under prior π for releases of one discrete column: (n, w). Randomised response
+    in O(w) per release: ρ(x) ∝ π(x)(r + (q − r)·1{x = x̃}) gives (r·π@T + (q − r)π(x̃)T[x̃]) /
+    (r + (q − r)π(x̃)); any other oracle through its likelihood matrix, O(k·w)."""
+    if isinstance(mech, RandomizedResponse):
+        xt = x_tilde.astype(np.int64)
+        q, r = mech.keep_prob, mech.other_prob
+        a = (q - r) * pi[xt]
+        return ((r * (pi @ T))[None, :] + a[:, None] * T[xt]) / (r + a)[:, None]
+    L = mech.log_likelihood_matrix(x_tilde) + np.log(np.maximum(pi, 1e-300))
+    post = np.exp(L - L.max(axis=1, keepdims=True))
+    return (post / post.sum(axis=1, keepdims=True)) @ T
+
+
 class Shard:
     def __init__(
         self,
@@ -50,18 +64,45 @@ class Shard:
             self.yterm = np.where(np.arange(n_classes) == self.y[:, None], 0.0, -np.inf)
         else:  # log p(c̃ | c) for every class, from any discrete label oracle
             self.yterm = np.ascontiguousarray(rm.label.log_likelihood_matrix(self.y), dtype=float)
-        self.compiled = mode == "mcmc" and all(isinstance(m, RandomizedResponse) for m, _ in rm.groups())
+        self.compiled = mode == "mcmc" and all(isinstance(m, DiscreteMechanism) for m, _ in rm.groups())
         if self.compiled:
-            q, r = np.empty(self.D), np.empty(self.D)
-            for mech, cols in rm.groups():
-                q[cols], r[cols] = mech.keep_prob, mech.other_prob
-            self.q, self.r = q, r
-            self.xtT = np.ascontiguousarray(np.where(self.released, self.X, -1).T, dtype=np.int32)
+            self._compile_releases()
         self.state: list[Any] = [None] * n_chains
         self.Z: list[Any] = [None] * n_chains  # model inputs of the last samples (S·b, n_inputs) float32
         self.R: list[Any] = [None] * n_chains  # responsibilities (S·b, C)
         self.w: list[Any] = [None] * n_chains  # sample weights (S·b,)
         self.prior: list[Any] = [None] * n_chains
+
+    def _compile_releases(self) -> None:
+        """Kernel inputs: randomised-response columns keep their released state (q, r per column);
+        any other oracle's released entries become rows of a likelihood table ``lik`` (each row
+        p(x̃ | x = s) / max_s, zero-padded), and the column holds the row index."""
+        D = self.D
+        q, r = np.ones(D), np.zeros(D)
+        row_cols = np.zeros(D, bool)
+        kcol = np.array([self.design.layout.k[c] for c in range(D)], np.int64)
+        xt = np.where(self.released, self.X, -1)
+        rows = []
+        n_rows = 0
+        for mech, cols in self.rm.groups():
+            if isinstance(mech, RandomizedResponse):
+                q[cols], r[cols] = mech.keep_prob, mech.other_prob
+                continue
+            row_cols[cols] = True
+            for c in cols:
+                idx = np.flatnonzero(self.released[:, c])
+                L = mech.log_likelihood_matrix(self.X[idx, c])
+                rows.append(np.exp(L - L.max(axis=-1, keepdims=True)))
+                xt[idx, c] = n_rows + np.arange(idx.size)
+                n_rows += idx.size
+        K = int(kcol.max())
+        lik = np.zeros((n_rows, K))
+        at = 0
+        for block in rows:
+            lik[at : at + block.shape[0], : block.shape[1]] = block
+            at += block.shape[0]
+        self.q, self.r, self.row_cols, self.kcol, self.lik = q, r, row_cols, kcol, lik
+        self.xtT = np.ascontiguousarray(xt.T, dtype=np.int32)
 
     # ----------------------------------------------------------------------- priors
     def set_prior(self, chain: int, prior) -> None:
@@ -114,7 +155,7 @@ class Shard:
         R = np.empty((S, b, C))
         counts = np.zeros((D, K))
         new_stateT = np.empty((D, b), np.int32)
-        statesT = np.empty((D, S * b), np.int32)
+        statesT = np.empty((0, 0) if design.scalar else (D, S * b), np.int32)  # scalar designs read Zt
         U = rng.random((S if has else S + 1, D, b))
         U_acc = rng.random((S, b))
         acc = rr_chain(
@@ -141,6 +182,10 @@ class Shard:
             counts,
             new_stateT,
             statesT,
+            self.row_cols,
+            prior.disc,
+            self.lik,
+            self.kcol,
         )
         self.state[chain] = new_stateT
         self.Z[chain] = Zt.T if design.scalar else design.decode(statesT.T)
@@ -230,13 +275,12 @@ class Shard:
                 o, w = design.offsets[c], design.widths[c]
                 if design.layout.discrete[c]:
                     k = design.layout.k[c]
-                    probs = np.tile(prior.disc[c, :k], (self.b, 1))
+                    # T: the model input of each state, (k, w)
+                    T = design.state_table[c, :k, None] if design.scalar else np.eye(k, dtype=np.float32)[:, 1:k]
+                    pi = prior.disc[c, :k] / prior.disc[c, :k].sum()
+                    Z[:, o : o + w] = pi @ T
                     if rel.size:
-                        probs[rel] = mech.posterior(self.X[rel, c].astype(np.int64), prior.for_column(c)).proba()
-                    if design.scalar:
-                        Z[:, o] = probs @ design.state_table[c, :k]
-                    else:
-                        Z[:, o : o + w] = probs[:, 1:k]
+                        Z[rel, o : o + w] = _posterior_mean(mech, self.X[rel, c], pi, T)
                 else:
                     mean = np.full(self.b, prior.column_means()[c])
                     if rel.size:
@@ -281,6 +325,18 @@ class Shard:
             p = np.exp(z - logsumexp(z, axis=1, keepdims=True))
         Z1 = np.hstack([Z.astype(np.float64), np.ones((Z.shape[0], 1))])
         return np.stack([(Z1 * (w * p[:, r] * (1 - p[:, r]))[:, None]).T @ Z1 for r in range(coef.shape[0])])
+
+    def logit_moments(self, chain: int, coefs: list, intercepts: list) -> dict:
+        """Weighted moments of the logits of several models at this shard's current samples of
+        ``chain`` (softmax logits centred per sample): Σw, Σw·z_a (m, Rn) and the Gram matrix
+        Σ_i Σ_r w_i z_a,ir z_b,ir (m, m) — what the chains' agreement in prediction needs."""
+        Z, w = self.Z[chain], self.w[chain]
+        zs = []
+        for coef, b in zip(coefs, intercepts):
+            z = (Z @ coef.T.astype(Z.dtype)).astype(np.float64) + b
+            zs.append(z - z.mean(axis=1, keepdims=True) if z.shape[1] > 1 else z)
+        A = np.stack(zs)  # (m, n, Rn)
+        return {"w": float(w.sum()), "s1": np.einsum("anr,n->ar", A, w), "G": np.einsum("anr,bnr,n->ab", A, A, w)}
 
     # ------------------------------------------------------------------ noisy likelihood
     def noisy_loglik(self, coef: np.ndarray, intercept: np.ndarray, prior, n_samples: int, seed: int) -> np.ndarray:

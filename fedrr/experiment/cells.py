@@ -42,6 +42,7 @@ class PrivacyParams:
     requested_eps_record: float | None = None
     calibration: str = "analytic"
     label_public: bool = False
+    n_sampled: int | None = None
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,7 @@ class CellSpec:
         """The per-field parameters at this grid point (a record budget is split by
         ``privacy.split`` and, for randomised response, turned into a flip probability)."""
         spec, priv = self.spec, self.spec.privacy
-        base = {"mechanism": priv.mechanism, "delta": priv.delta}
+        base = {"mechanism": priv.mechanism, "delta": priv.delta, "n_sampled": priv.n_sampled}
         axis = spec.grid_axis
         label = (
             {"label_flip": priv.label_flip}
@@ -125,6 +126,8 @@ class CellSpec:
             label_epsilon=p.label_epsilon,
             budget_mix=p.budget_mix,
             seed=self.seed,
+            n_sampled=p.n_sampled or 0,
+            encoding=spec.learners.encoding,
             learners=release_learners,
             C=spec.learners.C,
             spread_max_iter=spec.learners.spread_max_iter,
@@ -162,24 +165,23 @@ class CellSpec:
 
 
 def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:
+    """ε per record split: the label gets split.label·ε, the features split.features·ε, shared by the
+    fields a client releases (all D, or n_sampled of them: each released field gets
+    split.features·ε / m). Randomised response on features with one k becomes a flip probability."""
     from ..mechanisms import RandomizedResponse
 
     D, k, _ = dataset_shape(spec.population.dataset)
     s = spec.privacy.split
-    eps_feat = s["features"] * v / D
+    m = spec.privacy.n_sampled or D
+    eps_feat = s["features"] * v / m
     out = {"requested_eps_record": v, "label_epsilon": s["label"] * v}
-    if spec.privacy.mechanism == "rr":
-        if k is None:
-            raise ValidationError(
-                "privacy.mechanism",
-                f"'rr' needs a dataset whose features all have the same number "
-                f"of states; {spec.population.dataset!r} does not (use gaussian or laplace)",
-            )
+    if spec.privacy.mechanism == "rr" and k is not None:
         try:
             out["feature_flip"] = RandomizedResponse(k, epsilon=eps_feat).flip_prob
         except ValidationError as exc:
             raise ValidationError(
-                "privacy.epsilon_grid", f"ε_record = {v:g} gives ε = {eps_feat:.3g} per feature on {D} features: {exc}"
+                "privacy.epsilon_grid",
+                f"ε_record = {v:g} gives ε = {eps_feat:.3g} per feature on {m} released features: {exc}",
             ) from None
     else:
         out["feature_epsilon"] = eps_feat

@@ -14,9 +14,8 @@ import numpy as np
 
 from .._io import write_json
 from ..errors import FedrrError, ValidationError
-from ..learners import FitData, FitOptions, fit_and_score
+from ..learners import FitData, fit_and_score
 from ..learners import get as get_learner
-from ..parallel import make_executor
 from ..pool import Pool
 from ..population import build_population
 from ..release import offline_release
@@ -94,13 +93,7 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
     except ValidationError as exc:
         raise as_config_error(exc, cell) from None
     test = population.test_set()
-    options = FitOptions(
-        C=cfg.C,
-        random_state=cfg.seed,
-        executor=make_executor(cfg.executor, cfg.ray_address),
-        spread_max_iter=cfg.spread_max_iter,
-        wdro_max_iter=cfg.wdro_max_iter,
-    )
+    options = cfg.fit_options()
     t0 = time.perf_counter()
     if spec.run.mode == "offline":
         rel = offline_release(population, cfg.seed)

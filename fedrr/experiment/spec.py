@@ -21,7 +21,7 @@ from ..errors import ValidationError
 from ..learners import names as learner_names
 from ..run_config import MECHANISM_FAMILIES
 
-CLASSIFICATION_DATASETS = ("mnist_7_vs_9", "digits_7_vs_9", "breast_cancer", "adult")
+CLASSIFICATION_DATASETS = ("mnist_7_vs_9", "digits_7_vs_9", "breast_cancer", "adult", "adult_binned")
 REGRESSION_DATASETS = ("diabetes", "lending_club")
 MODES = ("flower", "cohort", "offline")
 GRID_KEYS = ("epsilon_grid", "feature_flip_grid", "feature_epsilon_grid")
@@ -204,6 +204,13 @@ class PrivacySection:
         None, 'label flip probability, or "same" as the feature flip', _UNIT_OPEN, Options("same"), IsNone()
     )
     label_epsilon: float | None = key(None, "label ε (per-field grids)", _POS, IsNone())
+    n_sampled: int | None = key(
+        None,
+        "attribute sampling: each client releases this many features, drawn uniformly, "
+        "with the whole feature budget (None: all)",
+        Interval(int, 1, None),
+        IsNone(),
+    )
     delta: float = key(1e-5, "δ per Gaussian field (regression: δ of the input block)", _UNIT_OPEN)
     calibration: str = key(
         "analytic",
@@ -222,6 +229,11 @@ class LearnersSection:
         ListOf(Options(*_ALL_LEARNERS)),
     )
     C: float = key(1.0, "inverse L2 penalty (scikit-learn's C)", _POS)
+    encoding: str = key(
+        "unit",
+        "model input of a discrete state: unit s/(k−1) | index s | onehot (k−1 indicators)",
+        Options("unit", "index", "onehot"),
+    )
     spread_max_iter: int = key(200, "most EM iterations of spread-EM", Interval(int, 1, None))
 
 

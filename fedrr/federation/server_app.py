@@ -19,8 +19,7 @@ from flwr.serverapp import Grid, ServerApp
 from .. import __version__
 from .._io import write_json
 from ..errors import FedrrError
-from ..learners import FitData, FitOptions, fit_and_score
-from ..parallel import make_executor
+from ..learners import FitData, fit_and_score
 from ..pool import Pool
 from ..population import build_population
 from ..run_config import RunConfig
@@ -83,13 +82,7 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     write_json(out / "metrics.json", metrics)
     test = population.test_set()
     data = FitData(pool.X, pool.y, pool.mechanism_arg())
-    options = FitOptions(
-        C=cfg.C,
-        random_state=cfg.seed,
-        executor=make_executor(cfg.executor, cfg.ray_address),
-        spread_max_iter=cfg.spread_max_iter,
-        wdro_max_iter=cfg.wdro_max_iter,
-    )
+    options = cfg.fit_options()
     for learner in cfg.learners:
         res = fit_and_score(learner, data, test, options)
         entry = dict(res.entry)

@@ -274,12 +274,15 @@ class RecordMechanism:
         for mech, cols in self._groups:
             if mech.width == 1:  # every column is a field: release the sampled entries only
                 mask = released[:, self._col_field[cols]]
+                if not mask.any():  # nothing to draw (an empty draw would not move rng either)
+                    continue
                 sub = np.full((n, cols.size), np.nan)
                 sub[mask] = mech.release(Xv[:, cols][mask], rng)
                 out[:, cols] = sub
             else:
                 rows = released[:, self._col_field[cols[0]]]
-                out[np.ix_(rows, cols)] = mech.release(Xv[np.ix_(rows, cols)], rng)
+                if rows.any():
+                    out[np.ix_(rows, cols)] = mech.release(Xv[np.ix_(rows, cols)], rng)
         return out
 
     def log_likelihood(self, X_tilde: Any, y_tilde: Any, X: Any, y: Any) -> np.ndarray:
