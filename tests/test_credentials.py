@@ -21,6 +21,7 @@ from fedrr.errors import ValidationError
 from fedrr.experiment.cli import main as fedrr_main
 from fedrr.federation.credentials import create_credentials, public_key_fingerprint
 from fedrr.federation.flwr_cli import DEPLOY_CONNECTION, flwr_run, write_connection
+from fedrr.federation.flwr_cli import main as flwr_cli_main
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 from fedrr.release import DiskLedger, Release, write_record_file
 
@@ -177,6 +178,9 @@ def test_tls_connection_is_what_flwr_reads(creds, tmp_path, monkeypatch):
         write_connection(home, DEPLOY_CONNECTION, "127.0.0.1:9093", root_certificates=str(tmp_path / "none.crt"))
     with pytest.raises(ValidationError, match="only for a running SuperLink"):
         flwr_run(tmp_path, root_certificates=creds.ca_cert)
+    with pytest.raises(SystemExit) as exc:  # python -m fedrr.federation.flwr_cli
+        flwr_cli_main(["--root-certificates", str(creds.ca_cert)])
+    assert exc.value.code == 2
 
 
 # ------------------------------------------------------- one release per credential
