@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .errors import FedrrError
+from .errors import FedrrError, ValidationError
 from .mechanisms import RecordMechanism
 from .population import ClientPopulation
 
@@ -55,7 +55,8 @@ class Release:
             tuple(specs),
         )
 
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike, **extra: np.ndarray) -> None:
+        """``.npz`` with the five fields (and ``extra`` arrays, which ``load`` ignores)."""
         np.savez(
             path,
             x=self.x,
@@ -63,6 +64,7 @@ class Release:
             client_id=self.client_id,
             mechanism_index=self.mechanism_index,
             mechanisms=np.array(json.dumps(list(self.mechanisms))),
+            **extra,
         )
 
     @staticmethod
@@ -144,12 +146,21 @@ class DiskLedger:
 
     ``locked()`` serialises get-or-release across processes (an exclusive ``flock`` on a file next
     to the ledger): two queries handled at once — two ClientApp processes, or two SuperNodes
-    pointed at one directory — must not both find no ledger and each send a fresh release."""
+    pointed at one directory — must not both find no ledger and each send a fresh release.
 
-    def __init__(self, directory: str | os.PathLike):
+    ``credential`` (the fingerprint of the node's authentication key, or None for a node without
+    one) is written into the ledger with the release. A ledger is replayed only to the credential
+    that made it: ``get()`` under any other credential raises ``ValidationError`` instead of
+    returning the release (which would replay one identity's release under another) or returning
+    None (which would release the record again under a second identity)."""
+
+    def __init__(self, directory: str | os.PathLike, credential: str | None = None):
+        if credential is not None and (not isinstance(credential, str) or not credential):
+            raise ValidationError("credential", f"must be a non-empty string or None, got {credential!r}")
         self.dir = Path(directory)
         self.path = self.dir / "fedrr-release.npz"
         self.lock_path = self.dir / "fedrr-release.lock"
+        self.credential = credential
 
     @contextmanager
     def locked(self):
@@ -162,7 +173,19 @@ class DiskLedger:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     def get(self) -> Release | None:
-        return Release.load(self.path) if self.path.exists() else None
+        if not self.path.exists():
+            return None
+        with np.load(self.path, allow_pickle=False) as f:
+            stored = str(f["credential"]) if "credential" in f.files else None
+        if stored != self.credential:
+            if stored is None:
+                why = "holds a release made without a node credential, and this node has one"
+            elif self.credential is None:
+                why = "holds a release made under a node credential, and this node has none"
+            else:
+                why = "holds the release of another node credential"
+            raise ValidationError("ledger-dir", f"{why}; refusing to release again or to replay (one per credential)")
+        return Release.load(self.path)
 
     def put(self, rel: Release) -> None:
         """Write to a private temporary file, fsync, rename over the ledger, fsync the directory:
@@ -171,7 +194,7 @@ class DiskLedger:
         fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".fedrr-release-", suffix=".npz")
         try:
             with os.fdopen(fd, "wb") as fh:
-                rel.save(fh)
+                rel.save(fh, **({} if self.credential is None else {"credential": np.array(self.credential)}))
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, self.path)

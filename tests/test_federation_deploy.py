@@ -1,176 +1,39 @@
-"""A real Flower deployment on 127.0.0.1: one ``flower-superlink`` and a few ``flower-supernode``
-processes in deployment mode (``ledger-dir`` + ``record-file`` node config), the app started with
-``flwr run`` (through ``fedrr.federation.flwr_cli``) twice. Every node must release its record
-once, keep it on disk, and replay it byte-for-byte on the second run.
+"""A real Flower deployment on 127.0.0.1 with TLS and SuperNode authentication: one
+``flower-superlink`` (server certificate from ``fedrr credentials``, ``--enable-supernode-auth``),
+five ``flower-supernode`` processes whose keys were registered with ``flwr supernode register``,
+in deployment mode (``ledger-dir``, ``record-file``, ``node-public-key``); the app started with
+``flwr run`` over TLS (through ``fedrr.federation.flwr_cli``) twice. Every node must release its
+record once, keep it on disk, and replay it byte-for-byte on the second run; a SuperNode without
+credentials, one with an unregistered key and one without TLS must get nothing.
 
 Every process is started here, tracked by pid (with its children) and stopped in the fixture's
-teardown; the test fails if any of them is left."""
+teardown; the test fails if any of them is left. (The deployment itself: tests/_deployment.py;
+a SuperNode killed mid-collection: tests/test_federation_deploy_crash.py.)"""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
+import socket
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-httpx = pytest.importorskip("httpx")
+pytest.importorskip("httpx")
 
-from fedrr._procs import alive, descendants, free_port, stop  # noqa: E402
-from fedrr.federation.flwr_cli import QUIET_ENV, flwr_run  # noqa: E402
-from fedrr.mechanisms import RandomizedResponse, RecordMechanism  # noqa: E402
+from _deployment import MECH, N_NODES, Deployment, records  # noqa: E402
+
 from fedrr.pool import Pool  # noqa: E402
-from fedrr.population import build_population  # noqa: E402
-from fedrr.release import write_record_file  # noqa: E402
-from fedrr.run_config import RunConfig  # noqa: E402
-
-REPO = Path(__file__).resolve().parents[1]
-BIN = Path(sys.executable).parent
-N_NODES = 5
-
-
-class Processes:
-    """Processes this test started; ``stop_all`` ends them and whatever they spawned, by pid."""
-
-    def __init__(self, root: Path):
-        self.root, self.procs, self.seen = root, [], set()
-
-    def start(self, name: str, cmd: list[str], flwr_home: Path) -> subprocess.Popen:
-        env = {
-            **os.environ,
-            **QUIET_ENV,
-            "FLWR_HOME": str(flwr_home),
-            "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        }  # they spawn flower-superexec by name
-        flwr_home.mkdir(parents=True, exist_ok=True)
-        log = open(self.root / f"{name}.log", "w")
-        p = subprocess.Popen(cmd, cwd=flwr_home, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-        self.procs.append(p)
-        self.track()
-        return p
-
-    def track(self) -> None:
-        for p in self.procs:
-            self.seen |= descendants(p.pid)
-
-    def stop_all(self) -> set:
-        self.track()
-        tops = {(p.pid, s) for p in self.procs for (pid, s) in self.seen if pid == p.pid}
-        left = stop(tops, timeout=15)
-        left |= stop(self.seen - tops, timeout=10)
-        for p in self.procs:
-            try:
-                p.wait(timeout=5)  # reap
-            except subprocess.TimeoutExpired:
-                pass
-        return alive(self.seen) | left
-
-    def log(self, name: str) -> str:
-        p = self.root / f"{name}.log"
-        return p.read_text(errors="replace")[-3000:] if p.exists() else ""
-
-
-def _wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 45.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, "flower-superlink exited early"
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5).is_success:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"flower-superlink not healthy on 127.0.0.1:{port} after {timeout} s")
-
-
-def _records(n: int):
-    """n clean training rows of digits 7 vs 9 (classes alternating, so both labels are present)."""
-    pop = build_population(RunConfig.from_flwr({"n-clients": 1000}))  # same seed/test split as the server's
-    rows: dict[int, list] = {0: [], 1: []}
-    for j in range(pop.n_train):
-        x, y = pop.record(j)
-        rows[y].append(x)
-    return [(rows[i % 2][i // 2], i % 2) for i in range(n)]
 
 
 @pytest.fixture
 def deployment(tmp_path, app_copy):
-    procs = Processes(tmp_path)
-    mech = RecordMechanism(RandomizedResponse(17, 0.2), RandomizedResponse(2, 0.1), n_features=64)
-    port = free_port()
-    nodes = []
+    dep = Deployment(tmp_path, app_copy)
     try:
-        sl = procs.start(
-            "superlink",
-            [
-                str(BIN / "flower-superlink"),
-                "--insecure",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(port),
-                "--disable-runtime-dependency-installation",
-            ],
-            tmp_path / "superlink",
-        )
-        _wait_healthy(port, sl)
-        for i, (x, y) in enumerate(_records(N_NODES)):
-            d = tmp_path / f"node{i}"
-            d.mkdir()
-            rec = d / "record.npz"
-            write_record_file(rec, x, y, mech, client_id=i)
-            node_config = f"partition-id={i} ledger-dir='{d / 'ledger'}' record-file='{rec}'"
-            procs.start(
-                f"node{i}",
-                [
-                    str(BIN / "flower-supernode"),
-                    "--insecure",
-                    "--superlink",
-                    f"127.0.0.1:{port}",
-                    "--host",
-                    "127.0.0.1",
-                    "--port",
-                    str(free_port()),
-                    "--max-wait-time",
-                    "120",
-                    "--node-config",
-                    node_config,
-                ],
-                d / "home",
-            )
-            nodes.append({"dir": d, "ledger": d / "ledger" / "fedrr-release.npz", "x": x, "y": y})
-        yield {"port": port, "nodes": nodes, "procs": procs, "tmp": tmp_path, "app": app_copy}
+        dep.start()
+        yield dep
     finally:
-        left = procs.stop_all()
+        left = dep.procs.stop_all()
         assert not left, f"processes left running: {sorted(left)}"
-
-
-def _run(dep, name: str) -> dict:
-    res = flwr_run(
-        dep["app"],
-        superlink=f"127.0.0.1:{dep['port']}",
-        flwr_home=dep["tmp"] / "cli-home",
-        timeout=150,
-        run_config={
-            "n-clients": N_NODES,
-            "min-valid": N_NODES,
-            "learners": "naive",
-            "node-wait-timeout": 60.0,
-            "reply-timeout": 90.0,
-            "results-dir": str(dep["tmp"] / "results"),
-            "run-name": name,
-        },
-        log=lambda s: None,
-    )
-    dep["procs"].track()
-    procs = dep["procs"]
-    assert res["metrics"] is not None, (res["output"][-3000:], procs.log("superlink"), procs.log("node0"))
-    assert res["metrics"]["status"] == "done", res["metrics"]
-    return res
 
 
 def _pool_arrays(path: Path) -> dict:
@@ -178,22 +41,67 @@ def _pool_arrays(path: Path) -> dict:
         return {k: f[k] for k in f.files}
 
 
-def test_real_superlink_and_supernodes_release_once_and_replay(deployment):
+_PLAIN_REQUEST = (
+    b"POST /v1/fleet/register-node HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    b"Content-Type: application/protobuf\r\nContent-Length: 0\r\n\r\n"
+)
+
+
+def _ask(dep, tls: bool) -> bytes:
+    """A Fleet API request, in plaintext or over TLS (verified with the CA); every byte the
+    SuperLink sends back before it closes the connection (or 10 s pass)."""
+    data = b""
+    with socket.create_connection(("127.0.0.1", dep.port), timeout=10) as raw:
+        s = dep.tls.wrap_socket(raw, server_hostname="127.0.0.1") if tls else raw
+        s.sendall(_PLAIN_REQUEST)
+        try:
+            while chunk := s.recv(4096):
+                data += chunk
+                if tls and b"\r\n\r\n" in data:
+                    break
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return data
+
+
+def test_tls_node_auth_lets_in_only_registered_nodes_which_release_once_and_replay(deployment):
     dep = deployment
-    first = _run(dep, "first")
-    out1 = dep["tmp"] / "results" / "first"
+    # (c) a plaintext client gets nothing: the SuperLink closes the connection without sending a
+    # byte (no HTTP, no TLS alert), where the same request over TLS gets an HTTP answer (401:
+    # the request carries no node signature)
+    assert _ask(dep, tls=False) == b""
+    assert _ask(dep, tls=True).startswith(b"HTTP/1.1 401 ")
+    # three strangers, each with a valid record and its own ledger-dir, started with the nodes
+    strangers = {}
+    for j, (name, key, tls) in enumerate(
+        [
+            ("no-credentials", None, True),  # (a) TLS, no key: asks to self-register
+            ("unregistered", dep.creds.node_keys[N_NODES], True),  # (b) a key nobody registered
+            ("plaintext", None, False),  # (c) a SuperNode without TLS
+        ]
+    ):
+        x, y = records(1)[0]
+        d = dep.node_dir(name, x, y, client_id=j)
+        pub = dep.creds.node_public_keys[N_NODES] if key is not None else None
+        strangers[name] = (dep.start_node(name, dep.config(d, j, pub), key=key, tls=tls, max_wait=20), d)
+
+    first = dep.run("first")
+    out1 = dep.tmp / "results" / "first"
+    m = first["metrics"]
+    # the ServerApp saw exactly the registered nodes (grid.get_node_ids()), and all of them answered
+    assert m["nodes_registered"] == N_NODES and m["replies"] == N_NODES
+    assert m["n_releases"] == N_NODES and m["dropped"] == {}
     pool = Pool.load(out1 / "pool.npz")
     assert pool.n == N_NODES
     assert pool.client_id.tolist() == list(range(N_NODES))
-    assert first["metrics"]["n_releases"] == N_NODES and first["metrics"]["dropped"] == {}
-    mech = RecordMechanism(RandomizedResponse(17, 0.2), RandomizedResponse(2, 0.1), n_features=64)
-    for i, node in enumerate(dep["nodes"]):
+    for i, node in enumerate(dep.nodes):
         assert node["ledger"].exists(), f"node {i} kept no ledger"
         with np.load(node["ledger"], allow_pickle=False) as led:
             assert led["client_id"].tolist() == [i]
             np.testing.assert_array_equal(pool.X[i], led["x"][0])
             assert pool.y[i] == led["y"][0]
-        assert pool.mechanisms[i] == mech
+            assert str(led["credential"]).startswith("SHA256:")  # keyed by the node's credential
+        assert pool.mechanisms[i] == MECH
         assert 0 <= pool.X[i].min() and pool.X[i].max() <= 16 and pool.y[i] in (0, 1)
     # a model needs both labels in the (noisy) pool; RR can flip them all with probability ~0.1^3
     if len(set(pool.y.tolist())) == 2:
@@ -202,13 +110,27 @@ def test_real_superlink_and_supernodes_release_once_and_replay(deployment):
     else:
         assert "error" in first["metrics"]["learners"]["naive"]
 
-    ledgers = [n["ledger"].read_bytes() for n in dep["nodes"]]
-    _run(dep, "second")  # the nodes must replay their ledger, not release again
-    a, b = _pool_arrays(out1 / "pool.npz"), _pool_arrays(dep["tmp"] / "results" / "second" / "pool.npz")
+    ledgers = [n["ledger"].read_bytes() for n in dep.nodes]
+    second = dep.run("second")  # the nodes must replay their ledger, not release again
+    assert second["metrics"]["nodes_registered"] == N_NODES and second["metrics"]["dropped"] == {}
+    a, b = _pool_arrays(out1 / "pool.npz"), _pool_arrays(dep.tmp / "results" / "second" / "pool.npz")
     assert a.keys() == b.keys()
     for k in a:  # the .npz zip carries timestamps; the arrays in it must be byte-identical
         assert a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and a[k].tobytes() == b[k].tobytes(), k
-    assert [n["ledger"].read_bytes() for n in dep["nodes"]] == ledgers
+    assert [n["ledger"].read_bytes() for n in dep.nodes] == ledgers
+
+    # the SuperLink's own list (Control API): the registered nodes, online; no stranger
+    assert dep.listed_nodes() == {nid: "online" for nid in dep.node_ids}
+    expected_log = {
+        "no-credentials": "[code: 2001] SuperNode authentication is enabled",  # Fleet RegisterNode refused
+        "unregistered": "[code: 2004] Failed to activate SuperNode",  # Fleet ActivateNode refused
+        "plaintext": "Server disconnected without sending a response",  # no HTTP answer, retried until max-wait
+    }
+    for name, (p, d) in strangers.items():
+        p.wait(timeout=90)
+        log = dep.procs.log(name)
+        assert p.returncode == 1 and "Exit Code: 305" in log and expected_log[name] in log, (name, log)
+        assert not (d / "ledger").exists(), name  # no query ever reached it: it never released
 
 
 @pytest.mark.slow  # ~60 s: a real SuperNode starts one ClientApp process per message (~10 s each on 2 cores)
@@ -226,7 +148,7 @@ def test_malicious_server_against_real_supernodes(deployment):
     from fedrr.testing import malicious_server as ms
 
     dep = deployment
-    app = dep["app"]
+    app = dep.app
     project = tomllib.loads((app / "pyproject.toml").read_text())
     project["tool"]["flwr"]["app"]["components"]["serverapp"] = "fedrr.testing.malicious_server:app"
     oop = ("query.clean", "protocol_missing")
@@ -235,10 +157,10 @@ def test_malicious_server_against_real_supernodes(deployment):
     )
     (app / "pyproject.toml").write_text(tomli_w.dumps(project))
     attacker_paths = {p: Path(ms.OVERRIDES[p]).exists() for p in ("ledger-dir", "record-file")}
-    _run(dep, "attack")
-    attack = json.loads((dep["tmp"] / "results" / "attack" / ms.ATTACK_FILE).read_text())
+    dep.run("attack")
+    attack = json.loads((dep.tmp / "results" / "attack" / ms.ATTACK_FILE).read_text())
     assert all(v == [] for v in attack["refused"].values()), attack["refused"]
-    mech = RecordMechanism(RandomizedResponse(17, 0.2), RandomizedResponse(2, 0.1), n_features=64)
+    mech = MECH
     phases = attack["phases"]
     assert (
         len(phases["first"]) == len(phases["final"]) == N_NODES and len(phases["out_of_protocol"]) == len(oop) * N_NODES
@@ -248,7 +170,7 @@ def test_malicious_server_against_real_supernodes(deployment):
         assert not r["error"], r.get("reason", "")[-500:]
         assert r["digest"] == first[r["node"]]["digest"]  # the crafted first query and the honest last one: one release
         cid = int(r["arrays"]["release/client_id"]["values"][0])
-        node = dep["nodes"][cid]
+        node = dep.nodes[cid]
         with np.load(node["ledger"], allow_pickle=False) as led:
             assert (
                 r["arrays"]["release/x"]["values"] == led["x"].tolist()

@@ -34,6 +34,7 @@ examples:
   fedrr plot results/quickstart                                  # accuracy_vs_epsilon.png / .svg
   fedrr run configs/quickstart.toml --epsilon 3000               # one grid point only
   fedrr check configs/my_scenario.toml                           # validate a config, run nothing
+  fedrr credentials certs --nodes 5                              # TLS + node keys for a test deployment
 
 Rerunning `fedrr sweep` with the same config and --out skips every finished cell, so an
 interrupted sweep resumes where it stopped. Config errors print one line naming the key and
@@ -129,6 +130,20 @@ def _cmd_check(args) -> int:
     return 0
 
 
+def _cmd_credentials(args) -> int:
+    from ..federation.credentials import DEFAULT_HOSTS, create_credentials
+
+    c = create_credentials(args.dir, args.nodes, hosts=args.host or DEFAULT_HOSTS, force=args.force)
+    print(f"[fedrr] wrote a CA, a SuperLink certificate and {len(c.node_keys)} SuperNode key pair(s) to {args.dir}")
+    print(
+        f"  flower-superlink --ssl-ca-certfile {c.ca_cert} --ssl-certfile {c.server_cert} "
+        f"--ssl-keyfile {c.server_key} --enable-supernode-auth ..."
+    )
+    print(f"  flwr supernode register {c.node_public_keys[0]} CONNECTION   # once per node-<i>.pub")
+    print(f"  flower-supernode --root-certificates {c.ca_cert} --auth-supernode-private-key {c.node_keys[0]} ...")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="fedrr", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -200,6 +215,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("config", metavar="CONFIG")
     p.set_defaults(func=_cmd_check)
+    p = sub.add_parser(
+        "credentials",
+        help="create TLS certificates and SuperNode keys for a test deployment",
+        description="Write a local CA (ca.crt, ca.key), a SuperLink certificate signed by it (server.crt, "
+        "server.key; every --host as a subject alternative name) and one ECDSA P-384 key pair per "
+        "SuperNode in OpenSSH format (node-<i>.key, node-<i>.pub), as Flower 1.41's TLS and SuperNode "
+        "authentication read them. Private keys are written 0600. For testing: a real deployment uses "
+        "its own PKI. See docs/tutorial/deployment.md.",
+        epilog="example: fedrr credentials certs --nodes 5 --host 127.0.0.1 --host localhost",
+    )
+    p.add_argument("dir", metavar="DIR", help="directory to write to (created if needed)")
+    p.add_argument("--nodes", type=int, required=True, metavar="N", help="number of SuperNode key pairs (>= 1)")
+    p.add_argument(
+        "--host",
+        action="append",
+        metavar="HOST",
+        help="IP address or DNS name the SuperLink is reached at (repeatable; default: 127.0.0.1 and localhost)",
+    )
+    p.add_argument("--force", action="store_true", help="overwrite existing files in DIR")
+    p.set_defaults(func=_cmd_credentials)
     return ap
 
 

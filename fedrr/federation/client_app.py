@@ -8,7 +8,10 @@ Two modes, chosen on the node, never by the server:
   so a run is reproducible and equals ``fedrr.release.offline_release``;
 * deployment (node config ``ledger-dir``, or env ``FEDRR_DEPLOYMENT=1``): the node's own record
   and mechanism come from ``record-file`` (``fedrr.release.write_record_file``); the ledger
-  persists on the node's disk; the noise comes from OS entropy.
+  persists on the node's disk; the noise comes from OS entropy. With node config
+  ``node-public-key`` (the SuperNode's authentication key, ``fedrr credentials``' ``node-<i>.pub``)
+  the ledger is keyed by that credential: a node started with another key on the same
+  ``ledger-dir`` refuses, rather than release again or replay another identity's release.
 
 A failure is answered with an error reply that carries a one-line message, never a traceback.
 """
@@ -94,7 +97,7 @@ def answer(context: Context) -> Release:
             raise ValidationError(
                 "node_config", "deployment mode needs 'ledger-dir' (where this node keeps its release)"
             )
-        ledger = DiskLedger(str(context.node_config["ledger-dir"]))
+        ledger = DiskLedger(str(context.node_config["ledger-dir"]), credential=node_credential(context))
         with ledger.locked():  # get-or-release is one step, even for queries handled concurrently
             return release_once(ledger, lambda: _deployment_release(context))
     cfg = RunConfig.from_flwr(context.run_config)
@@ -103,6 +106,17 @@ def answer(context: Context) -> Release:
     return release_once(
         ContextLedger(context), lambda: release_clients(pop, hosted, lambda c: client_generator(cfg.seed, c))
     )
+
+
+def node_credential(context: Context) -> str | None:
+    """Deployment: the fingerprint (``SHA256:...``) of the key in node config ``node-public-key``
+    (the OpenSSH public key registered for this SuperNode, or its private key), None without one."""
+    key = context.node_config.get("node-public-key")
+    if key is None:
+        return None
+    from .credentials import public_key_fingerprint
+
+    return public_key_fingerprint(str(key))
 
 
 def _deployment_release(context: Context) -> Release:

@@ -3,7 +3,8 @@
 What it does, in order:
 * writes a SuperLink connection into ``$FLWR_HOME/config.toml`` (flwr 1.41 keeps connections
   there, not in pyproject.toml): ``address = ":local:"`` (flwr lazily starts a local simulation
-  SuperLink) or, with ``--superlink HOST:PORT``, an existing SuperLink (``insecure = true``);
+  SuperLink) or, with ``--superlink HOST:PORT``, an existing SuperLink: over TLS, verified with
+  ``--root-certificates CA.crt`` (``root-certificates = "/abs/CA.crt"``), else ``insecure = true``;
 * runs ``flwr run <app> <connection> --stream --run-config <file.toml>`` with the simulation size
   as ``--federation-config "num-supernodes=N client-resources-num-cpus=C"`` (integers only);
   ``results-dir`` is made absolute (the ServerApp runs in the SuperLink's working directory,
@@ -38,6 +39,7 @@ from pathlib import Path
 import tomli_w
 
 from .._procs import _cmdline, _stat, alive, descendants, find_superlinks, free_port, stop  # noqa: F401
+from ..errors import ValidationError
 
 QUIET_ENV = {
     "FLWR_TELEMETRY_ENABLED": "0",
@@ -51,13 +53,24 @@ DEPLOY_CONNECTION = "fedrr-deploy"
 
 
 # ------------------------------------------------------------------------------- config
-def write_connection(flwr_home: Path, name: str, address: str, insecure: bool = True) -> Path:
-    """Add/replace one SuperLink connection in ``$FLWR_HOME/config.toml`` and make it the default."""
+def write_connection(
+    flwr_home: Path, name: str, address: str, insecure: bool = True, root_certificates: str | None = None
+) -> Path:
+    """Add/replace one SuperLink connection in ``$FLWR_HOME/config.toml`` and make it the default.
+    With ``root_certificates`` (a CA certificate file) the connection is TLS, verified with it."""
     path = flwr_home / "config.toml"
     cfg = tomllib.loads(path.read_text()) if path.exists() else {}
     sl = cfg.setdefault("superlink", {})
     sl["default"] = name
-    sl[name] = {"address": address} if address.startswith(":local") else {"address": address, "insecure": insecure}
+    if address.startswith(":local"):
+        sl[name] = {"address": address}
+    elif root_certificates is not None:
+        ca = Path(root_certificates).expanduser().resolve()  # flwr wants an absolute path
+        if not ca.is_file():
+            raise ValidationError("root_certificates", f"{ca} is not a file")
+        sl[name] = {"address": address, "root-certificates": str(ca)}
+    else:
+        sl[name] = {"address": address, "insecure": insecure}
     flwr_home.mkdir(parents=True, exist_ok=True)
     path.write_text(tomli_w.dumps(cfg))
     return path
@@ -98,6 +111,7 @@ def flwr_run(
     run_config: dict | None = None,
     flwr_home: str | os.PathLike | None = None,
     superlink: str | None = None,
+    root_certificates: str | os.PathLike | None = None,
     num_supernodes: int | None = None,
     client_cpus: int = 1,
     timeout: float = 1800.0,
@@ -106,7 +120,10 @@ def flwr_run(
     log=print,
 ) -> dict:
     """Run the app once with ``flwr run``; returns {"metrics", "metrics_path", "run_config",
-    "returncode", "pids" (every SuperLink-side process seen, all stopped), "survivors", "output"}."""
+    "returncode", "pids" (every SuperLink-side process seen, all stopped), "survivors", "output"}.
+    ``superlink`` is a running SuperLink; with ``root_certificates`` (its CA certificate) over TLS."""
+    if root_certificates is not None and not superlink:
+        raise ValidationError("root_certificates", "only for a running SuperLink (pass superlink='HOST:PORT')")
     app = Path(app).resolve()
     cwd = Path(cwd or os.getcwd()).resolve()
     flwr_home = Path(flwr_home).resolve() if flwr_home else app / ".flwr"
@@ -122,7 +139,12 @@ def flwr_run(
     cmd = [flwr, "run", str(app)]
     sl_port = None
     if superlink:  # a SuperLink somebody else runs (deployment): nothing to stop afterwards
-        write_connection(flwr_home, DEPLOY_CONNECTION, superlink)
+        write_connection(
+            flwr_home,
+            DEPLOY_CONNECTION,
+            superlink,
+            root_certificates=str(root_certificates) if root_certificates else None,
+        )
         cmd += [DEPLOY_CONNECTION]
     else:
         write_connection(flwr_home, LOCAL_CONNECTION, ":local:")
@@ -211,19 +233,26 @@ def main(argv: list[str] | None = None) -> int:
         help="run-config overrides, as for flwr run: \"n-clients=30 learners='naive'\"",
     )
     ap.add_argument("--flwr-home", help="FLWR_HOME to use (default: <app>/.flwr)")
+    ap.add_argument("--superlink", help="HOST:PORT of a running SuperLink (deployment); default: a local simulation")
     ap.add_argument(
-        "--superlink", help="HOST:PORT of a running SuperLink (deployment, insecure); default: a local simulation"
+        "--root-certificates",
+        metavar="CA_CERT",
+        help="with --superlink: connect over TLS, verifying the SuperLink with this CA certificate "
+        "(without it the connection is insecure)",
     )
     ap.add_argument("--num-supernodes", type=int, help="simulated nodes (default: from n-clients and cohort-size)")
     ap.add_argument("--client-cpus", type=int, default=1, help="CPUs per ClientApp (an integer in flwr 1.41)")
     ap.add_argument("--timeout", type=float, default=1800.0, help="seconds before the run is stopped")
     ap.add_argument("--json", action="store_true", help="print a JSON summary (metrics path, pids) as the last line")
     args = ap.parse_args(argv)
+    if args.root_certificates and not args.superlink:
+        ap.error("--root-certificates needs --superlink")
     res = flwr_run(
         args.app,
         run_config=parse_overrides(args.run_config),
         flwr_home=args.flwr_home,
         superlink=args.superlink,
+        root_certificates=args.root_certificates,
         num_supernodes=args.num_supernodes,
         client_cpus=args.client_cpus,
         timeout=args.timeout,
