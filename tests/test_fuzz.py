@@ -1820,7 +1820,7 @@ REGRESSIONS = [
     ),
     (
         "naive_encoding",
-        lambda: _quiet_fit(NaiveLogisticRegression(encoding="onehot"), _RX, _RY, MECHS["rr"]),
+        lambda: _quiet_fit(NaiveLogisticRegression(encoding="one-hot"), _RX, _RY, MECHS["rr"]),
         "encoding",
         "accepted as 'unit'",
     ),

@@ -122,7 +122,8 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
         check_is_fitted(self, "model_")
         if self.design_ is None:
             return validate(self, X, reset=False)
-        return self.design_.decode(check_clean_X(X, self.design_.layout))
+        # float64: the design decodes to float32, and probabilities should sum to 1 in double precision
+        return self.design_.decode(check_clean_X(X, self.design_.layout)).astype(np.float64)
 
     def decision_function(self, X):
         Z = self._inputs(X)  # checks fitted first

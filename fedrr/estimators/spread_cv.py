@@ -57,7 +57,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     fallback : fall back to the intercept-only model when the chosen one does not beat it on the
         held-out conditional noisy likelihood by two paired standard errors.
     heldout_samples : posterior draws per held-out record for its noisy likelihood.
-    cv_max_iter : EM budget of each cross-validation fit (the final refit uses ``max_iter``).
+    cv_max_iter : EM budget of each cross-validation fit, which runs one chain (burn-in, then one
+        averaging window of ``n_average``); the final refit uses ``max_iter`` and ``n_chains``.
     Other parameters: as ``SpreadLogisticRegression``.
 
     Attributes: ``C_``, ``prior_strength_``, ``scores_`` ({(C, strength): mean held-out log p(x̃, c̃)}),
@@ -83,7 +84,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         cv: int = 3,
         fallback: bool = True,
         heldout_samples: int = 32,
-        cv_max_iter: int = 60,
+        cv_max_iter: int = 40,
         prior: Any = "learned",
         e_step: str = "mcmc",
         n_chains: int = 2,
@@ -169,7 +170,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             )
             for C in p["Cs"]:
                 for a in p["prior_strengths"]:
-                    est = self._spread(C=C, prior_strength=a, max_iter=p["cv_max_iter"])
+                    # one chain per selection fit: its score needs no agreement check
+                    est = self._spread(C=C, prior_strength=a, max_iter=p["cv_max_iter"], n_chains=1)
                     est.fit(Xv[tr], yi[tr], mechanism=mech_tr)
                     full, c = heldout_loglik(
                         est, Xv[te], yi[te], [mechs[i] for i in te], p["heldout_samples"], _seed(p["random_state"]) + f

@@ -265,6 +265,8 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
                 next_check = it + opts.n_average
         elif not in_phase2 and it == burn_in:
             next_check = it + opts.n_average
+        if in_phase2 and it >= next_check and m == 1:  # nothing to compare: one averaging window
+            break
         if in_phase2 and it >= next_check:
             rhat_max, rhat_med, cos, dist = diagnostics(phase2, avg, rows * n_inputs)
             pdist = prediction_distance(group, avg, probs[0])
@@ -279,6 +281,11 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
         avg = [th.copy() for th in theta]
         message = (
             f"budget spent in burn-in ({it} iterations): the chains never settled; the estimate is the last iterate"
+        )
+    elif m == 1:
+        message = (
+            f"one chain, {it - burn_in} iterations averaged: its Monte Carlo noise was not assessed "
+            "(n_chains >= 2 compares independent chains)"
         )
     elif converged:
         message = (

@@ -256,7 +256,7 @@ class RunSection:
         "threads", "spread-EM's E-step: serial | threads | ray (same result)", Options("serial", "threads", "ray")
     )
     ray_address: str = key("", "Ray cluster for Flower simulations and the ray executor ('' = local)", Text())
-    wave_size: int = key(256, "Flower: release queries in flight at once", Interval(int, 1, None))
+    wave_size: int = key(256, "Flower: release queries in flight at once", Interval(int, 1, 10**6))
     min_valid: int = key(20, "fewer valid releases and the cell fails", Interval(int, 1, None))
     node_wait_timeout: float = key(120.0, "Flower: seconds to wait for nodes to register", _POS)
     reply_timeout: float = key(600.0, "Flower: seconds to wait for all replies", _POS)

@@ -41,6 +41,11 @@ class Mechanism(ABC):
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Client side: one noisy release of ``x`` (vectorised over leading axes)."""
 
+    def sample_valid(self, x: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """``release`` of values already returned by ``validate_input`` with a checked generator: the
+        same draws, without validating again (``RecordMechanism`` validates a record once)."""
+        return self.release(x, rng)
+
     @abstractmethod
     def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
         """Server side: log p(x̃ | x), elementwise (broadcast), a density for numeric fields."""

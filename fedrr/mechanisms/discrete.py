@@ -173,7 +173,9 @@ class TransitionMatrix(_MatrixMechanism):
 
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         check_rng("rng", rng)
-        xx = self.validate_input(x)
+        return self.sample_valid(self.validate_input(x), rng)
+
+    def sample_valid(self, xx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         cdf = np.cumsum(self._P, axis=0).T  # cdf[j] = CDF of x̃ given x = j
         u = rng.random(xx.shape)
         out = (cdf[xx] < u[..., None]).sum(axis=-1)
@@ -264,7 +266,9 @@ class RandomizedResponse(_MatrixMechanism):
 
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         check_rng("rng", rng)
-        xx = self.validate_input(x)
+        return self.sample_valid(self.validate_input(x), rng)
+
+    def sample_valid(self, xx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         flip = rng.random(xx.shape) < self.flip_prob
         shift = rng.integers(1, self.k, size=xx.shape)
         return np.where(flip, (xx + shift) % self.k, xx)

@@ -130,7 +130,9 @@ class LocalHashing(DiscreteMechanism):
     # --- client -------------------------------------------------------------------------------
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         check_rng("rng", rng)
-        xx = self.validate_input(x)
+        return self.sample_valid(self.validate_input(x), rng)
+
+    def sample_valid(self, xx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         seed = rng.integers(0, self.n_seeds, size=xx.shape)
         h = self.hash(seed, xx)
         keep = rng.random(xx.shape) < self.p

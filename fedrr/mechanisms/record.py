@@ -11,9 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import _as_array, check_int
+from .._validation import _as_array, as_state_array, check_int
 from ..errors import ValidationError
 from .base import Mechanism, mechanism_from_spec, register
+from .discrete import DiscreteMechanism
 
 #: most feature columns a record may have (a scalar mechanism makes one field per column; a spec
 #: with n_features = 10**18 must not make the server build them)
@@ -102,6 +103,12 @@ class RecordMechanism:
         self._col_field = np.empty(n_features, dtype=np.int64)  # column -> index of its field
         for i, f in enumerate(self.fields):
             self._col_field[list(f.columns)] = i
+        self._col_k = None  # each column's k when every field is discrete (one input check per record)
+        if all(isinstance(f.mechanism, DiscreteMechanism) for f in self.fields):
+            self._col_k = np.array([f.mechanism.k for f in self.fields for _ in f.columns], dtype=np.int64)
+        self._field_group = np.empty(len(self.fields), dtype=np.int64)  # field -> index of its group
+        for g, (_m, cols) in enumerate(self._groups):
+            self._field_group[self._col_field[cols]] = g
 
     # --- accounting -------------------------------------------------------------------------
     @property
@@ -171,10 +178,19 @@ class RecordMechanism:
 
     def validate_input(self, X: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
         """Check clean records lie in every field's domain; returns (X, y) as arrays."""
-        Xa = self._check_X(X, "X")
-        cols = self._apply(Xa, lambda m, s, f: m.validate_input(s, f), "X")
-        Xv = self._assemble(Xa.shape[0], cols)
+        Xv, _ = self._validate_parts(X)
         return Xv, self._check_y(y, Xv.shape[0], "y", clean=True)
+
+    def _validate_parts(self, X: Any) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Clean records checked against every field's domain: the assembled array and, per group,
+        an array holding the group's columns as its mechanism validated them (integer states for
+        discrete fields): the group's own columns, or all of them (``_part`` slices)."""
+        Xa = self._check_X(X, "X")
+        if self._col_k is not None:  # every field discrete: one check against each column's k
+            Xv = as_state_array("X", Xa, self._col_k)
+            return Xv, [Xv] * len(self._groups)  # the groups' columns are sliced where needed
+        parts = self._apply(Xa, lambda m, s, f: m.validate_input(s, f), "X")
+        return self._assemble(Xa.shape[0], parts), parts
 
     def validate_release(self, X_tilde: Any, y_tilde: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
         """Check released records could have come from this mechanism (with attribute sampling: NaN
@@ -254,36 +270,43 @@ class RecordMechanism:
         """Client side: one noisy release of each record (X, y). Nothing clean is returned."""
         if not isinstance(rng, np.random.Generator):
             raise ValidationError("rng", f"must be a numpy.random.Generator, got {type(rng).__name__}")
-        Xv, yv = self.validate_input(X, y)
+        Xv, parts = self._validate_parts(X)
+        yv = self._check_y(y, Xv.shape[0], "y", clean=True)
         if self.n_sampled is not None:
-            X_tilde = self._release_sampled(Xv, rng)
+            X_tilde = self._release_sampled(parts, Xv.shape[0], rng)
         else:
-            parts = [mech.release(Xv[:, cols], rng) for mech, cols in self._groups]
-            X_tilde = self._assemble(Xv.shape[0], parts)
-        y_tilde = self.label.release(yv, rng) if self.label is not None else None
+            out = [mech.sample_valid(self._part(parts, g), rng) for g, (mech, _) in enumerate(self._groups)]
+            X_tilde = self._assemble(Xv.shape[0], out)
+        y_tilde = self.label.sample_valid(yv, rng) if self.label is not None else None
         return X_tilde, y_tilde
 
-    def _release_sampled(self, Xv: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    def _release_sampled(self, parts: list[np.ndarray], n: int, rng: np.random.Generator) -> np.ndarray:
         """Each row: n_sampled fields uniformly without replacement (an exact uniform permutation per
-        row, drawn before and independently of the data), released; NaN in the others."""
-        n, F = Xv.shape[0], len(self.fields)
+        row, drawn before and independently of the data), released; NaN in the others. ``parts``:
+        each group's validated columns."""
+        F = len(self.fields)
         perm = rng.permuted(np.broadcast_to(np.arange(F), (n, F)), axis=1)
+        chosen = perm[:, : self.n_sampled]
         released = np.zeros((n, F), dtype=bool)
-        released[np.arange(n)[:, None], perm[:, : self.n_sampled]] = True
+        released[np.arange(n)[:, None], chosen] = True
         out = np.full((n, self.n_features), np.nan)
-        for mech, cols in self._groups:
+        # groups in order, each drawing its sampled entries at once (groups with none draw nothing)
+        for g in np.unique(self._field_group[chosen]):
+            mech, cols = self._groups[g]
+            part = self._part(parts, g)
             if mech.width == 1:  # every column is a field: release the sampled entries only
                 mask = released[:, self._col_field[cols]]
-                if not mask.any():  # nothing to draw (an empty draw would not move rng either)
-                    continue
                 sub = np.full((n, cols.size), np.nan)
-                sub[mask] = mech.release(Xv[:, cols][mask], rng)
+                sub[mask] = mech.sample_valid(part[mask], rng)
                 out[:, cols] = sub
             else:
                 rows = released[:, self._col_field[cols[0]]]
-                if rows.any():
-                    out[np.ix_(rows, cols)] = mech.release(Xv[np.ix_(rows, cols)], rng)
+                out[np.ix_(rows, cols)] = mech.sample_valid(part[rows], rng)
         return out
+
+    def _part(self, parts: list[np.ndarray], g: int) -> np.ndarray:
+        """Group g's validated columns from ``_validate_parts``' output."""
+        return parts[g][:, self._groups[g][1]] if self._col_k is not None else parts[g]
 
     def log_likelihood(self, X_tilde: Any, y_tilde: Any, X: Any, y: Any) -> np.ndarray:
         """Server side: log p(x̃, ỹ | x, y) per record (n,). With attribute sampling: the released

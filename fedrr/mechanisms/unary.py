@@ -66,7 +66,9 @@ class UnaryEncoding(DiscreteMechanism):
     # --- client -------------------------------------------------------------------------------
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         check_rng("rng", rng)
-        xx = self.validate_input(x)
+        return self.sample_valid(self.validate_input(x), rng)
+
+    def sample_valid(self, xx: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         own = np.arange(self.k) == xx[..., None]
         bits = rng.random(xx.shape + (self.k,)) < np.where(own, self.p, self.q)
         # a sum of distinct powers of two below 2^52: every partial sum is exact
