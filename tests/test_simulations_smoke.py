@@ -11,15 +11,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 SCRIPTS = {
     "barber_fig1.py": ["fig1_bernoulli.csv", "fig1_bernoulli.png"],
-    "barber_fig3.py": ["fig3_digits.csv", "fig3_digits.png"],
-    "farokhi_fig1_fig2.py": ["summary.csv", "fig1_lending_club_paper_setting.png", "fig2_adult_paper_setting.png"],
 }
 
 
 @pytest.mark.parametrize("script", sorted(SCRIPTS))
 def test_script_quick_run(script, tmp_path):
     out = tmp_path / "out"
-    extra = ["--dataset", "digits"] if script == "barber_fig3.py" else []
+    extra = []
     proc = subprocess.run(
         [sys.executable, str(ROOT / "simulations" / script), "--quick", "--out", str(out), *extra],
         cwd=ROOT,
