@@ -506,7 +506,8 @@ def test_big_false_alarm_rate_at_most_alpha():
 
 def test_audit_script_quick_smoke(tmp_path):
     """simulations/audit_mechanisms.py --quick runs end to end (seconds) and writes the markdown and
-    CSV tables with one row per audited mechanism. Fails if the script or the result schema breaks."""
+    CSV tables with one row per audited case of fedrr.audit.suite. Fails if the script or the result
+    schema breaks."""
     import csv
     import importlib.util
     from pathlib import Path
@@ -520,6 +521,8 @@ def test_audit_script_quick_smoke(tmp_path):
     assert "| group | mechanism | claimed ε |" in md and "Witnesses" in md
     with open(tmp_path / "audit.csv") as fh:
         rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
-    assert len(rows) == len(module.build_rows(True, ALPHA, 10_000_000))
+    from fedrr.audit.suite import standard_cases
+
+    assert len(rows) == len(standard_cases(True, ALPHA, 10_000_000))
     honest = [r for r in rows if r["expected"] == "PASS"]
     assert honest and all(r["result"] == "PASS" for r in honest)  # real mechanisms pass even at --quick sizes

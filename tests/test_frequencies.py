@@ -316,7 +316,8 @@ def test_demo_frequencies_runs_and_debiasing_helps(tmp_path, capsys):
     assert "naive L1" in out and "debiased L1" in out
     assert (tmp_path / "accuracy_vs_epsilon.png").stat().st_size > 10_000
     with open(tmp_path / "results.csv") as fh:
-        table = list(csv.DictReader(fh))
+        assert fh.readline().startswith("# command: python ")  # the CSV names the command that made it
+        table = list(csv.DictReader(line for line in fh if not line.startswith("#")))
     assert len(table) == 2 * len(demo.EPSILONS) == len(rows)
     assert {float(r["epsilon"]) for r in table} == set(demo.EPSILONS)
     # reproducible from the one seed
