@@ -670,6 +670,10 @@ SHIPPED_REDUCED = [
     "paper/barber_fig3_mnist",
     "paper/farokhi_fig1_lending_club",
     "paper/farokhi_fig2_adult",
+    "paper/farokhi_sweep_adult",
+    "paper/farokhi_sweep_adult_analytic",
+    "paper/farokhi_sweep_lending_club",
+    "paper/farokhi_sweep_lending_club_analytic",
     "paper/farokhi_wdro_adult",
     "scaling",
 ]
