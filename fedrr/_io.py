@@ -1,5 +1,7 @@
-"""Atomic result files: written to a temporary name and renamed, so a run that dies part-way
-leaves either the previous file or the new one, never half of one."""
+"""Result files. Atomic writes: a file is written to a temporary name and renamed, so a run that
+dies part-way leaves either the previous file or the new one, never half of one. And the few
+helpers the scripts in ``simulations/`` share: the command line that made a result, a CSV that
+names it in its first line, markdown tables and per-cell seeding."""
 
 from __future__ import annotations
 
@@ -32,3 +34,89 @@ def jsonable(o: Any) -> Any:
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, default=jsonable) + "\n")
+
+
+# ------------------------------------------------------------- script outputs (simulations/)
+def command_line(argv: list[str] | None = None) -> str:
+    """``python SCRIPT ARGS`` of this process (``argv`` replaces the arguments): what every result
+    file of a script names as the command that made it. SCRIPT is relative to the working
+    directory when it lies below it (run the scripts from the repository root)."""
+    import shlex
+    import sys
+
+    script = Path(sys.argv[0])
+    try:
+        script = script.resolve().relative_to(Path.cwd())
+    except ValueError:
+        pass
+    args = sys.argv[1:] if argv is None else list(argv)
+    return " ".join(["python", shlex.quote(str(script))] + [shlex.quote(str(a)) for a in args])
+
+
+def provenance() -> str:
+    """When, where and from which code a result was written: date, host, Python, fedrr version
+    and the git commit of the fedrr sources (``+dirty`` if tracked files differ from it)."""
+    import platform
+    import subprocess
+    import time
+
+    from . import __version__
+
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "fedrr"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=10,
+        ).stdout.strip()
+        git = f"git {head}{'+dirty' if dirty else ''}" if head else "git ?"
+    except (OSError, subprocess.SubprocessError):
+        git = "git ?"
+    return (
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')} on {platform.node()} (python {platform.python_version()}); "
+        f"fedrr {__version__}, {git}"
+    )
+
+
+def _csv_value(v: Any) -> Any:
+    if isinstance(v, (float, np.floating)):
+        return repr(float(v))  # round-trips exactly
+    if isinstance(v, np.integer):
+        return int(v)
+    return v
+
+
+def write_csv(path: str | os.PathLike, rows: list[dict], command: str, fields: list[str] | None = None) -> None:
+    """Rows (dicts) to CSV, atomically, after two comment lines: ``# command: COMMAND`` and
+    ``# written: provenance()``. ``fields`` defaults to every key in first-seen order; floats are
+    written exactly (repr). Read back with ``pandas.read_csv(path, comment="#")``, or
+    ``csv.DictReader`` over the lines that do not start with '#'."""
+    import csv
+    import io
+
+    if fields is None:
+        fields = list(dict.fromkeys(k for r in rows for k in r))
+    buf = io.StringIO()
+    buf.write(f"# command: {command}\n# written: {provenance()}\n")
+    w = csv.DictWriter(buf, fieldnames=list(fields), extrasaction="ignore")  # RFC 4180 line ends
+    w.writeheader()
+    for r in rows:
+        w.writerow({k: _csv_value(r.get(k)) for k in fields})
+    atomic_write_text(path, buf.getvalue())
+
+
+def markdown_table(header: list[Any], body: list[list[Any]]) -> str:
+    """A GitHub markdown table: one header row, then one row per entry of ``body``."""
+    lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(map(str, r)) + " |" for r in body])
+
+
+def rng_for(seed: int, *key: int) -> np.random.Generator:
+    """An independent generator for one cell of a script: ``SeedSequence(seed, spawn_key=key)``,
+    so a number depends only on (seed, key), not on which cells ran before or how many."""
+    return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=tuple(int(k) for k in key)))

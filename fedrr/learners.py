@@ -158,6 +158,25 @@ def _spread_flat(d: FitData, o: FitOptions):
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
+@_learner("classification", "spread-is", "spread-EM with Barber's importance-sampling E-step (§5.1), for reproduction")
+def _spread_is(d: FitData, o: FitOptions):
+    """Barber (2020) §5.1 as printed: the E-step draws S = 10 samples per record from the prior and
+    weights them by the likelihood of the release (self-normalised importance sampling), prior
+    learned as for ``spread``. The paper's own variant, kept to compare with; ``spread`` (the
+    exact-posterior MCMC E-step) is the consistent one."""
+    from .estimators import SpreadLogisticRegression
+
+    est = SpreadLogisticRegression(
+        C=o.C,
+        prior="learned",
+        e_step="importance",
+        executor=o.executor,
+        random_state=o.random_state,
+        max_iter=o.spread_max_iter,
+    )
+    return est.fit(d.X, d.y, mechanism=d.mechanism)
+
+
 @_learner("classification", "spread-true", "spread-EM with the clean records' own prior (oracle)", oracle=True)
 def _spread_true(d: FitData, o: FitOptions):
     from .estimators import SpreadLogisticRegression

@@ -1,13 +1,15 @@
 """Barber (2020) Fig 1, computed exactly (no sampling): the Bernoulli model p(x = 1) = θ, symmetric
-binary randomised response with flip probability pf (P10 = P01 = pf), N → ∞.
+binary randomised response with flip probability pf (P10 = P01 = pf), N → ∞. It shows that the
+paper's figure is the flat-prior reconstruction: J∞ (eq 38) taken literally has no interior optimum,
+and reconstruction iterated as EM lands on the spread MLE, θ0 itself.
 
 For each θ0 on a grid of [0, 1] the released frequency is f̃1 = pf + (1 − 2pf)·θ0 and the curves are
 
   reconstruction, J∞ literally (eq 38)
         argmax_θ J∞(θ), J∞(θ) = Σ_x̃ p̃_θ0(x̃) Σ_x p_θ(x | x̃) log p_θ(x), the posterior using the same θ
-        that is optimised. Taken literally J∞ has no interior optimum for pf > 0: J∞ ≤ 0 and J∞ → 0 as
-        θ → 0 or 1, so the supremum sits at a boundary (0 for θ0 < ½, 1 for θ0 > ½; a tie at ½). Maximised
-        on a grid of θ ∈ [1e-9, 1 − 1e-9]; interior local maxima, if any, are listed in the CSV.
+        that is optimised. For pf > 0, J∞ ≤ 0 and J∞ → 0 as θ → 0 or 1, so the supremum sits at a
+        boundary (0 for θ0 < ½, 1 for θ0 > ½; a tie at ½). Maximised on a grid of θ ∈ [1e-9, 1 − 1e-9];
+        interior local maxima, if any, are listed in the CSV.
   reconstruction, fixed flat prior
         the posterior p(x | x̃) from a flat prior (θ = ½) held fixed, J maximised in closed form:
         θ* = pf + (1 − 2pf) f̃1 = ½ + (1 − 2pf)²(θ0 − ½) — shrinks toward ½ with slope (1 − 2pf)².
@@ -17,35 +19,25 @@ For each θ0 on a grid of [0, 1] the released frequency is f̃1 = pf + (1 − 2p
         At θ0 ∈ {0, 1} EM converges sublinearly (|θ − θ0| ~ 1/steps), elsewhere geometrically.
   spread MLE
         θ = (f̃1 − P10)/(1 − P10 − P01) clipped to [0, 1] (eq 24 with its sign corrected), = θ0 in the limit.
-        Shaded: the exact mean ± 1 sd of the clipped estimate at finite N (default 500; binomial sums,
-        no sampling).
+        Shaded: the exact mean ± 1 sd of the clipped estimate at finite N (default 500; binomial sums).
 
-    .venv/bin/python simulations/barber_fig1.py                 # ~2 s
-    .venv/bin/python simulations/barber_fig1.py --quick --out /tmp/barber
+Writes fig1_bernoulli.csv, .png and .md to --out.
+
+    python simulations/barber_fig1.py                              # ~5 s, writes results/barber/
+    python simulations/barber_fig1.py --quick --out /tmp/barber    # coarser grids
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import numpy as np
+from scipy.stats import binom
 
-import numpy as np  # noqa: E402
-from _common import (
-    DEFAULT_OUT,
-    Timer,
-    command_line,
-    fingerprint,
-    markdown_table,
-    out_dir,
-    progress,
-    pyplot,
-    update_summary,
-    write_csv,
-)  # noqa: E402
-from scipy.stats import binom  # noqa: E402
+from fedrr._io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 
 PFS = (0.1, 0.2, 0.3, 0.4)
 EPS = 1e-9
@@ -74,6 +66,7 @@ def j_infinity(theta: np.ndarray, theta0: np.ndarray, pf: float) -> np.ndarray:
 
 
 def literal_argmax(theta0: np.ndarray, pf: float, n_grid: int) -> tuple[np.ndarray, np.ndarray, list[list[float]]]:
+    """(argmax of J∞ on the θ grid, its value, interior local maxima) per θ0."""
     grid = np.linspace(EPS, 1 - EPS, n_grid)
     J = j_infinity(grid, theta0, pf)
     best = J.max(axis=1)
@@ -95,14 +88,14 @@ def flat_prior_reconstruction(theta0: np.ndarray, pf: float) -> np.ndarray:
 def em_reconstruction(
     theta0: np.ndarray, pf: float, max_steps: int = 20_000, tol: float = 1e-13
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Iterate θ ← E_{p̃_θ0}[p_θ(x = 1 | x̃)] from ½; returns θ and the steps each θ0 needed (max_steps: not converged)."""
+    """Iterate θ ← E_{p̃_θ0}[p_θ(x = 1 | x̃)] from ½; returns θ and the steps each θ0 needed
+    (max_steps: not converged)."""
     f1 = released_f1(theta0, pf)
     th = np.full(theta0.shape, 0.5)
     steps = np.full(theta0.shape, max_steps)
     for t in range(1, max_steps + 1):
         new = f1 * posterior1(th, pf, 1) + (1 - f1) * posterior1(th, pf, 0)
-        done = (np.abs(new - th) < tol) & (steps == max_steps)
-        steps[done] = t
+        steps[(np.abs(new - th) < tol) & (steps == max_steps)] = t
         th = new
         if np.all(steps < max_steps):
             break
@@ -119,127 +112,19 @@ def spread_finite_n(theta0: np.ndarray, pf: float, n: int) -> tuple[np.ndarray, 
     est = np.clip((k / n - pf) / (1 - 2 * pf), 0.0, 1.0)
     pmf = binom.pmf(k[None, :], n, released_f1(theta0, pf)[:, None])
     m = pmf @ est
-    sd = np.sqrt(np.maximum(pmf @ est**2 - m**2, 0.0))
-    return m, sd
+    return m, np.sqrt(np.maximum(pmf @ est**2 - m**2, 0.0))
 
 
 def _bound(v: float) -> str:
     return "→ 0" if v < 1e-6 else "→ 1" if v > 1 - 1e-6 else f"{v:.3g}"
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
-        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    ap.add_argument(
-        "--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT}; with --quick {DEFAULT_OUT}/quick)"
-    )
-    ap.add_argument(
-        "--repeats", type=int, default=1, help="unused: every number here is exact (kept for a uniform CLI)"
-    )
-    ap.add_argument("--seed", type=int, default=0, help="unused: no sampling")
-    ap.add_argument("--quick", action="store_true", help="coarser grids (θ0 step 0.05, 20,001 θ points)")
-    ap.add_argument("--n-theta0", type=int, default=None, help="θ0 grid points on [0, 1] (default 101; quick 21)")
-    ap.add_argument(
-        "--n-theta", type=int, default=None, help="θ grid for maximising J∞ (default 200,001; quick 20,001)"
-    )
-    ap.add_argument("--em-steps", type=int, default=None, help="max EM steps (default 20,000; quick 2,000)")
-    ap.add_argument(
-        "--finite-n", type=int, default=500, help="N for the exact finite-sample band of the spread estimate"
-    )
-    args = ap.parse_args(argv)
-    out = out_dir(args.out, args.quick)
-    n0 = args.n_theta0 or (21 if args.quick else 101)
-    nt = args.n_theta or (20_001 if args.quick else 200_001)
-    em_steps = args.em_steps or (2_000 if args.quick else 20_000)
-    theta0 = np.linspace(0.0, 1.0, n0)
-    cmd = command_line()
+def plot(theta0, curves, rows, finite_n: int, command: str, path: Path) -> None:
+    import matplotlib
 
-    rows, curves = [], {}
-    with Timer() as t_all:
-        for pf in PFS:
-            lit, lit_val, interior = literal_argmax(theta0, pf, nt)
-            flat = flat_prior_reconstruction(theta0, pf)
-            em, steps = em_reconstruction(theta0, pf, max_steps=em_steps)
-            spread = spread_exact(theta0, pf)
-            fm, fsd = spread_finite_n(theta0, pf, args.finite_n)
-            curves[pf] = dict(lit=lit, flat=flat, em=em, spread=spread, fm=fm, fsd=fsd)
-            for i, t0 in enumerate(theta0):
-                rows.append(
-                    {
-                        "pf": pf,
-                        "theta0": float(t0),
-                        "f1_tilde": float(released_f1(t0, pf)),
-                        "j_inf_literal_argmax": float(lit[i]),
-                        "j_inf_literal_max": float(lit_val[i]),
-                        "j_inf_interior_local_maxima": ";".join(f"{v:.6f}" for v in interior[i]),
-                        "recon_flat_prior": float(flat[i]),
-                        "recon_em_iterated": float(em[i]),
-                        "em_steps": int(steps[i]),
-                        "spread_mle": float(spread[i]),
-                        f"spread_mean_N{args.finite_n}": float(fm[i]),
-                        f"spread_sd_N{args.finite_n}": float(fsd[i]),
-                    }
-                )
-            progress(f"pf={pf}: done")
-    write_csv(out / "fig1_bernoulli.csv", rows, cmd)
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
 
-    # --- table: a few θ0 values
-    show = [0.1, 0.3, 0.5, 0.7, 0.9]
-    body = []
-    for pf in PFS:
-        c = curves[pf]
-        for t in show:
-            i = int(np.argmin(np.abs(theta0 - t)))
-            body.append(
-                [
-                    pf,
-                    f"{theta0[i]:.2f}",
-                    _bound(c["lit"][i]),
-                    f"{c['flat'][i]:.4f}",
-                    f"{c['em'][i]:.4f}",
-                    f"{c['spread'][i]:.4f}",
-                    f"{c['fm'][i]:.4f} ± {c['fsd'][i]:.4f}",
-                ]
-            )
-    header = [
-        "pf",
-        "θ0",
-        "argmax J∞ (literal)",
-        "recon., flat prior",
-        "recon. iterated (EM)",
-        "spread MLE (N→∞)",
-        f"spread, N={args.finite_n} (exact mean ± sd)",
-    ]
-    table = markdown_table(header, body)
-    slopes = {pf: float(np.polyfit(theta0, curves[pf]["flat"], 1)[0]) for pf in PFS}
-    inner = (theta0 > 0) & (theta0 < 1)
-    max_em_err = max(float(np.max(np.abs(curves[pf]["em"] - theta0)[inner])) for pf in PFS)
-    max_em_end = max(float(np.max(np.abs(curves[pf]["em"] - theta0)[~inner])) for pf in PFS)
-    interior_txt = []
-    for pf in PFS:
-        pts = [
-            (r["theta0"], [float(v) for v in r["j_inf_interior_local_maxima"].split(";")])
-            for r in rows
-            if r["pf"] == pf and r["j_inf_interior_local_maxima"]
-        ]
-        if pts:
-            loc = [v for _, vs in pts for v in vs]
-            interior_txt.append(
-                f"pf={pf}: for θ0 ∈ [{pts[0][0]:.2f}, {pts[-1][0]:.2f}] a local (never global) maximum at "
-                f"θ ∈ [{min(loc):.3f}, {max(loc):.3f}]"
-            )
-        else:
-            interior_txt.append(f"pf={pf}: none")
-    print(table)
-    print("flat-prior slope vs (1-2pf)^2:", {pf: (round(slopes[pf], 6), round((1 - 2 * pf) ** 2, 6)) for pf in PFS})
-    print(
-        f"max |EM-iterated reconstruction − θ0|: {max_em_err:.2e} for 0 < θ0 < 1, {max_em_end:.2e} at θ0 ∈ {{0, 1}} "
-        f"({em_steps} steps at most)"
-    )
-
-    # --- figure
-    plt = pyplot()
     fig, axes = plt.subplots(2, 2, figsize=(10, 9), sharex=True, sharey=True)
     for ax, pf in zip(axes.ravel(), PFS):
         c = curves[pf]
@@ -249,7 +134,7 @@ def main(argv=None) -> int:
             c["fm"] + c["fsd"],
             color="tab:green",
             alpha=0.15,
-            label=f"spread estimate, N={args.finite_n}: exact mean ± 1 sd",
+            label=f"spread estimate, N={finite_n}: exact mean ± 1 sd",
         )
         ax.plot(theta0, c["spread"], color="tab:green", lw=3, alpha=0.7, label="spread MLE, N→∞ (= θ0)")
         ax.plot(theta0, c["em"], color="k", ls=":", lw=1.8, label="reconstruction iterated as EM (→ spread MLE)")
@@ -283,39 +168,142 @@ def main(argv=None) -> int:
     axes[0, 0].legend(fontsize=7.5, loc="upper left")
     fig.suptitle(
         "Barber Fig 1, exact (no sampling): Bernoulli θ from randomised response.\n"
-        "Red: J∞ (eq 38) taken literally has its sup at θ→0 or 1; orange: reconstruction with a fixed flat prior;\n"
-        "black dotted: reconstruction iterated (EM) = spread MLE; green: spread MLE (eq 24, sign corrected)",
+        "Red: J∞ (eq 38) taken literally has its sup at θ→0 or 1; orange: reconstruction with a fixed flat "
+        "prior;\nblack dotted: reconstruction iterated (EM) = spread MLE; green: spread MLE (eq 24, sign "
+        "corrected)",
         fontsize=9.5,
     )
-    fig.tight_layout(rect=(0, 0, 1, 0.95))
-    fig.savefig(out / "fig1_bernoulli.png", dpi=130)
+    fig.text(0.01, 0.005, command, fontsize=7, color="0.4")
+    fig.tight_layout(rect=(0, 0.015, 1, 0.95))
+    fig.savefig(path, dpi=130)
     plt.close(fig)
 
-    md = [
-        "## Fig 1 — Bernoulli model, reconstruction vs spread (exact, N → ∞)",
-        "",
-        f"Command: `{cmd}`; library: {fingerprint()} ({t_all.seconds:.1f} s). Files: `fig1_bernoulli.csv`, `fig1_bernoulli.png`.",
-        "",
-        "Which curve is which (all exact, no sampling; symmetric flips P10 = P01 = pf; f̃1 = pf + (1 − 2pf)θ0):",
-        "",
-        "* **argmax J∞, literally (eq 38)** — the posterior p_θ(x | x̃) uses the θ being optimised. J∞ ≤ 0 and J∞ → 0 at "
-        "θ → 0 or 1, so for every pf > 0 the supremum is at a boundary: 0 for θ0 < ½, 1 for θ0 > ½ (tie at ½). "
-        "Interior local maxima of J∞ on the θ grid (drawn as dots): "
-        + "; ".join(interior_txt)
-        + ". Barber's Fig 1 therefore cannot be J∞ maximised literally.",
-        "* **reconstruction with a fixed flat prior** — θ* = ½ + (1 − 2pf)²(θ0 − ½); fitted slopes "
-        + ", ".join(f"{slopes[pf]:.4f} (pf={pf}; (1−2pf)² = {(1 - 2 * pf) ** 2:.4f})" for pf in PFS)
-        + ". This is the shrunk, non-diagonal shape of Barber's Fig 1.",
-        f"* **reconstruction iterated as EM** (from θ = ½, at most {em_steps} steps) — lands on the spread MLE: "
-        f"max |θ − θ0| = {max_em_err:.1e} for 0 < θ0 < 1; {max_em_end:.1e} at θ0 ∈ {{0, 1}}, where EM converges "
-        "sublinearly (|θ − θ0| ~ 1/steps).",
-        f"* **spread MLE** — (f̃1 − P10)/(1 − P10 − P01) clipped to [0, 1] = θ0 on the whole diagonal; the band is the exact "
-        f"mean ± 1 sd at N = {args.finite_n} (the clipping biases it slightly inward near θ0 = 0 and 1).",
-        "",
-        table,
-    ]
-    update_summary(out, "fig1", "\n".join(md))
-    progress(f"wrote {out / 'fig1_bernoulli.csv'}, {out / 'fig1_bernoulli.png'} ({t_all.seconds:.1f} s)")
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="results/barber", help="output directory (default results/barber)")
+    ap.add_argument("--quick", action="store_true", help="coarser grids (θ0 step 0.05, 20,001 θ points)")
+    ap.add_argument("--n-theta0", type=int, default=None, help="θ0 grid points on [0, 1] (default 101; quick 21)")
+    ap.add_argument(
+        "--n-theta", type=int, default=None, help="θ grid for maximising J∞ (default 200,001; quick 20,001)"
+    )
+    ap.add_argument("--em-steps", type=int, default=None, help="max EM steps (default 20,000; quick 2,000)")
+    ap.add_argument(
+        "--finite-n", type=int, default=500, help="N for the exact finite-sample band of the spread estimate"
+    )
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    n0 = args.n_theta0 or (21 if args.quick else 101)
+    nt = args.n_theta or (20_001 if args.quick else 200_001)
+    em_steps = args.em_steps or (2_000 if args.quick else 20_000)
+    theta0 = np.linspace(0.0, 1.0, n0)
+    command = command_line(argv)
+    t0 = time.perf_counter()
+    rows, curves = [], {}
+    for pf in PFS:
+        lit, lit_val, interior = literal_argmax(theta0, pf, nt)
+        em, steps = em_reconstruction(theta0, pf, max_steps=em_steps)
+        fm, fsd = spread_finite_n(theta0, pf, args.finite_n)
+        c = curves[pf] = dict(
+            lit=lit, flat=flat_prior_reconstruction(theta0, pf), em=em, spread=spread_exact(theta0, pf), fm=fm, fsd=fsd
+        )
+        for i, t in enumerate(theta0):
+            rows.append(
+                {
+                    "pf": pf,
+                    "theta0": float(t),
+                    "f1_tilde": float(released_f1(t, pf)),
+                    "j_inf_literal_argmax": float(lit[i]),
+                    "j_inf_literal_max": float(lit_val[i]),
+                    "j_inf_interior_local_maxima": ";".join(f"{v:.6f}" for v in interior[i]),
+                    "recon_flat_prior": float(c["flat"][i]),
+                    "recon_em_iterated": float(em[i]),
+                    "em_steps": int(steps[i]),
+                    "spread_mle": float(c["spread"][i]),
+                    f"spread_mean_N{args.finite_n}": float(fm[i]),
+                    f"spread_sd_N{args.finite_n}": float(fsd[i]),
+                }
+            )
+    seconds = time.perf_counter() - t0
+    write_csv(out / "fig1_bernoulli.csv", rows, command)
+    plot(theta0, curves, rows, args.finite_n, command, out / "fig1_bernoulli.png")
+
+    body = []
+    for pf in PFS:
+        c = curves[pf]
+        for t in (0.1, 0.3, 0.5, 0.7, 0.9):
+            i = int(np.argmin(np.abs(theta0 - t)))
+            body.append(
+                [
+                    pf,
+                    f"{theta0[i]:.2f}",
+                    _bound(c["lit"][i]),
+                    f"{c['flat'][i]:.4f}",
+                    f"{c['em'][i]:.4f}",
+                    f"{c['spread'][i]:.4f}",
+                    f"{c['fm'][i]:.4f} ± {c['fsd'][i]:.4f}",
+                ]
+            )
+    table = markdown_table(
+        [
+            "pf",
+            "θ0",
+            "argmax J∞ (literal)",
+            "recon., flat prior",
+            "recon. iterated (EM)",
+            "spread MLE (N→∞)",
+            f"spread, N={args.finite_n} (exact mean ± sd)",
+        ],
+        body,
+    )
+    slopes = {pf: float(np.polyfit(theta0, curves[pf]["flat"], 1)[0]) for pf in PFS}
+    inner = (theta0 > 0) & (theta0 < 1)
+    max_em_err = max(float(np.max(np.abs(curves[pf]["em"] - theta0)[inner])) for pf in PFS)
+    max_em_end = max(float(np.max(np.abs(curves[pf]["em"] - theta0)[~inner])) for pf in PFS)
+    interior_txt = []
+    for pf in PFS:
+        pts = [
+            (r["theta0"], [float(v) for v in r["j_inf_interior_local_maxima"].split(";")])
+            for r in rows
+            if r["pf"] == pf and r["j_inf_interior_local_maxima"]
+        ]
+        loc = [v for _, vs in pts for v in vs]
+        interior_txt.append(
+            f"pf={pf}: for θ0 ∈ [{pts[0][0]:.2f}, {pts[-1][0]:.2f}] a local (never global) maximum at "
+            f"θ ∈ [{min(loc):.3f}, {max(loc):.3f}]"
+            if pts
+            else f"pf={pf}: none"
+        )
+    md = "\n".join(
+        [
+            "# Barber (2020) Fig 1 — Bernoulli model, reconstruction vs spread (exact, N → ∞)",
+            "",
+            f"Command: `{command}` ({seconds:.1f} s). Written: {provenance()}. Files: `fig1_bernoulli.csv`, "
+            "`fig1_bernoulli.png`.",
+            "",
+            "Which curve is which (all exact, no sampling; symmetric flips P10 = P01 = pf; f̃1 = pf + (1 − 2pf)θ0):",
+            "",
+            "* **argmax J∞, literally (eq 38)** — the posterior p_θ(x | x̃) uses the θ being optimised. J∞ ≤ 0 and "
+            "J∞ → 0 at θ → 0 or 1, so for every pf > 0 the supremum is at a boundary: 0 for θ0 < ½, 1 for θ0 > ½ "
+            "(tie at ½). Interior local maxima of J∞ on the θ grid (drawn as dots): "
+            + "; ".join(interior_txt)
+            + ". Barber's Fig 1 therefore cannot be J∞ maximised literally.",
+            "* **reconstruction with a fixed flat prior** — θ* = ½ + (1 − 2pf)²(θ0 − ½); fitted slopes "
+            + ", ".join(f"{slopes[pf]:.4f} (pf={pf}; (1−2pf)² = {(1 - 2 * pf) ** 2:.4f})" for pf in PFS)
+            + ". This is the shrunk, non-diagonal shape of Barber's Fig 1.",
+            f"* **reconstruction iterated as EM** (from θ = ½, at most {em_steps} steps) — lands on the spread MLE: "
+            f"max |θ − θ0| = {max_em_err:.1e} for 0 < θ0 < 1; {max_em_end:.1e} at θ0 ∈ {{0, 1}}, where EM converges "
+            "sublinearly (|θ − θ0| ~ 1/steps).",
+            "* **spread MLE** — (f̃1 − P10)/(1 − P10 − P01) clipped to [0, 1] = θ0 on the whole diagonal; the band "
+            f"is the exact mean ± 1 sd at N = {args.finite_n} (the clipping biases it slightly inward near θ0 = 0 "
+            "and 1).",
+            "",
+            table,
+            "",
+        ]
+    )
+    atomic_write_text(out / "fig1_bernoulli.md", md)
+    print(md)
     return 0
 
 

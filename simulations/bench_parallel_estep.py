@@ -2,19 +2,24 @@
 
 MNIST 7/9 resampled to N = 9,000, D = 784, K = 256 (RR flip 0.3 on pixels and labels), a fixed
 schedule of ``--iters`` EM iterations with each executor; every executor's ``map`` (the E-step
-over the fixed shards) is timed, and the fitted coefficients must be bit-identical.
-Usage: python simulations/bench_parallel_estep.py [--iters 20] [--out results/federation_scale]"""
+over the fixed shards) is timed, and the fitted coefficients must be bit-identical (the E-step's
+shards carry their own seeds, so the executor cannot change the result). Writes
+``parallel_estep.md`` to --out.
+
+    python simulations/bench_parallel_estep.py                     # ~1 min, writes results/federation_scale/
+    python simulations/bench_parallel_estep.py --n 3000 --iters 5 --out /tmp/bench
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from fedrr._io import atomic_write_text, command_line, markdown_table, provenance
 from fedrr.datasets import load_mnist_7_vs_9
 from fedrr.estimators import SpreadLogisticRegression
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
@@ -35,12 +40,10 @@ class Timed:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=9000)
     ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument(
-        "--shard-size", type=int, default=2048, help="records per E-step shard (the library default is 2048)"
-    )
+    ap.add_argument("--shard-size", type=int, default=2048, help="records per E-step shard (library default 2048)")
     ap.add_argument("--out", default="results/federation_scale")
     args = ap.parse_args(argv)
     ds = load_mnist_7_vs_9()
@@ -57,41 +60,45 @@ def main(argv=None) -> int:
     for name, ex in executors.items():
         timed = Timed(ex)
         if name.startswith("ray"):  # start Ray and warm its workers outside the timing
-            SpreadLogisticRegression(executor=ex, **{**kw, "max_iter": 2, "burn_in": 1, "n_average": 1}).fit(
-                Xt[:3000], yt[:3000], mechanism=rm
-            )
+            warm = {**kw, "max_iter": 2, "burn_in": 1, "n_average": 1}
+            SpreadLogisticRegression(executor=ex, **warm).fit(Xt[:3000], yt[:3000], mechanism=rm)
         t0 = time.perf_counter()
         est = SpreadLogisticRegression(executor=timed, **kw).fit(Xt, yt, mechanism=rm)
-        results[name] = {
-            "fit": time.perf_counter() - t0,
-            "estep": np.array(timed.seconds[1:]),
-            "coef": est.coef_.copy(),
-        }
-        print(
-            f"{name}: fit {results[name]['fit']:.2f} s, E-step median {np.median(results[name]['estep']):.3f} s/iteration",
-            flush=True,
-        )
+        r = results[name] = {"fit": time.perf_counter() - t0, "estep": np.array(timed.seconds[1:]), "coef": est.coef_}
+        print(f"{name}: fit {r['fit']:.2f} s, E-step median {np.median(r['estep']):.3f} s/iteration", flush=True)
     ray_ex.shutdown()
-    base = results["serial"]
+    base = np.median(results["serial"]["estep"])
+    body = [
+        [
+            name,
+            f"{np.median(r['estep']):.3f}",
+            f"{base / np.median(r['estep']):.2f}x",
+            f"{r['fit']:.1f}",
+            np.array_equal(r["coef"], results["serial"]["coef"]),
+        ]
+        for name, r in results.items()
+    ]
     lines = [
-        f"command: python simulations/bench_parallel_estep.py {' '.join(argv if argv is not None else sys.argv[1:])}",
+        f"command: {command_line(argv)}",
+        f"written: {provenance()}",
         f"machine: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f} at the end",
         f"data: MNIST 7/9 resampled to N={args.n}, D=784, K=256, RR flip 0.3; {args.iters} EM iterations per fit "
         f"(E-step medians over iterations 2..{args.iters}); shard size {args.shard_size} "
         f"({-(-args.n // args.shard_size)} shards, the same for every executor)",
         "",
-        "| executor | E-step s/iteration (median) | E-step speed-up vs serial | whole fit s | coefficients equal serial |",
-        "|---|---|---|---|---|",
+        markdown_table(
+            [
+                "executor",
+                "E-step s/iteration (median)",
+                "E-step speed-up vs serial",
+                "whole fit s",
+                "coefficients equal serial",
+            ],
+            body,
+        ),
     ]
-    for name, r in results.items():
-        lines.append(
-            f"| {name} | {np.median(r['estep']):.3f} | {np.median(base['estep']) / np.median(r['estep']):.2f}x | "
-            f"{r['fit']:.1f} | {np.array_equal(r['coef'], base['coef'])} |"
-        )
     text = "\n".join(lines)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "parallel_estep.md").write_text(text + "\n")
+    atomic_write_text(Path(args.out) / "parallel_estep.md", text + "\n")
     print(text)
     return 0
 

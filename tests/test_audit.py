@@ -37,8 +37,8 @@ from fedrr.audit import (
     samples_needed,
 )
 from fedrr.errors import ValidationError
-from fedrr.testing.misclaimed import MisclaimedMechanism, undercalibrated
 from fedrr.mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism, TransitionMatrix
+from fedrr.testing.misclaimed import MisclaimedMechanism, undercalibrated
 
 ALPHA = DEFAULT_ALPHA  # 1e-6 overall false-alarm probability of every audit below
 N_THRESHOLD_INTERVALS = 4 * (2 * 24 + 4)  # upper bound on the intervals of a threshold-set audit
@@ -442,7 +442,8 @@ BLOCKS = [
 def test_big_width_d_blocks(name, make, n, frac):
     """Blocks of width d audited at the corners lower/upper (they attain the L1 and L2 sensitivity):
     ε̂ ∈ [frac·ε, ε] (frac is 0.8 for Laplace, 0.65 for width 10 at ε = 4, whose extreme set
-    {x̃ ≤ lower} has mass 2⁻¹⁰ and e⁻⁴·2⁻¹⁰ ≈ 2·10⁻⁵ — ε̂ ≈ 0.78ε over seeds; the Gaussian (ε, δ) test at δ ≤ 1e-5 is weaker —
+    {x̃ ≤ lower} has mass 2⁻¹⁰ and e⁻⁴·2⁻¹⁰ ≈ 2·10⁻⁵ — ε̂ ≈ 0.78ε over
+    seeds; the Gaussian (ε, δ) test at δ ≤ 1e-5 is weaker —
     ε̂ ≈ 0.6ε at 3·10⁶ draws — and the classic calibration is conservative); the same noise
     claiming half its *exact* ε fails. Fails on a block mis-calibration or a loss of power."""
     mech = make()
@@ -506,7 +507,8 @@ def test_big_false_alarm_rate_at_most_alpha():
 
 def test_audit_script_quick_smoke(tmp_path):
     """simulations/audit_mechanisms.py --quick runs end to end (seconds) and writes the markdown and
-    CSV tables with one row per audited mechanism. Fails if the script or the result schema breaks."""
+    CSV tables with one row per audited case of fedrr.audit.suite. Fails if the script or the result
+    schema breaks."""
     import csv
     import importlib.util
     from pathlib import Path
@@ -520,6 +522,8 @@ def test_audit_script_quick_smoke(tmp_path):
     assert "| group | mechanism | claimed ε |" in md and "Witnesses" in md
     with open(tmp_path / "audit.csv") as fh:
         rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
-    assert len(rows) == len(module.build_rows(True, ALPHA, 10_000_000))
+    from fedrr.audit.suite import standard_cases
+
+    assert len(rows) == len(standard_cases(True, ALPHA, 10_000_000))
     honest = [r for r in rows if r["expected"] == "PASS"]
     assert honest and all(r["result"] == "PASS" for r in honest)  # real mechanisms pass even at --quick sizes

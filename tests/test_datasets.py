@@ -166,7 +166,7 @@ def test_adult_onehot_unit(adult):
     assert y.sum() == 11208 and schema.classes == ("<=50K", ">50K")
     assert all(f.kind == "numeric" and (f.lower, f.upper) == (0.0, 1.0) for f in schema.features)
     start = 5  # numeric columns first; then each categorical's one-hot block sums to 1 per row
-    for name, cats in adult.extra["categories"].items():
+    for cats in adult.extra["categories"].values():
         block = X[:, start : start + len(cats)]
         assert set(np.unique(block)) == {0.0, 1.0}
         np.testing.assert_array_equal(block.sum(axis=1), 1.0)

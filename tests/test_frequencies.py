@@ -196,7 +196,10 @@ def test_mle_stays_on_simplex_and_satisfies_kkt_when_inversion_leaves_it():
     support = mle > 1e-6
     np.testing.assert_allclose(g[support], 1.0, atol=1e-6)
     assert np.all(g[~support] <= 1 + 1e-6)
-    loglik = lambda p: float(f @ np.log(mech.matrix @ p))
+
+    def loglik(p):
+        return float(f @ np.log(mech.matrix @ p))
+
     assert loglik(mle) >= loglik(inv) - 1e-12
     for p in rng.dirichlet(np.ones(k), size=200):
         assert loglik(mle) >= loglik(p)
@@ -316,7 +319,8 @@ def test_demo_frequencies_runs_and_debiasing_helps(tmp_path, capsys):
     assert "naive L1" in out and "debiased L1" in out
     assert (tmp_path / "accuracy_vs_epsilon.png").stat().st_size > 10_000
     with open(tmp_path / "results.csv") as fh:
-        table = list(csv.DictReader(fh))
+        assert fh.readline().startswith("# command: python ")  # the CSV names the command that made it
+        table = list(csv.DictReader(line for line in fh if not line.startswith("#")))
     assert len(table) == 2 * len(demo.EPSILONS) == len(rows)
     assert {float(r["epsilon"]) for r in table} == set(demo.EPSILONS)
     # reproducible from the one seed

@@ -363,7 +363,7 @@ def exact_bin_logmass(mech, x_tilde, edges, probs, normalise=True):
             continue
         c = float(noise_logpdf(mech, x_tilde - np.clip(x_tilde, lo, hi)))  # max of the noise over the bin
 
-        def f(x):
+        def f(x, x_tilde=x_tilde, c=c):
             return math.exp(float(noise_logpdf(mech, x_tilde - x)) - c)
 
         pts = [x_tilde] if lo < x_tilde < hi else None

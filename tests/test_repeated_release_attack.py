@@ -1,6 +1,6 @@
-"""The repeated-release attack (``simulations/repeated_release_attack.py``, Barber 2020 eq 3):
-a resampling client leaks more with every query; fedrr's replaying client gives the server
-nothing after its first release."""
+"""The repeated-release attack (``fedrr.audit.repeated_release``, Barber 2020 eq 3): a resampling
+client leaks more with every query; fedrr's replaying client gives the server nothing after its
+first release. ``simulations/repeated_release_attack.py`` is the script that reports it."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ import pytest
 from conftest import load_simulation
 from flwr.app import Context, Message, RecordDict
 
+import fedrr.audit.repeated_release as repeated_release
 from fedrr.federation.protocol import MESSAGE_TYPE, query_content
 
 
 @pytest.fixture(scope="module")
 def att():
-    return load_simulation("repeated_release_attack")
+    return repeated_release
 
 
 @pytest.fixture
@@ -134,8 +135,37 @@ def test_barbers_majority_rule_as_printed_is_unanimity(att):
     assert not np.array_equal(map3, (patterns.sum(axis=1) > 2).astype(int))
 
 
-def test_script_runs_offline(att, tmp_path):
-    assert att.main(["--quick", "--no-flower", "--out", str(tmp_path)]) == 0
+def test_script_runs_offline(tmp_path):
+    script = load_simulation("repeated_release_attack")
+    assert script.main(["--quick", "--no-flower", "--out", str(tmp_path)]) == 0
     for name in ("repeated_release.md", "repeated_release.csv", "repeated_release.png"):
         assert (tmp_path / name).stat().st_size > 0
     assert "Skipped (`--no-flower`)" in (tmp_path / "repeated_release.md").read_text()
+
+
+def test_attack_through_a_flower_federation(tmp_path):
+    """fedrr.audit.repeated_release_flower: a real simulated federation whose server asks every
+    node 5 times; every check holds and the replayer's rows do not move with M."""
+    from fedrr.audit.repeated_release_flower import attack_federation
+
+    cfg = {
+        "dataset": "digits_7_vs_9",
+        "n-clients": 3,
+        "seed": 2,
+        "results-dir": str(tmp_path),
+        "run-name": "replay",
+        "mechanism": "rr",
+        "feature-flip": 0.3,
+        "label-flip": 0.2,
+    }
+    rows, checks = attack_federation(cfg, 5, np.random.default_rng(0), m_grid=(1, 2, 5))
+    assert checks["byte_identical"] and checks["equals_offline_release"] and checks["mechanism_unchanged"]
+    assert checks["posterior_after_M_equals_after_1"] and checks["n_clients"] == 3
+    for field in {r["field"] for r in rows}:
+        rep = [r for r in rows if r["field"] == field and r["client"] == "replayer (Flower)"]
+        assert [r["M"] for r in rep] == [1, 2, 5] and len({r["mass_on_truth"] for r in rep}) == 1
+        assert {r["epsilon_spent"] for r in rep} == {rep[0]["epsilon_per_release"]}
+        res = [r for r in rows if r["field"] == field and r["client"] == "resampler (offline)"]
+        eps = rep[0]["epsilon_per_release"]
+        assert [r["epsilon_spent"] for r in res] == pytest.approx([m * eps for m in (1, 2, 5)])
+    assert {r["n_values"] for r in rows if "pixel" in r["field"]} == {3 * 64}

@@ -284,8 +284,16 @@ INVALID = [
     (_with(privacy__epsilon_grid=[]), "privacy.epsilon_grid", "is empty"),
     (_with(privacy__epsilon_grid=[1.0, -2.0]), "privacy.epsilon_grid", "item 1 must be a real number > 0"),
     (_with(privacy__epsilon_grid=[0.0]), "privacy.epsilon_grid", "item 0 must be a real number > 0, got a number 0.0"),
-    (_with(privacy__epsilon_grid="1,10"), "privacy.epsilon_grid", "must be a non-empty list, each item a real number > 0"),
-    (_with(privacy__epsilon_grid=[1.0, "ten"]), "privacy.epsilon_grid", "item 1 must be a real number > 0, got a string 'ten'"),
+    (
+        _with(privacy__epsilon_grid="1,10"),
+        "privacy.epsilon_grid",
+        "must be a non-empty list, each item a real number > 0",
+    ),
+    (
+        _with(privacy__epsilon_grid=[1.0, "ten"]),
+        "privacy.epsilon_grid",
+        "item 1 must be a real number > 0, got a string 'ten'",
+    ),
     (_with(privacy__epsilon_grid=[1.0, 1.0]), "privacy.epsilon_grid", "repeated"),
     (_with(privacy__epsilon_grid=_DELETE), "privacy.epsilon_grid", "is missing"),
     (_with(privacy__feature_flip_grid=[0.2]), "privacy.feature_flip_grid", "exactly one swept axis"),
@@ -471,8 +479,8 @@ def test_regression_sweep_reports_mse_the_exact_epsilon_and_a_public_label(tmp_p
     the mean predictor's MSE is recomputed here from the same seed and split."""
     import tomli_w
 
-    from fedrr.mechanisms import GaussianMechanism
     from fedrr.experiment.regression import load_regression_data
+    from fedrr.mechanisms import GaussianMechanism
 
     path = tmp_path / "reg.toml"
     path.write_text(tomli_w.dumps(REGRESSION))
@@ -560,8 +568,8 @@ def test_cli_bad_config_prints_one_line_and_exits_2(tmp_path, capsys):
     assert main(["sweep", str(p), "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert err == (
-        "fedrr: error: privacy.feature_flip_grid: is empty; give at least one value (a non-empty list, each item a real "
-        "number in (0, 1))\n"
+        "fedrr: error: privacy.feature_flip_grid: is empty; give at least one value "
+        "(a non-empty list, each item a real number in (0, 1))\n"
     )
     assert not (tmp_path / "o").exists()
     p2 = _write(tmp_path, "[scenario\nname = 1", "broken.toml")
@@ -581,10 +589,27 @@ def test_help_has_an_example(capsys):
     assert "fedrr sweep configs/quickstart.toml" in text and "resumes" in text
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "configs").glob("*.toml")))
+def _shipped_configs() -> list[str]:
+    """Every shipped scenario, relative to configs/ without ".toml": "quickstart", "paper/barber_6_1", ..."""
+    return sorted(str(p.relative_to(ROOT / "configs").with_suffix("")) for p in (ROOT / "configs").rglob("*.toml"))
+
+
+@pytest.mark.parametrize("name", _shipped_configs())
 def test_shipped_configs_are_valid(name):
-    cfg = load_scenario(ROOT / "configs" / name)
+    cfg = load_scenario(ROOT / "configs" / f"{name}.toml")
     assert cfg.cells()
+
+
+def test_paper_configs_name_their_command_and_results():
+    """A paper reproduction is a config in configs/paper/ whose comment names the command that made
+    its committed results, and whose default output is that results folder."""
+    papers = [n for n in _shipped_configs() if n.startswith("paper/")]
+    assert len(papers) >= 6
+    for name in papers:
+        stem = name.split("/", 1)[1]
+        text = (ROOT / "configs" / f"{name}.toml").read_text()
+        assert f"fedrr sweep configs/{name}.toml --out results/{name}" in text, name
+        assert load_scenario(ROOT / "configs" / f"{name}.toml").scenario.out == f"results/paper/{stem}"
 
 
 # ---------------------------------------------------------------------------- Flower, end to end
@@ -631,15 +656,13 @@ def _reduced(data: dict) -> dict:
 
 
 def test_every_shipped_config_has_a_reduced_end_to_end_test():
-    reduced = {"quickstart"} | set(
-        SHIPPED_REDUCED
-    )  # quickstart: test_reduced_quickstart_in_flower_mode_through_the_cli
-    assert {p.stem for p in (ROOT / "configs").glob("*.toml")} == reduced
+    # quickstart: test_reduced_quickstart_in_flower_mode_through_the_cli
+    assert set(_shipped_configs()) == {"quickstart"} | set(SHIPPED_REDUCED)
 
 
 def test_barber_6_1_config_has_the_papers_noise_variances():
     """The §6.1 config sets ε per pixel; the analytic Gaussian it builds must have σ² = 0.5 and 0.1."""
-    cfg = load_scenario(ROOT / "configs" / "barber_6_1.toml")
+    cfg = load_scenario(ROOT / "configs" / "paper" / "barber_6_1.toml")
     variances = []
     for g in range(len(cfg.grid)):
         pop = build_population(cfg.cells([g])[0].run_config())
@@ -650,12 +673,16 @@ def test_barber_6_1_config_has_the_papers_noise_variances():
 
 
 SHIPPED_REDUCED = [
-    "barber_6_1",
-    "barber_fig3_digits",
-    "barber_fig3_mnist",
-    "farokhi_fig1_lending_club",
-    "farokhi_fig2_adult",
-    "farokhi_wdro_adult",
+    "paper/barber_6_1",
+    "paper/barber_fig3_digits",
+    "paper/barber_fig3_mnist",
+    "paper/farokhi_fig1_lending_club",
+    "paper/farokhi_fig2_adult",
+    "paper/farokhi_sweep_adult",
+    "paper/farokhi_sweep_adult_analytic",
+    "paper/farokhi_sweep_lending_club",
+    "paper/farokhi_sweep_lending_club_analytic",
+    "paper/farokhi_wdro_adult",
     "scaling",
 ]
 
@@ -667,12 +694,13 @@ def test_each_shipped_config_runs_end_to_end_reduced(name, tmp_path):
     import tomli_w
 
     data = _reduced(tomllib.loads((ROOT / "configs" / f"{name}.toml").read_text()))
-    path = tmp_path / f"{name}.toml"
+    stem = name.rsplit("/", 1)[-1]
+    path = tmp_path / f"{stem}.toml"
     path.write_text(tomli_w.dumps(data))
-    assert main(["sweep", str(path), "--out", str(tmp_path / name), "--no-progress"]) == 0
-    rows = _csv(tmp_path / name / "results.csv")
+    assert main(["sweep", str(path), "--out", str(tmp_path / stem), "--no-progress"]) == 0
+    rows = _csv(tmp_path / stem / "results.csv")
     learners = set(data["learners"]["names"])
     assert {r["learner"] for r in rows} == learners
     metric = "mse" if data["population"].get("task") == "regression" else "accuracy"
     assert all(r["error"] == "" and r["metric"] == metric and 0.0 <= float(r[metric]) <= 1.0 for r in rows), rows
-    assert (tmp_path / name / f"{metric}_vs_epsilon.png").exists() and (tmp_path / name / "summary.md").exists()
+    assert (tmp_path / stem / f"{metric}_vs_epsilon.png").exists() and (tmp_path / stem / "summary.md").exists()

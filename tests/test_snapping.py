@@ -24,6 +24,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from fedrr.audit.fp_attack import (
+    _reachable_monotone,
+    clopper_pearson,
+    exclusion_rate,
+    laplace_reachable,
+    numpy_laplace_noise,
+    snapping_reachable,
+)
 from fedrr.errors import ValidationError
 from fedrr.mechanisms import (
     GaussianMechanism,
@@ -34,14 +42,6 @@ from fedrr.mechanisms import (
     RecordMechanism,
     SnappingLaplaceMechanism,
     mechanism_from_spec,
-)
-from fedrr.audit.fp_attack import (
-    _reachable_monotone,
-    clopper_pearson,
-    exclusion_rate,
-    laplace_reachable,
-    numpy_laplace_noise,
-    snapping_reachable,
 )
 from fedrr.mechanisms.exact_sampling import ETA, calibrate, libm_log, next_power_of_two, uniform_double
 from fedrr.mechanisms.snapping import harden
@@ -62,7 +62,10 @@ def test_numpy_laplace_is_replayed_bit_for_bit():
 
 def test_reachability_search_is_exact_on_a_toy_function():
     """_reachable_monotone finds values in the image of a monotone step function and rejects gaps."""
-    fn = lambda k, i: (k // 3) * 2.0  # image: even numbers, each hit by 3 consecutive k
+
+    def fn(k, i):  # image: even numbers, each hit by 3 consecutive k
+        return (k // 3) * 2.0
+
     target = np.array([0.0, 2.0, 3.0, 10.0, 666.0, 668.0, -2.0])
     got = _reachable_monotone(fn, target, 0, 1000)
     assert got.tolist() == [True, True, False, True, True, False, False]
@@ -131,7 +134,7 @@ def test_snapped_outputs_are_grid_values_with_input_independent_low_bits():
     rng = np.random.default_rng(5)
     ys = {x: mech.release(np.full(20_000, x), rng) for x in (0.0, 1.0)}
     seen: dict[int, int] = {}
-    for x, y in ys.items():
+    for y in ys.values():
         k = mech.index(y)
         assert np.isin(y, mech.support).all()
         assert np.array_equal(y, mech.support[k + mech.M])
@@ -337,7 +340,10 @@ def _quad_posterior(mech, k, prior_pdf, lo, hi, breaks=()):
     a, b = grid[:-1, None], grid[1:, None]
     nodes = 0.5 * (a + b) + 0.5 * (b - a) * _GL_X
     weights = 0.5 * (b - a) * _GL_W
-    f = lambda x: prior_pdf(x) * np.exp(mech.log_pmf_index(k, mech.normalise(x)))
+
+    def f(x):
+        return prior_pdf(x) * np.exp(mech.log_pmf_index(k, mech.normalise(x)))
+
     lik = f(nodes)
     mass = (lik * weights).sum(1)
     Z = mass.sum()
@@ -379,7 +385,10 @@ def test_histogram_posterior_is_exact(eps):
 def test_gaussian_posterior_is_exact(eps, mu, var):
     mech = SnappingLaplaceMechanism(eps, 0.0, 1.0)
     sd = math.sqrt(var)
-    pdf = lambda x: stats.norm.pdf(x, mu, sd)
+
+    def pdf(x):
+        return stats.norm.pdf(x, mu, sd)
+
     x_probe = 0.37
     ks = np.array([-mech.M, -1, 0, 1, mech.M])
     post = mech.posterior(mech.support[ks + mech.M], GaussianPrior(mu, var))
@@ -525,10 +534,10 @@ def test_a_deployment_node_releases_laplace_fields_snapped(tmp_path):
 
     from flwr.app import Context, RecordDict
 
-    from fedrr.federation.client_app import answer
-    from fedrr.release import write_record_file
-    from fedrr.mechanisms import LaplaceMechanism, mechanism_from_spec
     from fedrr.audit.fp_attack import snapping_reachable
+    from fedrr.federation.client_app import answer
+    from fedrr.mechanisms import LaplaceMechanism, mechanism_from_spec
+    from fedrr.release import write_record_file
 
     requested = RecordMechanism(LaplaceMechanism(1.0, 0.0, 1.0), RandomizedResponse(2, 0.1), n_features=3)
     x = np.array([0.0, 0.3, 1.0])

@@ -22,7 +22,9 @@ textbook sampler x + S·b·log(U), U = k·2⁻⁵³ (``sampler="textbook"``) and
 mechanism's own sampler (``snapping_reachable``: search over the bit patterns of U* for each sign).
 
 ``exclusion_rate`` measures the fraction of releases from x0 that exclude x1 (soundness is checked
-at the same time: a release is never declared unreachable from its true input).
+at the same time: a release is never declared unreachable from its true input); ``attack_cells``
+measures it for numpy's, the textbook and the snapping sampler over a table of (ε, x0, x1)
+(``simulations/fp_laplace_attack.py`` writes that table).
 """
 
 from __future__ import annotations
@@ -228,3 +230,60 @@ def exclusion_rate(
         "false_exclusions": int(np.sum(~from_x0)),
         "releases": y,
     }
+
+
+# ------------------------------------------------------------------------- the attack table
+#: (ε, x0, x1) cells attacked by ``attack_cells``, domain [0, 1]; 0.3 and nextafter(0.3) differ in the last bit
+STANDARD_CELLS = (
+    (0.5, 0.0, 1.0),
+    (1.0, 0.0, 1.0),
+    (1.0, 1.0, 0.0),
+    (1.0, 0.25, 0.75),
+    (1.0, 0.3, float(np.nextafter(0.3, 1.0))),
+    (2.0, 0.0, 1.0),
+    (4.0, 0.1, 0.9),
+)
+#: the samplers attacked in each cell: LaplaceMechanism (numpy), the textbook sampler, snapping
+SAMPLER_NAMES = ("numpy Laplace", "textbook Laplace", "snapping")
+
+
+def attack_cells(cells: Any = STANDARD_CELLS, n: int = 20_000, seed: int = 0, progress: Any = None) -> list[dict]:
+    """``exclusion_rate`` of every sampler at every (ε, x0, x1) cell: a LaplaceMechanism(ε, 0, 1)
+    through numpy's and through the textbook sampler, and a SnappingLaplaceMechanism at the same
+    requested ε. Cell c, sampler s draws from SeedSequence(seed, spawn_key=(c, s)). One row per
+    (cell, sampler): epsilon, x0, x1, sampler, n, excluded, rate, ci_low, ci_high,
+    false_exclusions, stated_epsilon (the mechanism's own ε), seconds."""
+    import time
+
+    rows = []
+    for c, (eps, x0, x1) in enumerate(cells):
+        for s, sampler in enumerate(SAMPLER_NAMES):
+            rng = np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=(c, s)))
+            if sampler == "snapping":
+                mech, kw = SnappingLaplaceMechanism(eps, 0.0, 1.0), {}
+            else:
+                mech, kw = LaplaceMechanism(eps, 0.0, 1.0), {"sampler": sampler.split()[0]}
+            t = time.perf_counter()
+            r = exclusion_rate(mech, x0, x1, n, rng, **kw)
+            rows.append(
+                {
+                    "epsilon": eps,
+                    "x0": x0,
+                    "x1": x1,
+                    "sampler": sampler,
+                    "n": n,
+                    "excluded": r["excluded"],
+                    "rate": r["rate"],
+                    "ci_low": r["ci"][0],
+                    "ci_high": r["ci"][1],
+                    "false_exclusions": r["false_exclusions"],
+                    "stated_epsilon": mech.epsilon,
+                    "seconds": round(time.perf_counter() - t, 2),
+                }
+            )
+            if progress is not None:
+                progress(
+                    f"ε={eps:<4} x0={x0!r:<6} x1={x1!r:<21} {sampler:<17} excluded {r['excluded']:>6}/{n} "
+                    f"= {r['rate']:.4f} [{r['ci'][0]:.4f}, {r['ci'][1]:.4f}]  false={r['false_exclusions']}"
+                )
+    return rows
