@@ -105,8 +105,8 @@ class Options(Constraint):
 
     def accepts(self, value: Any) -> bool:
         try:
-            return value in self.values and not isinstance(value, bool)
-        except TypeError:  # unhashable or incomparable
+            return not isinstance(value, (bool, np.ndarray)) and value in self.values
+        except (TypeError, ValueError):  # unhashable or incomparable (an array compares elementwise)
             return False
 
     def describe(self) -> str:

@@ -284,7 +284,8 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
         raise ValidationError(
             "n-sampled", f"must be at most the {ds.schema.n_features} features of {name!r}, got {cfg.n_sampled}"
         )
-    use_flip = family == "rr" and cfg.feature_flip > 0  # rr: a flip probability, or else ε per feature
+    # rr: flip probabilities (the feature flip, or the budget mix's values), or else ε per feature
+    use_flip = family == "rr" and (bool(cfg.budget_mix) or cfg.feature_flip > 0)
     feat_key = "feature-flip" if use_flip else "feature-epsilon"
     if cfg.budget_mix:
         levels, weights = [v for v, _ in cfg.budget_mix], [w for _, w in cfg.budget_mix]

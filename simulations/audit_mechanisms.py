@@ -3,7 +3,7 @@ at the worst-case neighbouring inputs and certify, with Clopper–Pearson interv
 union bound at overall α = 1e-6, a lower bound ε̂ on the ε the mechanism really has at its claimed
 δ. PASS means ε̂ ≤ claimed ε. Deliberately mis-calibrated mechanisms must FAIL.
 
-The suite and its sample sizes are ``fedrr.audit.suite`` (the method: ``fedrr.audit``); this
+The suite and its sample sizes are ``fedrr.testing.audit_suite`` (the method: ``fedrr.audit``); this
 script runs it and writes ``audit.md`` and ``audit.csv``.
 
     python simulations/audit_mechanisms.py            # ~1 min; writes results/audit/
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from fedrr._io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 from fedrr.audit import DEFAULT_ALPHA
-from fedrr.audit.suite import run_cases, standard_cases
 from fedrr.mechanisms import RandomizedResponse
+from fedrr.testing.audit_suite import run_cases, standard_cases
 
 FIELDS = [
     "group",

@@ -507,7 +507,7 @@ def test_big_false_alarm_rate_at_most_alpha():
 
 def test_audit_script_quick_smoke(tmp_path):
     """simulations/audit_mechanisms.py --quick runs end to end (seconds) and writes the markdown and
-    CSV tables with one row per audited case of fedrr.audit.suite. Fails if the script or the result
+    CSV tables with one row per audited case of fedrr.testing.audit_suite. Fails if the script or the result
     schema breaks."""
     import csv
     import importlib.util
@@ -522,7 +522,7 @@ def test_audit_script_quick_smoke(tmp_path):
     assert "| group | mechanism | claimed ε |" in md and "Witnesses" in md
     with open(tmp_path / "audit.csv") as fh:
         rows = list(csv.DictReader(line for line in fh if not line.startswith("#")))
-    from fedrr.audit.suite import standard_cases
+    from fedrr.testing.audit_suite import standard_cases
 
     assert len(rows) == len(standard_cases(True, ALPHA, 10_000_000))
     honest = [r for r in rows if r["expected"] == "PASS"]

@@ -101,6 +101,17 @@ def test_em_fixed_point_is_the_exact_spread_mle(tiny):
     assert np.linalg.norm(paper.coef_) < np.linalg.norm(mle[:D])  # shrinkage toward 0
 
 
+def test_a_plain_array_prior_is_the_categorical_prior(tiny):
+    """prior may be a (D, K) array (what the spread-true learner passes): the same fit as the
+    CategoricalPrior of it (regression: the parameter check compared the array elementwise)."""
+    rm, Xt, yt, _ = tiny
+    probs = PRIOR0.copy()
+    kw = dict(C=1.0, max_iter=5, random_state=0)
+    a = SpreadLogisticRegression(prior=probs, **kw).fit(Xt, yt, mechanism=rm)
+    b = SpreadLogisticRegression(prior=CategoricalPrior(probs), **kw).fit(Xt, yt, mechanism=rm)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+
+
 def _posterior_enum(xt, ct, rm, prior, w, b):
     """Exact p(x, c | x̃, c̃) over all K^D × 2 states, by enumeration (any discrete oracles)."""
     z = _enc(ALL_X) @ w + b

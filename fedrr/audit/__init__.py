@@ -52,11 +52,12 @@ records — the sum of the per-field sups (basic composition is tight for pure �
 differs everywhere; with attribute sampling the label's plus the m largest field sups); records with
 a δ > 0 field — not computed (None).
 
-Submodules beyond the audit itself: ``suite`` (every shipped mechanism plus mis-calibrated
-negative controls, with sample sizes: ``simulations/audit_mechanisms.py`` runs it),
-``repeated_release`` and ``repeated_release_flower`` (a server that queries a client M times,
-Barber 2020 eq 3: resampling vs fedrr's replaying client) and ``fp_attack`` (Mironov's
-floating-point attack on Laplace sampling, naive vs snapped).
+The audit suite (every shipped mechanism plus mis-calibrated negative controls, with sample
+sizes: ``simulations/audit_mechanisms.py`` runs it) is ``fedrr.testing.audit_suite``, next to the
+negative controls it needs. Submodules beyond the audit itself: ``repeated_release`` and
+``repeated_release_flower`` (a server that queries a client M times, Barber 2020 eq 3: resampling
+vs fedrr's replaying client) and ``fp_attack`` (Mironov's floating-point attack on Laplace
+sampling, naive vs snapped).
 """
 
 from .bounds import DEFAULT_ALPHA, AuditResult, Witness, clopper_pearson, max_certifiable_epsilon, samples_needed

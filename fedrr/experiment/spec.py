@@ -1,9 +1,7 @@
-"""Scenario configs as typed, frozen dataclasses: a TOML file is parsed and validated once into a
-``ScenarioSpec`` (every key known, typed, range-checked, defaults filled in; relations between
-keys checked in ``crosscheck``), which lists its ``CellSpec``s. Each section's fields carry their
-documentation and constraints (``fedrr._params``): the config reference in the docs is generated
-from them. A bad config raises ``ValidationError(field, message)``, ``field`` being the key's path
-("privacy.epsilon_grid"), before anything runs."""
+"""Scenario configs as typed, frozen dataclasses: a TOML file is parsed and validated once into a ``ScenarioSpec``
+(keys known, typed, range-checked, defaulted; relations checked in ``crosscheck``) listing its ``CellSpec``s.
+Fields carry their docs and constraints (``fedrr._params``; the config reference is generated from them).
+A bad config raises ``ValidationError(field, message)`` with the key's path before anything runs."""
 
 from __future__ import annotations
 
@@ -65,7 +63,7 @@ class _Table(Constraint):
                 return exc
         return self.relation(name, value)
 
-    def relation(self, name: str, value: dict) -> ValidationError | None:
+    def relation(self, name: str, value: dict) -> ValidationError | None:  # no relation between the keys
         return None
 
 
@@ -206,8 +204,8 @@ class PrivacySection:
     label_epsilon: float | None = key(None, "label ε (per-field grids)", _POS, IsNone())
     n_sampled: int | None = key(
         None,
-        "attribute sampling: each client releases this many features, drawn uniformly, "
-        "with the whole feature budget (None: all)",
+        "attribute sampling: each client releases this many features, drawn uniformly, with the whole "
+        "feature budget (None: all)",
         Interval(int, 1, None),
         IsNone(),
     )

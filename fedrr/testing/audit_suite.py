@@ -28,10 +28,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..audit.bounds import DEFAULT_ALPHA, samples_needed
+from ..audit.mechanism import audit_mechanism
 from ..errors import FedrrError
 from ..mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism, TransitionMatrix
-from .bounds import DEFAULT_ALPHA, samples_needed
-from .mechanism import audit_mechanism
 
 
 @dataclass(frozen=True)
@@ -63,7 +63,7 @@ def rr_samples(mech: RandomizedResponse, frac: float, alpha: float, cap: int) ->
 
 def standard_cases(quick: bool = False, alpha: float = DEFAULT_ALPHA, rr_cap: int = 10_000_000) -> list[AuditCase]:
     """The suite (see the module docstring), in report order."""
-    from ..testing.misclaimed import MisclaimedMechanism, undercalibrated
+    from .misclaimed import MisclaimedMechanism, undercalibrated
 
     s = 0.1 if quick else 1.0
     n_cont, n_gauss, n_rec = int(s * 2_000_000), int(s * 10_000_000), int(s * 2_000_000)
