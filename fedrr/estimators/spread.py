@@ -20,6 +20,7 @@ from .._validation import _as_array, as_float_array
 from ..errors import ValidationError
 from ..mechanisms import RecordMechanism
 from ..parallel.executors import ThreadExecutor, shard_bounds
+from ..parallel.shards import traffic_report
 from ._sklearn import class_labels, validate
 from .spread_design import ENCODINGS, ColumnLayout, Design
 from .spread_em import EMOptions, run_em
@@ -281,6 +282,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.rhat_, self.rhat_median_, self.cosine_ = res.rhat_max, res.rhat_median, res.cosine
         self.chain_distance_ = res.distance
         self.bytes_per_iter_ = res.bytes_per_iter
+        # what the shard group reports: traffic per call and direction, actors rebuilt (Ray)
+        self.traffic_ = traffic_report(group, res.n_iter)
+        self.shard_restarts_ = int(getattr(group, "restarts", 0))
         self._prior_state = _mean_prior(res.priors)
         self.prior_ = self._prior_state.public()
         return self

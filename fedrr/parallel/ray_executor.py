@@ -40,8 +40,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    else:  # "local": a new instance, never one another process started on this machine
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     return True
 
 
@@ -77,6 +77,7 @@ class RayExecutor:
         self.max_retries = max_retries
         self.n_actors = n_actors
         self._started_here = False
+        self.group_class = None  # the shard group's class (None: RayShards; fault tests put a subclass)
         self._remote_fn = None
         self._puts: dict[int, tuple[weakref.ref, Any]] = {}
 
@@ -146,7 +147,7 @@ class RayExecutor:
         from .ray_shards import RayShards
 
         n = self.n_actors or max(1, int(ray.cluster_resources().get("CPU", 1) // max(self.cpus_per_task, 1e-9)))
-        return RayShards(factories, n, cpus=self.cpus_per_task)
+        return (self.group_class or RayShards)(factories, n, cpus=self.cpus_per_task)
 
     def shutdown(self) -> None:
         """Stop the Ray instance if this executor started it (never a cluster it joined)."""
@@ -155,6 +156,7 @@ class RayExecutor:
 
             ray.shutdown()
             self._started_here = False
+        self.group_class = None  # the shard group's class (None: RayShards; fault tests put a subclass)
         self._remote_fn = None
         self._puts.clear()
 

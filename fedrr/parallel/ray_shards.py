@@ -1,13 +1,24 @@
 """Shards in Ray actors: each actor builds its block of shards once (from factories, which may read
 their rows from a file so the data never passes through the driver) and keeps them, with their
-chains and priors, for the whole job. Each call sends the model once (``ray.put``, fetched by every
-actor) and returns per-shard results — sufficient statistics compressed (``Packed``), losses and
-gradients as they are — so the traffic per EM iteration is O(model), whatever the data size, and
-the driver sums in shard order exactly as a local group does: the same numbers, bit for bit.
+chains and priors, for the whole job. The traffic per EM iteration is O(model), whatever the data
+size, and every result equals the serial one bit for bit:
+
+* a call sends its arguments once (``ray.put``, fetched by every actor), compressed (``Packed``);
+* a sum over the shards (``reduce``: E-step statistics, losses and gradients, Hessians) is folded
+  along the actors in shard order — actor a adds its shards' results to the running sum it gets
+  from actor a − 1 and hands it on — so the floats are added in exactly the serial order and each
+  actor sends one model-sized message, however many shards it holds;
+* the last actor keeps each chain's summed E-step statistics, so a prior update sends them only
+  to the other actors (straight from its output, not through the driver).
+
+``traffic`` counts what crosses to or from an actor, pickled, per ``"<method> down|up"``.
 
 An actor that dies (killed, out of memory, node lost) is rebuilt from its factories; its chains
 restart from the priors the driver holds and the last E-step is replayed with the same seeds, so
-the fit completes (deterministically, though not bit-identical to an uninterrupted run)."""
+the fit completes (deterministically, though not bit-identical to an uninterrupted run). A call is
+numbered, and an actor that is asked for the same call again (because a later actor in the fold
+lost its input) reuses its results instead of advancing its chains twice. An exception raised by
+a shard itself (a ValidationError, say) is not retried: it reaches the caller as itself."""
 
 from __future__ import annotations
 
@@ -15,7 +26,15 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .shards import nbytes, pack, total, unpack
+import numpy as np
+
+from ..errors import ExecutorError
+from .shards import add, nbytes, pack, unpack
+
+#: messages up to this size travel inside the call (no object-store round trip)
+INLINE_BYTES = 64 * 1024
+#: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner)
+SETUP_METHODS = ("set_prior", "init_samples", "hessian")
 
 
 class ShardActor:
@@ -26,24 +45,56 @@ class ShardActor:
 
         self._limit = threadpool_limits(1, user_api="blas")  # the same BLAS arithmetic as the driver's shards
         self.shards = [f() for f in factories]
+        self._seq: Any = None
+        self._out: list = []
+        self._kept: dict[Any, Any] = {}  # chain -> the E-step sum this actor produced last (last actor)
 
-    def call(self, method: str, args: Any, packed: bool) -> list:
-        args = unpack(args)
-        out = [getattr(s, method)(*args) for s in self.shards]
+    def _compute(self, seq: Any, method: str, args: Any) -> list:
+        if seq is not None and seq == self._seq:  # the same call again: its results, not a second step
+            return self._out
+        out = [getattr(s, method)(*unpack(args)) for s in self.shards]
+        self._seq, self._out = seq, out
+        return out
+
+    def call(self, seq: Any, method: str, args: Any, packed: bool) -> list:
+        out = self._compute(seq, method, args)
         return [pack(r) for r in out] if packed else out
 
-    def update_prior(self, chain: int, stats: Any, gamma: float, fallback: Any) -> None:
+    def fold(self, seq: Any, method: str, args: Any, prev: list | None, keep: Any) -> tuple[Any, list[int]]:
+        """The running sum after this actor's shards, in shard order, from the previous actor's
+        (``prev``: a one-element list, so that Ray does not wait for it before this actor's own
+        work starts); and the bytes of every actor's message so far."""
+        out = self._compute(seq, method, args)
+        acc, sizes = None, []
+        if prev is not None:
+            import ray
+
+            msg, sizes = ray.get(prev[0])
+            acc = unpack(msg)
+        for r in out:
+            acc = r if acc is None else add(acc, r)
+        if keep is not None:
+            self._kept[keep] = acc
+        msg = pack(acc)
+        return msg, [*sizes, _wire(msg)]
+
+    def update_prior(self, chain: int, stats: Any, gamma: float, whole: bool) -> None:
         """One prior update for the whole block (the shards share the result), from the same
-        statistics and by the same function as the driver's."""
-        stats = unpack(stats)
-        p = self.shards[0].prior[chain] if self.shards[0].prior[chain] is not None else fallback
+        statistics and by the same function as the driver's. ``stats`` None: the sum this actor
+        kept; ``whole``: ``stats`` is a whole E-step result (the last actor's output)."""
+        if stats is None:
+            stats = self._kept.pop(chain)["stats"]
+        else:
+            stats = unpack(stats[0])["stats"] if whole else unpack(stats)
+        p = self.shards[0].prior[chain]
         new = p.blend(p.estimate(stats), gamma)
         for s in self.shards:
             s.set_prior(chain, new)
 
-    def set_prior(self, chain: int, prior: Any) -> None:
+    def replay(self, method: str, args: Any) -> None:
+        """Run a call for its effect on the shards (a rebuilt actor's chains), results dropped."""
         for s in self.shards:
-            s.set_prior(chain, prior)
+            getattr(s, method)(*unpack(args))
 
     def ping(self) -> int:
         return len(self.shards)
@@ -52,9 +103,7 @@ class ShardActor:
 class RayShards:
     """``n_actors`` actors, each owning a contiguous block of the shards (``cpus`` CPUs per actor)."""
 
-    def __init__(
-        self, factories: Sequence[Callable[[], Any]], n_actors: int, cpus: float = 1.0, max_task_retries: int = 0
-    ):
+    def __init__(self, factories: Sequence[Callable[[], Any]], n_actors: int, cpus: float = 1.0):
         import ray
 
         self.ray = ray
@@ -63,63 +112,154 @@ class RayShards:
         self.blocks = [list(factories[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
         self._remote = ray.remote(num_cpus=cpus, max_restarts=0)(ShardActor)
         self.actors = [self._remote.remote(b) for b in self.blocks]
-        ray.get([a.ping.remote() for a in self.actors])
+        self._wait_all([a.ping.remote() for a in self.actors])
         self.bytes = 0
+        self.traffic: dict[str, int] = {}  # "method down" / "method up" -> bytes
+        self.iteration_bytes = 0  # bytes of the calls after the first E-step, set-up methods excepted
         self.restarts = 0
+        self._seq = 0
+        self._in_iterations = False
         self._priors: dict[int, Any] = {}  # the driver's copy of each chain's prior
         self._last_estep: dict[int, tuple] = {}  # chain -> the last E-step's arguments (for a replay)
+        self._folded: dict[int, tuple] = {}  # chain -> (stats returned by its last E-step, output ref)
+        self._init_args: tuple | None = None
 
     def __len__(self) -> int:
         return sum(len(b) for b in self.blocks)
 
     # -------------------------------------------------------------------------- calls
+    def _send(self, method: str, args: Any):
+        """The message, counted once per actor; large ones put in the object store once (every
+        actor fetches the same object), small ones go inline with each call."""
+        msg = pack(args)
+        size = _wire(msg)
+        self._count(f"{method} down", size * len(self.actors))
+        return self.ray.put(msg) if size > INLINE_BYTES else msg
+
     def call(self, method: str, *args: Any, packed: bool = False) -> list[Any]:
-        if method == "estep":
-            self._last_estep[args[0]] = args
+        """``shard.method(*args)`` for every shard, results in shard order."""
         if method == "set_prior":
             self._priors[args[0]] = args[1]
-        msg = pack(args)
-        self.bytes += _wire(msg) * len(self.actors)
-        ref = self.ray.put(msg)
-        results = self._gather(lambda a: a.call.remote(method, ref, packed), method, args, packed)
-        out = [r for block in results for r in block]
-        self.bytes += sum(_wire(r) for r in out)
-        return [unpack(r) for r in out] if packed else out
+        if method == "init_samples":
+            self._init_args = args
+        self._seq += 1
+        seq, ref = self._seq, self._send(method, args)
+        blocks = self._gather(lambda i, a, revived: a.call.remote(seq, method, ref, True))
+        out = [r for block in blocks for r in block]
+        self._count(f"{method} up", sum(_wire(r) for r in out))
+        return [_own(unpack(r)) for r in out]
 
     def reduce(self, method: str, *args: Any) -> Any:
-        return total(self.call(method, *args, packed=True))
+        """The sum, in shard order, of ``shard.method(*args)`` over all shards, folded along the actors."""
+        if method == "estep":
+            self._in_iterations = True
+            self._last_estep[args[0]] = args
+        keep = args[0] if method == "estep" else None
+        self._seq += 1
+        seq, ref = self._seq, self._send(method, args)
+        for _ in range(3 * len(self.actors) + 1):
+            outs, prev = [], None
+            for a in self.actors:
+                prev = a.fold.remote(seq, method, ref, None if prev is None else [prev], keep)
+                outs.append(prev)
+            got = self._settle(outs, skip_chain=keep if method == "estep" else None)
+            if got is not None:
+                break
+        else:
+            raise ExecutorError(f"{method}: actors kept dying ({self.restarts} rebuilt)")
+        msg, sizes = got
+        self._count(f"{method} up", sum(sizes))
+        result = _own(unpack(msg))
+        if method == "estep":
+            self._folded[args[0]] = (result["stats"], outs[-1], sizes[-1])
+        return result
 
     def update_prior(self, chain: int, stats: Any, gamma: float, updated: Any) -> None:
-        msg = pack(stats)
-        self.bytes += _wire(msg) * len(self.actors)
-        ref = self.ray.put(msg)
-        self._gather(lambda a: a.update_prior.remote(chain, ref, gamma, None), None, None, False)
+        """Every actor's prior of ``chain`` becomes ``updated``, which the driver computed from
+        ``stats``: the last actor from the sum it kept, the others from its output."""
+        hit = self._folded.pop(chain, None)
+        last = len(self.actors) - 1
+        if hit is not None and hit[0] is stats:
+            out_ref, size = hit[1], hit[2]  # what each other actor fetches: the last actor's message
+            self._count("update_prior down", size * last)
+
+            def submit(i, a, revived):
+                if revived:  # a rebuilt actor kept nothing: send the statistics themselves
+                    self._count("update_prior down", size)
+                    return a.update_prior.remote(chain, pack(stats), gamma, False)
+                return a.update_prior.remote(chain, None if i == last else out_ref, gamma, i != last)
+        else:
+            ref = self._send("update_prior", stats)
+
+            def submit(i, a, revived):
+                return a.update_prior.remote(chain, ref, gamma, False)
+
+        self._gather(submit)
         self._priors[chain] = updated
 
-    def _gather(self, submit, method, args, packed) -> list:
-        refs = [submit(a) for a in self.actors]
+    # ---------------------------------------------------------------------- failures
+    def _gather(self, submit) -> list:
+        """``submit(i, actor, revived)`` on every actor; results in actor order. A dead actor is
+        rebuilt and its call submitted again."""
+        refs = [submit(i, a, False) for i, a in enumerate(self.actors)]
         out = []
         for i, ref in enumerate(refs):
-            try:
-                out.append(self.ray.get(ref))
-            except self.ray.exceptions.RayTaskError:  # the shard's own error: not a dead actor
-                raise
-            except self.ray.exceptions.RayActorError:
-                self._revive(i)
-                out.append(self.ray.get(submit(self.actors[i])))
+            for _ in range(3):
+                try:
+                    out.append(self.ray.get(ref))
+                    break
+                except self.ray.exceptions.RayTaskError as exc:  # the shard's own error: not a dead actor
+                    raise _cause(exc) from None
+                except self.ray.exceptions.RayActorError:
+                    self._revive(i)
+                    ref = submit(i, self.actors[i], True)
+            else:
+                raise ExecutorError(f"actor {i} kept dying ({self.restarts} rebuilt)")
         return out
 
-    def _revive(self, i: int) -> None:
+    def _settle(self, refs: list, skip_chain: Any = None) -> Any:
+        """Wait for a fold: the last actor's output if it completed; None if actors died (they
+        are rebuilt: fold again). A shard's own exception is raised as itself."""
+        try:
+            return self.ray.get(refs[-1])
+        except self.ray.exceptions.RayError:
+            self.ray.wait(refs, num_returns=len(refs))
+        dead = [i for i, a in enumerate(self.actors) if not self._alive(a)]
+        if not dead:  # nobody died: the first actor whose task failed raised the shard's exception
+            for ref in refs:
+                try:
+                    self.ray.get(ref)
+                except self.ray.exceptions.RayTaskError as exc:
+                    raise _cause(exc) from None
+            raise ExecutorError("a fold failed but every actor is alive")  # pragma: no cover - defensive
+        for i in dead:
+            self._revive(i, skip_chain)
+        return None
+
+    def _alive(self, actor) -> bool:
+        try:
+            self.ray.get(actor.ping.remote())  # queued behind its running call, if any
+            return True
+        except self.ray.exceptions.RayActorError:
+            return False
+
+    def _revive(self, i: int, skip_chain: Any = None) -> None:
         """Rebuild actor i from its factories; restore every chain's prior and replay the last
-        E-step, so its shards hold samples again."""
+        E-step (but that of ``skip_chain``, which the caller is about to run), so its shards hold
+        samples again."""
         self.restarts += 1
         actor = self._remote.remote(self.blocks[i])
         self.ray.get(actor.ping.remote())
         for chain, prior in self._priors.items():
-            self.ray.get(actor.set_prior.remote(chain, prior))
-        for args in self._last_estep.values():
-            self.ray.get(actor.call.remote("estep", pack(args), True))
+            self.ray.get(actor.call.remote(None, "set_prior", pack((chain, prior)), False))
+        if self._init_args is not None:
+            self.ray.get(actor.replay.remote("init_samples", pack(self._init_args)))
+        for chain, args in self._last_estep.items():
+            if chain != skip_chain:
+                self.ray.get(actor.replay.remote("estep", pack(args)))
         self.actors[i] = actor
+        if i == len(self.actors) - 1:  # the sums the last actor kept are gone: prior updates send them
+            self._folded.clear()
 
     def kill(self, i: int) -> None:
         """Kill actor i (for fault tests): the next call finds it dead and rebuilds it."""
@@ -132,6 +272,39 @@ class RayShards:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self.actors = []
+
+    def _wait_all(self, refs: list) -> None:
+        try:
+            self.ray.get(refs)
+        except self.ray.exceptions.RayTaskError as exc:  # a factory's own error (bad rows, say)
+            raise _cause(exc) from None
+
+    def _count(self, key: str, n: int) -> None:
+        self.bytes += n
+        self.traffic[key] = self.traffic.get(key, 0) + n
+        if self._in_iterations and key.split()[0] not in SETUP_METHODS:
+            self.iteration_bytes += n
+
+
+def _own(obj: Any) -> Any:
+    """Arrays Ray handed over read-only (zero-copy from its object store) copied, so the caller
+    may change them in place as it may a local group's results."""
+    if isinstance(obj, np.ndarray):
+        return obj if obj.flags.writeable else obj.copy()
+    if isinstance(obj, dict):
+        return {k: _own(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_own(v) for v in obj)
+    return obj
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The exception a shard raised, unwrapped from Ray's task error (nested folds wrap it again)."""
+    while True:
+        cause = getattr(exc, "cause", None)
+        if not isinstance(cause, BaseException):
+            return exc
+        exc = cause
 
 
 def _wire(obj: Any) -> int:
