@@ -282,6 +282,13 @@ class Shard:
         Z1 = np.hstack([Z.astype(np.float64), np.ones((Z.shape[0], 1))])
         return np.stack([(Z1 * (w * p[:, r] * (1 - p[:, r]))[:, None]).T @ Z1 for r in range(coef.shape[0])])
 
+    def release_counts(self, slot_of: list[int], n_slots: int) -> dict:
+        """Released-value counts per column, in the slot of this shard's record mechanism
+        (``spread_pool.shard_release_counts``): the learned prior's data, counted where the rows are."""
+        from .spread_pool import shard_release_counts
+
+        return shard_release_counts(self, slot_of, n_slots)
+
     # ------------------------------------------------------------------ noisy likelihood
     def noisy_loglik(self, coef: np.ndarray, intercept: np.ndarray, prior, n_samples: int, seed: int) -> np.ndarray:
         """Per record, an estimate of log p(c̃ | x̃) = log E_ρ[g(x)] with x ~ ρ(x | x̃) under ``prior``

@@ -40,14 +40,20 @@ SETUP_METHODS = ("set_prior", "init_samples", "hessian")
 class ShardActor:
     """Holds a block of shards; answers the group's calls."""
 
-    def __init__(self, factories: Sequence[Callable[[], Any]]):
+    def __init__(self, factories: Sequence[Callable[[], Any]] = ()):
         from threadpoolctl import threadpool_limits
 
         self._limit = threadpool_limits(1, user_api="blas")  # the same BLAS arithmetic as the driver's shards
-        self.shards = [f() for f in factories]
+        self.load(factories)
+
+    def load(self, factories: Sequence[Callable[[], Any]]) -> int:
+        """Drop the shards held so far and build these (an actor serves one group after another)."""
+        self.shards: list = []
         self._seq: Any = None
         self._out: list = []
         self._kept: dict[Any, Any] = {}  # chain -> the E-step sum this actor produced last (last actor)
+        self.shards = [f() for f in factories]
+        return len(self.shards)
 
     def _compute(self, seq: Any, method: str, args: Any) -> list:
         if seq is not None and seq == self._seq:  # the same call again: its results, not a second step
@@ -101,9 +107,14 @@ class ShardActor:
 
 
 class RayShards:
-    """``n_actors`` actors, each owning a contiguous block of the shards (``cpus`` CPUs per actor)."""
+    """``n_actors`` actors, each owning a contiguous block of the shards (``cpus`` CPUs per actor).
+    ``pool``: a list of idle actors to load the blocks into (kept, emptied, on ``close``; the list
+    is updated in place when an actor is rebuilt), so that a series of fits starts its worker
+    processes once; it is filled with new actors if it holds fewer than ``n_actors``."""
 
-    def __init__(self, factories: Sequence[Callable[[], Any]], n_actors: int, cpus: float = 1.0):
+    def __init__(
+        self, factories: Sequence[Callable[[], Any]], n_actors: int, cpus: float = 1.0, pool: list | None = None
+    ):
         import ray
 
         self.ray = ray
@@ -111,8 +122,14 @@ class RayShards:
         bounds = [round(i * len(factories) / n_actors) for i in range(n_actors + 1)]
         self.blocks = [list(factories[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
         self._remote = ray.remote(num_cpus=cpus, max_restarts=0)(ShardActor)
-        self.actors = [self._remote.remote(b) for b in self.blocks]
-        self._wait_all([a.ping.remote() for a in self.actors])
+        self._pool = pool
+        if pool is not None:
+            pool.extend(self._remote.remote() for _ in range(n_actors - len(pool)))
+            self.actors = pool[:n_actors]
+            self._wait_all([a.load.remote(b) for a, b in zip(self.actors, self.blocks)])
+        else:
+            self.actors = [self._remote.remote(b) for b in self.blocks]
+            self._wait_all([a.ping.remote() for a in self.actors])
         self.bytes = 0
         self.traffic: dict[str, int] = {}  # "method down" / "method up" -> bytes
         self.iteration_bytes = 0  # bytes of the calls after the first E-step, set-up methods excepted
@@ -258,6 +275,8 @@ class RayShards:
             if chain != skip_chain:
                 self.ray.get(actor.replay.remote("estep", pack(args)))
         self.actors[i] = actor
+        if self._pool is not None:
+            self._pool[i] = actor
         if i == len(self.actors) - 1:  # the sums the last actor kept are gone: prior updates send them
             self._folded.clear()
 
@@ -266,11 +285,18 @@ class RayShards:
         self.ray.kill(self.actors[i], no_restart=True)
 
     def close(self) -> None:
-        for a in self.actors:
+        """Pooled actors drop their shards and stay for the next group; others are killed."""
+        if self._pool is not None:
             try:
-                self.ray.kill(a)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
+                self.ray.get([a.load.remote(()) for a in self.actors])
+            except self.ray.exceptions.RayError:  # a dead one: the pool is rebuilt next time
+                self._pool.clear()
+        else:
+            for a in self.actors:
+                try:
+                    self.ray.kill(a)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
         self.actors = []
 
     def _wait_all(self, refs: list) -> None:
