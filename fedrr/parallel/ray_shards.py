@@ -105,6 +105,12 @@ class ShardActor:
     def ping(self) -> int:
         return len(self.shards)
 
+    def peak_rss(self) -> int:
+        """This worker process's peak resident memory, bytes (Linux reports kB)."""
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
 
 class RayShards:
     """``n_actors`` actors, each owning a contiguous block of the shards (``cpus`` CPUs per actor).
@@ -279,6 +285,10 @@ class RayShards:
             self._pool[i] = actor
         if i == len(self.actors) - 1:  # the sums the last actor kept are gone: prior updates send them
             self._folded.clear()
+
+    def actor_peak_rss(self) -> list[int]:
+        """Each actor's peak resident memory, bytes (for benchmarks)."""
+        return [int(v) for v in self.ray.get([a.peak_rss.remote() for a in self.actors])]
 
     def kill(self, i: int) -> None:
         """Kill actor i (for fault tests): the next call finds it dead and rebuilds it."""
