@@ -78,15 +78,23 @@ class _TimedGroup:
         return getattr(self._g, name)
 
 
-def make_release(n: int, d: int, k: int, seed: int = 0):
-    from fedrr.datasets import make_logistic_discrete
+def make_release(n: int, d: int, k: int, seed: int = 0, data: str = "synthetic"):
+    """Synthetic records (independent Dirichlet(1) state probabilities per column), or MNIST 7/9
+    resampled to n (``data="mnist"``: d = 784, k = 256), released by RR flip 0.3."""
+    from fedrr.datasets import load_mnist_7_vs_9, make_logistic_discrete
     from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
     rng = np.random.default_rng(seed)
-    coef = rng.normal(0.0, 3.0 / np.sqrt(d), d)
-    ds = make_logistic_discrete(n, k, coef, rng=rng)
+    if data == "mnist":
+        ds = load_mnist_7_vs_9()
+        idx = rng.integers(0, len(ds.y), n)
+        X, y = ds.X[idx], ds.y[idx]
+    else:
+        coef = rng.normal(0.0, 3.0 / np.sqrt(d), d)
+        ds = make_logistic_discrete(n, k, coef, rng=rng)
+        X, y = ds.X, ds.y
     rm = RecordMechanism(RandomizedResponse(k, 0.3), RandomizedResponse(2, 0.3), n_features=d)
-    Xt, yt = rm.release(ds.X, ds.y, rng=rng)
+    Xt, yt = rm.release(X, y, rng=rng)
     return Xt, yt, rm
 
 
@@ -109,7 +117,7 @@ def run_one(cfg: dict) -> dict:
     if cfg.get("pool"):
         est.fit_pool(cfg["pool"])
     else:
-        Xt, yt, rm = make_release(cfg["n"], cfg["d"], cfg["k"])
+        Xt, yt, rm = make_release(cfg["n"], cfg["d"], cfg["k"], data=cfg.get("data", "synthetic"))
         est.fit(Xt, yt, mechanism=rm)
     fit_s = time.perf_counter() - t0
     if hasattr(inner, "shutdown"):
@@ -206,7 +214,7 @@ def main(argv=None) -> int:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--make-pool", help=argparse.SUPPRESS)
     ap.add_argument("--iters", type=int, default=6)
-    ap.add_argument("--parts", default="mnist,local,cluster")
+    ap.add_argument("--parts", default="mnist,local,cluster", help="of mnist, mnist-real, local, cluster")
     ap.add_argument("--sizes", default="10000,100000,1000000", help="N of the scaling runs (D = 50, K = 8)")
     ap.add_argument("--serial-max", type=int, default=100_000, help="largest N also fitted serially / threaded")
     ap.add_argument("--out", default="results/ray_scaling")
@@ -223,7 +231,7 @@ def main(argv=None) -> int:
     rows: list[dict] = []
     load0 = os.getloadavg()
 
-    def record(part, ex, n, d, k, res, data="memory"):
+    def record(part, ex, n, d, k, res, data="synthetic"):
         row = {"part": part, "executor": ex, "n": n, "d": d, "k": k, "data": data, "iters": args.iters, **res}
         rows.append(row)
         print(
@@ -234,9 +242,9 @@ def main(argv=None) -> int:
         )
         return row
 
-    def compare(part, n, d, k, kinds):
-        got = {ex: record(part, ex, n, d, k, child(dict(n=n, d=d, k=k, iters=args.iters, executor=ex), env))
-               for ex in kinds}  # fmt: skip
+    def compare(part, n, d, k, kinds, data="synthetic"):
+        cfg = dict(n=n, d=d, k=k, iters=args.iters, data=data)
+        got = {ex: record(part, ex, n, d, k, child({**cfg, "executor": ex}, env), data) for ex in kinds}
         for row in got.values():
             row["identical"] = row["coef"] == got[kinds[0]]["coef"]
             if "serial" in got:
@@ -246,6 +254,8 @@ def main(argv=None) -> int:
 
     if "mnist" in parts:  # MNIST size: the speed-up and traffic targets
         compare("mnist", 9000, 784, 256, ["serial", "threads", "ray_local"])
+    if "mnist-real" in parts:  # MNIST 7/9 itself, resampled to 9,000
+        compare("mnist", 9000, 784, 256, ["serial", "threads", "ray_local"], data="mnist")
     if "local" in parts:
         for n in sizes:
             if n <= args.serial_max:
@@ -258,7 +268,8 @@ def main(argv=None) -> int:
                 pool = os.path.join(pools, f"n{n}")
                 child(dict(n=n, d=50, k=8, pool=pool), env, "--make-pool")
                 cfg = dict(n=n, d=50, k=8, iters=args.iters, executor="ray_cluster", pool=pool)
-                row = record("cluster", "ray_cluster (fit_pool)", n, 50, 8, child(cfg, cenv), data="pool dir")
+                res = child(cfg, cenv)
+                row = record("cluster", "ray_cluster (fit_pool)", n, 50, 8, res, data="synthetic, pool dir")
                 shutil.rmtree(pool, ignore_errors=True)
                 ref = next((r for r in rows if r["n"] == n and r["executor"] == "serial"), None)
                 if ref is not None:
@@ -285,14 +296,15 @@ def write(rows: list[dict], args, argv, load0) -> None:
         f"machine: {os.cpu_count()} CPUs shared with other sessions; load average (1/5/15 min) {_load(load0)} at "
         f"the start, {_load(os.getloadavg())} at the end",
         "",
-        "| part | executor | N | D | K | s/iter | fit s | ×serial | ×threads | MB/iter | MB/iter all | setup MB "
+        "| part | data | executor | N | D | K | s/iter | fit s | ×serial | ×threads | MB/iter | MB/iter all | setup MB "
         "| driver MiB | actor MiB | identical |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         f = functools.partial(_fmt, r)
         lines.append(
-            f"| {r['part']} | {r['executor']} | {r['n']:,} | {r['d']} | {r['k']} | {f('s_per_iter', '{:.3f}')} "
+            f"| {r['part']} | {r['data']} | {r['executor']} | {r['n']:,} | {r['d']} | {r['k']} "
+            f"| {f('s_per_iter', '{:.3f}')} "
             f"| {f('fit_s', '{:.1f}')} | {f('speedup_vs_serial')} | {f('speedup_vs_threads')} "
             f"| {r['bytes_per_iter'] / 1e6:.3f} | {r['bytes_total_per_iter'] / 1e6:.3f} | {r['bytes_setup'] / 1e6:.1f} "
             f"| {r['driver_rss_mib']:.0f} | {r['actor_rss_mib']:.0f} | {r.get('identical', '')} |"

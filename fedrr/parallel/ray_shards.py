@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ExecutorError
+from . import delta
 from .shards import add, nbytes, pack, unpack
 
 #: messages up to this size travel inside the call (no object-store round trip)
@@ -52,6 +53,9 @@ class ShardActor:
         self._seq: Any = None
         self._out: list = []
         self._kept: dict[Any, Any] = {}  # chain -> the E-step sum this actor produced last (last actor)
+        self._totals: dict[Any, tuple] = {}  # chain -> (id, the last E-step total it received)
+        self._sent: dict[Any, tuple] = {}  # chain -> (id, the E-step sums it sent last)
+        self._upstream: dict[Any, tuple] = {}  # chain -> (id, the E-step sums it received last)
         self.shards = [f() for f in factories]
         return len(self.shards)
 
@@ -66,36 +70,64 @@ class ShardActor:
         out = self._compute(seq, method, args)
         return [pack(r) for r in out] if packed else out
 
-    def fold(self, seq: Any, method: str, args: Any, prev: list | None, keep: Any) -> tuple[Any, list[int]]:
+    def fold(
+        self, seq: Any, method: str, args: Any, prev: list | None, keep: Any = None, base: Any = None, last=False
+    ) -> tuple[Any, list[int]]:
         """The running sum after this actor's shards, in shard order, from the previous actor's
-        (``prev``: a one-element list, so that Ray does not wait for it before this actor's own
-        work starts); and the bytes of every actor's message so far."""
+        (``prev`` = [its output, its handle]: in a list, so that Ray does not wait for it before
+        this actor's own work starts); and the bytes of every actor's message so far. ``keep``: the
+        chain of an E-step, whose sums are sent as changes against the sums of the E-step ``base``
+        (``delta``), which the receivers hold; the last actor keeps the total for the prior update."""
         out = self._compute(seq, method, args)
         acc, sizes = None, []
         if prev is not None:
             import ray
 
             msg, sizes = ray.get(prev[0])
-            acc = unpack(msg)
+            acc = delta.decode(msg, self._upstream.get(keep)) if keep is not None else unpack(msg)
+            if acc is None:  # a change against sums this actor does not hold (rebuilt): fetch them whole
+                whole = ray.get(prev[1].sent.remote(keep))
+                sizes = [*sizes, _wire(whole)]
+                acc = unpack(whole)
+            if keep is not None:
+                self._upstream[keep] = (seq, acc)
         for r in out:
             acc = r if acc is None else add(acc, r)
-        if keep is not None:
-            self._kept[keep] = acc
-        msg = pack(acc)
+        if keep is None:
+            msg = pack(acc)
+        else:
+            msg = delta.encode(acc, base, self._sent.get(keep))
+            self._sent[keep] = (seq, acc)
+            if last:
+                self._kept[keep] = acc
         return msg, [*sizes, _wire(msg)]
 
-    def update_prior(self, chain: int, stats: Any, gamma: float, whole: bool) -> None:
+    def sent(self, chain: int) -> Any:
+        """The E-step sums of ``chain`` this actor sent last, whole."""
+        return pack(self._sent[chain][1])
+
+    def update_prior(self, chain: int, stats: Any, gamma: float, whole: bool, total_id: Any = None) -> bool:
         """One prior update for the whole block (the shards share the result), from the same
         statistics and by the same function as the driver's. ``stats`` None: the sum this actor
-        kept; ``whole``: ``stats`` is a whole E-step result (the last actor's output)."""
+        kept; ``whole``: ``stats`` is the last actor's output (E-step total ``total_id``, maybe a
+        change against the previous total). False, and nothing done, if that change is against a
+        total this actor does not hold (rebuilt since): the driver then sends the statistics."""
         if stats is None:
             stats = self._kept.pop(chain)["stats"]
+        elif whole:
+            result = delta.decode(stats[0], self._totals.get(chain))
+            if result is None:
+                return False
+            self._totals[chain] = (total_id, result)
+            stats = result["stats"]
         else:
-            stats = unpack(stats[0])["stats"] if whole else unpack(stats)
+            stats = unpack(stats)
+            self._totals[chain] = (total_id, {"stats": stats})
         p = self.shards[0].prior[chain]
         new = p.blend(p.estimate(stats), gamma)
         for s in self.shards:
             s.set_prior(chain, new)
+        return True
 
     def replay(self, method: str, args: Any) -> None:
         """Run a call for its effect on the shards (a rebuilt actor's chains), results dropped."""
@@ -144,7 +176,8 @@ class RayShards:
         self._in_iterations = False
         self._priors: dict[int, Any] = {}  # the driver's copy of each chain's prior
         self._last_estep: dict[int, tuple] = {}  # chain -> the last E-step's arguments (for a replay)
-        self._folded: dict[int, tuple] = {}  # chain -> (stats returned by its last E-step, output ref)
+        self._folded: dict[int, tuple] = {}  # chain -> (stats of its last E-step, output ref, bytes, id)
+        self._totals: dict[int, tuple] = {}  # chain -> (id, its last E-step total), as the actors know it
         self._init_args: tuple | None = None
 
     def __len__(self) -> int:
@@ -180,10 +213,12 @@ class RayShards:
         keep = args[0] if method == "estep" else None
         self._seq += 1
         seq, ref = self._seq, self._send(method, args)
+        base = self._totals[keep][0] if keep in self._totals else None
         for _ in range(3 * len(self.actors) + 1):
             outs, prev = [], None
-            for a in self.actors:
-                prev = a.fold.remote(seq, method, ref, None if prev is None else [prev], keep)
+            for i, a in enumerate(self.actors):
+                up = None if prev is None else [prev, self.actors[i - 1]]
+                prev = a.fold.remote(seq, method, ref, up, keep, base, i == len(self.actors) - 1)
                 outs.append(prev)
             got = self._settle(outs, skip_chain=keep if method == "estep" else None)
             if got is not None:
@@ -192,9 +227,16 @@ class RayShards:
             raise ExecutorError(f"{method}: actors kept dying ({self.restarts} rebuilt)")
         msg, sizes = got
         self._count(f"{method} up", sum(sizes))
-        result = _own(unpack(msg))
-        if method == "estep":
-            self._folded[args[0]] = (result["stats"], outs[-1], sizes[-1])
+        if keep is None:
+            return _own(unpack(msg))
+        result = delta.decode(msg, self._totals.get(keep))
+        if result is None:  # defensive: a change against a total the driver does not hold
+            whole = self.ray.get(self.actors[-1].sent.remote(keep))
+            self._count(f"{method} up", _wire(whole))
+            result = unpack(whole)
+        result = _own(result)
+        self._totals[keep] = (seq, result)
+        self._folded[keep] = (result["stats"], outs[-1], sizes[-1], seq)
         return result
 
     def update_prior(self, chain: int, stats: Any, gamma: float, updated: Any) -> None:
@@ -202,31 +244,39 @@ class RayShards:
         ``stats``: the last actor from the sum it kept, the others from its output."""
         hit = self._folded.pop(chain, None)
         last = len(self.actors) - 1
+        tid = hit[3] if hit is not None else None
+        whole: list = []
+
+        def send_whole(i, a, revived):  # the statistics themselves
+            whole[:] = whole or [pack(stats)]
+            self._count("update_prior down", _wire(whole[0]))
+            return a.update_prior.remote(chain, whole[0], gamma, False, tid)
+
         if hit is not None and hit[0] is stats:
             out_ref, size = hit[1], hit[2]  # what each other actor fetches: the last actor's message
             self._count("update_prior down", size * last)
 
             def submit(i, a, revived):
-                if revived:  # a rebuilt actor kept nothing: send the statistics themselves
-                    self._count("update_prior down", size)
-                    return a.update_prior.remote(chain, pack(stats), gamma, False)
-                return a.update_prior.remote(chain, None if i == last else out_ref, gamma, i != last)
+                if revived:  # a rebuilt actor holds nothing
+                    return send_whole(i, a, revived)
+                return a.update_prior.remote(chain, None if i == last else out_ref, gamma, i != last, tid)
+
+            done = self._gather(submit)
+            again = [i for i, ok in enumerate(done) if ok is False]  # it lacked the change's base
+            if again:
+                self._gather(send_whole, again)
         else:
-            ref = self._send("update_prior", stats)
-
-            def submit(i, a, revived):
-                return a.update_prior.remote(chain, ref, gamma, False)
-
-        self._gather(submit)
+            self._gather(send_whole)
         self._priors[chain] = updated
 
     # ---------------------------------------------------------------------- failures
-    def _gather(self, submit) -> list:
-        """``submit(i, actor, revived)`` on every actor; results in actor order. A dead actor is
-        rebuilt and its call submitted again."""
-        refs = [submit(i, a, False) for i, a in enumerate(self.actors)]
+    def _gather(self, submit, only: list[int] | None = None) -> list:
+        """``submit(i, actor, revived)`` on every actor (or those in ``only``); results in actor
+        order. A dead actor is rebuilt and its call submitted again."""
+        which = list(range(len(self.actors))) if only is None else only
+        refs = [submit(i, self.actors[i], False) for i in which]
         out = []
-        for i, ref in enumerate(refs):
+        for i, ref in zip(which, refs):
             for _ in range(3):
                 try:
                     out.append(self.ray.get(ref))
