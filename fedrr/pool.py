@@ -154,8 +154,12 @@ class Pool:
             "distinct": sorted({round(float(e), 9) for e in eps}),
         }
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Atomically write the pool (releases, client ids, mechanism specs, counts)."""
+    def save(self, path: str | os.PathLike, layout: str = "npz") -> None:
+        """Atomically write the pool (releases, client ids, mechanism specs, counts). ``layout``:
+        "npz" (one compressed file) or "dir" (a directory of uncompressed .npy arrays and a small
+        ``pool.json``: shards of a cluster memory-map their rows, see :meth:`Pool.open`)."""
+        if layout not in ("npz", "dir"):
+            raise ValidationError("layout", f"must be 'npz' or 'dir', got {layout!r}")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         specs: list[str] = []
@@ -167,6 +171,10 @@ class Pool:
             ],
             dtype=np.int64,
         )
+        if layout == "dir":
+            arrays = {"X": self.X, "y": self.y, "client_id": self.client_id, "mechanism_index": idx}
+            write_pool_dir(path, arrays, specs, self.counts)
+            return
         tmp = path.with_suffix(".tmp.npz")
         np.savez_compressed(
             tmp,
@@ -181,11 +189,100 @@ class Pool:
 
     @staticmethod
     def load(path: str | os.PathLike) -> Pool:
+        """Read a pool written by :meth:`save` (either layout) into memory."""
+        if Path(path).is_dir():
+            f = Pool.open(path)
+            return Pool(*(np.load(f.array_path(k)) for k in ("X", "y", "client_id")), f.per_record(), f.counts)
         with np.load(path, allow_pickle=False) as f:
             mechs = [RecordMechanism.from_spec(json.loads(s)) for s in json.loads(str(f["mechanisms"]))]
             return Pool(
                 f["X"], f["y"], f["client_id"], [mechs[i] for i in f["mechanism_index"]], json.loads(str(f["counts"]))
             )
+
+    @staticmethod
+    def open(path: str | os.PathLike) -> PoolFile:
+        """The metadata of a pool saved with ``layout="dir"``, reading no array (see PoolFile)."""
+        return PoolFile(path)
+
+
+#: the name and version of the directory layout's metadata file
+POOL_META, POOL_FORMAT = "pool.json", "fedrr-pool-dir/1"
+_ARRAYS = ("X", "y", "client_id", "mechanism_index")
+
+
+def write_pool_dir(path: str | os.PathLike, arrays: dict[str, np.ndarray], specs: list[str], counts: dict) -> None:
+    """Write a pool directory atomically: the arrays as .npy files and ``pool.json`` (format, n,
+    n_features, mechanism specs, counts) into a temporary directory renamed into place."""
+    import shutil
+
+    path = Path(path)
+    n = int(arrays["X"].shape[0])
+    for k in _ARRAYS:
+        if k not in arrays or arrays[k].shape[0] != n:
+            raise ValidationError("pool", f"array {k!r} missing or not of {n} rows")
+    tmp = path.with_name(path.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for k in _ARRAYS:
+        np.save(tmp / f"{k}.npy", np.ascontiguousarray(arrays[k]))
+    meta = {
+        "format": POOL_FORMAT,
+        "n": n,
+        "n_features": int(arrays["X"].shape[1]),
+        "mechanisms": specs,
+        "counts": counts,
+    }
+    (tmp / POOL_META).write_text(json.dumps(meta))
+    old = path.with_name(path.name + ".old")
+    if path.exists():
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class PoolFile:
+    """A pool directory opened without reading its arrays: ``n``, ``n_features``, the distinct
+    record mechanisms (``mechanisms``, in the order of ``mechanism_index``), ``counts``. The arrays
+    are memory-mapped on demand (``array``), so a shard can read its rows where it runs."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        meta_path = self.path / POOL_META
+        if not meta_path.is_file():
+            raise ValidationError("path", f"{os.fspath(path)!r} is not a pool directory (no {POOL_META})")
+        try:
+            meta = json.loads(meta_path.read_text())
+            if meta.get("format") != POOL_FORMAT:
+                raise ValueError(f"format {meta.get('format')!r}, expected {POOL_FORMAT!r}")
+            self.n, self.n_features = int(meta["n"]), int(meta["n_features"])
+            self.specs = [str(s) for s in meta["mechanisms"]]
+            self.mechanisms = [RecordMechanism.from_spec(json.loads(s)) for s in self.specs]
+            self.counts = dict(meta.get("counts", {}))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValidationError("path", f"{os.fspath(path)!r}: unreadable {POOL_META}: {exc}") from None
+        for k in _ARRAYS:
+            if not (self.path / f"{k}.npy").is_file():
+                raise ValidationError("path", f"{os.fspath(path)!r} has no {k}.npy")
+
+    def array_path(self, name: str) -> Path:
+        return self.path / f"{name}.npy"
+
+    def array(self, name: str) -> np.ndarray:
+        """A memory map of one of the pool's arrays (X, y, client_id, mechanism_index), read-only."""
+        if name not in _ARRAYS:
+            raise ValidationError("name", f"must be one of {_ARRAYS}, got {name!r}")
+        arr = np.load(self.array_path(name), mmap_mode="r", allow_pickle=False)
+        if arr.shape[0] != self.n:
+            raise ValidationError("path", f"{name}.npy has {arr.shape[0]} rows, {POOL_META} says {self.n}")
+        return arr
+
+    def per_record(self) -> list[RecordMechanism]:
+        """One RecordMechanism per record (shared objects): what :class:`Pool` holds."""
+        return [self.mechanisms[i] for i in self.array("mechanism_index")]
+
+    def __repr__(self) -> str:
+        return f"PoolFile({os.fspath(self.path)!r}, n={self.n}, n_features={self.n_features})"
 
 
 def _spec_index(specs: list[str], m: RecordMechanism) -> int:

@@ -1,8 +1,8 @@
 """A real multi-process Ray cluster on this machine: a head node and a second worker node
-(`ray start`), joined through RAY_ADDRESS. Spread-EM's E-step on the cluster equals the serial
-fit, and a Flower simulation attaches to the cluster (no resource arguments, which made
-run_simulation hang) and trains with the Ray executor. Every Ray process the test started is
-stopped by pid."""
+(`ray start`), joined through RAY_ADDRESS. Spread-EM's shard actors on the cluster give the
+serial fit, also when they read their rows from a pool directory (``fit_pool``), and a Flower
+simulation attaches to the cluster (no resource arguments, which made run_simulation hang) and
+trains with the Ray executor. Every Ray process the test started is stopped by pid."""
 
 from __future__ import annotations
 
@@ -110,6 +110,27 @@ def test_cluster_has_two_nodes_and_estep_equals_serial(ray_cluster, small_rr_rel
     ser = SpreadLogisticRegression(executor=SerialExecutor(), **kw).fit(Xt, yt, mechanism=rm)
     np.testing.assert_array_equal(par.coef_, ser.coef_)
     np.testing.assert_array_equal(par.intercept_, ser.intercept_)
+
+
+def test_fit_pool_on_the_cluster_reads_rows_in_the_actors_and_equals_fit(ray_cluster, small_rr_release, tmp_path):
+    """Two actors of one CPU on two nodes of one CPU: one per node. Each reads its rows from the
+    pool directory (the same path on both nodes here), and the fit equals the serial one."""
+    from fedrr.pool import Pool
+
+    Xt, yt, rm = small_rr_release
+    Pool(Xt, yt, np.arange(len(yt)), [rm] * len(yt)).save(tmp_path / "pool", layout="dir")
+    kw = dict(random_state=5, max_iter=6, burn_in=3, shard_size=500)
+    ex = RayExecutor(n_actors=2)
+    try:
+        par = SpreadLogisticRegression(executor=ex, **kw).fit_pool(tmp_path / "pool")
+    finally:
+        ex.shutdown()
+        if ray.is_initialized():
+            ray.shutdown()
+    ser = SpreadLogisticRegression(executor=SerialExecutor(), **kw).fit(Xt, yt, mechanism=rm)
+    np.testing.assert_array_equal(par.coef_, ser.coef_)
+    np.testing.assert_array_equal(par.intercept_, ser.intercept_)
+    assert par.traffic_["release_counts up"] > 0 and par.shard_restarts_ == 0
 
 
 def test_flower_simulation_on_the_cluster_with_ray_executor(ray_cluster, tmp_path):

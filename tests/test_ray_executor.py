@@ -1,31 +1,38 @@
-"""The E-step on real Ray (a local instance started by the test) gives the serial result, also
-when a Ray worker is killed in the middle of an E-step."""
+"""Spread-EM on real Ray (a local instance started by the tests): the shard group in actors gives
+the serial fit bit for bit, its traffic per EM iteration is O(model) (it does not grow with the
+data), a killed actor costs a rebuild and not the fit, and a shard's own exception arrives as
+itself. The executor's ``map`` (sweep cells) survives a killed worker too."""
+
+import sys
+import tempfile
 
 import numpy as np
 import pytest
 
 from fedrr.errors import ExecutorError, ValidationError
 from fedrr.estimators import SpreadLogisticRegression
+from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 from fedrr.parallel import SerialExecutor
 from fedrr.parallel.ray_executor import RayExecutor
 from fedrr.testing.crash import CrashOnce, kill_count
 
-KW = dict(random_state=3, max_iter=6, shard_size=700)
+ray = pytest.importorskip("ray")
+from fedrr.parallel.ray_shards import RayShards  # noqa: E402
+
+KW = dict(random_state=3, max_iter=6, burn_in=3, shard_size=700)
 
 
-def _iteration_2_shard_1(task) -> bool:
-    return tuple(task["seed"].spawn_key) == (2, 1)
-
-
-class _KillingRay(RayExecutor):
-    """The real RayExecutor, whose task function kills its worker on a chosen shard (fault injection)."""
-
-    def __init__(self, marker_dir, times=1, **kw):
-        super().__init__(**kw)
-        self.marker_dir, self.times = marker_dir, times
-
-    def map(self, fn, tasks):
-        return super().map(CrashOnce(fn, _iteration_2_shard_1, self.marker_dir, self.times), tasks)
+@pytest.fixture(scope="module")
+def ex():
+    """One local Ray of 2 CPUs for the module; 2 actors per shard group."""
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
+    if ray.is_initialized():
+        ray.shutdown()
+    executor = RayExecutor(num_cpus=2, n_actors=2)
+    executor._ensure()
+    yield executor
+    executor.shutdown()
+    assert not ray.is_initialized()
 
 
 @pytest.fixture
@@ -34,48 +41,167 @@ def serial_fit(small_rr_release):
     return SpreadLogisticRegression(executor=SerialExecutor(), **KW).fit(Xt, yt, mechanism=rm)
 
 
-def test_ray_and_serial_fits_are_identical(small_rr_release, serial_fit):
-    ray = pytest.importorskip("ray")
+def test_ray_and_serial_fits_are_identical(ex, small_rr_release, serial_fit):
     Xt, yt, rm = small_rr_release
-    import sys
-
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this test module
-    ex = RayExecutor(num_cpus=2)
-    try:
-        par = SpreadLogisticRegression(executor=ex, **KW).fit(Xt, yt, mechanism=rm)
-        assert ray.is_initialized()
-
-        # a worker SIGKILLed in the middle of the E-step of iteration 2: Ray reruns that shard
-        # (same seed), the fit completes and equals the serial fit bit for bit
-        import tempfile
-
-        with tempfile.TemporaryDirectory() as d:
-            killer = _KillingRay(d, times=1)
-            par_killed = SpreadLogisticRegression(executor=killer, **KW).fit(Xt, yt, mechanism=rm)
-            assert kill_count(d) == 1  # the fault really happened
-        np.testing.assert_array_equal(par_killed.coef_, serial_fit.coef_)
-        np.testing.assert_array_equal(par_killed.intercept_, serial_fit.intercept_)
-
-        # more deaths than retries: a clear ExecutorError naming the task, not a hang or a Ray traceback
-        with tempfile.TemporaryDirectory() as d:
-            est = SpreadLogisticRegression(executor=_KillingRay(d, times=3, max_retries=1), **KW)
-            with pytest.raises(ExecutorError, match=r"task 1 of \d+ failed after 1 retries: .*WorkerCrashedError"):
-                est.fit(Xt, yt, mechanism=rm)
-            assert kill_count(d) == 2
-            assert not hasattr(est, "coef_")
-
-        # an exception raised by the task itself is not retried and arrives as its own type
-        with pytest.raises(ValidationError):
-            ex.map(_raise_validation, [1])
-    finally:
-        ex.shutdown()
-    assert not ray.is_initialized()
+    par = SpreadLogisticRegression(executor=ex, **KW).fit(Xt, yt, mechanism=rm)
+    # 5 shards of 700 on 2 actors (2 + 3): every sum is folded across the actors in shard order
     np.testing.assert_array_equal(par.coef_, serial_fit.coef_)
     np.testing.assert_array_equal(par.intercept_, serial_fit.intercept_)
+    np.testing.assert_array_equal(par.prior_["categorical"][0], serial_fit.prior_["categorical"][0])
+    assert par.shard_restarts_ == 0
+    assert par.traffic_["per_iteration"] > 0 and par.traffic_["estep up"] > 0
+
+
+def _release(n: int, d: int, k: int, seed: int):
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, k, size=(n, d))
+    y = (rng.random(n) < 1 / (1 + np.exp(-(X / (k - 1) - 0.5) @ rng.normal(0, 2, d)))).astype(int)
+    rm = RecordMechanism(RandomizedResponse(k, 0.3), RandomizedResponse(2, 0.2), n_features=d)
+    return (*rm.release(X, y, rng=rng), rm)
+
+
+def test_traffic_per_iteration_is_o_model_not_o_data(ex):
+    """10x the records (and 10x the shards) does not add traffic: each actor sends one folded sum.
+    The bound is what 2 actors exchange for a (D, K) table of counts and a model of D+1 numbers:
+    per chain and iteration, counts up from each actor and down to all but the last, and at most
+    ``evals`` M-step evaluations each sending the model down and one gradient up per actor."""
+    d, k, n_actors, chains, evals, overhead = 20, 16, 2, 2, 25, 2048  # overhead: pickle framing per message
+    counts, model = 8 * d * k + overhead, 8 * (d + 1) + overhead
+    bound = chains * (2 * n_actors * counts + evals * 2 * n_actors * model)
+    kw = dict(random_state=1, max_iter=4, burn_in=2, shard_size=500)
+    per_iter = {}
+    for n in (1_500, 15_000):
+        Xt, yt, rm = _release(n, d, k, seed=n)
+        est = SpreadLogisticRegression(executor=ex, **kw).fit(Xt, yt, mechanism=rm)
+        per_iter[n] = est.traffic_["per_iteration"]
+        assert per_iter[n] <= bound, (n, per_iter[n], bound, est.traffic_)
+    # 3 shards vs 30: a per-shard protocol would send 10x the results; the fold sends the same
+    assert per_iter[15_000] <= 1.25 * per_iter[1_500], per_iter
+
+
+class _KillAt(RayShards):
+    """A real Ray shard group that kills one of its actors just before a chosen call."""
+
+    target: tuple = ("estep", 0, 3)  # (method, actor, iteration for the E-step / call number otherwise)
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.killed, self.n_calls = False, 0
+
+    def reduce(self, method, *args):
+        name, actor, when = self.target
+        if method == name and self._in_iterations:  # calls counted from the first E-step on
+            self.n_calls += 1
+            hit = args[1] == when and args[0] == 1 if name == "estep" else self.n_calls == when
+            if hit and not self.killed:
+                self.kill(actor)
+                self.killed = True
+        return super().reduce(method, *args)
+
+
+def _fit_with_kill(ex, data, target, kw):
+    Xt, yt, rm = data
+    cls = type("KillAt", (_KillAt,), {"target": target})
+    ex.group_class = cls
+    try:
+        return SpreadLogisticRegression(executor=ex, **kw).fit(Xt, yt, mechanism=rm)
+    finally:
+        ex.group_class = None
+
+
+KILL_KW = dict(random_state=3, max_iter=10, burn_in=5, shard_size=700)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(ex):
+    rng = np.random.default_rng(0)  # the small_rr_release data (a module-scoped copy)
+    X = rng.integers(0, 4, size=(3000, 5))
+    y = (rng.random(3000) < 1 / (1 + np.exp(-(X / 3) @ np.array([2.0, -1.0, 1.0, 0.5, -2.0])))).astype(int)
+    rm = RecordMechanism(RandomizedResponse(4, 0.3), RandomizedResponse(2, 0.2), n_features=5)
+    data = (*rm.release(X, y, rng=rng), rm)
+    return data, SpreadLogisticRegression(executor=ex, **KILL_KW).fit(data[0], data[1], mechanism=rm)
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        ("estep", 0, 4),  # the first actor, before chain 1's E-step of iteration 4: the fold's input dies
+        pytest.param(  # the last actor (it keeps the E-step sums) in an M-step of the burn-in
+            ("loss_grad", 1, 30), marks=pytest.mark.slow
+        ),
+    ],
+)
+def test_an_actor_killed_mid_fit_is_rebuilt_and_the_fit_completes(ex, uninterrupted, target):
+    """The rebuilt actor's chains restart from the driver's priors, so the fit is not bit-identical
+    to the uninterrupted one: it differs by Monte Carlo noise, the kind the two chains of the
+    uninterrupted fit differ by. So the tolerance: the distance between the two fits at most
+    three times the chains' own relative distance (and never more than 25 % of the norm)."""
+    data, base = uninterrupted
+    hurt = _fit_with_kill(ex, data, target, KILL_KW)
+    assert hurt.shard_restarts_ == 1 and base.shard_restarts_ == 0
+    assert np.all(np.isfinite(hurt.coef_)) and np.all(np.isfinite(hurt.intercept_))
+    assert not np.array_equal(hurt.coef_, base.coef_)  # the kill really changed the chains
+    rel = np.linalg.norm(hurt.coef_ - base.coef_) / np.linalg.norm(base.coef_)
+    assert rel <= min(0.25, 3 * max(base.chain_distance_, 0.02)), (rel, base.chain_distance_)
+
+
+class _Toy:
+    """A shard whose ``boom`` raises a ValidationError on one chosen shard."""
+
+    def __init__(self, index: int, bad: int):
+        self.index, self.bad = index, bad
+
+    def value(self):
+        return np.full(3, float(self.index))
+
+    def boom(self):
+        if self.index == self.bad:
+            raise ValidationError("shard", f"shard {self.index} refuses")
+        return self.value()
+
+
+@pytest.mark.parametrize("bad", [0, 4])  # in the first actor (its error reaches the second through the fold) or last
+def test_a_shards_own_exception_is_raised_as_itself_not_retried(ex, bad):
+    import functools
+
+    ex.shutdown_actors()  # the executor's idle actors hold the CPUs
+    group = RayShards([functools.partial(_Toy, i, bad) for i in range(5)], 2)
+    try:
+        np.testing.assert_array_equal(group.reduce("value"), np.full(3, 10.0))
+        with pytest.raises(ValidationError, match=f"shard {bad} refuses") as info:
+            group.reduce("boom")
+        assert type(info.value) is ValidationError
+        with pytest.raises(ValidationError, match=f"shard {bad} refuses"):
+            group.call("boom")
+        assert group.restarts == 0
+    finally:
+        group.close()
+
+
+def _iteration_2_shard_1(task) -> bool:
+    return task == 1
+
+
+def _double(task):
+    return 2 * task
 
 
 def _raise_validation(task):
     raise ValidationError("task", "raised inside a Ray task")
+
+
+def test_map_survives_a_killed_worker_and_raises_task_errors_as_themselves(ex):
+    ex.shutdown_actors()  # the executor's idle actors hold the CPUs the tasks need
+    with tempfile.TemporaryDirectory() as d:
+        assert ex.map(CrashOnce(_double, _iteration_2_shard_1, d, 1), [0, 1, 2]) == [0, 2, 4]
+        assert kill_count(d) == 1  # the fault really happened; Ray reran the task
+    with tempfile.TemporaryDirectory() as d:
+        few = RayExecutor(max_retries=1)
+        with pytest.raises(ExecutorError, match=r"task 1 of 3 failed after 1 retries: .*WorkerCrashedError"):
+            few.map(CrashOnce(_double, _iteration_2_shard_1, d, 3), [0, 1, 2])
+        assert kill_count(d) == 2
+    with pytest.raises(ValidationError):
+        ex.map(_raise_validation, [1])
 
 
 def test_max_retries_is_validated():

@@ -18,41 +18,18 @@ from .._params import HasMethods, Interval, IsNone, Options, Satisfies, random_s
 from .._resources import available_bytes
 from .._validation import _as_array, as_float_array
 from ..errors import ValidationError
-from ..mechanisms import RecordMechanism
 from ..parallel.executors import ThreadExecutor, shard_bounds
+from ..parallel.shards import traffic_report
 from ._sklearn import class_labels, validate
 from .spread_design import ENCODINGS, ColumnLayout, Design
 from .spread_em import EMOptions, run_em
 from .spread_mstep import fit_soft_logistic, log_class_probs
+from .spread_pool import group_records  # noqa: F401 - defined there, where pools are grouped too
 from .spread_prior import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
 from .spread_shard import Shard
 
 E_STEPS = ("mcmc", "importance")
 _INT1 = Interval(int, 1, None)
-
-
-def group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.ndarray]]:
-    """[(record mechanism, row indices)]: one mechanism for all rows, or one per row (grouped)."""
-    if isinstance(mechanism, RecordMechanism):
-        return [(mechanism, np.arange(n))]
-    if isinstance(mechanism, (list, tuple, np.ndarray)):
-        if len(mechanism) != n:
-            raise ValidationError(
-                "mechanism", f"a per-record list must have one RecordMechanism per row ({n}), got {len(mechanism)}"
-            )
-        groups: dict[str, tuple[RecordMechanism, list[int]]] = {}
-        key_of: dict[int, str] = {}  # id -> spec key: a pool of 10⁶ records shares a few objects
-        for i, m in enumerate(mechanism):
-            key = key_of.get(id(m))
-            if key is None:
-                if not isinstance(m, RecordMechanism):
-                    raise ValidationError("mechanism", f"entry {i} must be a RecordMechanism, got {type(m).__name__}")
-                key = key_of[id(m)] = repr(m.to_spec())  # the list keeps m alive, so its id stays unique
-            groups.setdefault(key, (m, []))[1].append(i)
-        return [(m, np.asarray(rows)) for m, rows in groups.values()]
-    raise ValidationError(
-        "mechanism", f"must be a RecordMechanism or a per-record sequence of them, got {type(mechanism).__name__}"
-    )
 
 
 class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -250,7 +227,11 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                         Shard, len(factories), rm, Xv[idx], yi[idx], design, C, entropy, p["n_chains"], p["e_step"], n
                     )
                 )
-        group = executor.shard_group(factories)
+        return self._fit_group(executor.shard_group(factories), design, layout, prior, p, S)
+
+    def _fit_group(self, group, design: Design, layout: ColumnLayout, prior: SpreadPrior, p: dict, S: int):
+        """Spread-EM over a built shard group (closed at the end) -> the fitted attributes."""
+        C = len(self.classes_)
         try:
             opts = EMOptions(
                 C=p["C"],
@@ -280,9 +261,19 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.chain_distance_ = res.distance
         self.prediction_distance_ = res.prediction_distance
         self.bytes_per_iter_ = res.bytes_per_iter
+        # what the shard group reports: traffic per call and direction, actors rebuilt (Ray)
+        self.traffic_ = traffic_report(group, res.n_iter)
+        self.shard_restarts_ = int(getattr(group, "restarts", 0))
         self._prior_state = _mean_prior(res.priors)
         self.prior_ = self._prior_state.public()
         return self
+
+    def fit_pool(self, path):
+        """Fit from a pool directory (``Pool.save(path, layout="dir")``) without reading its records
+        here: each shard memory-maps its rows where it runs (``spread_pool.fit_pool``)."""
+        from .spread_pool import fit_pool
+
+        return fit_pool(self, path)
 
     def _initial_prior(self, layout: ColumnLayout, pools, p, n: int) -> SpreadPrior:
         if isinstance(p["prior"], str) and p["prior"] == "flat":

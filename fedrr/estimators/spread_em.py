@@ -34,8 +34,6 @@ import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
 
-from ..parallel.shards import total
-
 #: phase 2's step, a fraction of the EM-like step H⁻¹∇ (constant: the iterates form a stationary
 #: chain around the fixed point, on which R-hat is meaningful; the Polyak average removes the noise)
 SA_STEP = 0.5
@@ -98,13 +96,13 @@ class _Problem:
 
     def fg(self, v: np.ndarray) -> tuple[float, np.ndarray]:
         coef, b = self.unpack(v)
-        loss, gc, gb = total(self.group.call("loss_grad", self.chain, coef, b))
+        loss, gc, gb = self.group.reduce("loss_grad", self.chain, coef, b)
         loss += 0.5 * self.lam * float(np.sum(coef * coef))
         gc = gc + self.lam * coef
         return loss, np.concatenate([gc.ravel(), gb if self.fit_intercept else np.zeros(0)])
 
     def mstep(self, v0: np.ndarray, max_iter: int):
-        n = max(1.0, float(total(self.group.call("n_samples_weight", self.chain))))
+        n = max(1.0, float(self.group.reduce("n_samples_weight", self.chain)))
         return minimize(self.fg, v0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": 1e-8 * n})
 
 
@@ -122,7 +120,7 @@ def drifting(iterates: list[np.ndarray], tol: float, window: int = 5) -> bool:
 def preconditioner(problem: _Problem, theta: np.ndarray):
     """x -> H⁻¹x with H the penalised complete-data Hessian at θ (block-diagonal across logit rows)."""
     coef, b = problem.unpack(theta)
-    H = total(problem.group.call("hessian", problem.chain, coef, b, HESSIAN_ROWS))  # (Rn, d+1, d+1)
+    H = problem.group.reduce("hessian", problem.chain, coef, b, HESSIAN_ROWS)  # (Rn, d+1, d+1)
     rows, d = coef.shape
     H[:, np.arange(d), np.arange(d)] += problem.lam
     if not problem.fit_intercept:
@@ -168,7 +166,7 @@ def prediction_distance(group, averages: list[np.ndarray], problem) -> float:
     current posterior samples, relative to the standard deviation of the mean model's logits:
     ≈ 0 when the chains predict alike, ≈ √2 when their models are unrelated noise."""
     parts = [problem.unpack(a) for a in averages]
-    mom = total(group.call("logit_moments", 0, [p[0] for p in parts], [p[1] for p in parts]))
+    mom = group.reduce("logit_moments", 0, [p[0] for p in parts], [p[1] for p in parts])
     W, s1, G = mom["w"], mom["s1"], mom["G"]
     m = len(averages)
     spread = G.sum() / (m * m * W) - float(np.sum((s1.sum(axis=0) / (m * W)) ** 2))

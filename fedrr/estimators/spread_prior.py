@@ -365,6 +365,11 @@ def _discrete_mle(layout: ColumnLayout, pools, start: np.ndarray, max_iter: int,
                     if xs.size:
                         L = np.exp(mech.log_likelihood_matrix(xs.astype(np.int64)))  # (n_c, k)
                         row_tasks.append((c, L / L.max(axis=1, keepdims=True)))
+    return _discrete_em(layout, counts_tasks, row_tasks, start, max_iter, tol)
+
+
+def _discrete_em(layout: ColumnLayout, counts_tasks, row_tasks, start: np.ndarray, max_iter: int, tol: float):
+    """The EM of ``_discrete_mle`` on [(mechanism, columns, counts)] and [(column, likelihood rows)]."""
     pis = start.copy()
     num = np.zeros_like(pis)
     for _ in range(max_iter):

@@ -338,6 +338,13 @@ class Shard:
         A = np.stack(zs)  # (m, n, Rn)
         return {"w": float(w.sum()), "s1": np.einsum("anr,n->ar", A, w), "G": np.einsum("anr,bnr,n->ab", A, A, w)}
 
+    def release_counts(self, slot_of: list[int], n_slots: int) -> dict:
+        """Released-value counts per column, in the slot of this shard's record mechanism
+        (``spread_pool.shard_release_counts``): the learned prior's data, counted where the rows are."""
+        from .spread_pool import shard_release_counts
+
+        return shard_release_counts(self, slot_of, n_slots)
+
     # ------------------------------------------------------------------ noisy likelihood
     def noisy_loglik(self, coef: np.ndarray, intercept: np.ndarray, prior, n_samples: int, seed: int) -> np.ndarray:
         """Per record, an estimate of log p(c̃ | x̃) = log E_ρ[g(x)] with x ~ ρ(x | x̃) under ``prior``

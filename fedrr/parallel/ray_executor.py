@@ -40,8 +40,8 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
         ray.init(address=address, log_to_driver=False)
-    else:
-        ray.init(num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
+    else:  # "local": a new instance, never one another process started on this machine
+        ray.init(address="local", num_cpus=num_cpus, include_dashboard=False, log_to_driver=False)
     return True
 
 
@@ -53,7 +53,9 @@ class RayExecutor:
     ``max_retries``: how often Ray reruns a task whose worker died (killed, out of memory, node
     lost); every task carries its own seed, so a rerun gives the same result. A task that still
     fails raises :class:`fedrr.errors.ExecutorError` naming it; an exception raised *by* the task
-    (a ValidationError, say) is not retried and reaches the caller as itself."""
+    (a ValidationError, say) is not retried and reaches the caller as itself. ``reuse_actors``:
+    shard groups (``shard_group``) load their shards into the same actors fit after fit, so worker
+    processes start once (``shutdown`` ends them; ``map`` ends idle ones first, as they hold CPUs)."""
 
     def __init__(
         self,
@@ -62,6 +64,7 @@ class RayExecutor:
         cpus_per_task: float = 1.0,
         max_retries: int = 3,
         n_actors: int | None = None,
+        reuse_actors: bool = True,
     ):
         if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, (int, float)) or not cpus_per_task >= 0:
             raise ValidationError("cpus_per_task", f"must be a number >= 0, got {cpus_per_task!r}")
@@ -77,6 +80,9 @@ class RayExecutor:
         self.max_retries = max_retries
         self.n_actors = n_actors
         self._started_here = False
+        self.group_class = None  # the shard group's class (None: RayShards; fault tests put a subclass)
+        self.reuse_actors = reuse_actors
+        self._actors: list = []  # idle shard actors kept between fits (reuse_actors)
         self._remote_fn = None
         self._puts: dict[int, tuple[weakref.ref, Any]] = {}
 
@@ -92,6 +98,7 @@ class RayExecutor:
         task dict travel through the object store once: an array seen again in a later call (the
         released records, every EM iteration) reuses its object instead of being copied again."""
         ray = self._ensure()
+        self.shutdown_actors()
         remote = self._remote(ray)
         self._purge()
         calls = []
@@ -146,10 +153,31 @@ class RayExecutor:
         from .ray_shards import RayShards
 
         n = self.n_actors or max(1, int(ray.cluster_resources().get("CPU", 1) // max(self.cpus_per_task, 1e-9)))
-        return RayShards(factories, n, cpus=self.cpus_per_task)
+        if self.reuse_actors:
+            if len(self._actors) > n:
+                self.shutdown_actors()
+            return (self.group_class or RayShards)(factories, n, cpus=self.cpus_per_task, pool=self._actors)
+        return (self.group_class or RayShards)(factories, n, cpus=self.cpus_per_task)
+
+    def shutdown_actors(self) -> None:
+        """Kill the idle shard actors: they hold their CPUs, which Ray tasks or another
+        executor's actors may need (``map`` and ``shutdown`` call this)."""
+        if self._actors:
+            import ray
+
+            for a in self._actors:
+                try:
+                    ray.kill(a)
+                except Exception:  # noqa: BLE001 - already gone
+                    pass
+        self._actors.clear()
 
     def shutdown(self) -> None:
-        """Stop the Ray instance if this executor started it (never a cluster it joined)."""
+        """Kill the idle shard actors; stop the Ray instance if this executor started it (never a
+        cluster it joined)."""
+        if ray_ready():
+            self.shutdown_actors()
+        self._actors.clear()
         if self._started_here:
             import ray
 
@@ -161,8 +189,14 @@ class RayExecutor:
     def __repr__(self) -> str:
         return (
             f"RayExecutor(address={self.address!r}, num_cpus={self.num_cpus!r}, cpus_per_task={self.cpus_per_task!r}, "
-            f"max_retries={self.max_retries!r}, n_actors={self.n_actors!r})"
+            f"max_retries={self.max_retries!r}, n_actors={self.n_actors!r}, reuse_actors={self.reuse_actors!r})"
         )
+
+
+def ray_ready() -> bool:
+    import ray
+
+    return ray.is_initialized()
 
 
 def ray_map_unordered(

@@ -1,0 +1,332 @@
+"""Spread-EM on Ray: seconds per EM iteration, bytes per iteration, speed-up over the serial and
+threaded paths, peak memory of the driver and of the actors — on a local Ray instance and on a
+real two-node Ray cluster started on this machine (``ray start --head`` + ``ray start
+--address``, one CPU each, joined through RAY_ADDRESS).
+
+Data: synthetic discrete records (``make_logistic_discrete``), randomised response with flip
+probability 0.3 on every feature and the label. Every fit runs the same fixed schedule
+(``--iters`` EM iterations, burn-in ``iters // 2``, no early stop) with the same seed, so every
+executor does the same work and must give the same coefficients (checked: ``identical``).
+Seconds per iteration are the EM iterations' wall time (first E-step to the end) over their
+number; set-up (actor start, shipping or reading the data, the initial prior and M-step) is in
+``fit_s``. Every configuration runs in a fresh process, so peak RSS is that fit's; streaming
+rows (``fit_pool``) read a pool directory written beforehand by another process.
+
+Usage:
+  python simulations/bench_ray_scaling.py [--iters 6] [--parts mnist,local,cluster]
+      [--sizes 10000,100000,1000000] [--out results/ray_scaling]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import json
+import os
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
+FIELDS = [
+    "part", "executor", "n", "d", "k", "data", "iters", "s_per_iter", "fit_s", "speedup_vs_serial",
+    "speedup_vs_threads", "bytes_per_iter", "bytes_total_per_iter", "bytes_setup", "driver_rss_mib",
+    "actor_rss_mib", "identical",
+]  # fmt: skip
+
+
+# ----------------------------------------------------------------------------- one fit
+class Clock:
+    """Wraps an executor: its shard group notes when the first E-step starts and when the group
+    closes (the EM's end), and the actors' peak memory before they let go of their shards."""
+
+    def __init__(self, inner):
+        self.inner, self.t_first, self.t_end, self.actor_rss = inner, None, None, []
+
+    def shard_group(self, factories):
+        return _TimedGroup(self.inner.shard_group(factories), self)
+
+
+class _TimedGroup:
+    def __init__(self, group, clock):
+        self._g, self._clock = group, clock
+
+    def reduce(self, method, *args):
+        if method == "estep" and self._clock.t_first is None:
+            self._clock.t_first = time.perf_counter()
+        return self._g.reduce(method, *args)
+
+    def close(self):
+        self._clock.t_end = time.perf_counter()
+        if hasattr(self._g, "actor_peak_rss"):
+            self._clock.actor_rss = self._g.actor_peak_rss()
+        self._g.close()
+
+    def __len__(self):
+        return len(self._g)
+
+    def __getattr__(self, name):
+        return getattr(self._g, name)
+
+
+def make_release(n: int, d: int, k: int, seed: int = 0, data: str = "synthetic"):
+    """Synthetic records (independent Dirichlet(1) state probabilities per column), or MNIST 7/9
+    resampled to n (``data="mnist"``: d = 784, k = 256), released by RR flip 0.3."""
+    from fedrr.datasets import load_mnist_7_vs_9, make_logistic_discrete
+    from fedrr.mechanisms import RandomizedResponse, RecordMechanism
+
+    rng = np.random.default_rng(seed)
+    if data == "mnist":
+        ds = load_mnist_7_vs_9()
+        idx = rng.integers(0, len(ds.y), n)
+        X, y = ds.X[idx], ds.y[idx]
+    else:
+        coef = rng.normal(0.0, 3.0 / np.sqrt(d), d)
+        ds = make_logistic_discrete(n, k, coef, rng=rng)
+        X, y = ds.X, ds.y
+    rm = RecordMechanism(RandomizedResponse(k, 0.3), RandomizedResponse(2, 0.3), n_features=d)
+    Xt, yt = rm.release(X, y, rng=rng)
+    return Xt, yt, rm
+
+
+def run_one(cfg: dict) -> dict:
+    """One fit as ``cfg`` says; its measurements (run in a fresh process)."""
+    from fedrr.estimators import SpreadLogisticRegression
+    from fedrr.parallel import RayExecutor, SerialExecutor, ThreadExecutor
+
+    kind = cfg["executor"]
+    inner = {
+        "serial": lambda: SerialExecutor(),
+        "threads": lambda: ThreadExecutor(2),
+    }.get(kind, lambda: RayExecutor(num_cpus=None if os.environ.get("RAY_ADDRESS") else 2, n_actors=2))()
+    clock = Clock(inner)
+    it = cfg["iters"]
+    est = SpreadLogisticRegression(
+        executor=clock, random_state=1, max_iter=it, burn_in=it // 2, n_average=10 * it, shard_size=2048
+    )
+    t0 = time.perf_counter()
+    if cfg.get("pool"):
+        est.fit_pool(cfg["pool"])
+    else:
+        Xt, yt, rm = make_release(cfg["n"], cfg["d"], cfg["k"], data=cfg.get("data", "synthetic"))
+        est.fit(Xt, yt, mechanism=rm)
+    fit_s = time.perf_counter() - t0
+    if hasattr(inner, "shutdown"):
+        inner.shutdown()
+    tr = est.traffic_
+    return {
+        "s_per_iter": (clock.t_end - clock.t_first) / est.n_iter_,
+        "fit_s": fit_s,
+        "bytes_per_iter": tr.get("per_iteration", float("nan")),
+        "bytes_total_per_iter": est.bytes_per_iter_,
+        "bytes_setup": tr.get("setup", float("nan")),
+        "driver_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "actor_rss_mib": max(clock.actor_rss, default=0) / 2**20,
+        "traffic": {k: v for k, v in tr.items() if k not in ("per_iteration", "setup")},
+        "coef": est.coef_.ravel().tolist(),
+        "n_iter": est.n_iter_,
+    }
+
+
+def make_pool(cfg: dict) -> None:
+    from fedrr.pool import Pool
+
+    Xt, yt, rm = make_release(cfg["n"], cfg["d"], cfg["k"])
+    Pool(Xt, yt, np.arange(cfg["n"]), [rm] * cfg["n"]).save(cfg["pool"], layout="dir")
+
+
+# ------------------------------------------------------------------------ orchestration
+def child(cfg: dict, env: dict, what: str = "--one") -> dict:
+    proc = subprocess.run(
+        [sys.executable, __file__, what, json.dumps(cfg)], env=env, capture_output=True, text=True, timeout=7200
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{cfg} failed:\n{proc.stdout[-2000:]}\n{proc.stderr[-4000:]}")
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+    return json.loads(lines[-1][7:]) if lines else {}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _pids_with(marker: str) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                if marker in (p / "cmdline").read_bytes().decode(errors="replace"):
+                    out.append(int(p.name))
+            except OSError:
+                pass
+    return out
+
+
+class TwoNodeCluster:
+    """A Ray head (1 CPU) and a worker node (1 CPU) on this machine, in their own temp dir (so no
+    other process's ``ray.init()`` finds them); stopped by pid, never by name."""
+
+    def __enter__(self):
+        ray = str(Path(sys.executable).with_name("ray"))
+        self.temp = tempfile.mkdtemp(prefix="rb", dir="/tmp")
+        port = _free_port()
+        self.address = f"127.0.0.1:{port}"
+        common = ["--num-cpus=1", "--disable-usage-stats", f"--temp-dir={self.temp}", "--node-ip-address=127.0.0.1"]
+        env = {**os.environ, **ENV}
+        head = [ray, "start", "--head", f"--port={port}", "--include-dashboard=false", *common]
+        head.append(f"--ray-client-server-port={_free_port()}")
+        for cmd in (head, [ray, "start", f"--address={self.address}", *common]):
+            proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+            if proc.returncode != 0:
+                self.__exit__()
+                raise RuntimeError(f"{' '.join(cmd)}:\n{proc.stderr[-3000:]}")
+        return self
+
+    def __exit__(self, *exc):
+        for pid in _pids_with(self.temp):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.time() + 30
+        while time.time() < deadline and _pids_with(self.temp):
+            time.sleep(0.5)
+        for pid in _pids_with(self.temp):
+            os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(self.temp, ignore_errors=True)
+        left = _pids_with(self.temp)
+        print(f"cluster stopped; processes left: {left}", flush=True)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    ap.add_argument("--make-pool", help=argparse.SUPPRESS)
+    ap.add_argument("--iters", type=int, default=6)
+    ap.add_argument("--parts", default="mnist,local,cluster", help="of mnist, mnist-real, local, cluster")
+    ap.add_argument("--sizes", default="10000,100000,1000000", help="N of the scaling runs (D = 50, K = 8)")
+    ap.add_argument("--serial-max", type=int, default=100_000, help="largest N also fitted serially / threaded")
+    ap.add_argument("--out", default="results/ray_scaling")
+    args = ap.parse_args(argv)
+    if args.one:
+        print("RESULT " + json.dumps(run_one(json.loads(args.one))), flush=True)
+        return 0
+    if args.make_pool:
+        make_pool(json.loads(args.make_pool))
+        return 0
+    env = {**os.environ, **ENV}
+    env.pop("RAY_ADDRESS", None)
+    parts, sizes = args.parts.split(","), [int(s) for s in args.sizes.split(",")]
+    rows: list[dict] = []
+    load0 = os.getloadavg()
+
+    def record(part, ex, n, d, k, res, data="synthetic"):
+        row = {"part": part, "executor": ex, "n": n, "d": d, "k": k, "data": data, "iters": args.iters, **res}
+        rows.append(row)
+        print(
+            f"{part:8s} {ex:22s} N={n:>8,} D={d:>3} {row['s_per_iter']:8.3f} s/iter  fit {row['fit_s']:7.1f} s  "
+            f"{row['bytes_per_iter'] / 1e6:7.3f} MB/iter (all {row['bytes_total_per_iter'] / 1e6:.3f})  "
+            f"driver {row['driver_rss_mib']:7.0f} MiB  actors {row['actor_rss_mib']:7.0f} MiB",
+            flush=True,
+        )
+        return row
+
+    def compare(part, n, d, k, kinds, data="synthetic"):
+        cfg = dict(n=n, d=d, k=k, iters=args.iters, data=data)
+        got = {ex: record(part, ex, n, d, k, child({**cfg, "executor": ex}, env), data) for ex in kinds}
+        for row in got.values():
+            row["identical"] = row["coef"] == got[kinds[0]]["coef"]
+            if "serial" in got:
+                row["speedup_vs_serial"] = got["serial"]["s_per_iter"] / row["s_per_iter"]
+            if "threads" in got:
+                row["speedup_vs_threads"] = got["threads"]["s_per_iter"] / row["s_per_iter"]
+
+    if "mnist" in parts:  # MNIST size: the speed-up and traffic targets
+        compare("mnist", 9000, 784, 256, ["serial", "threads", "ray_local"])
+    if "mnist-real" in parts:  # MNIST 7/9 itself, resampled to 9,000
+        compare("mnist", 9000, 784, 256, ["serial", "threads", "ray_local"], data="mnist")
+    if "local" in parts:
+        for n in sizes:
+            if n <= args.serial_max:
+                compare("local", n, 50, 8, ["serial", "threads", "ray_local"])
+    if "cluster" in parts:
+        with tempfile.TemporaryDirectory(prefix="fedrr-pools-", dir="/tmp") as pools, TwoNodeCluster() as cl:
+            cenv = {**env, "RAY_ADDRESS": cl.address}
+            print(f"two-node cluster at {cl.address}", flush=True)
+            for n in sizes:
+                pool = os.path.join(pools, f"n{n}")
+                child(dict(n=n, d=50, k=8, pool=pool), env, "--make-pool")
+                cfg = dict(n=n, d=50, k=8, iters=args.iters, executor="ray_cluster", pool=pool)
+                res = child(cfg, cenv)
+                row = record("cluster", "ray_cluster (fit_pool)", n, 50, 8, res, data="synthetic, pool dir")
+                shutil.rmtree(pool, ignore_errors=True)
+                ref = next((r for r in rows if r["n"] == n and r["executor"] == "serial"), None)
+                if ref is not None:
+                    row["speedup_vs_serial"] = ref["s_per_iter"] / row["s_per_iter"]
+                    row["identical"] = row["coef"] == ref["coef"]
+    write(rows, args, argv, load0)
+    return 0
+
+
+def write(rows: list[dict], args, argv, load0) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    with open(out / "results.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in r.items()})
+    cmd = "python simulations/bench_ray_scaling.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    lines = [
+        "# Spread-EM on Ray: scaling, traffic, memory",
+        "",
+        f"command: `{cmd}`",
+        "",
+        f"machine: {os.cpu_count()} CPUs shared with other sessions; load average (1/5/15 min) {_load(load0)} at "
+        f"the start, {_load(os.getloadavg())} at the end",
+        "",
+        "| part | data | executor | N | D | K | s/iter | fit s | ×serial | ×threads | MB/iter | MB/iter all | setup MB "
+        "| driver MiB | actor MiB | identical |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        f = functools.partial(_fmt, r)
+        lines.append(
+            f"| {r['part']} | {r['data']} | {r['executor']} | {r['n']:,} | {r['d']} | {r['k']} "
+            f"| {f('s_per_iter', '{:.3f}')} "
+            f"| {f('fit_s', '{:.1f}')} | {f('speedup_vs_serial')} | {f('speedup_vs_threads')} "
+            f"| {r['bytes_per_iter'] / 1e6:.3f} | {r['bytes_total_per_iter'] / 1e6:.3f} | {r['bytes_setup'] / 1e6:.1f} "
+            f"| {r['driver_rss_mib']:.0f} | {r['actor_rss_mib']:.0f} | {r.get('identical', '')} |"
+        )
+    lines += ["", "Traffic per call and direction (bytes over the whole fit), Ray runs:", ""]
+    for r in rows:
+        if r["traffic"]:
+            top = sorted(r["traffic"].items(), key=lambda kv: -kv[1])
+            lines.append(
+                f"- {r['part']} {r['executor']} N={r['n']:,} D={r['d']}: " + ", ".join(f"{k} {v:,}" for k, v in top)
+            )
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def _fmt(r: dict, k: str, fmt: str = "{:.2f}") -> str:
+    return fmt.format(r[k]) if isinstance(r.get(k), (int, float)) else ""
+
+
+def _load(avg) -> str:
+    return "/".join(f"{x:.1f}" for x in avg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
