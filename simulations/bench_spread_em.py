@@ -128,7 +128,9 @@ def main(argv=None) -> int:
             {
                 "fit": name,
                 "learner": "spread" if spread else "sklearn",
-                "executor": repr(est.executor) if spread else "",
+                "executor": (repr(est.executor) if est.executor else "None (default ThreadExecutor())")
+                if spread
+                else "",
                 "wall_s": wall,
                 "cpu_s": cpu,
                 "wall_ratio_vs_sklearn": wall / sk_wall,
@@ -206,7 +208,8 @@ def main(argv=None) -> int:
             f"data: N={n} records resampled from 800 MNIST 7/9 training images, D={D}, K={K}; RR flip {args.flip} on "
             f"pixels and labels; test accuracy on the 200 held-out clean images; sklearn on the clean {n}x{D} inputs "
             "scaled to [0, 1]",
-            "CPU s = time.process_time() of the whole process: a threaded fit counts every thread",
+            "CPU s = time.process_time() of the whole process: a threaded fit counts every thread; spread fits run "
+            "BLAS on 1 thread, sklearn with the BLAS default",
             "",
             table,
             "",
