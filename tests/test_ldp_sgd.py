@@ -419,3 +419,36 @@ def test_a_node_asked_again_over_flower_replays_its_release(federation):
     assert len(seen["again"]) == 3
     for first, again in seen["again"]:
         assert _reply_bytes(again) == _reply_bytes(first)
+
+
+def test_an_offline_sweep_cell_runs_ldp_sgd_at_the_cells_record_epsilon(tmp_path):
+    """The cell runner gives ldp-sgd the clients' records and ids; its ε per client (the largest, by
+    the mechanisms' own accounting) is the cell's ε per record, never above it."""
+    from fedrr.experiment.cli import main
+
+    scenario = """
+[scenario]
+name = "sgd"
+seed = 3
+repeats = 1
+[population]
+dataset = "breast_cancer"
+n_clients = 300
+n_test_per_class = 40
+[privacy]
+mechanism = "laplace"
+epsilon_grid = [4.0]
+[learners]
+names = ["naive", "ldp-sgd"]
+[run]
+mode = "offline"
+workers = 1
+"""
+    path = tmp_path / "sgd.toml"
+    path.write_text(scenario)
+    assert main(["sweep", str(path), "--out", str(tmp_path / "out"), "--no-progress"]) == 0
+    rec = json.loads(next((tmp_path / "out" / "cells").glob("*.json")).read_text())
+    sgd = rec["learners"]["ldp-sgd"]
+    assert "accuracy" in sgd and "diagnostics" in sgd, rec["learners"]
+    assert rec["eps"]["max"] == pytest.approx(4.0, rel=1e-6)
+    assert sgd["eps_per_client"] <= rec["eps"]["max"] and sgd["eps_per_client"] == pytest.approx(4.0, rel=1e-6)
