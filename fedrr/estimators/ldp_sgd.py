@@ -47,6 +47,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._params import Boolean, Interval, IsNone, Options, random_state_constraints, validate_params
+from .._validation import as_float_array
 from ..errors import ValidationError
 from ..mechanisms import DuchiMechanism, PiecewiseMechanism, RecordMechanism
 from ..release import client_generator
@@ -262,7 +263,8 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
     Attributes: ``classes_``, ``coef_`` (binary (1, p), else (K, p) with row 0 the reference class, p
     the encoded inputs), ``intercept_``, ``theta_``, ``epsilon_`` (largest realised per-client ε, from
     the mechanisms' own accounting), ``client_epsilon_`` (per client), ``groups_`` ([(kind, size)]),
-    ``fallback_`` and ``fallback_reason_``, ``n_iter_`` (model rounds), ``check_``.
+    ``fallback_`` and ``fallback_reason_``, ``n_iter_`` (model rounds), ``check_``, ``candidate_`` (the
+    SGD model θ before the check decided).
     """
 
     _parameter_constraints = {
@@ -318,8 +320,8 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
             yi = np.searchsorted(self.classes_, y)
         self.n_states_ = check_n_states(self.n_states, X.shape[1])
         Z = encode(X, self.n_states_)
-        eps = np.full(n, p["epsilon"]) if client_epsilon is None else np.asarray(client_epsilon, float)
-        if eps.shape != (n,) or not np.all(np.isfinite(eps) & (eps > 0)):
+        eps = np.full(n, p["epsilon"]) if client_epsilon is None else as_float_array("client_epsilon", client_epsilon)
+        if eps.shape != (n,) or not np.all(eps > 0):
             raise ValidationError("client_epsilon", f"must be {n} finite numbers > 0, one per client")
         ids = np.arange(n) if client_ids is None else np.asarray(client_ids)
         if ids.shape != (n,) or ids.dtype.kind not in "iu" or np.any(np.diff(ids) <= 0) or ids.min() < 0:
@@ -342,9 +344,8 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
         self.theta_, self.fallback_, self.fallback_reason_ = server.result()
         self.epsilon_ = float(np.nanmax(self.client_epsilon_))
         self.groups_ = [(kind, int(len(rows))) for kind, rows in server.plan]
-        self.n_iter_, self.check_, self.eta_, self.intercept_freq_ = server.t, server.check, server.eta, None
-        if server.intercept_freq is not None:
-            self.intercept_freq_ = server.intercept_freq
+        self.n_iter_, self.check_, self.eta_ = server.t, server.check, server.eta
+        self.intercept_freq_, self.candidate_ = server.intercept_freq, server.candidate()  # candidate: before the check
         W = np.vstack([np.zeros((1, self.theta_.shape[1])), self.theta_]) if len(self.classes_) > 2 else self.theta_
         self.coef_, self.intercept_ = W[:, 1:], W[:, 0]
 
