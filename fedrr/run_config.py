@@ -118,8 +118,11 @@ class RunConfig:
     ldp_sgd_learning_rate: float = _key(
         "ldp_sgd_learning_rate", 0.0, "ldp-sgd: step size (0: the default rule)", _NONNEG
     )
-    ldp_sgd_fallback: bool = _key(
-        "ldp_sgd_fallback", True, "ldp-sgd: check group; fall back to the intercept-only model", Boolean()
+    ldp_sgd_fallback: str = _key(
+        "ldp_sgd_fallback",
+        "check",
+        "ldp-sgd: check (a check group; fall back to the intercept-only model) | none",
+        Options("check", "none"),
     )
     spread_max_iter: int = _key("spread_max_iter", 200, "most EM iterations of spread-EM", Interval(int, 1, 10**6))
     C: float = _key(

@@ -285,7 +285,7 @@ def test_bad_data_name_the_field():
         ({"ldp-sgd-mechanism": "gauss"}, "ldp-sgd-mechanism"),
         ({"ldp-sgd-clip": 0.0}, "ldp-sgd-clip"),
         ({"ldp-sgd-groups": -1}, "ldp-sgd-groups"),
-        ({"ldp-sgd-fallback": "no"}, "ldp-sgd-fallback"),
+        ({"ldp-sgd-fallback": True}, "ldp-sgd-fallback"),
     ],
 )
 def test_bad_run_config_names_the_key(bad, field):

@@ -89,7 +89,7 @@ def run_sgd_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
         "groups": cfg.ldp_sgd_groups or None,
         "learning_rate": cfg.ldp_sgd_learning_rate or None,
         "C": cfg.C,
-        "fallback": cfg.ldp_sgd_fallback,
+        "fallback": cfg.ldp_sgd_fallback == "check",
     }
     n_inputs = int(np.sum(np.where(n_states > 0, n_states - 1, 1)))
     server = make_server(n_classes, n_inputs, len(n_states), eps, p, cfg.seed)
