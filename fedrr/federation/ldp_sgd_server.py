@@ -17,6 +17,7 @@ from flwr.serverapp import Grid, ServerApp
 
 from .. import __version__
 from .._io import write_json
+from ..errors import FedrrError
 from ..estimators.ldp_sgd import LDPSGDClassifier, LDPSGDServer, make_server
 from ..learners import ldp_sgd_design
 from ..population import build_population
@@ -81,6 +82,10 @@ def run_sgd_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     cids = [ident[n][0] for n in order]
     eps = np.array([ident[n][1] for n in order])
     metrics.update(nodes_registered=len(node_ids), n_clients_present=len(order), identify_dropped=reasons)
+    if len(order) < cfg.min_valid:
+        metrics["status"] = "failed: too few clients"
+        write_json(out / "metrics.json", metrics)
+        raise FedrrError(f"only {len(order)} clients answered (min-valid = {cfg.min_valid}); {reasons}")
     n_states, n_classes = ldp_sgd_design(population.mechanism(cids[0] if cids else 0))
     p = {
         "mechanism": cfg.ldp_sgd_mechanism,
