@@ -27,7 +27,8 @@ class FitData:
     ``mechanism``: one RecordMechanism or one per record (classification) — the estimators use it
     as the exact likelihood; ``clean_X``/``clean_y``: the same clients' clean records (oracles
     only); ``feature_mechanism``/``label_noised``: the regression setting's input block and
-    whether the target was noised."""
+    whether the target was noised; ``client_id``: whose records they are (``own_protocol``
+    learners seed each client's simulated release with it)."""
 
     X: np.ndarray
     y: np.ndarray
@@ -36,6 +37,7 @@ class FitData:
     clean_y: np.ndarray | None = None
     feature_mechanism: Any = None
     label_noised: bool = False
+    client_id: np.ndarray | None = None  # the records' client ids (a learner that simulates its own releases)
 
 
 @dataclass(frozen=True)
@@ -57,14 +59,17 @@ class Learner:
     doc: str
     fit: Callable[[FitData, FitOptions], Any]  # -> a fitted estimator
     oracle: bool = False
+    #: not trained on the record releases but on its own releases from the same clients (another
+    #: protocol), simulated from their clean records: needs clean_X, clean_y and client_id
+    own_protocol: bool = False
 
 
 _REGISTRY: dict[tuple[str, str], Learner] = {}
 
 
-def _learner(task: str, name: str, doc: str, *, oracle: bool = False):
+def _learner(task: str, name: str, doc: str, *, oracle: bool = False, own_protocol: bool = False):
     def deco(fn):
-        _REGISTRY[(task, name)] = Learner(name, task, doc, fn, oracle)
+        _REGISTRY[(task, name)] = Learner(name, task, doc, fn, oracle, own_protocol)
         return fn
 
     return deco
@@ -233,6 +238,33 @@ def _wdro(d: FitData, o: FitOptions):
 
 
 @_learner(
+    "classification",
+    "ldp-sgd",
+    "LDP-SGD (Wang et al. 2019 §V): the same clients each release one clipped gradient instead of their record, "
+    "at their record's ε — simulated from their records",
+    own_protocol=True,
+)
+def _ldp_sgd(d: FitData, o: FitOptions):
+    """Not an oracle: the simulator is the protocol (each client's one release computed from its own
+    record and generator; the server sees releases only), but simulating it needs the records."""
+    from .estimators import LDPSGDClassifier
+
+    if d.clean_X is None or d.clean_y is None or d.client_id is None:
+        raise ValidationError(
+            "learners",
+            "'ldp-sgd' releases gradients, not records: it needs the clients' records to simulate them (a sweep "
+            "cell), or a federation with protocol 'ldp-sgd'",
+        )
+    mechs = list(d.mechanism) if isinstance(d.mechanism, (list, tuple)) else [d.mechanism] * len(d.clean_y)
+    from .estimators.ldp_sgd_design import ldp_sgd_design
+
+    n_states, n_classes = ldp_sgd_design(mechs[0])
+    est = LDPSGDClassifier(C=o.C, n_states=n_states, random_state=o.random_state)
+    eps = [m.epsilon for m in mechs]  # each client's ε = its record's ε, by the mechanism's own accounting
+    return est.fit(d.clean_X, d.clean_y, client_epsilon=eps, client_ids=d.client_id, classes=np.arange(n_classes))
+
+
+@_learner(
     "classification", "clean", "logistic regression on the clean records of the same clients (oracle)", oracle=True
 )
 def _clean(d: FitData, o: FitOptions):
@@ -258,6 +290,8 @@ def _majority(d: FitData, o: FitOptions):
 def _ldp_nb(d: FitData, o: FitOptions):
     from .estimators import LDPNaiveBayes
 
+    if isinstance(d.mechanism, (list, tuple)):
+        raise ValidationError("learners", "'ldp-nb' needs one record mechanism for every client (no budget mix)")
     return LDPNaiveBayes().fit(d.X, d.y, mechanism=d.mechanism)
 
 

@@ -17,6 +17,7 @@ from .errors import ValidationError
 from .population import MECHANISM_FAMILIES
 
 EXECUTORS = ("serial", "threads", "ray")
+PROTOCOLS = ("record", "ldp-sgd")
 RUN_MODES = ("node", "cohort")
 _NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
 
@@ -100,6 +101,35 @@ class RunConfig:
             "a non-empty list of learner names",
         ),
     )
+    protocol: str = _key(
+        "protocol",
+        "record",
+        "record: clients release their records (the learners train on the pool); ldp-sgd: each releases one "
+        "gradient (Wang et al. 2019 §V) at its record's ε",
+        Options(*PROTOCOLS),
+    )
+    ldp_sgd_mechanism: str = _key(
+        "ldp_sgd_mechanism",
+        "piecewise",
+        "ldp-sgd: per-coordinate mechanism, piecewise | duchi",
+        Options("piecewise", "duchi"),
+    )
+    ldp_sgd_n_sampled: int = _key(
+        "ldp_sgd_n_sampled", 0, "ldp-sgd: coordinates each client releases (0: max(1, ⌊ε/2.5⌋))", Interval(int, 0, None)
+    )
+    ldp_sgd_clip: float = _key("ldp_sgd_clip", 1.0, "ldp-sgd: gradient coordinates clipped to [-clip, clip]", _POS)
+    ldp_sgd_groups: int = _key(
+        "ldp_sgd_groups", 0, "ldp-sgd: model rounds (0: the group-size rule)", Interval(int, 0, None)
+    )
+    ldp_sgd_learning_rate: float = _key(
+        "ldp_sgd_learning_rate", 0.0, "ldp-sgd: step size (0: the default rule)", _NONNEG
+    )
+    ldp_sgd_fallback: str = _key(
+        "ldp_sgd_fallback",
+        "check",
+        "ldp-sgd: check (a check group; fall back to the intercept-only model) | none",
+        Options("check", "none"),
+    )
     spread_max_iter: int = _key("spread_max_iter", 200, "most EM iterations of spread-EM", Interval(int, 1, 10**6))
     encoding: str = _key(
         "encoding",
@@ -138,6 +168,8 @@ class RunConfig:
             cons = f.metadata.get("constraints")
             if cons:
                 object.__setattr__(self, f.name, check_param(f.metadata["flwr"], getattr(self, f.name), cons))
+        if self.protocol == "ldp-sgd" and self.run_mode != "node":
+            raise ValidationError("run-mode", "protocol 'ldp-sgd' needs one client per node (run-mode 'node')")
         if self.run_mode == "node" and self.cohort_size != 1:
             raise ValidationError("cohort-size", "must be 1 in run-mode 'node' (use run-mode 'cohort')")
         from .learners import names

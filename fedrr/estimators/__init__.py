@@ -4,6 +4,7 @@ from .baselines import NaiveLogisticRegression, ReconstructionLogisticRegression
 from .dro import GaussianDROLinearRegression, WassersteinDROLogisticRegression, WassersteinDRORegression
 from .dro_radius import noise_radius, wasserstein_radius
 from .frequencies import estimate_frequencies, project_to_simplex, warner_estimate
+from .ldp_sgd import LDPSGDClassifier
 from .naive_bayes import LDPNaiveBayes, joint_frequencies
 from .spread import SpreadLogisticRegression
 from .spread_cv import SpreadLogisticRegressionCV
@@ -15,6 +16,7 @@ __all__ = [
     "SpreadLogisticRegression",
     "SpreadLogisticRegressionCV",
     "LDPNaiveBayes",
+    "LDPSGDClassifier",
     "joint_frequencies",
     "NaiveLogisticRegression",
     "ReconstructionLogisticRegression",

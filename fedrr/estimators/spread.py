@@ -37,7 +37,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
     Parameters
     ----------
-    C : inverse L2 penalty on ``coef_`` as in scikit-learn (np.inf: none).
+    C : inverse L2 penalty on ``coef_`` as in scikit-learn (np.inf: none; at least 1e-12, so 1/C is finite).
     prior : "learned" (from the releases, refined during EM, pulled toward the mechanism-debiased
         marginals by ``prior_strength``), "flat", or a given prior (CategoricalPrior / (D, k)
         array, GaussianPrior, HistogramPrior, per-column list).
@@ -65,7 +65,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "C": [Interval(float, 0, None, closed="neither", inf=True)],
+        "C": [Interval(float, 1e-12, None, closed="left", inf=True)],  # 1/C must stay finite
         "prior": [Options("learned", "flat"), Satisfies(lambda v: not isinstance(v, str), "a prior object")],
         "prior_strength": [Interval(float, 0, None)],
         "e_step": [Options(*E_STEPS)],

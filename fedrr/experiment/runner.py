@@ -118,7 +118,9 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
             for n, e in metrics["learners"].items()
         }
         dropped, n_releases = dict(metrics.get("dropped") or {}), int(metrics["n_releases"])
-    oracles = [n for n in spec.learners.names if get_learner(n).oracle]
+    # oracles, and learners that release something else than the record (ldp-sgd: one gradient per client,
+    # simulated from the clients' own records; the simulator equals its Flower protocol for a seed)
+    oracles = [n for n in spec.learners.names if get_learner(n).oracle or get_learner(n).own_protocol]
     if oracles:
         recs = [population.record(int(i)) for i in pool.client_id]
         clean = FitData(
@@ -127,9 +129,12 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
             pool.mechanism_arg(),
             clean_X=np.stack([np.asarray(x) for x, _ in recs]),
             clean_y=np.asarray([y for _, y in recs]),
+            client_id=pool.client_id,
         )
         for n in oracles:
             learners[n] = fit_and_score(n, clean, test, options).entry
+            if get_learner(n).own_protocol and "diagnostics" in learners[n]:  # its own releases' ε per client
+                learners[n]["eps_per_client"] = learners[n]["diagnostics"]["epsilon"]
     p = cell.privacy()
     return {
         **_header(cell),

@@ -67,10 +67,12 @@ def run_federation(
 ) -> dict:
     """Run one simulated federation (one node per client, or cohorts) and return its metrics.
 
-    Results land in ``results-dir/run-name/``. ``server_app``/``client_app`` replace fedrr's
-    apps (e.g. a ServerApp that audits what crosses the wire, or fault-injecting clients from
-    ``fedrr.testing``). ``indexed_linkstate`` indexes Flower's in-memory link state by node: same
-    messages, but a round no longer slows down with the square of the number of nodes."""
+    Results land in ``results-dir/run-name/``. The run config's ``protocol`` picks fedrr's apps
+    (``record``: client_app/server_app; ``ldp-sgd``: ldp_sgd_client/ldp_sgd_server); ``server_app`` /
+    ``client_app`` replace them (e.g. a ServerApp that audits what crosses the wire, or
+    fault-injecting clients from ``fedrr.testing``). ``indexed_linkstate`` indexes Flower's in-memory
+    link state by node: same messages, but a round no longer slows down with the square of the number
+    of nodes."""
     for k, v in QUIET_ENV.items():
         os.environ.setdefault(k, v)
     cfg = load_run_config(config)  # validated before anything starts
@@ -78,8 +80,13 @@ def run_federation(
         cfg = cfg.replace(run_name=time.strftime("run-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6])
     from . import _compat
     from ._compat import linkstate
-    from .client_app import app as default_client_app
-    from .server_app import app as default_server_app
+
+    if cfg.protocol == "ldp-sgd":  # each client releases one gradient (Wang et al. 2019 §V), not its record
+        from .ldp_sgd_client import app as default_client_app
+        from .ldp_sgd_server import app as default_server_app
+    else:
+        from .client_app import app as default_client_app
+        from .server_app import app as default_server_app
 
     server_app = server_app if server_app is not None else default_server_app
     (linkstate.enable if indexed_linkstate else linkstate.disable)()
