@@ -101,6 +101,20 @@ def test_em_fixed_point_is_the_exact_spread_mle(tiny):
     assert np.linalg.norm(paper.coef_) < np.linalg.norm(mle[:D])  # shrinkage toward 0
 
 
+def test_oracles_of_different_domain_sizes_with_a_learned_prior():
+    """Unary encoding on a 2-state column next to RR on 5 states, one attribute sampled per record:
+    the prior table is zero-padded past a column's states (regression: a padded state of a non-RR
+    column divided 0 by 0 in the sampling tables), and the fit runs to a finite model."""
+    rng = np.random.default_rng(3)
+    n = 600
+    X = np.column_stack([rng.integers(0, 2, n), rng.integers(0, 5, n)])
+    y = (X[:, 0] + X[:, 1] > 2).astype(int)
+    rm = RecordMechanism([UnaryEncoding(2, 1.0), RandomizedResponse(5, 0.3)], RandomizedResponse(2, 0.2), n_sampled=1)
+    Xt, yt = rm.release(X, y, rng=rng)
+    est = SpreadLogisticRegression(max_iter=10, random_state=0).fit(Xt, yt, mechanism=rm)
+    assert np.all(np.isfinite(est.coef_)) and np.isfinite(est.intercept_).all()
+
+
 def test_a_plain_array_prior_is_the_categorical_prior(tiny):
     """prior may be a (D, K) array (what the spread-true learner passes): the same fit as the
     CategoricalPrior of it (regression: the parameter check compared the array elementwise)."""

@@ -36,8 +36,9 @@ def rr_tables(probs, q, r):
         for k in range(K):
             A[d, k] = k
             pi = probs[d, k] / tot
-            if q[d] >= r[d]:
-                a = (q[d] - r[d]) * pi / (r[d] + (q[d] - r[d]) * pi)
+            den = r[d] + (q[d] - r[d]) * pi  # 0 only for a state of prior mass 0 in a non-RR column (unused)
+            if q[d] >= r[d] and den > 0.0:
+                a = (q[d] - r[d]) * pi / den
                 stay[d, k] = a
                 jump[d, k] = K / (1.0 - a) if a < 1.0 else 0.0
         # Vose's alias construction: bucket k holds k with probability P[d, k], else A[d, k]
