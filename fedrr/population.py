@@ -291,8 +291,8 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
         levels, weights = [v for v, _ in cfg.budget_mix], [w for _, w in cfg.budget_mix]
     else:
         lv = cfg.feature_flip if use_flip else cfg.feature_epsilon
-        if not lv:
-            raise ValidationError(feat_key, f"must be > 0 for mechanism {family!r}")
+        if not lv:  # rr: a flip probability (or else ε per feature)
+            raise ValidationError("feature-flip" if family == "rr" else feat_key, f"must be > 0 for {family!r}")
         levels, weights = [lv], [1.0]
     label_flip, label_epsilon = cfg.label_flip or None, cfg.label_epsilon or None
     if (label_flip is None) == (label_epsilon is None):

@@ -13,10 +13,10 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from flwr.serverapp import Grid, ServerApp
 
 from fedrr.errors import ValidationError
-from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegression
 from fedrr.federation.protocol import MESSAGE_TYPE, parse_reply, query_content, release_content
 from fedrr.federation.run import run_federation
 from fedrr.federation.server_app import InsufficientReleases, run_server
+from fedrr.learners import FitData, fit_and_score
 from fedrr.pool import Pool, ReplyRejected
 from fedrr.population import build_population
 from fedrr.release import Release, client_generator, offline_release, release_clients
@@ -120,15 +120,15 @@ def test_pool_equals_offline_release_and_offline_fit(audited_run):
     np.testing.assert_array_equal(pool.y, off.y[order])
     assert all(m == pop.mechanism(int(c)) for m, c in zip(pool.mechanisms, pool.client_id))
     assert metrics["n_releases"] == 60 and metrics["dropped"] == {}
-    # the federated fit is the offline estimator on the same releases: same accuracy
-    Xte, yte = pop.test_set()
-    mech = pop.mechanism(0)
-    spread = SpreadLogisticRegression(C=1.0, random_state=full.seed).fit(off.x[order], off.y[order], mechanism=mech)
-    naive = NaiveLogisticRegression(C=1.0).fit(off.x[order], off.y[order], mechanism=mech)
-    assert metrics["learners"]["spread"]["accuracy"] == pytest.approx(spread.score(Xte, yte), abs=1e-12)
-    assert metrics["learners"]["naive"]["accuracy"] == pytest.approx(naive.score(Xte, yte), abs=1e-12)
-    model = np.load(run_dir / "model-spread.npz")
-    np.testing.assert_allclose(model["coef"], spread.coef_, rtol=0, atol=1e-12)
+    # the federated fit is the offline learner on the same releases (the same registry entry the
+    # ServerApp uses, with the run config's options): same accuracy, same coefficients
+    test = pop.test_set()
+    data = FitData(off.x[order], off.y[order], pop.mechanism(0))
+    for name in ("spread", "naive"):
+        offline = fit_and_score(name, data, test, full.fit_options())
+        assert metrics["learners"][name]["accuracy"] == pytest.approx(offline.entry["accuracy"], abs=1e-12), name
+        model = np.load(run_dir / f"model-{name}.npz")
+        np.testing.assert_allclose(model["coef"], offline.estimator.coef_, rtol=0, atol=1e-12)
 
 
 def test_repeated_queries_replay_one_identical_release(audited_run):

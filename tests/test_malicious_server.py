@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import load_simulation
 from scipy.stats import binom
 
 from fedrr.federation.protocol import PROTOCOL
@@ -43,7 +42,9 @@ RELEASE_ARRAYS = {"x", "y", "client_id", "mechanism_index"}
 
 
 def _attack_sim():
-    return load_simulation("repeated_release_attack")
+    from fedrr.audit import repeated_release
+
+    return repeated_release
 
 
 @pytest.fixture(scope="module")

@@ -133,6 +133,7 @@ def test_fit_pool_on_the_cluster_reads_rows_in_the_actors_and_equals_fit(ray_clu
     assert par.traffic_["release_counts up"] > 0 and par.shard_restarts_ == 0
 
 
+@pytest.mark.slow  # ~80 s: a Flower simulation placed on the two-node cluster (make test-slow)
 def test_flower_simulation_on_the_cluster_with_ray_executor(ray_cluster, tmp_path):
     from fedrr.federation.run import backend_config, run_federation
 

@@ -681,6 +681,7 @@ def test_barber_6_1_config_has_the_papers_noise_variances():
 
 
 SHIPPED_REDUCED = [
+    "adult",
     "paper/barber_6_1",
     "paper/barber_fig3_digits",
     "paper/barber_fig3_mnist",
