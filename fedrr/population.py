@@ -1,12 +1,10 @@
 """Client populations: who the clients are, what one private record each holds, and which
 mechanism (privacy budget) each one releases it with.
 
-A population is the simulation's stand-in for the people: ``record(i)`` is client i's clean
-record and is only ever called on the client side; the server side calls ``test_set()`` (held-out
-clean data for evaluation, outside the federation) and the accounting methods, never ``record``.
-Users plug in their own by import path (``population = "mypkg.pops:MyPopulation"`` in the run
-config); the class is built as ``MyPopulation(**params)`` from the run config's other keys it
-accepts (see ``build_population``)."""
+A population is the simulation's stand-in for the people: ``record(i)`` is client i's clean record,
+only ever called on the client side; the server calls ``test_set()`` (held-out clean data, outside the
+federation) and the accounting methods, never ``record``. Users plug in their own by import path
+(``population = "mypkg.pops:MyPopulation"``), built from the run config's keys it accepts."""
 
 from __future__ import annotations
 

@@ -160,22 +160,11 @@ class RecordMechanism:
         return [(m, np.asarray(c, dtype=int)) for m, c in out]
 
     def column_groups(self) -> list[tuple[Mechanism, np.ndarray]]:
-        """Like ``groups()``, with every block field split into its columns' width-1 marginal
-        mechanisms (``Mechanism.marginal``; columns with equal marginals grouped): [(scalar
-        mechanism, columns)], for the server's per-column work (posteriors, priors)."""
+        """``groups()`` with block fields split into width-1 marginals (``record_columns``)."""
         if self._column_groups is None:
-            out: list[tuple[Mechanism, list[int]]] = []
-            for mech, cols in self._groups:
-                if mech.width == 1:
-                    out.append((mech, list(cols)))
-                    continue
-                by_box: dict[Any, list[int]] = {}  # one marginal per distinct column box
-                box = hasattr(mech, "lower") and hasattr(mech, "upper")
-                for j in range(len(cols)):
-                    by_box.setdefault((float(mech.lower[j]), float(mech.upper[j])) if box else j, []).append(j)
-                for js in by_box.values():
-                    out.append((mech.marginal(js[0]), [int(cols[j]) for j in js]))
-            self._column_groups = [(m, np.asarray(c, dtype=int)) for m, c in out]
+            from .record_columns import column_groups
+
+            self._column_groups = column_groups(self._groups)
         return self._column_groups
 
     def mechanism_for(self, column: int) -> Mechanism:
