@@ -1,12 +1,10 @@
 """Client populations: who the clients are, what one private record each holds, and which
 mechanism (privacy budget) each one releases it with.
 
-A population is the simulation's stand-in for the people: ``record(i)`` is client i's clean
-record and is only ever called on the client side; the server side calls ``test_set()`` (held-out
-clean data for evaluation, outside the federation) and the accounting methods, never ``record``.
-Users plug in their own by import path (``population = "mypkg.pops:MyPopulation"`` in the run
-config); the class is built as ``MyPopulation(**params)`` from the run config's other keys it
-accepts (see ``build_population``)."""
+A population is the simulation's stand-in for the people: ``record(i)`` is client i's clean record,
+only ever called on the client side; the server calls ``test_set()`` (held-out clean data, outside the
+federation) and the accounting methods, never ``record``. Users plug in their own by import path
+(``population = "mypkg.pops:MyPopulation"``), built from the run config's keys it accepts."""
 
 from __future__ import annotations
 
@@ -31,6 +29,7 @@ if TYPE_CHECKING:  # typing only: the run config sits above the core stages and 
     from .run_config import RunConfig
 
 MECHANISM_FAMILIES = ("rr", "oracle", "gaussian", "laplace")
+GAUSSIAN_NOISE = ("joint", "per-feature")  #: "gaussian" family: one block on all features, or one per feature
 
 
 def unit_uniform(seed: int, client_id: int, stream: str) -> float:
@@ -101,14 +100,18 @@ def record_mechanism_for(
     label_epsilon: float | None = None,
     delta: float = 1e-5,
     n_sampled: int | None = None,
+    gaussian_noise: str = "joint",
 ) -> RecordMechanism:
     """A record mechanism from a family name and per-field parameters. ``n_states``: one k for every
     feature, one per feature (a sequence), or None for numeric features in [0, 1]. Families:
     "rr" — k-ary randomised response on each discrete feature (its own k); "oracle" — per feature
     the frequency oracle with the smallest variance at its ε (randomised response, unary encoding or
-    local hashing, ``fedrr.mechanisms.frequency_oracle``); "gaussian" / "laplace" — noise on
-    features in [0, 1], one mechanism per column. The label always uses k-ary randomised response.
-    ``n_sampled``: each client releases that many uniformly drawn features (None: all)."""
+    local hashing, ``fedrr.mechanisms.frequency_oracle``); "laplace" — noise on features in [0, 1], one
+    mechanism per column; "gaussian" — the same with ``gaussian_noise="per-feature"`` (record ε = D·ε +
+    ε_label by basic composition), or by default ("joint") one block on all D features, the analytic
+    Gaussian on its L2 sensitivity √D at ε = ``feature_epsilon``, δ = ``delta`` for the whole feature
+    vector. The label always uses k-ary randomised response. ``n_sampled``: each client releases that
+    many uniformly drawn features (None: all; not with a joint block, which is one field)."""
     if family not in MECHANISM_FAMILIES:
         raise ValidationError("mechanism", f"must be one of {MECHANISM_FAMILIES}, got {family!r}")
     if (label_flip is None) == (label_epsilon is None):
@@ -143,12 +146,19 @@ def record_mechanism_for(
             return RecordMechanism(next(iter(made.values())), label, n_features=n_features, n_sampled=n_sampled)
         return RecordMechanism([made[int(k)] for k in ks], label, n_features=n_features, n_sampled=n_sampled)
     if feature_epsilon is None:
-        raise ValidationError("feature_epsilon", f"is required for the {family!r} family (ε per feature)")
-    feat = (
-        GaussianMechanism(feature_epsilon, delta, 0.0, 1.0)
-        if family == "gaussian"
-        else LaplaceMechanism(feature_epsilon, 0.0, 1.0)
-    )
+        raise ValidationError("feature_epsilon", f"is required for the {family!r} family")
+    if gaussian_noise not in GAUSSIAN_NOISE:
+        raise ValidationError("gaussian_noise", f"must be one of {GAUSSIAN_NOISE}, got {gaussian_noise!r}")
+    if family == "gaussian" and gaussian_noise == "joint":
+        if n_sampled is not None:
+            raise ValidationError(
+                "n_sampled",
+                f"must be None with gaussian_noise = 'joint', got {n_sampled!r}: the joint block releases all "
+                "features as one field; attribute sampling needs gaussian_noise = 'per-feature'",
+            )
+        n = check_int("n_features", n_features, minimum=1)
+        return RecordMechanism(GaussianMechanism(feature_epsilon, delta, np.zeros(n), np.ones(n)), label, n_features=n)
+    feat = GaussianMechanism(feature_epsilon, delta) if family == "gaussian" else LaplaceMechanism(feature_epsilon)
     return RecordMechanism(feat, label, n_features=n_features, n_sampled=n_sampled)
 
 
@@ -316,6 +326,7 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
                     label_epsilon=label_epsilon,
                     delta=cfg.delta,
                     n_sampled=cfg.n_sampled or None,
+                    gaussian_noise=cfg.gaussian_noise,
                     **kw,
                 )
             )
@@ -334,21 +345,10 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
 
 #: DatasetPopulation's argument names -> run-config keys
 _ARG_KEYS = {"n_clients": "n-clients", "n_test_per_class": "n-test-per-class", "weights": "budget-mix"}
+_ARG_KEYS |= {"n_sampled": "n-sampled", "gaussian_noise": "gaussian-noise"}
 #: run-config keys whose errors pass through unchanged
-_OWN_KEYS = {
-    "delta",
-    "dropout",
-    "seed",
-    "dataset",
-    "mechanism",
-    "n-clients",
-    "n-test-per-class",
-    "budget-mix",
-    "feature-flip",
-    "feature-epsilon",
-    "label-flip",
-    "label-epsilon",
-}
+_OWN_KEYS = {"delta", "dropout", "seed", "dataset", "mechanism", "n-clients", "n-test-per-class", "budget-mix"}
+_OWN_KEYS |= {"feature-flip", "feature-epsilon", "label-flip", "label-epsilon", "n-sampled", "gaussian-noise"}
 
 
 @contextmanager

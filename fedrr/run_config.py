@@ -14,7 +14,7 @@ from typing import Any
 
 from ._params import Boolean, Constraint, Interval, Options, Satisfies, Text, check_param
 from .errors import ValidationError
-from .population import MECHANISM_FAMILIES
+from .population import GAUSSIAN_NOISE, MECHANISM_FAMILIES
 
 EXECUTORS = ("serial", "threads", "ray")
 PROTOCOLS = ("record", "ldp-sgd")
@@ -67,10 +67,27 @@ class RunConfig:
         "mechanism", "rr", "feature mechanism family: rr | gaussian | laplace", Options(*MECHANISM_FAMILIES)
     )
     feature_flip: float = _key("feature_flip", 0.3, "rr: flip probability per feature", _NONNEG)
-    feature_epsilon: float = _key("feature_epsilon", 0.0, "ε per feature (gaussian/laplace)", _NONNEG)
+    feature_epsilon: float = _key(
+        "feature_epsilon",
+        0.0,
+        "ε per feature (laplace; gaussian per-feature), of all features (gaussian joint)",
+        _NONNEG,
+    )
     label_flip: float = _key("label_flip", 0.2, "label flip probability (or 0 and label-epsilon)", _NONNEG)
     label_epsilon: float = _key("label_epsilon", 0.0, "label ε (0 = unused)", _NONNEG)
-    delta: float = _key("delta", 1e-5, "δ per Gaussian field", Interval(float, 0, 1, closed="neither"))
+    delta: float = _key(
+        "delta",
+        1e-5,
+        "δ per Gaussian field (the whole feature block if joint)",
+        Interval(float, 0, 1, closed="neither"),
+    )
+    gaussian_noise: str = _key(
+        "gaussian_noise",
+        "joint",
+        "gaussian: joint (one block on all features, analytic Gaussian on its L2 sensitivity) | per-feature "
+        "(one per feature, basic composition)",
+        Options(*GAUSSIAN_NOISE),
+    )
     n_sampled: int = _key(
         "n_sampled",
         0,
@@ -179,6 +196,12 @@ class RunConfig:
             raise ValidationError(
                 "learners",
                 f"unknown learner {bad[0]!r}; the server trains on releases only: {', '.join(names(oracles=False))}",
+            )
+        if self.mechanism == "gaussian" and self.gaussian_noise == "joint" and self.n_sampled:
+            raise ValidationError(
+                "n-sampled",
+                f"must be 0 with gaussian-noise = 'joint', got {self.n_sampled}: the joint block releases all "
+                "features as one field; attribute sampling needs gaussian-noise = 'per-feature'",
             )
         for k in ("feature_flip", "label_flip"):
             if getattr(self, k) >= 1:

@@ -44,7 +44,7 @@ class ColumnLayout:
         k = np.zeros(D, int)
         lo = np.full(D, np.nan)
         hi = np.full(D, np.nan)
-        for mech, cols in rm.groups():
+        for mech, cols in rm.column_groups():
             if isinstance(mech, DiscreteMechanism):
                 k[cols] = mech.k
             elif hasattr(mech, "lower") and hasattr(mech, "upper"):

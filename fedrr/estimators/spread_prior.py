@@ -107,7 +107,7 @@ class SpreadPrior:
         """Σ_d log p(x̃_d) under this prior per record, over the released discrete columns and the
         Gaussian-noise columns under a Gaussian prior (exact); other numeric columns add 0."""
         out = np.zeros(X.shape[0])
-        for mech, cols in rm.groups():
+        for mech, cols in rm.column_groups():
             for c in cols:
                 rel = np.flatnonzero(released[:, c])
                 if not rel.size:
@@ -305,7 +305,7 @@ def marginal_mle_prior(
     if num_cols.size and numeric_kind == "gaussian":
         s1, s2, nv, n = (np.zeros(layout.n_features) for _ in range(4))
         for rm, Xt in pools:
-            for mech, cols in rm.groups():
+            for mech, cols in rm.column_groups():
                 if not isinstance(mech, DiscreteMechanism):
                     for c in cols:
                         x = Xt[:, c].astype(float)
@@ -325,7 +325,7 @@ def marginal_mle_prior(
             acc = np.zeros_like(out.probs)
             n = np.zeros(layout.n_features)
             for rm, Xt in pools:
-                for mech, cols in rm.groups():
+                for mech, cols in rm.column_groups():
                     if isinstance(mech, DiscreteMechanism):
                         continue
                     for c in cols:

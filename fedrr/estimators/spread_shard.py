@@ -196,7 +196,7 @@ class Shard:
     def _propose(self, rng, prior, S: int) -> np.ndarray:
         """S draws per record from ρ(x | x̃) (the prior where nothing was released): (S, b, D)."""
         out = np.empty((S, self.b, self.D))
-        for mech, cols in self.rm.groups():
+        for mech, cols in self.rm.column_groups():
             for c in cols:
                 pri = prior.for_column(c)
                 rel = np.flatnonzero(self.released[:, c])
@@ -269,7 +269,7 @@ class Shard:
         prior = self.prior[chain]
         design = self.design
         Z = np.zeros((self.b, design.n_inputs), np.float32)
-        for mech, cols in self.rm.groups():
+        for mech, cols in self.rm.column_groups():
             for c in cols:
                 rel = np.flatnonzero(self.released[:, c])
                 o, w = design.offsets[c], design.widths[c]

@@ -43,6 +43,7 @@ class PrivacyParams:
     calibration: str = "analytic"
     label_public: bool = False
     n_sampled: int | None = None
+    gaussian_noise: str = "joint"
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,12 @@ class CellSpec:
         """The per-field parameters at this grid point (a record budget is split by
         ``privacy.split`` and, for randomised response, turned into a flip probability)."""
         spec, priv = self.spec, self.spec.privacy
-        base = {"mechanism": priv.mechanism, "delta": priv.delta, "n_sampled": priv.n_sampled}
+        base = {
+            "mechanism": priv.mechanism,
+            "delta": priv.delta,
+            "n_sampled": priv.n_sampled,
+            "gaussian_noise": priv.gaussian_noise,
+        }
         axis = spec.grid_axis
         label = (
             {"label_flip": priv.label_flip}
@@ -127,6 +133,7 @@ class CellSpec:
             budget_mix=p.budget_mix,
             seed=self.seed,
             n_sampled=p.n_sampled or 0,
+            gaussian_noise=p.gaussian_noise,
             encoding=spec.learners.encoding,
             learners=release_learners,
             C=spec.learners.C,
@@ -167,12 +174,14 @@ class CellSpec:
 def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:
     """ε per record split: the label gets split.label·ε, the features split.features·ε, shared by the
     fields a client releases (all D, or n_sampled of them: each released field gets
-    split.features·ε / m). Randomised response on features with one k becomes a flip probability."""
+    split.features·ε / m; a joint Gaussian block is one field and gets all of it). Randomised
+    response on features with one k becomes a flip probability."""
     from ..mechanisms import RandomizedResponse
 
     D, k, _ = dataset_shape(spec.population.dataset)
     s = spec.privacy.split
-    m = spec.privacy.n_sampled or D
+    joint = spec.privacy.mechanism == "gaussian" and spec.privacy.gaussian_noise == "joint"
+    m = 1 if joint else spec.privacy.n_sampled or D
     eps_feat = s["features"] * v / m
     out = {"requested_eps_record": v, "label_epsilon": s["label"] * v}
     if spec.privacy.mechanism == "rr" and k is not None:

@@ -59,6 +59,17 @@ def crosscheck(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
                 "is a run-config key the scenario sets itself (or the federation reads); options are only the "
                 "custom population's own constructor arguments",
             )
+    _need(
+        "privacy.gaussian_noise",
+        priv.gaussian_noise == "joint" or priv.mechanism == "gaussian",
+        f"'per-feature' is for mechanism 'gaussian', got mechanism {priv.mechanism!r}",
+    )
+    _need(
+        "privacy.n_sampled",
+        priv.n_sampled is None or priv.mechanism != "gaussian" or priv.gaussian_noise != "joint",
+        "attribute sampling needs one field per feature: with mechanism 'gaussian' set privacy.gaussian_noise = "
+        "'per-feature' (the default 'joint' releases all features as one block)",
+    )
     grids = [k for k in GRID_KEYS if getattr(priv, k) is not None]
     if len(grids) > 1:
         raise ValidationError(f"privacy.{grids[1]}", f"give exactly one swept axis, not both {grids[0]} and {grids[1]}")
@@ -165,6 +176,11 @@ def _regression(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
         "privacy.calibration",
         priv.calibration == "analytic" or priv.mechanism == "gaussian",
         "'farokhi' is a Gaussian calibration",
+    )
+    _need(
+        "privacy.gaussian_noise",
+        priv.gaussian_noise == "joint",
+        "task = 'regression' releases the inputs as one block (calibrated by privacy.calibration)",
     )
     bad = [n for n in learners.names if n not in learner_names("regression")]
     _need(

@@ -158,11 +158,15 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
 
 
 def _mix_text(p) -> str | None:
-    """The per-field parameters of a budget-mix cell, for the summary table (None otherwise)."""
+    """The per-field parameters of a budget-mix or joint-Gaussian cell, for the summary table (None
+    otherwise: the summary builds it from the row)."""
+    joint = p.mechanism == "gaussian" and p.gaussian_noise == "joint"
+    label = f"label flip {p.label_flip:.3g}" if p.label_flip else f"label ε {p.label_epsilon:.3g}"
+    if joint and not p.budget_mix and p.feature_epsilon:
+        return f"joint Gaussian ε features {p.feature_epsilon:.3g}, {label}"
     if not p.budget_mix:
         return None
-    unit = "flip" if p.mechanism == "rr" else "ε/feature"
-    label = f"label flip {p.label_flip:.3g}" if p.label_flip else f"label ε {p.label_epsilon:.3g}"
+    unit = "flip" if p.mechanism == "rr" else "ε joint features" if joint else "ε/feature"
     parts = ", ".join(f"{v:.3g} (weight {w:g})" for v, w in p.budget_mix)
     return f"feature {unit} mix {parts}, {label}"
 

@@ -17,7 +17,8 @@ from typing import Any
 from .._params import Boolean, Constraint, Interval, IsNone, ListOf, Options, Satisfies, Text, _type_name, check_param
 from ..errors import ValidationError
 from ..learners import names as learner_names
-from ..run_config import MECHANISM_FAMILIES
+from ..run_config import GAUSSIAN_NOISE, MECHANISM_FAMILIES
+from ._tables import BudgetMix, Options_, Split
 
 CLASSIFICATION_DATASETS = ("mnist_7_vs_9", "digits_7_vs_9", "breast_cancer", "adult", "adult_binned")
 REGRESSION_DATASETS = ("diabetes", "lending_club")
@@ -33,89 +34,6 @@ def key(default: Any, doc: str, *constraints: Constraint) -> Any:
 
 _POS = Interval(float, 0, None, closed="neither")
 _UNIT_OPEN = Interval(float, 0, 1, closed="neither")
-
-
-class _Table(Constraint):
-    """A TOML table with known keys; ``explain`` names the bad key ("privacy.split.label")."""
-
-    keys: dict[str, tuple[Constraint, ...]] = {}
-    example = ""
-
-    def accepts(self, value: Any) -> bool:
-        return self.explain("", value) is None
-
-    def coerce(self, value: Any) -> Any:
-        return {k: check_param(k, v, self.keys[k]) for k, v in value.items()}
-
-    def describe(self) -> str:
-        return f"a table such as {self.example}"
-
-    def explain(self, name: str, value: Any) -> ValidationError | None:
-        if not isinstance(value, dict):
-            return ValidationError(name, f"must be {self.describe()}, got {_type_name(value)} {value!r}")
-        bad = sorted(set(map(str, value)) - set(self.keys))
-        if bad:
-            return ValidationError(name, f"unknown key(s) {bad}; valid: {', '.join(self.keys)}")
-        for k, v in value.items():
-            try:
-                check_param(f"{name}.{k}", v, self.keys[k])
-            except ValidationError as exc:
-                return exc
-        return self.relation(name, value)
-
-    def relation(self, name: str, value: dict) -> ValidationError | None:  # no relation between the keys
-        return None
-
-
-class Split(_Table):
-    keys = {"features": (_UNIT_OPEN,), "label": (_UNIT_OPEN,)}
-    example = "{features = 0.9, label = 0.1}"
-
-    def relation(self, name, value):
-        if set(value) != {"features", "label"}:
-            return ValidationError(name, f"must give both shares, e.g. {self.example}")
-        if abs(value["features"] + value["label"] - 1) > 1e-9:
-            return ValidationError(name, f"shares must add up to 1, got {value['features']} + {value['label']}")
-        return None
-
-
-class BudgetMix(_Table):
-    keys = {"values": (ListOf(_POS, distinct=False),), "weights": (ListOf(Interval(float, 0, None), distinct=False),)}
-    example = "{values = [0.2, 0.4], weights = [1, 1]}"
-
-    def relation(self, name, value):
-        if not value:
-            return None
-        if "values" not in value:
-            return ValidationError(
-                f"{name}.values",
-                "must be a non-empty list of numbers (flip probabilities for 'rr', ε per feature otherwise)",
-            )
-        n = len(value["values"])
-        w = value.get("weights", [1.0] * n)
-        if len(w) != n:
-            return ValidationError(f"{name}.weights", f"must be a list of {n} numbers (one per value), got {w!r}")
-        if sum(w) <= 0:
-            return ValidationError(f"{name}.weights", f"must not all be 0, got {w!r}")
-        return None
-
-    def coerce(self, value):
-        if not value:
-            return ()
-        vals = [float(v) for v in value["values"]]
-        return tuple(zip(vals, [float(w) for w in value.get("weights", [1.0] * len(vals))]))
-
-
-class Options_(_Table):
-    example = "{n_informative = 5}"
-
-    def explain(self, name, value):
-        if not isinstance(value, dict):
-            return ValidationError(name, f"must be {self.describe()}, got {_type_name(value)} {value!r}")
-        return None
-
-    def coerce(self, value):
-        return dict(value)
 
 
 def _scenario_name(v: Any) -> bool:
@@ -197,7 +115,9 @@ class PrivacySection:
         metadata={"doc": "shares of ε_record for all features / the label", "constraints": (Split(),)},
     )
     feature_flip_grid: tuple | None = key(None, "rr: flip probability per feature", ListOf(_UNIT_OPEN), IsNone())
-    feature_epsilon_grid: tuple | None = key(None, "ε per feature", ListOf(_POS), IsNone())
+    feature_epsilon_grid: tuple | None = key(
+        None, "ε per feature (gaussian_noise = joint: ε of all features together)", ListOf(_POS), IsNone()
+    )
     label_flip: float | str | None = key(
         None, 'label flip probability, or "same" as the feature flip', _UNIT_OPEN, Options("same"), IsNone()
     )
@@ -209,7 +129,15 @@ class PrivacySection:
         Interval(int, 1, None),
         IsNone(),
     )
-    delta: float = key(1e-5, "δ per Gaussian field (regression: δ of the input block)", _UNIT_OPEN)
+    delta: float = key(
+        1e-5, "δ per Gaussian field (of the feature block if joint; regression: input block)", _UNIT_OPEN
+    )
+    gaussian_noise: str = key(
+        "joint",
+        "gaussian: joint (one block on all features, the analytic Gaussian on its L2 sensitivity √D; "
+        "ε_record = ε_features + ε_label) | per-feature (one per feature, basic composition: D·ε + ε_label)",
+        Options(*GAUSSIAN_NOISE),
+    )
     calibration: str = key(
         "analytic",
         "regression, gaussian: analytic (exact (ε, δ)) | farokhi (Farokhi 2020 Thm 1, "

@@ -101,7 +101,13 @@ def summary_markdown(out: str | Path) -> str:
         lines += [
             "**ε axis.** ε per record is the basic composition of every field's ε (D features + the label), "
             "computed by the mechanisms' own accounting (`RecordMechanism.epsilon`); δ likewise adds up "
-            "(Gaussian: D·δ per feature). " + _split_text(cfg)
+            + (
+                "(the features are one joint Gaussian block, one field: ε_record = ε_features + ε_label, "
+                "δ_record = δ). "
+                if _joint(cfg)
+                else "(Gaussian: D·δ per feature). "
+            )
+            + _split_text(cfg)
         ]
     huge = [r for r in table if r["eps_record"] > HUGE_EPSILON]
     if huge and metric == "mse":
@@ -117,8 +123,13 @@ def summary_markdown(out: str | Path) -> str:
         lines += [
             "",
             f"⚠ **Honest note:** {len({r['grid_index'] for r in huge})} grid point(s) have ε per record above "
-            f"{HUGE_EPSILON:g}, up to {_fmt_eps(worst['eps_record'])} (= {worst['n_features']} features × "
-            f"{worst['eps_per_feature']:.3g} + label {worst['eps_label']:.3g}). Local DP with ε that large bounds "
+            f"{HUGE_EPSILON:g}, up to {_fmt_eps(worst['eps_record'])} (= "
+            + (
+                f"features {worst['eps_features']:.3g}"
+                if _joint(cfg)
+                else f"{worst['n_features']} features × {worst['eps_per_feature']:.3g}"
+            )
+            + f" + label {worst['eps_label']:.3g}). Local DP with ε that large bounds "
             "almost nothing formally (an adversary's odds may move by e^ε); read these points as 'noise of this "
             "size', not as a meaningful privacy guarantee.",
         ]
@@ -166,18 +177,29 @@ def _regression_text(cfg: ScenarioSpec) -> str:
     return text + "Learners are scored by test mean squared error on a clean held-out split (lower is better)."
 
 
+def _joint(cfg: ScenarioSpec) -> bool:
+    """The features are one joint Gaussian block (``privacy.gaussian_noise = "joint"``)."""
+    return cfg.privacy.mechanism == "gaussian" and cfg.privacy.gaussian_noise == "joint"
+
+
 def _split_text(cfg: ScenarioSpec) -> str:
     if cfg.grid_axis == "epsilon_grid":
         s = cfg.privacy.split
+        share = (
+            f"the joint Gaussian block on all features gets {s['features']:g}·ε_record"
+            if _joint(cfg)
+            else f"ε per feature = {s['features']:g}·ε_record / D"
+        )
         return (
-            f"The grid is a record budget ε_record split {s['features']:g} to the features (ε per feature = "
-            f"{s['features']:g}·ε_record / D) and {s['label']:g} to the label; for randomised response ε is converted "
+            f"The grid is a record budget ε_record split {s['features']:g} to the features ({share}) and "
+            f"{s['label']:g} to the label; for randomised response ε is converted "
             "to a flip probability by `RandomizedResponse(k, epsilon=...)`."
         )
     if cfg.grid_axis == "feature_flip_grid":
         return "The grid sets the flip probability per feature; the x-axis is the resulting ε per record."
     if cfg.grid_axis == "feature_epsilon_grid":
-        return "The grid sets ε per feature; the x-axis is the resulting ε per record."
+        what = "ε of the joint Gaussian block on all features" if _joint(cfg) else "ε per feature"
+        return f"The grid sets {what}; the x-axis is the resulting ε per record."
     if cfg.population.budget_mix:
         return (
             "`population.budget_mix` draws each client's feature budget from the mix; the x-axis is the mean ε per "

@@ -37,6 +37,16 @@ class Mechanism(ABC):
     def width(self) -> int:
         return 1
 
+    def marginal(self, j: int) -> Mechanism:
+        """The width-1 mechanism of column ``j`` alone (what the server's per-column posteriors use):
+        the mechanism itself for a scalar one; additive-noise blocks with independent coordinates
+        override it. Its stated ε, δ are the whole field's (releasing one column is post-processing)."""
+        if self.width == 1:
+            return self
+        raise ValidationError(
+            "mechanism", f"{type(self).__name__} of width {self.width} has no per-column marginal mechanism"
+        )
+
     @abstractmethod
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         """Client side: one noisy release of ``x`` (vectorised over leading axes)."""

@@ -115,6 +115,20 @@ class _AdditiveNoise(Mechanism):
         """Standard deviation of the noise added to each coordinate."""
         raise NotImplementedError
 
+    def marginal(self, j: int) -> Mechanism:
+        """Column ``j`` of the block as a width-1 mechanism: the noise is i.i.d. across coordinates, so
+        x̃_j = x_j + w_j with the block's own scale, and under a factorised prior the posterior of x_j
+        given x̃ is the width-1 posterior given x̃_j. Built from the block's spec with column j's bounds
+        and the block's sensitivity, so the scale is computed exactly as the block's (bit-identical)
+        and the stated ε, δ are the block's (one column is post-processing of the block release)."""
+        if self.width == 1:
+            return self
+        if isinstance(j, bool) or not isinstance(j, (int, np.integer)) or not 0 <= j < self.width:
+            raise ValidationError("j", f"must be a column index in [0, {self.width - 1}], got {j!r}")
+        spec = self.to_spec()
+        spec.update(lower=[float(self.lower[j])], upper=[float(self.upper[j])])
+        return type(self).from_spec(spec)
+
     def release(self, x: Any, rng: np.random.Generator) -> np.ndarray:
         check_rng("rng", rng)
         xx = self.validate_input(x)

@@ -97,6 +97,7 @@ class RecordMechanism:
         self.label = label
         self.n_features = n_features
         self._groups = self._make_groups()
+        self._column_groups: list[tuple[Mechanism, np.ndarray]] | None = None
         self.n_sampled = (
             None if n_sampled is None else check_int("n_sampled", n_sampled, minimum=1, maximum=len(fields))
         )
@@ -157,6 +158,14 @@ class RecordMechanism:
             else:
                 out.append((f.mechanism, list(f.columns)))
         return [(m, np.asarray(c, dtype=int)) for m, c in out]
+
+    def column_groups(self) -> list[tuple[Mechanism, np.ndarray]]:
+        """``groups()`` with block fields split into width-1 marginals (``record_columns``)."""
+        if self._column_groups is None:
+            from .record_columns import column_groups
+
+            self._column_groups = column_groups(self._groups)
+        return self._column_groups
 
     def mechanism_for(self, column: int) -> Mechanism:
         for f in self.fields:
