@@ -206,16 +206,18 @@ def test_record_epsilon_is_the_mechanisms_accounting_rr(tmp_path):
     assert {round(float(r["feature_flip"]), 6) for r in rows} == {0.1, 0.3}
 
 
-def test_record_epsilon_is_the_mechanisms_accounting_gaussian(tmp_path):
+@pytest.mark.parametrize("noise", ["per-feature", "joint"])
+def test_record_epsilon_is_the_mechanisms_accounting_gaussian(tmp_path, noise):
     rows = _sweep_and_check_accounting(
         tmp_path,
-        """
+        f"""
 [population]
 dataset = "digits_7_vs_9"
 n_clients = 80
 n_test_per_class = 20
 [privacy]
 mechanism = "gaussian"
+gaussian_noise = "{noise}"
 feature_epsilon_grid = [0.5, 2.0]
 label_epsilon = 1.0
 delta = 1e-6
@@ -224,8 +226,12 @@ names = ["naive"]
 """,
     )
     for r in rows:
-        assert float(r["delta_record"]) == pytest.approx(64 * 1e-6)  # δ composes over the 64 pixels
-        assert float(r["eps_record"]) == pytest.approx(64 * float(r["feature_epsilon"]) + 1.0)
+        if noise == "per-feature":  # ε and δ compose over the 64 pixels
+            assert float(r["delta_record"]) == pytest.approx(64 * 1e-6)
+            assert float(r["eps_record"]) == pytest.approx(64 * float(r["feature_epsilon"]) + 1.0)
+        else:  # one block on all 64 pixels at (ε, δ), calibrated on its L2 sensitivity 8
+            assert float(r["delta_record"]) == pytest.approx(1e-6)
+            assert float(r["eps_record"]) == pytest.approx(float(r["feature_epsilon"]) + 1.0)
 
 
 @pytest.mark.parametrize("mechanism", ["rr", "laplace"])
