@@ -1,4 +1,4 @@
-# Two entry points for a fresh machine: `make demo` (the main job: the quickstart sweep) and `make test`
+# Two entry points for a fresh machine: `make demo` (the main job: the Adult sweep) and `make test`
 # (lint, the strict docs build and the test suite: exactly what CI runs, .ci/run).
 PYTHON ?= python3
 VENV := .venv
@@ -23,8 +23,8 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/fedrr sweep configs/quickstart.toml --out results/demo/quickstart
-	$(VENV)/bin/fedrr show results/demo/quickstart
+	$(VENV)/bin/fedrr sweep configs/adult.toml --out results/demo/adult
+	$(VENV)/bin/fedrr show results/demo/adult
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -699,6 +699,7 @@ SHIPPED_REDUCED = [
     "paper/farokhi_sweep_lending_club_analytic",
     "paper/farokhi_wdro_adult",
     "scaling",
+    "spread_cv_mnist",
 ]
 
 

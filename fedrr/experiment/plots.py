@@ -13,7 +13,14 @@ from .report import HUGE_EPSILON, METRICS, _fmt_eps, _is_oracle, _learner_order,
 
 def _decorate(ax, xlabel: str, ylabel: str, title: str) -> None:
     """Log x-axis, labels, title, grid and (if anything was drawn) a legend."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
     ax.set_xscale("log")
+    xs = sorted({float(x) for line in ax.get_lines() for x in line.get_xdata() if np.isfinite(x) and x > 0})
+    if 1 < len(xs) <= 12:  # label the measured points themselves; log-scale minor labels overlap
+        ax.xaxis.set_major_locator(FixedLocator(xs))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_eps(v)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
@@ -55,7 +62,7 @@ def plot(out: str | Path) -> list[Path]:
     xlabel = (
         "ε per record (input block + label; label public: inputs only)"
         if metric_of(cfg) == "mse"
-        else "ε per record (all features + label, composed)"
+        else "ε per record (released features + label, composed)"
     )
     written = []
     reps = cfg.scenario.repeats

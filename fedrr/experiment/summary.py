@@ -99,7 +99,8 @@ def summary_markdown(out: str | Path) -> str:
         lines += [_regression_text(cfg)]
     else:
         lines += [
-            "**ε axis.** ε per record is the basic composition of every field's ε (D features + the label), "
+            "**ε axis.** ε per record is the basic composition of every released field's ε (D features, or "
+            "with attribute sampling the m sampled ones, + the label), "
             "computed by the mechanisms' own accounting (`RecordMechanism.epsilon`); δ likewise adds up "
             + (
                 "(the features are one joint Gaussian block, one field: ε_record = ε_features + ε_label, "
@@ -188,7 +189,12 @@ def _split_text(cfg: ScenarioSpec) -> str:
         share = (
             f"the joint Gaussian block on all features gets {s['features']:g}·ε_record"
             if _joint(cfg)
-            else f"ε per feature = {s['features']:g}·ε_record / D"
+            else f"ε per feature = {s['features']:g}·ε_record / "
+            + (
+                f"{cfg.privacy.n_sampled} (each client releases {cfg.privacy.n_sampled} sampled feature(s))"
+                if cfg.privacy.n_sampled
+                else "D"
+            )
         )
         return (
             f"The grid is a record budget ε_record split {s['features']:g} to the features ({share}) and "
