@@ -461,3 +461,19 @@ def test_rr_alias_sampler_draws_the_exact_rr_posterior():
             keep = exact > 0
             stat = np.sum((counts[keep] - u.size * exact[keep]) ** 2 / (u.size * exact[keep]))
             assert chi2.sf(stat, keep.sum() - 1) > 1e-4, (d, xt, counts, exact * u.size)
+
+
+def test_a_fit_too_big_for_memory_is_refused_by_the_knob_that_drives_it(tiny):
+    """check_memory: the estimate grows with the samples; above 80 % of the available memory the
+    fit is refused before allocating, with a ValidationError naming the knob to lower."""
+    from fedrr.estimators.spread import check_memory
+
+    need = [check_memory(1000, 784, 784, 2, S, 2, 2048, 256, available=2**40) for S in (1, 2, 10)]
+    assert need[2] - need[0] == 9 * (need[1] - need[0]) > 0  # linear in the samples per record
+    with pytest.raises(ValidationError) as ei:
+        check_memory(9000, 784, 784, 2, 64, 2, 2048, 256, available=2**30)
+    assert ei.value.field == "n_samples" and "GiB" in str(ei.value)
+    rm, Xt, yt, _ = tiny  # through the estimator: 10^6 samples per record cannot fit anywhere
+    with pytest.raises(ValidationError) as ei:
+        SpreadLogisticRegression(n_samples=10**6, max_iter=1).fit(Xt, yt, mechanism=rm)
+    assert ei.value.field == "n_samples"

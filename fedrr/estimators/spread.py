@@ -355,15 +355,15 @@ def check_memory(
     need = n * (D * 8 + C * 8) + chains * per_chain + scratch + chains * D * K * 8 * 6
     avail = available if available is not None else available_bytes()
     if need > 0.8 * avail:
-        knob = max(
-            [
-                ("n_samples", n * S * n_inputs * 4 * chains),
-                ("n_chains", chains * per_chain),
-                ("shard_size", scratch),
-                ("encoding", n * S * n_inputs * 4),
-            ],
-            key=lambda kv: kv[1],
-        )[0]
+        # the knob whose lowering saves most; chains only when nothing else weighs (two chains are the diagnostics)
+        terms = {
+            "n_samples": chains * n * S * (n_inputs * 4 + C * 8 + 8) if S > 1 else 0,
+            "encoding": chains * n * S * (n_inputs - D) * 4 if n_inputs > D else 0,
+            "shard_size": scratch,
+        }
+        knob = max(terms, key=terms.get)
+        if terms[knob] < need / 4:
+            knob = "n_chains" if chains > 1 else knob
         raise ValidationError(
             knob,
             f"the fit would need about {need / 2**30:.1f} GiB (N = {n:,}, D = {D}, "
