@@ -343,6 +343,7 @@ def test_cohort_nodes_host_many_clients_each_and_a_failed_solver_is_reported(tmp
         "cohort-size": 40,
         "dropout": 0.1,
         "mechanism": "gaussian",
+        "gaussian-noise": "per-feature",  # ε 2 per pixel (the joint default would spread ε 2 over all 64)
         "feature-flip": 0.0,
         "feature-epsilon": 2.0,
         "learners": "naive,wdro",
