@@ -133,25 +133,34 @@ def _spread(d: FitData, o: FitOptions):
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
-def _fit_spread(d: FitData, o: FitOptions, **kw):
-    """SpreadLogisticRegression with the shared learner options (C, executor, seed, iterations,
-    encoding) and the variant's own ``kw``, fitted on the releases."""
+@_learner("classification", "spread-plain", "spread-EM at the configured C, no selection and no fallback")
+def _spread_plain(d: FitData, o: FitOptions):
     from .estimators import SpreadLogisticRegression
 
     est = SpreadLogisticRegression(
-        C=o.C, executor=o.executor, random_state=o.random_state, max_iter=o.spread_max_iter, encoding=o.encoding, **kw
+        C=o.C,
+        prior="learned",
+        executor=o.executor,
+        random_state=o.random_state,
+        max_iter=o.spread_max_iter,
+        encoding=o.encoding,
     )
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
-@_learner("classification", "spread-plain", "spread-EM at the configured C, no selection and no fallback")
-def _spread_plain(d: FitData, o: FitOptions):
-    return _fit_spread(d, o, prior="learned")
-
-
 @_learner("classification", "spread-flat", "spread-EM with a flat input prior")
 def _spread_flat(d: FitData, o: FitOptions):
-    return _fit_spread(d, o, prior="flat")
+    from .estimators import SpreadLogisticRegression
+
+    est = SpreadLogisticRegression(
+        C=o.C,
+        prior="flat",
+        executor=o.executor,
+        random_state=o.random_state,
+        max_iter=o.spread_max_iter,
+        encoding=o.encoding,
+    )
+    return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
 @_learner("classification", "spread-is", "spread-EM with Barber's importance-sampling E-step (§5.1), for reproduction")
@@ -160,11 +169,23 @@ def _spread_is(d: FitData, o: FitOptions):
     weights them by the likelihood of the release (self-normalised importance sampling), prior
     learned as for ``spread``. The paper's own variant, kept to compare with; ``spread`` (the
     exact-posterior MCMC E-step) is the consistent one."""
-    return _fit_spread(d, o, prior="learned", e_step="importance")
+    from .estimators import SpreadLogisticRegression
+
+    est = SpreadLogisticRegression(
+        C=o.C,
+        prior="learned",
+        e_step="importance",
+        executor=o.executor,
+        random_state=o.random_state,
+        max_iter=o.spread_max_iter,
+    )
+    return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
 @_learner("classification", "spread-true", "spread-EM with the clean records' own prior (oracle)", oracle=True)
 def _spread_true(d: FitData, o: FitOptions):
+    from .estimators import SpreadLogisticRegression
+
     mechs = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism]
     ks = {getattr(f.mechanism, "k", None) for m in {id(m): m for m in mechs}.values() for f in m.fields}
     if None in ks or len(ks) != 1:
@@ -172,7 +193,16 @@ def _spread_true(d: FitData, o: FitOptions):
     k = ks.pop()
     Xc = np.asarray(d.clean_X)
     counts = np.stack([np.bincount(np.asarray(Xc[:, j], int), minlength=k) for j in range(Xc.shape[1])]) + 1e-3
-    return _fit_spread(d, o, prior=counts / counts.sum(axis=1, keepdims=True))
+    prior = counts / counts.sum(axis=1, keepdims=True)
+    est = SpreadLogisticRegression(
+        C=o.C,
+        prior=prior,
+        executor=o.executor,
+        random_state=o.random_state,
+        max_iter=o.spread_max_iter,
+        encoding=o.encoding,
+    )
+    return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
 @_learner("classification", "naive", "logistic regression on the releases as if they were clean (Barber eq 34)")
