@@ -1530,6 +1530,18 @@ REGRESSIONS = [
         "accepted; the cell's run config then failed in the federation with field 'C' "
         "(or silently overrode learners.C)",
     ),
+    (
+        "scenario_repeats_huge",
+        lambda: parse_scenario(_scenario(scenario__repeats=10**9)),
+        "scenario.repeats",
+        "accepted; preflight then built a list of 10⁹ cells and pytest was OOM-killed at 24 GB (CI)",
+    ),
+    (
+        "scenario_too_many_cells",
+        lambda: parse_scenario(_scenario(scenario__repeats=5000, privacy__epsilon_grid=[1.0 + i for i in range(21)])),
+        "scenario.repeats",
+        "accepted (105,000 cells)",
+    ),
     ("toml_not_utf8", lambda: _load_toml_bytes(b'[scenario]\nname = "\xff"\n'), "config", "UnicodeDecodeError"),
     ("toml_is_a_directory", lambda: load_scenario(Path(_TMP)), "config", "IsADirectoryError"),
     # --- federation run config ---------------------------------------------------------------------

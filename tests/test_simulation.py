@@ -362,7 +362,13 @@ INVALID = [
     (_with(run={"mode": "federated"}), "run.mode", "unknown value 'federated'; valid: flower, cohort, offline"),
     (_with(run={"workers": -1}), "run.workers", "must be an integer >= 0"),
     (_with(run={"cohort_size": True}), "run.cohort_size", "must be an integer >= 1, got a boolean"),
-    (_with(scenario={"repeats": 0}), "scenario.repeats", "must be an integer >= 1"),
+    (_with(scenario={"repeats": 0}), "scenario.repeats", "must be an integer in [1, 10000], got an integer 0"),
+    (_with(scenario={"repeats": 10**9}), "scenario.repeats", "must be an integer in [1, 10000]"),
+    (
+        _with(scenario={"repeats": 10_000}, population__n_clients=list(range(10, 120, 10))),
+        "scenario.repeats",
+        "× 11 client counts × 10000 repeats) is over the limit of 100,000",
+    ),
     (_with(scenario={"seed": 1.5}), "scenario.seed", "must be an integer >= 0, got a number 1.5"),
     (_with(scenario="x"), "scenario", "must be a table"),
     (_with(scenario={"name": ""}), "scenario.name", "must be a non-empty name"),  # found by tests/test_fuzz.py (slow)

@@ -24,6 +24,8 @@ CLASSIFICATION_DATASETS = ("mnist_7_vs_9", "digits_7_vs_9", "breast_cancer", "ad
 REGRESSION_DATASETS = ("diabetes", "lending_club")
 MODES = ("flower", "cohort", "offline")
 GRID_KEYS = ("epsilon_grid", "feature_flip_grid", "feature_epsilon_grid")
+#: bounds that keep a typo (repeats = 1e9) a config error instead of an out-of-memory kill
+MAX_REPEATS, MAX_CELLS = 10_000, 100_000
 _ALL_LEARNERS = tuple(dict.fromkeys(learner_names("classification") + learner_names("regression")))
 
 
@@ -54,7 +56,9 @@ class ScenarioSection:
     )
     description: str = key("", "free text, copied to the manifest and summary", Text())
     seed: int = key(0, "master seed: cell seeds derive from it and the cell's index", Interval(int, 0, None))
-    repeats: int = key(1, "independent repeats of every grid point (new split, new noise)", Interval(int, 1, None))
+    repeats: int = key(
+        1, "independent repeats of every grid point (new split, new noise)", Interval(int, 1, MAX_REPEATS)
+    )
     out: str | None = key(
         None, "results directory (default results/<name>; the CLI's --out wins)", Text(True), IsNone()
     )
@@ -305,7 +309,15 @@ def parse_scenario(data: Any, *, name: str = "scenario", path: str = "", text: s
     from .crosscheck import crosscheck
 
     secs, axis = crosscheck(secs)
-    return ScenarioSpec(**secs, grid_axis=axis, path=path, text=text)
+    spec = ScenarioSpec(**secs, grid_axis=axis, path=path, text=text)
+    n_cells = max(len(spec.grid), 1) * len(spec.n_grid) * spec.scenario.repeats
+    if n_cells > MAX_CELLS:  # refused before a cell list (or a results table) that size is built
+        raise ValidationError(
+            "scenario.repeats",
+            f"{n_cells:,} cells ({max(len(spec.grid), 1)} grid points × {len(spec.n_grid)} client counts × "
+            f"{spec.scenario.repeats} repeats) is over the limit of {MAX_CELLS:,}: split the sweep",
+        )
+    return spec
 
 
 def load_scenario(path: str | Path) -> ScenarioSpec:
