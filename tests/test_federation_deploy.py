@@ -122,14 +122,19 @@ def test_tls_node_auth_lets_in_only_registered_nodes_which_release_once_and_repl
     # the SuperLink's own list (Control API): the registered nodes, online; no stranger
     assert dep.listed_nodes() == {nid: "online" for nid in dep.node_ids}
     expected_log = {
-        "no-credentials": "[code: 2001] SuperNode authentication is enabled",  # Fleet RegisterNode refused
-        "unregistered": "[code: 2004] Failed to activate SuperNode",  # Fleet ActivateNode refused
-        "plaintext": "Server disconnected without sending a response",  # no HTTP answer, retried until max-wait
+        "no-credentials": ("[code: 2001] SuperNode authentication is enabled",),  # Fleet RegisterNode refused
+        "unregistered": ("[code: 2004] Failed to activate SuperNode",),  # Fleet ActivateNode refused
+        # a TLS listener drops a plaintext request: either it closes without an HTTP answer, or the
+        # client's read sees the reset first (both seen on 2 cores); retried until max-wait either way
+        "plaintext": ("Server disconnected without sending a response", "Connection reset by peer"),
     }
     for name, (p, d) in strangers.items():
         p.wait(timeout=90)
         log = dep.procs.log(name)
-        assert p.returncode == 1 and "Exit Code: 305" in log and expected_log[name] in log, (name, log)
+        assert p.returncode == 1 and "Exit Code: 305" in log and any(e in log for e in expected_log[name]), (
+            name,
+            log,
+        )
         assert not (d / "ledger").exists(), name  # no query ever reached it: it never released
 
 
