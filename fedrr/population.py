@@ -68,13 +68,16 @@ class ClientPopulation(ABC):
         """False for a client that drops out (never answers); decided per client, reproducibly."""
         return self.dropout <= 0 or unit_uniform(self.seed, client_id, "dropout") >= self.dropout
 
+    def release_record(self, client_id: int, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
+        """Client side: client i's release (x̃ (D,), ỹ) of its record (``fedrr.fake`` crafts fakes')."""
+        x, y = self.record(client_id)
+        xt, yt = self.mechanism(client_id).release(np.asarray(x)[None, :], np.asarray([y]), rng=rng)
+        return xt[0], yt[0]
+
     def check_client(self, client_id: Any) -> int:
-        if (
-            isinstance(client_id, bool)
-            or not isinstance(client_id, (int, np.integer))
-            or not 0 <= client_id < self.n_clients
-        ):
-            raise ValidationError("client_id", f"must be an integer in [0, {self.n_clients - 1}], got {client_id!r}")
+        n = self.n_clients
+        if isinstance(client_id, bool) or not isinstance(client_id, (int, np.integer)) or not 0 <= client_id < n:
+            raise ValidationError("client_id", f"must be an integer in [0, {n - 1}], got {client_id!r}")
         return int(client_id)
 
     def describe(self) -> dict:
@@ -116,11 +119,7 @@ def record_mechanism_for(
         raise ValidationError("mechanism", f"must be one of {MECHANISM_FAMILIES}, got {family!r}")
     if (label_flip is None) == (label_epsilon is None):
         raise ValidationError("label_flip", "give exactly one of label_flip and label_epsilon")
-    label = (
-        RandomizedResponse(n_classes, label_flip)
-        if label_flip is not None
-        else RandomizedResponse(n_classes, epsilon=label_epsilon)
-    )
+    label = RandomizedResponse(n_classes, label_flip, epsilon=label_epsilon)  # exactly one of them is given
     if family in ("rr", "oracle"):
         if n_states is None:
             raise ValidationError("mechanism", f"{family!r} needs discrete features (a dataset with integer states)")
@@ -137,11 +136,7 @@ def record_mechanism_for(
             if family == "oracle":
                 made[k] = frequency_oracle(k, feature_epsilon)
             else:
-                made[k] = (
-                    RandomizedResponse(k, feature_flip)
-                    if feature_flip is not None
-                    else RandomizedResponse(k, epsilon=feature_epsilon)
-                )
+                made[k] = RandomizedResponse(k, feature_flip, epsilon=feature_epsilon)  # exactly one is given
         if len(made) == 1:
             return RecordMechanism(next(iter(made.values())), label, n_features=n_features, n_sampled=n_sampled)
         return RecordMechanism([made[int(k)] for k in ks], label, n_features=n_features, n_sampled=n_sampled)
@@ -380,9 +375,14 @@ def load_object(path: str) -> Any:
 def build_population(cfg: RunConfig) -> ClientPopulation:
     """The population a run config names: ``population = "dataset"`` (built in) or
     ``"module:Factory"``. A factory gets the run config's keys that match its parameters (dashes as
-    underscores: ``n-clients`` -> ``n_clients``), its own keys (``extras``) included."""
-    if cfg.population == "dataset":
-        return dataset_population(cfg)
+    underscores: ``n-clients`` -> ``n_clients``), its own keys (``extras``) included; with
+    ``fake-fraction`` > 0 some of its clients are fake (``fedrr.fake``, simulation only)."""
+    from .fake import with_fake_clients  # same stage; it imports this module
+
+    return with_fake_clients(dataset_population(cfg) if cfg.population == "dataset" else _custom(cfg), cfg)
+
+
+def _custom(cfg: RunConfig) -> ClientPopulation:
     factory = load_object(cfg.population)
     try:
         params = inspect.signature(factory).parameters

@@ -91,7 +91,8 @@ def client_generator(seed: int, client_id: int) -> np.random.Generator:
 def release_clients(
     population: ClientPopulation, client_ids: Iterable[int], rng_for: Callable[[int], np.random.Generator]
 ) -> Release:
-    """Release each present client's record once with its own mechanism and generator."""
+    """Release each present client's record once with its own mechanism and generator
+    (``ClientPopulation.release_record``; a fake client's crafted release, ``fedrr.fake``)."""
     xs, ys, ids, midx, specs = [], [], [], [], []
     index_of: dict[int, int] = {}  # id(mechanism) -> index into specs
     alive = []  # keeps those mechanisms alive, so their ids cannot be reused
@@ -99,14 +100,13 @@ def release_clients(
     for cid in client_ids:
         if not population.is_present(cid):
             continue
-        x, y = population.record(cid)
         mech = population.mechanism(cid)
-        xt, yt = mech.release(np.asarray(x)[None, :], np.asarray([y]), rng=rng_for(cid))
+        xt, yt = population.release_record(cid, rng_for(cid))
         if id(mech) not in index_of:
             index_of[id(mech)] = _index_of(specs, json.dumps(mech.to_spec(), sort_keys=True))
             alive.append(mech)
-        xs.append(xt[0])
-        ys.append(yt[0])
+        xs.append(xt)
+        ys.append(yt)
         ids.append(cid)
         midx.append(index_of[id(mech)])
     if not ids:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ._params import Boolean, Constraint, Interval, Options, Satisfies, Text, check_param
 from .errors import ValidationError
+from .fake import FAKE_ATTACKS
 from .population import GAUSSIAN_NOISE, MECHANISM_FAMILIES
 
 EXECUTORS = ("serial", "threads", "ray")
@@ -101,6 +102,27 @@ class RunConfig:
         Satisfies(_mix_ok, "pairs (value > 0, weight >= 0) with a positive total weight"),
     )
     dropout: float = _key("dropout", 0.0, "fraction of clients that never answer", Interval(float, 0, 1, closed="left"))
+    fake_fraction: float = _key(
+        "fake_fraction",
+        0.0,
+        "simulation: fraction of fake clients, each sending an attacker's crafted, valid-looking release (fedrr.fake)",
+        Interval(float, 0, 1, closed="left"),
+    )
+    fake_attack: str = _key(
+        "fake_attack",
+        "output",
+        "output: crafted releases bypassing the randomiser (maximal gain) | input: a fake record, honestly randomised",
+        Options(*FAKE_ATTACKS),
+    )
+    fake_attribute: int = _key("fake_attribute", 0, "the attribute fake clients target", Interval(int, 0, None))
+    fake_state: int = _key("fake_state", 0, "the state of fake-attribute fake clients push up", Interval(int, 0, None))
+    fake_label: int = _key("fake_label", 1, "the label fake clients push up", Interval(int, 0, None))
+    check_alpha: float = _key(
+        "check_alpha",
+        0.01,
+        "false-alarm probability per run of the server's frequency check (fedrr.frequency_check)",
+        Interval(float, 0, 1, closed="neither"),
+    )
     seed: int = _key("seed", 0, "run seed: client generators and the split derive from it", Interval(int, 0, 2**63 - 1))
     run_mode: str = _key(
         "run_mode",

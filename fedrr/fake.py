@@ -1,0 +1,207 @@
+"""Fake clients (simulation): an attacker controls a fraction of the clients and sends releases
+crafted to move the server's estimates. Every fake release is *valid-looking*: the right shape, the
+honest clients' mechanism spec, values in that mechanism's range, the attribute-sampling pattern —
+it passes all of the pool's validation.
+
+Three attacks, after Cheu, Smith & Ullman ("Manipulation attacks in local differential privacy",
+IEEE S&P 2021: input vs output manipulation) and Cao, Jia & Gong ("Data poisoning attacks to local
+differential privacy protocols", USENIX Security 2021: the maximal gain attack, MGA). Both target one
+attribute state and one label: the frequency of ``x_j = s`` (j = ``attribute``, s = ``state``), of
+``label = c`` and of the pair, i.e. the association between ``x_j = s`` and ``c`` that naive Bayes's
+tables and any learner pick up.
+
+* ``"output"`` — output manipulation, maximal gain: the fake client bypasses its randomiser. For
+  attribute j it sends the release that maximises the debiased frequency of s, for the label the one
+  that maximises that of c (``crafted_release``): randomised response (any matrix oracle) the report
+  x̃ maximising (P⁻¹)[s, x̃] — for k-RR, s itself; unary encoding only bit s set (every other state's
+  debiased frequency at its minimum −q/(p − q)); local hashing a uniformly drawn seed and
+  y = H_seed(s). With attribute sampling it always releases j, plus n_sampled − 1 other fields drawn
+  uniformly and released honestly from uniformly drawn states. Each fake adds (1 − b)/(a − b) to the
+  sum behind the debiased frequency of s (a = P(x̃ supports s | x = s), b the same for x ≠ s) where
+  an honest client adds 1 at most: the gain is amplified by the noise (Cheu et al.).
+* ``"output-sampled"`` — the same crafting under the honest sampling distribution: the fake releases
+  j only when its uniform draw of n_sampled fields includes it (n_sampled/F of the gain on j, and no
+  over-release of j for the server to count); the label is always crafted.
+* ``"input"`` — input manipulation: the fake client runs the honest randomiser (attribute sampling
+  included) on a fake record: x_j = s, label c, every other attribute uniformly at random. Its
+  release is distributed exactly like an honest client's with that record: no test on the releases
+  can tell it apart, and it is the weaker attack (no amplification).
+
+Fake clients replace honest ones (N stays the same): client i is fake when
+``unit_uniform(seed, i, "fake") < fraction``. They hold no clean record, never drop out, and draw
+from the generator an honest client i would use, so a run is reproducible and a Flower simulation's
+pool equals ``fedrr.release.offline_release``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ._validation import check_int
+from .errors import ValidationError
+from .mechanisms import RecordMechanism
+from .mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
+from .mechanisms.hashing import LocalHashing
+from .mechanisms.unary import UnaryEncoding
+from .population import ClientPopulation, unit_uniform
+
+if TYPE_CHECKING:  # typing only: the run config sits above the core stages
+    from .run_config import RunConfig
+
+FAKE_ATTACKS = ("output", "output-sampled", "input")
+#: argument -> run-config key, for errors raised while building from a run config
+_KEYS = {
+    "fraction": "fake-fraction",
+    "attack": "fake-attack",
+    "attribute": "fake-attribute",
+    "state": "fake-state",
+    "label": "fake-label",
+}
+
+
+def crafted_release(mech: DiscreteMechanism, target: int, rng: np.random.Generator) -> Any:
+    """The release of one discrete field that maximises the debiased frequency of state ``target``
+    (``mech.unbiased_onehot(x̃)[target]`` is the largest any valid release gives), a valid release of
+    ``mech``. Local hashing draws its seed from ``rng``."""
+    if isinstance(mech, UnaryEncoding):
+        return float(2**target)  # only bit ``target``: +(1 − q)/(p − q) for it, −q/(p − q) for the rest
+    if isinstance(mech, LocalHashing):
+        seed = int(rng.integers(0, mech.n_seeds))
+        return float(seed * mech.g + int(mech.hash(np.int64(seed), np.int64(target))))
+    if isinstance(mech, _MatrixMechanism):
+        return np.int64(np.argmax(mech.unbiased_onehot(np.arange(mech.k))[:, target]))
+    raise ValidationError(
+        "mechanism",
+        f"fake clients craft releases of randomised response, unary encoding or local hashing, not {mech!r}",
+    )
+
+
+class FakeClients(ClientPopulation):
+    """``base``'s clients, a ``fraction`` of them fake (see the module doc for the attacks). The
+    population's other methods pass through: an honest client releases as in ``base``; a fake one
+    claims ``base``'s mechanism for it, never drops out and has no clean record (``record`` raises)."""
+
+    def __init__(
+        self,
+        base: ClientPopulation,
+        fraction: float,
+        *,
+        attack: str = "output",
+        attribute: int = 0,
+        state: int = 0,
+        label: int = 1,
+    ):
+        if not isinstance(base, ClientPopulation):
+            raise ValidationError("base", f"must be a ClientPopulation, got {type(base).__name__}")
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+            raise ValidationError("fraction", f"must be a number in [0, 1), got {fraction!r}")
+        if attack not in FAKE_ATTACKS:
+            raise ValidationError("attack", f"must be one of {FAKE_ATTACKS}, got {attack!r}")
+        self.base, self.fraction, self.attack = base, float(fraction), attack
+        self.seed, self.dropout = base.seed, base.dropout
+        rm = base.mechanism(0)
+        fields = rm.fields
+        self.attribute = check_int("attribute", attribute, minimum=0, maximum=len(fields) - 1)
+        for i, f in enumerate(fields):
+            if not (isinstance(f.mechanism, DiscreteMechanism) and f.mechanism.width == 1):
+                raise ValidationError(
+                    "mechanism", f"fake clients need discrete fields only (mechanism rr or oracle); field {i} is not"
+                )
+        k = fields[self.attribute].mechanism.k
+        self.state = check_int("state", state, minimum=0, maximum=k - 1)
+        if not isinstance(rm.label, DiscreteMechanism):
+            raise ValidationError("mechanism", "fake clients need a discrete label mechanism")
+        self.label = check_int("label", label, minimum=0, maximum=rm.label.k - 1)
+
+    # --- the population's contract -----------------------------------------------------------
+    @property
+    def n_clients(self) -> int:
+        return self.base.n_clients
+
+    def is_fake(self, client_id: int) -> bool:
+        """Whether client i is controlled by the attacker (decided per client from the seed)."""
+        return self.fraction > 0 and unit_uniform(self.seed, self.check_client(client_id), "fake") < self.fraction
+
+    def fake_ids(self, client_ids: Any = None) -> np.ndarray:
+        """The fake clients among ``client_ids`` (default: all clients)."""
+        ids = range(self.n_clients) if client_ids is None else client_ids
+        return np.array([int(c) for c in ids if self.is_fake(int(c))], dtype=np.int64)
+
+    def is_present(self, client_id: int) -> bool:
+        return self.is_fake(client_id) or self.base.is_present(client_id)
+
+    def record(self, client_id: int) -> tuple[np.ndarray, Any]:
+        if self.is_fake(client_id):
+            raise ValidationError("client_id", f"client {client_id} is fake: it holds no clean record")
+        return self.base.record(client_id)
+
+    def mechanism(self, client_id: int) -> RecordMechanism:
+        return self.base.mechanism(client_id)
+
+    def test_set(self):
+        return self.base.test_set()
+
+    def release_record(self, client_id: int, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
+        if not self.is_fake(client_id):
+            return self.base.release_record(client_id, rng)
+        rm = self.mechanism(client_id)
+        if self.attack == "input":
+            x = np.array([rng.integers(0, f.mechanism.k) for f in rm.fields], dtype=np.int64)
+            x[self.attribute] = self.state
+            xt, yt = rm.release(x[None, :], np.array([self.label]), rng=rng)
+            return xt[0], yt[0]
+        return self._output_release(rm, rng)
+
+    def _output_release(self, rm: RecordMechanism, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
+        """The maximal-gain release: attribute j and the label crafted; with attribute sampling j plus
+        n_sampled − 1 uniformly drawn fields, released honestly from uniformly drawn states."""
+        F, j = len(rm.fields), self.attribute
+        if rm.n_sampled is None:
+            released = range(F)
+        elif self.attack == "output-sampled":  # the honest sampling distribution: j only when drawn
+            released = rng.permutation(F)[: rm.n_sampled].tolist()
+        else:
+            others = rng.permutation(np.delete(np.arange(F), j))[: rm.n_sampled - 1]
+            released = [j, *others.tolist()]
+        x = np.full(rm.n_features, np.nan)
+        for f in released:
+            mech, col = rm.fields[f].mechanism, rm.fields[f].columns[0]
+            if f == j:
+                x[col] = crafted_release(mech, self.state, rng)
+            else:
+                x[col] = mech.release(np.array([rng.integers(0, mech.k)]), rng)[0]
+        if rm.n_sampled is None and all(isinstance(f.mechanism, _MatrixMechanism) for f in rm.fields):
+            x = x.astype(np.int64)  # an honest release of states only is an integer array
+        return x, crafted_release(rm.label, self.label, rng)
+
+    def describe(self) -> dict:
+        out = self.base.describe()
+        out["fake_clients"] = {
+            "fraction": self.fraction,
+            "n_fake": int(len(self.fake_ids())),
+            "attack": self.attack,
+            "attribute": self.attribute,
+            "state": self.state,
+            "label": self.label,
+        }
+        return out
+
+
+def with_fake_clients(population: ClientPopulation, cfg: RunConfig) -> ClientPopulation:
+    """``population`` with the fake clients of a run config (``fake-*`` keys; unchanged when
+    ``fake-fraction`` is 0); errors name the run-config key."""
+    if cfg.fake_fraction <= 0:
+        return population
+    try:
+        return FakeClients(
+            population,
+            cfg.fake_fraction,
+            attack=cfg.fake_attack,
+            attribute=cfg.fake_attribute,
+            state=cfg.fake_state,
+            label=cfg.fake_label,
+        )
+    except ValidationError as exc:
+        raise ValidationError(_KEYS.get(exc.field, exc.field), exc.message) from None

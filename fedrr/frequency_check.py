@@ -1,0 +1,207 @@
+"""The server's frequency check: could the pooled releases have come from the mechanisms they claim?
+
+Honest releases of any records give debiased frequencies (the mean of ``unbiased_onehot`` over the
+reports that released a field) that are unbiased for a distribution, so inside [0, 1] up to their
+sampling error; and, with attribute sampling, each field is released by a Binomial(n, m/F) number of
+clients whatever their data. Crafted releases (``fedrr.fake``'s "output" attack) push a debiased
+frequency outside [0, 1] and make their target field over-released. Two families of one-sided z-tests:
+
+* frequency: for every discrete field (and the label) and state s, π̂_s < −z·se_s or π̂_s > 1 + z·se_s;
+* sampling: for every field, |count − E count| > z·sd (only with attribute sampling).
+
+The standard error se_s is the mechanism's exact variance (``frequency_variance``) at the plug-in
+distribution (π̂ clipped at 0 and renormalised), combined over the record mechanisms in the pool:
+Var π̂_s = Σ_g n_g v_g,s / n², v_g,s one report's variance. Level: π_s ≥ 0, so
+P(π̂_s < −z se_s) ≤ P(π̂_s − π_s < −z se_s) ≈ Φ(−z) (likewise above 1); π̂_s is an affine function of a
+count of reports supporting s (a sum of independent Bernoullis), whose normal approximation is
+accurate at n ≥ ``MIN_REPORTS``. With M tests in all (2 per state of every checked field, 2 per
+sampled field), z = Φ⁻¹(1 − α/M) (Bonferroni) makes the family-wise false-alarm probability of an
+honest run at most α: α = 0.01 flags two or more of 10 honest runs with probability ≤ 0.0043.
+
+What it cannot see: any release distributed like an honest one — the "input" attack (a fake record,
+honestly randomised), or crafted releases too few, or spread too thin, to leave [0, 1] by z standard
+errors. A flag says the releases are impossible under the mechanisms; it does not say which clients
+are fake: a crafted randomised-response report is a possible honest report (likelihood ≥ the
+mechanism's smallest p(x̃ | x) > 0), so no per-release rule can remove it. ``impossible`` counts the
+releases with zero likelihood under every clean value, which the pool's validation already rejects
+for every fedrr mechanism (0 in a validated pool)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from .errors import ValidationError
+from .mechanisms import RecordMechanism
+from .mechanisms.discrete import DiscreteMechanism
+
+#: fewer reports of a field and it is not tested (the normal approximation is not trusted)
+MIN_REPORTS = 100
+
+
+@dataclass(frozen=True)
+class FieldCheck:
+    """One field's debiased frequencies and their worst violation of [0, 1], in standard errors."""
+
+    name: str  # "x<column>" or "label"
+    n: int  # reports that released the field
+    estimate: np.ndarray  # (k,) debiased frequencies
+    se: np.ndarray  # (k,) standard errors
+    z: float  # max over states of max(−π̂_s, π̂_s − 1)/se_s (negative: inside [0, 1])
+    state: int  # the state where it is attained
+    flagged: bool
+
+
+@dataclass(frozen=True)
+class SamplingCheck:
+    """How often one field was released, against Binomial(n, m/F) under uniform attribute sampling."""
+
+    name: str
+    count: int
+    expected: float
+    z: float  # (count − expected)/sd
+    flagged: bool
+
+
+@dataclass(frozen=True)
+class FrequencyCheck:
+    alpha: float
+    z_critical: float
+    n_tests: int
+    fields: tuple[FieldCheck, ...]
+    sampling: tuple[SamplingCheck, ...]
+    skipped: tuple[str, ...]  # fields with fewer than MIN_REPORTS reports
+    impossible: int  # releases with zero likelihood under every clean value
+
+    @property
+    def frequency_flagged(self) -> bool:
+        return any(f.flagged for f in self.fields)
+
+    @property
+    def sampling_flagged(self) -> bool:
+        return any(s.flagged for s in self.sampling)
+
+    @property
+    def flagged(self) -> bool:
+        return self.frequency_flagged or self.sampling_flagged or self.impossible > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: the verdicts, and per field its largest violation (flagged fields in full)."""
+        return {
+            "flagged": self.flagged,
+            "frequency_flagged": self.frequency_flagged,
+            "sampling_flagged": self.sampling_flagged,
+            "alpha": self.alpha,
+            "z_critical": self.z_critical,
+            "n_tests": self.n_tests,
+            "impossible_releases": self.impossible,
+            "skipped": list(self.skipped),
+            "flagged_fields": [f.name for f in self.fields if f.flagged] + [s.name for s in self.sampling if s.flagged],
+            "fields": {
+                f.name: {
+                    "n": f.n,
+                    "z": round(f.z, 3),
+                    "state": f.state,
+                    **({"estimate": f.estimate.round(4).tolist(), "se": f.se.round(4).tolist()} if f.flagged else {}),
+                }
+                for f in self.fields
+            },
+            "sampling": {
+                s.name: {"count": s.count, "expected": round(s.expected, 1), "z": round(s.z, 3)} for s in self.sampling
+            },
+        }
+
+
+def z_critical(alpha: float, n_tests: int) -> float:
+    """Φ⁻¹(1 − α/M): the Bonferroni threshold of M one-sided tests at family-wise level α."""
+    if not (isinstance(alpha, (int, float)) and 0 < alpha < 1):
+        raise ValidationError("alpha", f"must be a number in (0, 1), got {alpha!r}")
+    return NormalDist().inv_cdf(1.0 - alpha / max(int(n_tests), 1))
+
+
+def frequency_check(
+    X: Any, y: Any, mechanisms: RecordMechanism | list[RecordMechanism], *, alpha: float = 0.01
+) -> FrequencyCheck:
+    """Test pooled releases (X (n, D), y (n,)) against their record mechanisms (one, or one per
+    release: ``Pool.mechanism_arg()``); see the module doc. Fields that are not discrete scalar
+    fields in every record mechanism (numeric, blocks) are not tested."""
+    X = np.asarray(X)
+    n = X.shape[0] if X.ndim == 2 else 0
+    mechs = [mechanisms] * n if isinstance(mechanisms, RecordMechanism) else list(mechanisms)
+    if n == 0 or len(mechs) != n or not all(isinstance(m, RecordMechanism) for m in mechs):
+        raise ValidationError("mechanisms", "must be a RecordMechanism or one per release of a non-empty (n, D) X")
+    groups: dict[int, list[int]] = {}
+    by_id: dict[int, RecordMechanism] = {}
+    for i, m in enumerate(mechs):
+        groups.setdefault(id(m), []).append(i)
+        by_id[id(m)] = m
+    parts: dict[str, list] = {}  # field name -> [(mechanism, reports), ...]
+    counts: dict[str, list] = {}  # field name -> [(n_g, p_g, count), ...] (attribute sampling)
+    impossible = np.zeros(n, dtype=bool)
+    y = None if y is None else np.asarray(y)
+    for gid, rows in groups.items():
+        rm, rows = by_id[gid], np.asarray(rows)
+        Xg = X[rows]
+        released = rm.released_fields(Xg)
+        p = 1.0 if rm.n_sampled is None else rm.n_sampled / len(rm.fields)
+        for f, fld in enumerate(rm.fields):
+            name = f"x{fld.columns[0]}"
+            counts.setdefault(name, []).append((len(rows), p, int(released[:, f].sum())))
+            mech = fld.mechanism
+            if not (isinstance(mech, DiscreteMechanism) and mech.width == 1):
+                parts[name] = parts.get(name, []) + [None]
+                continue
+            rel = released[:, f]
+            reports = Xg[rel, fld.columns[0]]
+            parts.setdefault(name, []).append((mech, reports))
+            impossible[rows[rel]] |= _impossible(mech, reports)
+        if isinstance(rm.label, DiscreteMechanism) and y is not None:
+            parts.setdefault("label", []).append((rm.label, y[rows]))
+            impossible[rows] |= _impossible(rm.label, y[rows])
+    fields, skipped = [], []
+    for name, lst in parts.items():
+        if any(p is None for p in lst) or len({m.k for m, _ in lst}) != 1:
+            continue
+        if sum(len(r) for _, r in lst) < MIN_REPORTS:
+            skipped.append(name)
+            continue
+        fields.append((name, lst))
+    sampled = [(name, c) for name, c in counts.items() if any(p < 1 for _, p, _ in c)]
+    n_tests = 2 * sum(lst[0][0].k for _, lst in fields) + 2 * len(sampled)
+    z = z_critical(alpha, n_tests)
+    checks = tuple(_field_check(name, lst, z) for name, lst in fields)
+    samp = []
+    for name, c in sampled:
+        count = sum(k for _, _, k in c)
+        expected = sum(ng * p for ng, p, _ in c)
+        sd = float(np.sqrt(sum(ng * p * (1 - p) for ng, p, _ in c)))
+        zs = (count - expected) / sd
+        samp.append(SamplingCheck(name, count, expected, zs, abs(zs) > z))
+    return FrequencyCheck(float(alpha), z, n_tests, checks, tuple(samp), tuple(skipped), int(impossible.sum()))
+
+
+def check_pool(pool: Any, alpha: float = 0.01) -> FrequencyCheck:
+    """``frequency_check`` of a ``fedrr.pool.Pool``."""
+    return frequency_check(pool.X, pool.y, pool.mechanism_arg(), alpha=alpha)
+
+
+def _impossible(mech: DiscreteMechanism, reports: np.ndarray) -> np.ndarray:
+    if len(reports) == 0:
+        return np.zeros(0, dtype=bool)
+    return ~np.isfinite(mech.log_likelihood_matrix(reports)).any(axis=-1)
+
+
+def _field_check(name: str, lst: list, z: float) -> FieldCheck:
+    n = sum(len(r) for _, r in lst)
+    total = sum(mech.unbiased_onehot(r).sum(axis=0) for mech, r in lst if len(r))
+    est = np.asarray(total, float) / n
+    pi = np.clip(est, 0.0, None)
+    pi = pi / pi.sum() if pi.sum() > 0 else np.full(est.shape, 1.0 / est.size)
+    var = sum(len(r) * mech.frequency_variance(1, pi) for mech, r in lst if len(r)) / n**2
+    se = np.sqrt(np.maximum(var, 1e-300))
+    viol = np.maximum(-est, est - 1.0) / se
+    s = int(np.argmax(viol))
+    return FieldCheck(name, n, est, se, float(viol[s]), s, bool(viol[s] > z))
