@@ -99,7 +99,8 @@ class FrequencyCheck:
             "n_tests": self.n_tests,
             "impossible_releases": self.impossible,
             "skipped": list(self.skipped),
-            "flagged_fields": [f.name for f in self.fields if f.flagged] + [s.name for s in self.sampling if s.flagged],
+            "flagged_fields": [f.name for f in self.fields if f.flagged]
+            + [f"{s.name} (count)" for s in self.sampling if s.flagged],
             "fields": {
                 f.name: {
                     "n": f.n,

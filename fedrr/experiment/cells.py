@@ -13,8 +13,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
-from ..run_config import RunConfig
+from ..run_config import DEFAULTS, RunConfig
 from .spec import ScenarioSpec
+
+#: run-config keys added after results were first fingerprinted (fake clients, the frequency check)
+_NEW_KEYS = ("fake-fraction", "fake-attack", "fake-attribute", "fake-state", "fake-label", "check-alpha")
 
 
 @cache
@@ -124,6 +127,12 @@ class CellSpec:
             n_clients=self.n_clients,
             n_test_per_class=pop.n_test_per_class,
             dropout=pop.dropout,
+            fake_fraction=pop.fake_fraction,
+            fake_attack=pop.fake_attack,
+            fake_attribute=pop.fake_attribute,
+            fake_state=pop.fake_state,
+            fake_label=pop.fake_label,
+            check_alpha=run.check_alpha,
             mechanism=p.mechanism,
             delta=p.delta,
             feature_flip=p.feature_flip,
@@ -166,6 +175,9 @@ class CellSpec:
             rc = self.run_config().to_flwr()
             for k in ("executor", "ray-address", "results-dir", "wave-size", "node-wait-timeout", "reply-timeout"):
                 rc.pop(k, None)
+            for k in _NEW_KEYS:  # at their defaults they leave the fingerprints of earlier cells unchanged
+                if rc.get(k) == DEFAULTS[k]:
+                    rc.pop(k, None)
         rc["all-learners"] = list(spec.learners.names)
         rc["mode"] = spec.run.mode
         return hashlib.sha256(json.dumps(rc, sort_keys=True, default=str).encode()).hexdigest()[:16]

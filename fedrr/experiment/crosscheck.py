@@ -70,6 +70,11 @@ def crosscheck(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
         "attribute sampling needs one field per feature: with mechanism 'gaussian' set privacy.gaussian_noise = "
         "'per-feature' (the default 'joint' releases all features as one block)",
     )
+    _need(
+        "population.fake_fraction",
+        pop.fake_fraction == 0 or not is_dataset or priv.mechanism in ("rr", "oracle"),
+        f"fake clients craft releases of discrete fields: privacy.mechanism 'rr' or 'oracle', got {priv.mechanism!r}",
+    )
     grids = [k for k in GRID_KEYS if getattr(priv, k) is not None]
     if len(grids) > 1:
         raise ValidationError(f"privacy.{grids[1]}", f"give exactly one swept axis, not both {grids[0]} and {grids[1]}")
@@ -154,6 +159,7 @@ def _regression(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
         f"task = 'regression' needs lending_club, adult or diabetes, got {pop.dataset!r}",
     )
     _need("population.budget_mix", not pop.budget_mix, "is not available for task = 'regression'")
+    _need("population.fake_fraction", pop.fake_fraction == 0, "is not available for task = 'regression'")
     _need(
         "privacy.mechanism",
         priv.mechanism in ("gaussian", "laplace"),

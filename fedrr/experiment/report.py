@@ -60,6 +60,8 @@ CSV_COLUMNS = [
     "cell_seconds",
     "error",
     "params_text",
+    "fake_fraction",
+    "check_flagged",
 ]
 
 #: above this ε per record the local-DP guarantee is nominal: the summary says so
@@ -119,6 +121,8 @@ def read_csv(path: Path) -> list[dict]:
                     row[k] = v if v or k == "error" else None
                 elif k == "oracle":
                     row[k] = v == "True"
+                elif k == "check_flagged":
+                    row[k] = None if v == "" else v == "True"
                 elif v == "":
                     row[k] = None
                 else:
@@ -184,6 +188,8 @@ def rows(recs: list[dict]) -> list[dict]:
                     "cell_seconds": rec["seconds"],
                     "error": entry.get("error", ""),
                     "params_text": p.get("text"),
+                    "fake_fraction": rec.get("fake_fraction"),
+                    "check_flagged": (rec.get("frequency_check") or {}).get("flagged"),
                 }
             )
     return out

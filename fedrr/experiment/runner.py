@@ -14,6 +14,8 @@ import numpy as np
 
 from .._io import write_json
 from ..errors import FedrrError, ValidationError
+from ..fake import FakeClients
+from ..frequency_check import check_pool
 from ..learners import FitData, fit_and_score
 from ..learners import get as get_learner
 from ..pool import Pool
@@ -39,6 +41,12 @@ _FIELD_PATHS = {
     "learners": "learners.names",
     "n-test-per-class": "population.n_test_per_class",
     "budget-mix": "population.budget_mix",
+    "fake-fraction": "population.fake_fraction",
+    "fake-attack": "population.fake_attack",
+    "fake-attribute": "population.fake_attribute",
+    "fake-state": "population.fake_state",
+    "fake-label": "population.fake_label",
+    "check-alpha": "run.check_alpha",
 }
 
 
@@ -105,6 +113,7 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
         data = FitData(pool.X, pool.y, pool.mechanism_arg())
         learners = {n: fit_and_score(n, data, test, options).entry for n in cfg.learners}
         dropped, n_releases = pool.counts, pool.n
+        check = check_pool(pool, cfg.check_alpha).to_dict()
     else:
         from ..federation.run import run_federation
 
@@ -118,20 +127,27 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
             for n, e in metrics["learners"].items()
         }
         dropped, n_releases = dict(metrics.get("dropped") or {}), int(metrics["n_releases"])
+        check = metrics.get("frequency_check")
     # oracles, and learners that release something else than the record (ldp-sgd: one gradient per client,
     # simulated from the clients' own records; the simulator equals its Flower protocol for a seed)
     oracles = [n for n in spec.learners.names if get_learner(n).oracle or get_learner(n).own_protocol]
-    if oracles:
-        recs = [population.record(int(i)) for i in pool.client_id]
+    if oracles:  # with fake clients: the honest clients' records (a fake one has none)
+        fake = isinstance(population, FakeClients)
+        keep = np.array([not (fake and population.is_fake(int(i))) for i in pool.client_id])
+        recs = [population.record(int(i)) for i in pool.client_id[keep]]
+        mech = pool.mechanism_arg()
         clean = FitData(
-            pool.X,
-            pool.y,
-            pool.mechanism_arg(),
+            pool.X[keep],
+            pool.y[keep],
+            [m for m, k in zip(mech, keep) if k] if isinstance(mech, list) else mech,
             clean_X=np.stack([np.asarray(x) for x, _ in recs]),
             clean_y=np.asarray([y for _, y in recs]),
-            client_id=pool.client_id,
+            client_id=pool.client_id[keep],
         )
         for n in oracles:
+            if fake and get_learner(n).own_protocol:
+                learners[n] = {"error": "not run: fake clients craft record releases, not this learner's own protocol"}
+                continue
             learners[n] = fit_and_score(n, clean, test, options).entry
             if get_learner(n).own_protocol and "diagnostics" in learners[n]:  # its own releases' ε per client
                 learners[n]["eps_per_client"] = learners[n]["diagnostics"]["epsilon"]
@@ -151,6 +167,8 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
         "n_clients": population.n_clients,
         "n_releases": n_releases,
         "dropped": dropped,
+        "fake_fraction": cfg.fake_fraction,
+        "frequency_check": check,
         "eps": pool.accounting(),
         "learners": {n: learners.get(n, {"error": "not run"}) for n in spec.learners.names},
         "seconds_collect": seconds_collect,

@@ -16,6 +16,7 @@ from typing import Any
 
 from .._params import Boolean, Constraint, Interval, IsNone, ListOf, Options, Satisfies, Text, _type_name, check_param
 from ..errors import ValidationError
+from ..fake import FAKE_ATTACKS
 from ..learners import names as learner_names
 from ..run_config import GAUSSIAN_NOISE, MECHANISM_FAMILIES
 from ._tables import BudgetMix, Options_, Split
@@ -105,6 +106,20 @@ class PopulationSection:
         hash=False,
         metadata={"doc": "extra keys passed to a custom population's constructor", "constraints": (Options_(),)},
     )
+    fake_fraction: float = key(
+        0.0,
+        "simulation: fraction of the clients that are fake, sending an attacker's crafted releases (fedrr.fake)",
+        Interval(float, 0, 1, closed="left"),
+    )
+    fake_attack: str = key(
+        "output",
+        "output (crafted releases of fake_attribute and the label, maximal gain) | output-sampled (the same, "
+        "the attribute only when the honest sampling draws it) | input (a fake record, honestly randomised)",
+        Options(*FAKE_ATTACKS),
+    )
+    fake_attribute: int = key(0, "the attribute (column) fake clients target", Interval(int, 0, None))
+    fake_state: int = key(0, "the state of fake_attribute fake clients push up", Interval(int, 0, None))
+    fake_label: int = key(1, "the label fake clients push up", Interval(int, 0, None))
 
 
 @dataclass(frozen=True)
@@ -188,6 +203,11 @@ class RunSection:
     ray_address: str = key("", "Ray cluster for Flower simulations and the ray executor ('' = local)", Text())
     wave_size: int = key(256, "Flower: release queries in flight at once", Interval(int, 1, 10**6))
     min_valid: int = key(20, "fewer valid releases and the cell fails", Interval(int, 1, None))
+    check_alpha: float = key(
+        0.01,
+        "false-alarm probability per cell of the server's frequency check (fedrr.frequency_check)",
+        Interval(float, 0, 1, closed="neither"),
+    )
     node_wait_timeout: float = key(120.0, "Flower: seconds to wait for nodes to register", _POS)
     reply_timeout: float = key(600.0, "Flower: seconds to wait for all replies", _POS)
 

@@ -93,10 +93,10 @@ def preflight(spec: ScenarioSpec) -> None:
             )
         return
     if spec.is_dataset:
-        from ..population import dataset_population
+        from ..population import build_population
 
         try:
-            dataset_population(first[0].run_config()).test_set()
+            build_population(first[0].run_config()).test_set()
         except ValidationError as exc:
             raise as_config_error(exc, first[0]) from None
 

@@ -1,6 +1,7 @@
 """fedrr's Flower ServerApp: wait for the nodes, run one release-collection round, pool the valid
-releases, fit the configured learners (``fedrr.learners.fit_and_score``) and evaluate them on the
-held-out clean test set.
+releases, check their frequencies (``fedrr.frequency_check``: the verdict goes into the metrics; it
+flags, it removes nothing), fit the configured learners (``fedrr.learners.fit_and_score``) and
+evaluate them on the held-out clean test set.
 
 Everything finished is written as it finishes (``results-dir/run-name/``): the pool right after
 collection, then one model file per learner and ``metrics.json`` after each learner, so a run
@@ -19,6 +20,7 @@ from flwr.serverapp import Grid, ServerApp
 from .. import __version__
 from .._io import write_json
 from ..errors import FedrrError
+from ..frequency_check import check_pool
 from ..learners import FitData, fit_and_score
 from ..pool import Pool
 from ..population import build_population
@@ -78,6 +80,11 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     pool.save(out / "pool.npz")
     acc = pool.accounting()
     metrics["record_epsilon"] = {"min": acc["min"], "max": acc["max"], "mean": acc["record"], "delta": acc["delta"]}
+    check = metrics["frequency_check"] = check_pool(pool, cfg.check_alpha).to_dict()  # flags, never removes
+    log(
+        f"[fedrr] frequency check (α = {cfg.check_alpha:g}): "
+        + (f"FLAGGED {', '.join(check['flagged_fields'])}" if check["flagged"] else "nothing flagged")
+    )
     metrics.update(status="training", learners={})
     write_json(out / "metrics.json", metrics)
     test = population.test_set()
