@@ -33,6 +33,10 @@ QUICK = {
         ["scale.csv", "scale.md"],
     ),
     "bench_dro_sdp.py": (["--p", "4", "--n", "80", "--repeats", "1"], []),
+    "fake_clients.py": (
+        ["--quick", "--seeds", "1", "--flag-seeds", "1"],
+        ["fake_clients.csv", "fake_clients_flags.csv", "fake_clients.md", "fake_clients.png"],
+    ),
 }
 
 
