@@ -128,7 +128,12 @@ def _spread(d: FitData, o: FitOptions):
 
     Cs = tuple(sorted({0.01, 0.1, 1.0, 10.0, float(o.C)}))
     est = SpreadLogisticRegressionCV(
-        Cs=Cs, executor=o.executor, random_state=o.random_state, max_iter=o.spread_max_iter, encoding=o.encoding
+        Cs=Cs,
+        executor=o.executor,
+        random_state=o.random_state,
+        max_iter=o.spread_max_iter,
+        cv_max_iter=min(40, o.spread_max_iter),  # spread_max_iter bounds every EM run, the selection fits too
+        encoding=o.encoding,
     )
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 

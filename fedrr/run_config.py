@@ -169,7 +169,9 @@ class RunConfig:
         "ldp-sgd: check (a check group; fall back to the intercept-only model) | none",
         Options("check", "none"),
     )
-    spread_max_iter: int = _key("spread_max_iter", 200, "most EM iterations of spread-EM", Interval(int, 1, 10**6))
+    spread_max_iter: int = _key(
+        "spread_max_iter", 200, "most EM iterations of spread-EM (its CV fits: at most 40)", Interval(int, 1, 10**6)
+    )
     encoding: str = _key(
         "encoding",
         "unit",

@@ -1,11 +1,22 @@
 """Spread-EM with its penalty and prior smoothing chosen without clean data, as scikit-learn's
 ``LogisticRegressionCV``: k-fold cross-validation on the releases, each fit scored by the held-out
-*noisy* log-likelihood log p(x̃, c̃) of the model composed with the known mechanism — the only
-likelihood the releases have. If the chosen model does not beat the intercept-only model on the
-held-out conditional likelihood log p(c̃ | x̃) by more than two paired standard errors, the fit
-falls back to the intercept-only model and says so (``fallback_``): at privacy budgets where the
-releases carry no usable signal it predicts the majority class instead of a confident model that
-may point the wrong way."""
+*noisy* log-likelihood of the model composed with the known mechanism — the only likelihood the
+releases have. It splits as log p(x̃, c̃) = log p(x̃) + log p(c̃ | x̃): the prior's smoothing is chosen
+on the first part (what the prior models), C on the second (what the classifier models; the joint
+is dominated by the D features' marginal and chose C badly, docs/results.md).
+
+The fallback: the chosen model must be shown to point the right way on held-out releases, by a
+one-sided test at 2.5 % corrected for the number of Cs tried (Bonferroni: z = 1.96 for one C, 2.50
+for four). With two classes the test is a rank test: the held-out scores p̂(c = 1 | x̃) of records
+released with label 1 must rank above those released with 0 (Mann–Whitney within each fold, summed:
+under "no signal" a held-out c̃ is independent of its x̃ and of the model fitted on the other folds,
+so the test is exact up to the normal approximation). With more classes it is the paired z-test
+of the gain in held-out log p(c̃ | x̃) over the intercept-only model, which is also reported for two
+classes (``gain_``) but has less power there: it also pays for miscalibration, and under heavy
+label noise (flip 0.4, 500 records) a model that ranks well showed a gain of 1–1.5 standard errors.
+If the test fails, the fit falls back to the intercept-only model and says so (``fallback_``): where
+the releases carry no usable signal it predicts the majority class instead of a model that may
+point the wrong way."""
 
 from __future__ import annotations
 
@@ -13,6 +24,7 @@ from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
+from scipy.stats import norm, rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -54,16 +66,19 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     Cs : the penalties tried (scikit-learn's C: inverse L2 strength).
     prior_strengths : the learned prior's pseudo-count weights tried (fractions of the records).
     cv : folds.
-    fallback : fall back to the intercept-only model when the chosen one does not beat it on the
-        held-out conditional noisy likelihood by two paired standard errors.
+    fallback : fall back to the intercept-only model unless the chosen one points the right way on
+        held-out releases (two classes: rank test; more: gain in log p(c̃ | x̃); one-sided 2.5 %,
+        Bonferroni over Cs).
     heldout_samples : posterior draws per held-out record for its noisy likelihood.
     cv_max_iter : EM budget of each cross-validation fit, which runs one chain (burn-in, then one
         averaging window of ``n_average``); the final refit uses ``max_iter`` and ``n_chains``.
     Other parameters: as ``SpreadLogisticRegression``.
 
     Attributes: ``C_``, ``prior_strength_``, ``scores_`` ({(C, strength): mean held-out log p(x̃, c̃)}),
-    ``fallback_``, ``gain_`` (mean held-out gain in log p(c̃ | x̃) over the intercept-only model and
-    its standard error), ``estimator_`` (the refit spread-EM, or None after a fallback).
+    ``cond_scores_`` (the same for log p(c̃ | x̃)), ``fallback_``, ``gain_`` (mean held-out gain in
+    log p(c̃ | x̃) over the intercept-only model, its standard error, the z it had to exceed, and
+    with two classes the rank test's held-out AUC against the released labels and its z),
+    ``estimator_`` (the refit spread-EM, or None after a fallback).
     """
 
     _parameter_constraints = {
@@ -144,7 +159,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         if mechanism is None:  # clean data: spread-EM is ordinary logistic regression; no selection to make
             self.estimator_ = self._spread(C=p["Cs"][0]).fit(X, y)
             self._copy_from(self.estimator_)
-            self.C_, self.prior_strength_, self.scores_, self.fallback_, self.gain_ = p["Cs"][0], None, {}, False, None
+            self.C_, self.prior_strength_, self.fallback_, self.gain_ = p["Cs"][0], None, False, None
+            self.scores_, self.cond_scores_ = {}, {}
             return self
         base = self._spread()
         Xv, yi, groups, layout = base._prepare(X, y, mechanism, base._params())
@@ -159,6 +175,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         fold = rng.permutation(n) % p["cv"]
         scores: dict[tuple, list[np.ndarray]] = {}
         cond: dict[tuple, list[np.ndarray]] = {}
+        proba: dict[tuple, list[np.ndarray]] = {}
         null: list[np.ndarray] = []
         for f in range(p["cv"]):
             tr, te = np.flatnonzero(fold != f), np.flatnonzero(fold == f)
@@ -173,18 +190,35 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                     # one chain per selection fit: its score needs no agreement check
                     est = self._spread(C=C, prior_strength=a, max_iter=p["cv_max_iter"], n_chains=1)
                     est.fit(Xv[tr], yi[tr], mechanism=mech_tr)
-                    full, c = heldout_loglik(
+                    full, c, pr = heldout_loglik(
                         est, Xv[te], yi[te], [mechs[i] for i in te], p["heldout_samples"], _seed(p["random_state"]) + f
                     )
                     scores.setdefault((C, a), []).append(full)
                     cond.setdefault((C, a), []).append(c)
+                    proba.setdefault((C, a), []).append(pr)
         self.scores_ = {k: float(np.concatenate(v).mean()) for k, v in scores.items()}
-        best = max(self.scores_, key=self.scores_.get)
+        self.cond_scores_ = {k: float(np.concatenate(v).mean()) for k, v in cond.items()}
+        # prior smoothing on the held-out log p(x̃) (joint − conditional), averaged over the Cs;
+        # then C on the held-out log p(c̃ | x̃) at that smoothing
+        marg = {
+            a: np.mean([self.scores_[C, a] - self.cond_scores_[C, a] for C in p["Cs"]]) for a in p["prior_strengths"]
+        }
+        a_best = max(p["prior_strengths"], key=marg.get)
+        best = (max(p["Cs"], key=lambda C: self.cond_scores_[C, a_best]), a_best)
         self.C_, self.prior_strength_ = best
         gain = np.concatenate(cond[best]) - np.concatenate(null)
         se = float(gain.std(ddof=1) / np.sqrt(gain.size))
-        self.gain_ = {"mean": float(gain.mean()), "se": se}
-        self.fallback_ = bool(p["fallback"] and gain.mean() <= 2 * se)
+        z = float(norm.ppf(1 - 0.025 / len(p["Cs"])))  # the best of len(Cs) candidates on the same folds
+        self.gain_ = {"mean": float(gain.mean()), "se": se, "z": z}
+        held = np.concatenate([yi[fold == f] for f in range(p["cv"])])  # the order cond/proba are in
+        held_fold = np.sort(fold)
+        if len(base.classes_) == 2:
+            auc, z_auc = _rank_test(np.concatenate(proba[best])[:, 1], held, held_fold)
+            self.gain_.update(auc=auc, z_auc=z_auc)
+            supported = z_auc > z
+        else:
+            supported = gain.mean() > z * se
+        self.fallback_ = bool(p["fallback"] and not supported)
         self.classes_ = base.classes_
         if self.fallback_:
             self.estimator_ = None
@@ -227,8 +261,14 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             out.update(
                 converged=None,
                 convergence="fell back to the intercept-only model: on held-out releases the "
-                f"fitted model's gain in log p(c̃ | x̃) was {self.gain_['mean']:.4g} ± {self.gain_['se']:.2g} "
-                "(not above two standard errors): the releases do not support a model",
+                + (
+                    f"fitted model's scores ranked the released labels with AUC {self.gain_['auc']:.3f} "
+                    f"(z = {self.gain_['z_auc']:.2f}, not above {self.gain_['z']:.2f})"
+                    if "auc" in self.gain_
+                    else f"fitted model's gain in log p(c̃ | x̃) was {self.gain_['mean']:.4g} ± "
+                    f"{self.gain_['se']:.2g} (not above {self.gain_['z']:.2f} standard errors)"
+                )
+                + ": the releases do not support a model",
             )
         return out
 
@@ -256,16 +296,45 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
 
 def heldout_loglik(
     est: SpreadLogisticRegression, X: np.ndarray, y: np.ndarray, mechs: list, S: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(log p(x̃, c̃), log p(c̃ | x̃)) per held-out record under a fitted spread-EM model and its prior."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(log p(x̃, c̃), log p(c̃ | x̃), p̂(c | x̃)) per held-out record under a fitted spread-EM model
+    and its prior; the last is the model's clean-class probability averaged over x ~ p(x | x̃)."""
     full, cond = np.empty(len(y)), np.empty(len(y))
+    proba = np.empty((len(y), len(est.classes_)))
     for rm, rows in group_records(_mechanism_arg(mechs), len(y)):
         shard = Shard(0, rm, X[rows], y[rows], est.design_, len(est.classes_), seed, 1)
         xs = shard._propose(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,))), est._prior_state, S)
         lg, _ = shard._log_g(xs, est.coef_, est.intercept_)
         cond[rows] = logsumexp(lg, axis=0) - np.log(S)
         full[rows] = cond[rows] + est._prior_state.log_marginal(rm, shard.X, shard.released)
-    return full, cond
+        Z = est.design_.decode(xs.reshape(-1, xs.shape[-1]))
+        proba[rows] = np.exp(log_class_probs(Z, est.coef_, est.intercept_)).reshape(S, len(rows), -1).mean(axis=0)
+    return full, cond, proba
+
+
+def _rank_test(score: np.ndarray, y: np.ndarray, fold: np.ndarray) -> tuple[float, float]:
+    """(AUC, z) of the one-sided test that records released with label 1 score higher than those
+    released with 0, stratified by fold (van Elteren): each fold's Mann–Whitney U against its own
+    null mean and tie-corrected variance, summed. Pooling the folds' scores instead is biased below
+    0.5 under "no signal": a fold with more 1s leaves fewer in its training folds, so its model's
+    intercept — every score of the fold — is lower (measured: held-out AUC 0.42–0.47 on all five
+    quickstart seeds at ε 1000)."""
+    U = EU = VU = pairs = 0.0
+    for f in np.unique(fold):
+        s, c = score[fold == f], y[fold == f]
+        n1, n0 = int((c == 1).sum()), int((c == 0).sum())
+        if n1 == 0 or n0 == 0:
+            continue
+        n = n1 + n0
+        r = rankdata(s)
+        _, t = np.unique(s, return_counts=True)
+        U += r[c == 1].sum() - n1 * (n1 + 1) / 2
+        EU += n1 * n0 / 2
+        VU += n1 * n0 / 12 * ((n + 1) - float((t**3 - t).sum()) / (n * (n - 1)))
+        pairs += n1 * n0
+    if pairs == 0 or VU <= 0:  # one class missing, or every score tied: nothing to rank
+        return 0.5, 0.0
+    return float(U / pairs), float((U - EU) / np.sqrt(VU))
 
 
 def _null_loglik(X_tr, y_tr, X_te, y_te, mech_tr, mech_te, C: int) -> np.ndarray:

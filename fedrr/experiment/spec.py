@@ -179,7 +179,7 @@ class LearnersSection:
         "model input of a discrete state: unit s/(k−1) | index s | onehot (k−1 indicators)",
         Options("unit", "index", "onehot"),
     )
-    spread_max_iter: int = key(200, "most EM iterations of spread-EM", Interval(int, 1, None))
+    spread_max_iter: int = key(200, "most EM iterations of spread-EM (its CV fits: at most 40)", Interval(int, 1, None))
 
 
 @dataclass(frozen=True)
