@@ -13,6 +13,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from flwr.serverapp import Grid, ServerApp
 
 from fedrr.errors import ValidationError
+from fedrr.federation.collect import validate_replies
 from fedrr.federation.protocol import MESSAGE_TYPE, parse_reply, query_content, release_content
 from fedrr.federation.run import run_federation
 from fedrr.federation.server_app import InsufficientReleases, run_server
@@ -241,6 +242,20 @@ def test_parse_reply_rejects_each_fault_with_its_reason(pop, kind):
     with pytest.raises(ReplyRejected) as exc:
         parse_reply(_reply(corrupt(release_content(_good(pop)), kind)), 64, set(range(10)))
     assert exc.value.reason == FAULT_KINDS[kind]
+
+
+@pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
+def test_validate_replies_counts_a_fault_under_its_reason_in_any_order(pop, kind):
+    """Without a known width the pool's is the first valid reply's; a too-wide reply that arrived
+    before it was counted as "unknown_mechanism" (its specs did not cover its columns) — a reason
+    that depended on the order the replies came in."""
+    bad = _reply(corrupt(release_content(_good(pop, 0)), kind))
+    good = [_reply(release_content(_good(pop, c))) for c in (1, 2)]
+    for replies in ([bad, *good], [good[0], bad, good[1]], [*good, bad]):
+        valid, reasons = validate_replies(replies, None, 10)
+        assert reasons == {FAULT_KINDS[kind]: 1}
+        assert [int(v.client_id[0]) for v in valid] == [1, 2]
+    assert validate_replies([bad], None, 10)[0] == []  # alone it is still rejected (its reason may differ)
 
 
 def test_parse_reply_rejects_foreign_clients_and_huge_or_empty_arrays(pop):

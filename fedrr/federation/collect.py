@@ -58,9 +58,13 @@ def collect_releases(
 def validate_replies(
     replies: list[Message], n_features: int | None, n_clients: int | None
 ) -> tuple[list, dict[str, int]]:
-    """Valid Releases and a count per rejection reason (duplicated client ids are dropped too)."""
+    """Valid Releases and a count per rejection reason (duplicated client ids are dropped too).
+    Without ``n_features`` the pool's width is the first valid reply's, and every reply, even one
+    that arrived before it, is checked against it: a reply's reason does not depend on the order."""
     valid, reasons, seen = [], Counter(), set()
     expected = set(range(n_clients)) if n_clients is not None and n_clients <= 10_000_000 else None
+    if n_features is None:
+        n_features = _first_valid_width(replies, expected)
     for r in replies:
         try:
             rel = parse_reply(r, n_features, expected)
@@ -72,7 +76,14 @@ def validate_replies(
             reasons["duplicate_client"] += 1
             continue
         seen |= ids
-        if n_features is None:
-            n_features = rel.x.shape[1]
         valid.append(rel)
     return valid, dict(reasons)
+
+
+def _first_valid_width(replies: list[Message], expected: set[int] | None) -> int | None:
+    for r in replies:
+        try:
+            return int(parse_reply(r, None, expected).x.shape[1])
+        except ReplyRejected:
+            continue
+    return None
