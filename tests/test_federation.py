@@ -16,7 +16,7 @@ from fedrr.errors import ValidationError
 from fedrr.federation.collect import validate_replies
 from fedrr.federation.protocol import MESSAGE_TYPE, parse_reply, query_content, release_content
 from fedrr.federation.run import run_federation
-from fedrr.federation.server_app import InsufficientReleases, run_server
+from fedrr.federation.server_app import InsufficientReleases, model_arrays, run_server
 from fedrr.learners import FitData, fit_and_score
 from fedrr.pool import Pool, ReplyRejected
 from fedrr.population import build_population
@@ -130,6 +130,25 @@ def test_pool_equals_offline_release_and_offline_fit(audited_run):
         assert metrics["learners"][name]["accuracy"] == pytest.approx(offline.entry["accuracy"], abs=1e-12), name
         model = np.load(run_dir / f"model-{name}.npz")
         np.testing.assert_allclose(model["coef"], offline.estimator.coef_, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["naive", "majority", "ldp-nb"])
+def test_the_server_saves_every_learners_model(name, tmp_path):
+    """The ServerApp saved ``coef_``/``intercept_`` only: a run with learner "majority" or "ldp-nb"
+    died with an AttributeError after its pool was collected and checked."""
+    cfg = RunConfig.from_flwr({**BASE, "n-clients": 60})
+    pop = build_population(cfg)
+    res = fit_and_score(name, FitData(*_offline_xy(pop, cfg.seed), pop.mechanism(0)), pop.test_set(), cfg.fit_options())
+    assert "error" not in res.entry
+    np.savez(tmp_path / "model.npz", **model_arrays(res.estimator))
+    model = np.load(tmp_path / "model.npz")
+    np.testing.assert_array_equal(model["classes"], res.estimator.classes_)
+    assert ("coef" in model) == (name == "naive") and ("class_prior" in model) == (name != "naive")
+
+
+def _offline_xy(pop, seed):
+    rel = offline_release(pop, seed)
+    return rel.x, rel.y
 
 
 def test_repeated_queries_replay_one_identical_release(audited_run):

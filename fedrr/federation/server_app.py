@@ -97,19 +97,26 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
             entry["error"] = public_message(entry["error"])
             log(f"[fedrr] {learner} failed: {entry['error']}")
         else:
-            est = res.estimator
-            np.savez(
-                out / f"model-{learner}.npz",
-                coef=est.coef_,
-                intercept=np.atleast_1d(est.intercept_),
-                classes=est.classes_,
-            )
+            np.savez(out / f"model-{learner}.npz", **model_arrays(res.estimator))
             log(f"[fedrr] {learner}: accuracy {entry.get('accuracy', float('nan')):.4f} ({entry['seconds']:.1f} s)")
         metrics["learners"][learner] = entry
         write_json(out / "metrics.json", metrics)
     metrics.update(status="done", seconds_total=time.perf_counter() - t_start)
     write_json(out / "metrics.json", metrics)
     return metrics
+
+
+def model_arrays(est: Any) -> dict[str, np.ndarray]:
+    """What ``model-<learner>.npz`` holds: ``classes``, and ``coef`` and ``intercept`` of a linear
+    model, or ``class_prior`` (majority, naive Bayes) and ``feature_log_prob_<j>`` (naive Bayes)."""
+    out = {"classes": np.asarray(est.classes_)}
+    if hasattr(est, "coef_"):
+        out.update(coef=np.asarray(est.coef_), intercept=np.atleast_1d(est.intercept_))
+    if hasattr(est, "class_prior_"):
+        out["class_prior"] = np.asarray(est.class_prior_)
+    for j, table in enumerate(getattr(est, "feature_log_prob_", None) or []):
+        out[f"feature_log_prob_{j}"] = np.asarray(table)
+    return out
 
 
 @app.main()
