@@ -22,8 +22,8 @@ from the server's output:
 
 Writes OUT/federation_faults.{md,csv,json}; exits 1 if any count differs.
 
-    python simulations/federation_faults.py --out results/federation_faults          # 10^4 nodes, ~2 min
-    python simulations/federation_faults.py --n-clients 300 --out /tmp/faults        # ~30 s
+    python simulations/federation_faults.py --out results/federation_faults     # 10^4 nodes, 1-4 min (load)
+    python simulations/federation_faults.py --n-clients 300 --out /tmp/faults   # ~30 s
 """
 
 from __future__ import annotations
