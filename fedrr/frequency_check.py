@@ -9,12 +9,17 @@ frequency outside [0, 1] and make their target field over-released. Two families
 * frequency: for every discrete field (and the label) and state s, π̂_s < −z·se_s or π̂_s > 1 + z·se_s;
 * sampling: for every field, |count − E count| > z·sd (only with attribute sampling).
 
-The standard error se_s is the mechanism's exact variance (``frequency_variance``) at the plug-in
-distribution (π̂ clipped at 0 and renormalised), combined over the record mechanisms in the pool:
-Var π̂_s = Σ_g n_g v_g,s / n², v_g,s one report's variance. Level: π_s ≥ 0, so
-P(π̂_s < −z se_s) ≤ P(π̂_s − π_s < −z se_s) ≈ Φ(−z) (likewise above 1); π̂_s is an affine function of a
-count of reports supporting s (a sum of independent Bernoullis), whose normal approximation is
-accurate at n ≥ ``MIN_REPORTS``. With M tests in all (2 per state of every checked field, 2 per
+The standard error se_s is the mechanism's exact variance (``frequency_variance``) at the boundary
+of the null, combined over the record mechanisms in the pool: Var π̂_s = Σ_g n_g v_g,s / n², v_g,s
+one report's variance given x = s for the test above 1, and its largest given x = t ≠ s for the
+test below 0. (At the plug-in distribution instead — π̂ clipped and renormalised — it flagged every
+honest quickstart pool at pixel flip 0.987: a noisy π̂ puts little mass on a state that has much.)
+Level: π_s ≥ 0, so P(π̂_s < −z se_s) ≤ P(π̂_s − π_s < −z se_s) ≈ Φ(−z) (likewise above 1); π̂_s is
+an affine function of a count of reports supporting s (a sum of independent Bernoullis), whose
+normal approximation is taken at n ≥ ``MIN_REPORTS``. Its upper tail is heavier than the normal's
+when that count is small (a few reports expected); measured on honest quickstart pools (MNIST,
+300 records, 10 seeds at each of ε 1,000 / 3,000 / 10,000): nothing flagged, largest z 4.1
+against 5.45. With M tests in all (2 per state of every checked field, 2 per
 sampled field), z = Φ⁻¹(1 − α/M) (Bonferroni) makes the family-wise false-alarm probability of an
 honest run at most α: α = 0.01 flags two or more of 10 honest runs with probability ≤ 0.0043.
 
@@ -173,7 +178,8 @@ def frequency_check(
     sampled = [(name, c) for name, c in counts.items() if any(p < 1 for _, p, _ in c)]
     n_tests = 2 * sum(lst[0][0].k for _, lst in fields) + 2 * len(sampled)
     z = z_critical(alpha, n_tests)
-    checks = tuple(_field_check(name, lst, z) for name, lst in fields)
+    cache: dict = {}  # per mechanism object: its boundary variances (it also keeps the object alive)
+    checks = tuple(_field_check(name, lst, z, cache) for name, lst in fields)
     samp = []
     for name, c in sampled:
         count = sum(k for _, _, k in c)
@@ -195,14 +201,30 @@ def _impossible(mech: DiscreteMechanism, reports: np.ndarray) -> np.ndarray:
     return ~np.isfinite(mech.log_likelihood_matrix(reports)).any(axis=-1)
 
 
-def _field_check(name: str, lst: list, z: float) -> FieldCheck:
+def _field_check(name: str, lst: list, z: float, cache: dict) -> FieldCheck:
     n = sum(len(r) for _, r in lst)
     total = sum(mech.unbiased_onehot(r).sum(axis=0) for mech, r in lst if len(r))
     est = np.asarray(total, float) / n
-    pi = np.clip(est, 0.0, None)
-    pi = pi / pi.sum() if pi.sum() > 0 else np.full(est.shape, 1.0 / est.size)
-    var = sum(len(r) * mech.frequency_variance(1, pi) for mech, r in lst if len(r)) / n**2
-    se = np.sqrt(np.maximum(var, 1e-300))
-    viol = np.maximum(-est, est - 1.0) / se
+    var_up = sum(len(r) * _boundary_variances(mech, cache)[0] for mech, r in lst if len(r)) / n**2
+    var_lo = sum(len(r) * _boundary_variances(mech, cache)[1] for mech, r in lst if len(r)) / n**2
+    se_up, se_lo = np.sqrt(np.maximum(var_up, 1e-300)), np.sqrt(np.maximum(var_lo, 1e-300))
+    viol = np.maximum(-est / se_lo, (est - 1.0) / se_up)
     s = int(np.argmax(viol))
+    se = np.where(est > 0.5, se_up, se_lo)
     return FieldCheck(name, n, est, se, float(viol[s]), s, bool(viol[s] > z))
+
+
+def _boundary_variances(mech: DiscreteMechanism, cache: dict) -> tuple[np.ndarray, np.ndarray]:
+    """One report's variance of the debiased frequency of each state s where the null is hardest
+    to tell from a violation: π_s = 1 for "above 1", π_s = 0 for "below 0" (the largest over the
+    other states' point masses). The plug-in distribution is no substitute: with a noisy estimate
+    it puts little mass on a state that has much, under-states that state's variance, and flagged
+    an honest quickstart pool (MNIST, 300 records, pixel flip 0.987)."""
+    key = id(mech)
+    if key not in cache:
+        k = mech.k
+        V = np.stack([mech.frequency_variance(1, np.eye(k)[t]) for t in range(k)])  # V[t, s]: given x = t
+        off = np.where(np.eye(k, dtype=bool), -np.inf, V)
+        cache[key] = (np.diag(V).copy(), off.max(axis=0) if k > 1 else np.diag(V).copy(), mech)
+    up, lo, _ = cache[key]
+    return up, lo

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -186,3 +187,22 @@ def test_bad_parameters_name_the_field_and_range():
     with pytest.raises(ValidationError) as err:
         parse_scenario({"population": {"fake_attack": "x"}})
     assert err.value.field == "population.fake_attack"
+
+
+def test_honest_quickstart_pools_are_not_flagged_at_pixel_flip_0_987():
+    """Regression: with the standard error at the plug-in distribution the check flagged every
+    honest quickstart pool at ε per record 1,000 (MNIST, 300 records, 784 pixels of 256 states,
+    flip 0.987); at the boundary of the null it flags none."""
+    from fedrr.experiment import load_scenario
+    from fedrr.frequency_check import check_pool
+    from fedrr.pool import Pool
+    from fedrr.population import build_population
+    from fedrr.release import offline_release
+
+    spec = load_scenario(Path(__file__).resolve().parents[1] / "configs" / "quickstart.toml")
+    for seed in (500, 508):
+        cfg = spec.cells([0])[0].run_config().replace(seed=seed)
+        check = check_pool(Pool.from_releases([offline_release(build_population(cfg), cfg.seed)]))
+        assert not check.flagged and max(f.z for f in check.fields) < check.z_critical, check.to_dict()[
+            "flagged_fields"
+        ]
