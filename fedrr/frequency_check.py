@@ -205,8 +205,9 @@ def _field_check(name: str, lst: list, z: float, cache: dict) -> FieldCheck:
     n = sum(len(r) for _, r in lst)
     total = sum(mech.unbiased_onehot(r).sum(axis=0) for mech, r in lst if len(r))
     est = np.asarray(total, float) / n
-    var_up = sum(len(r) * _boundary_variances(mech, cache)[0] for mech, r in lst if len(r)) / n**2
-    var_lo = sum(len(r) * _boundary_variances(mech, cache)[1] for mech, r in lst if len(r)) / n**2
+    groups = [(len(r), _boundary_variances(mech, cache)) for mech, r in lst if len(r)]
+    var_up = sum(m * up for m, (up, _) in groups) / n**2
+    var_lo = sum(m * lo for m, (_, lo) in groups) / n**2
     se_up, se_lo = np.sqrt(np.maximum(var_up, 1e-300)), np.sqrt(np.maximum(var_lo, 1e-300))
     viol = np.maximum(-est / se_lo, (est - 1.0) / se_up)
     s = int(np.argmax(viol))
@@ -224,7 +225,7 @@ def _boundary_variances(mech: DiscreteMechanism, cache: dict) -> tuple[np.ndarra
     if key not in cache:
         k = mech.k
         V = np.stack([mech.frequency_variance(1, np.eye(k)[t]) for t in range(k)])  # V[t, s]: given x = t
-        off = np.where(np.eye(k, dtype=bool), -np.inf, V)
-        cache[key] = (np.diag(V).copy(), off.max(axis=0) if k > 1 else np.diag(V).copy(), mech)
+        off = np.where(np.eye(k, dtype=bool), -np.inf, V)  # a discrete mechanism has k ≥ 2 states
+        cache[key] = (np.diag(V).copy(), off.max(axis=0), mech)  # mech: keeps id(mech) from being reused
     up, lo, _ = cache[key]
     return up, lo

@@ -304,11 +304,11 @@ def heldout_loglik(
     for rm, rows in group_records(_mechanism_arg(mechs), len(y)):
         shard = Shard(0, rm, X[rows], y[rows], est.design_, len(est.classes_), seed, 1)
         xs = shard._propose(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,))), est._prior_state, S)
-        lg, _ = shard._log_g(xs, est.coef_, est.intercept_)
+        lp = shard._log_class_probs(xs, est.coef_, est.intercept_)  # (S, b, C), one decode for both
+        lg = logsumexp(lp + shard.yterm, axis=-1)  # log g(x) = log Σ_c p(c̃ | c) p_θ(c | x), as Shard._log_g
         cond[rows] = logsumexp(lg, axis=0) - np.log(S)
         full[rows] = cond[rows] + est._prior_state.log_marginal(rm, shard.X, shard.released)
-        Z = est.design_.decode(xs.reshape(-1, xs.shape[-1]))
-        proba[rows] = np.exp(log_class_probs(Z, est.coef_, est.intercept_)).reshape(S, len(rows), -1).mean(axis=0)
+        proba[rows] = np.exp(lp).mean(axis=0)
     return full, cond, proba
 
 

@@ -209,10 +209,14 @@ class Shard:
                     out[:, miss, c] = prior.sample_column(c, rng, (S, miss.size))
         return out
 
+    def _log_class_probs(self, x: np.ndarray, coef, intercept) -> np.ndarray:
+        """log p_θ(c | x) for samples x (..., D): (..., C)."""
+        Z = self.design.decode(x.reshape(-1, self.D)).reshape(x.shape[:-1] + (-1,))
+        return log_class_probs(Z, coef, intercept)
+
     def _log_g(self, x: np.ndarray, coef, intercept) -> tuple[np.ndarray, np.ndarray]:
         """log g(x) and the responsibilities, for samples x (..., D)."""
-        Z = self.design.decode(x.reshape(-1, self.D)).reshape(x.shape[:-1] + (-1,))
-        terms = log_class_probs(Z, coef, intercept) + self.yterm
+        terms = self._log_class_probs(x, coef, intercept) + self.yterm
         lg = logsumexp(terms, axis=-1)
         return lg, np.exp(terms - lg[..., None])
 
