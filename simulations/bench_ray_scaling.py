@@ -65,6 +65,11 @@ class _TimedGroup:
             self._clock.t_first = time.perf_counter()
         return self._g.reduce(method, *args)
 
+    def reduce_each(self, method, arg_lists):
+        if method == "estep" and self._clock.t_first is None:
+            self._clock.t_first = time.perf_counter()
+        return self._g.reduce_each(method, arg_lists)
+
     def close(self):
         self._clock.t_end = time.perf_counter()
         if hasattr(self._g, "actor_peak_rss"):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize
 from scipy.special import logsumexp
-from scipy.stats import chi2
+from scipy.stats import chi2, kstest
 from sklearn.utils.estimator_checks import check_estimator
 
 from fedrr.errors import ValidationError
@@ -461,6 +461,35 @@ def test_rr_alias_sampler_draws_the_exact_rr_posterior():
             keep = exact > 0
             stat = np.sum((counts[keep] - u.size * exact[keep]) ** 2 / (u.size * exact[keep]))
             assert chi2.sf(stat, keep.sum() - 1) > 1e-4, (d, xt, counts, exact * u.size)
+
+
+def test_kernel_uniforms_are_splitmix64_and_uniform():
+    """The kernel's uniforms are SplitMix64's outputs (checked against a plain-Python reference of
+    Steele et al.'s generator), the same in the compiled kernel and in numpy, and uniform."""
+    from numba import njit
+
+    from fedrr.estimators.spread_kernels import _uniform, uniforms
+
+    @njit
+    def compiled(key, start, n):
+        out = np.empty(n)
+        for i in range(n):
+            out[i] = _uniform(key, start + i)
+        return out
+
+    mask, key = 2**64 - 1, 0x0123456789ABCDEF
+    state, ref = key, []
+    for _ in range(1000):
+        state = (state + 0x9E3779B97F4A7C15) & mask
+        z = ((state ^ (state >> 30)) * 0xBF58476D1CE4E5B9) & mask
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & mask
+        ref.append(((z ^ (z >> 31)) >> 11) * 2.0**-53)
+    np.testing.assert_array_equal(uniforms(key, 0, 1000), ref)
+    np.testing.assert_array_equal(uniforms(key, 500, 500), ref[500:])
+    u = compiled(np.uint64(key), 0, 200_000)
+    np.testing.assert_array_equal(u[:1000], ref)
+    assert kstest(u, "uniform").pvalue > 1e-3
+    assert abs(np.corrcoef(u[:-1], u[1:])[0, 1]) < 4 / np.sqrt(u.size)  # 4 standard errors
 
 
 def test_a_fit_too_big_for_memory_is_refused_by_the_knob_that_drives_it(tiny):

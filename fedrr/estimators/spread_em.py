@@ -222,7 +222,7 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
     while it < opts.max_iter:
         it += 1
         in_phase2 = burn_in is not None and it > burn_in
-        stats = [group.reduce("estep", c, it, *probs[c].unpack(theta[c]), opts.n_samples) for c in range(m)]
+        stats = group.reduce_each("estep", [(c, it, *probs[c].unpack(theta[c]), opts.n_samples) for c in range(m)])
         change = []
         for c in range(m):
             prev = theta[c]

@@ -14,6 +14,7 @@ printed: fresh draws with self-normalised weights (biased at finite S; for repro
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,8 @@ from ..mechanisms.discrete import DiscreteMechanism, guide_table
 from ..parallel.shards import unpack
 from .spread_design import Design
 from .spread_mstep import log_class_probs
+
+_TABLES_LOCK = threading.Lock()
 
 
 def _posterior_mean(mech, x_tilde: np.ndarray, pi: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -135,17 +138,21 @@ class Shard:
         prior = self.prior[chain]
         K = prior.disc.shape[1]
         key = (self.q.tobytes(), self.r.tobytes())
-        cache = prior.__dict__.setdefault("_rr_tables", {})  # one table build per prior, shared by the shards
-        if key not in cache:
-            stay, jump, P, A = rr_tables(prior.disc, self.q, self.r)
-            if np.all(self.q >= self.r):  # the inverse-CDF tables are only read for columns with q < r
-                cdf, guide = np.zeros((0, K)), np.zeros((0, K), np.int64)
-            else:
-                cdf = np.cumsum(prior.disc, axis=1)
-                cdf /= cdf[:, -1:]
-                guide = guide_table(cdf)
-            cache[key] = (stay, jump, P, A, cdf, guide)
-        stay, jump, P, A, cdf, guide = cache[key]
+        entry = prior.__dict__.get("_rr_tables", {}).get(key)
+        if entry is None:  # one table build per prior, shared by the shards (also on other threads)
+            with _TABLES_LOCK:
+                cache = prior.__dict__.setdefault("_rr_tables", {})
+                if key not in cache:
+                    stay, jump, P, A = rr_tables(prior.disc, self.q, self.r)
+                    if np.all(self.q >= self.r):  # the inverse-CDF tables are only read where q < r
+                        cdf, guide = np.zeros((0, K)), np.zeros((0, K), np.int64)
+                    else:
+                        cdf = np.cumsum(prior.disc, axis=1)
+                        cdf /= cdf[:, -1:]
+                        guide = guide_table(cdf)
+                    cache[key] = (stay, jump, P, A, cdf, guide)
+                entry = cache[key]
+        stay, jump, P, A, cdf, guide = entry
         design, b, D, C = self.design, self.b, self.D, self.C
         W = np.ascontiguousarray(design.logit_table(coef))
         E = design.state_table if design.scalar else np.zeros((0, K), np.float32)
@@ -156,11 +163,9 @@ class Shard:
         counts = np.zeros((D, K))
         new_stateT = np.empty((D, b), np.int32)
         statesT = np.empty((0, 0) if design.scalar else (D, S * b), np.int32)  # scalar designs read Zt
-        U = rng.random((S if has else S + 1, D, b))
-        U_acc = rng.random((S, b))
+        key = rng.integers(0, 2**64, dtype=np.uint64, endpoint=False)  # the kernel's SplitMix64 stream
         acc = rr_chain(
-            U,
-            U_acc,
+            key,
             self.xtT,
             self.yterm,
             stateT,

@@ -8,9 +8,8 @@ for the whole job. Traffic per EM iteration is O(model), and every result equals
   from actor a − 1 and hands it on — so the floats are added in exactly the serial order and each
   actor sends one model-sized message, however many shards it holds;
 * the last actor keeps each chain's summed E-step statistics, so a prior update sends them only
-  to the other actors (straight from its output, not through the driver).
-
-``traffic`` counts what crosses to or from an actor, pickled, per ``"<method> down|up"``.
+  to the other actors (straight from its output, not through the driver). ``traffic`` counts
+  what crosses to or from an actor, pickled, per ``"<method> down|up"``.
 
 An actor that dies (killed, out of memory, node lost) is rebuilt from its factories; its chains
 restart from the priors the driver holds and the last E-step is replayed with the same seeds, so
@@ -31,8 +30,7 @@ from ..errors import ExecutorError
 from . import delta
 from .shards import add, nbytes, pack, unpack
 
-#: messages up to this size travel inside the call (no object-store round trip)
-INLINE_BYTES = 64 * 1024
+INLINE_BYTES = 64 * 1024  #: messages up to this size travel inside the call (no object-store trip)
 #: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner)
 SETUP_METHODS = ("set_prior", "init_samples", "hessian")
 
@@ -145,9 +143,8 @@ class ShardActor:
 
 class RayShards:
     """``n_actors`` actors, each owning a contiguous block of the shards (``cpus`` CPUs per actor).
-    ``pool``: a list of idle actors to load the blocks into (kept, emptied, on ``close``; the list
-    is updated in place when an actor is rebuilt), so that a series of fits starts its worker
-    processes once; it is filled with new actors if it holds fewer than ``n_actors``."""
+    ``pool``: idle actors to load the blocks into (kept, emptied, on ``close``; updated in place when
+    an actor is rebuilt; topped up to ``n_actors``), so a series of fits starts its workers once."""
 
     def __init__(
         self, factories: Sequence[Callable[[], Any]], n_actors: int, cpus: float = 1.0, pool: list | None = None
@@ -203,6 +200,9 @@ class RayShards:
         out = [r for block in blocks for r in block]
         self._count(f"{method} up", sum(_wire(r) for r in out))
         return [_own(unpack(r)) for r in out]
+
+    def reduce_each(self, method: str, arg_lists: list[tuple]) -> list[Any]:
+        return [self.reduce(method, *a) for a in arg_lists]  # each reduce keeps every actor busy
 
     def reduce(self, method: str, *args: Any) -> Any:
         """The sum, in shard order, of ``shard.method(*args)`` over all shards, folded along the actors."""

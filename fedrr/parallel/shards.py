@@ -147,6 +147,18 @@ class LocalShards:
         """The sum, in shard order, of ``shard.method(*args)`` over the shards."""
         return total(self.call(method, *args, packed=True))
 
+    def reduce_each(self, method: str, arg_lists: Sequence[tuple]) -> list[Any]:
+        """``[reduce(method, *args) for args in arg_lists]`` as one batch of tasks (every pair of
+        arguments and shard), so the threads stay busy across the batch — e.g. the E-steps of all
+        chains, whose shards alone do not divide evenly over the threads. Same sums, same order."""
+        self.bytes += sum(nbytes(a) for a in arg_lists)
+        tasks = [(a, s) for a in arg_lists for s in self.shards]
+        fn = lambda t: getattr(t[1], method)(*t[0])  # noqa: E731
+        out = list(self._pool.map(fn, tasks)) if self._pool is not None else [fn(t) for t in tasks]
+        self.bytes += sum(nbytes(r) for r in out)
+        n = len(self.shards)
+        return [total(out[i * n : (i + 1) * n]) for i in range(len(arg_lists))]
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
