@@ -32,6 +32,7 @@ QUICK = {
         ["--nodes", "12", "--cohort", "200", "--cohort-nodes", "4"],
         ["scale.csv", "scale.md"],
     ),
+    "multiclass_burn_in.py": (["--seeds", "1"], ["multiclass_burn_in.md"]),
     "bench_dro_sdp.py": (["--p", "4", "--n", "80", "--repeats", "1"], []),
     "fake_clients.py": (
         ["--quick", "--seeds", "1", "--flag-seeds", "1"],
