@@ -48,7 +48,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     n_chains : independent EM chains (≥ 2 for the agreement diagnostics ``cosine_``, ``rhat_``).
     n_samples : samples per record, chain and iteration.
     max_iter : most EM iterations in all (the budget the averaging window may grow into).
-    burn_in : iterations of stochastic EM before stochastic approximation starts; None detects it.
+    burn_in : iterations of stochastic EM before stochastic approximation starts; None detects it
+        (with more than two classes the detection stops early: set it, see
+        ``simulations/multiclass_burn_in.py``).
     n_average : the averaging window; it grows by this much until the chains agree.
     tol : the burn-in ends when the mean parameter norm of the last two windows of 5 iterates
         differs by less than ``tol`` (relative): the chains have stopped drifting.
