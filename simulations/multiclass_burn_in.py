@@ -15,19 +15,18 @@ two chains that stopped at the same point before the EM had finished moving agre
 from __future__ import annotations
 
 import argparse
-import itertools
 import time
 import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import logsumexp
 
 from fedrr._io import atomic_write_text, command_line, markdown_table, provenance
 from fedrr.estimators import SpreadLogisticRegression
 from fedrr.estimators.spread_prior import CategoricalPrior
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
+from fedrr.testing.exact_mle import exact_spread_mle
 
 D, K, C, N = 2, 3, 3, 6000
 W0 = np.array([[2.0, -1.0], [-1.5, 2.0], [0.0, -1.0]]) * 1.5
@@ -50,25 +49,6 @@ def data(seed: int = 0):
     return rm, Xt, yt
 
 
-def exact_mle(rm, Xt, yt) -> np.ndarray:
-    """argmax of the noisy log-likelihood over (coef, intercept), coefficients centred over classes."""
-    states = np.array(list(itertools.product(range(K), repeat=D)))
-    P = rm.fields[0].mechanism.matrix
-    base = (
-        np.sum(np.log(P[Xt[:, None, :], states[None]]), axis=2)
-        + np.sum(np.log(PRIOR[np.arange(D), states]), axis=1)[None]
-    )
-    L = np.log(rm.label.matrix)[yt]
-
-    def nll(v):
-        lp = (states / 2) @ v[: C * D].reshape(C, D).T + v[C * D :]
-        lp = lp - logsumexp(lp, axis=1, keepdims=True)
-        return -logsumexp((base[:, :, None] + lp[None] + L[:, None, :]).reshape(len(yt), -1), axis=1).sum()
-
-    mle = minimize(nll, np.zeros(C * D + C), method="BFGS").x[: C * D].reshape(C, D)
-    return mle - mle.mean(axis=0)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="results/multiclass_burn_in")
@@ -76,7 +56,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     rm, Xt, yt = data()
-    mle = exact_mle(rm, Xt, yt)
+    mle = exact_spread_mle(rm, Xt, yt, PRIOR, C)
     rows = []
     for name, kw in SETTINGS.items():
         for seed in range(args.seeds):

@@ -28,6 +28,7 @@ from fedrr.mechanisms import (
     UnaryEncoding,
 )
 from fedrr.parallel import LocalExecutor, SerialExecutor, ThreadExecutor
+from fedrr.testing.exact_mle import exact_spread_mle
 
 D, K = 3, 3
 THETA0 = np.array([2.5, -2.0, 1.5])
@@ -249,22 +250,7 @@ def test_multiclass_em_fixed_point_is_the_exact_spread_mle():
     y = (rng.random(n)[:, None] > np.cumsum(p, axis=1)).sum(axis=1)
     rm = RecordMechanism(RandomizedResponse(k, 0.3), RandomizedResponse(C, 0.3), n_features=d)
     Xt, yt = rm.release(X, y, rng=rng)
-    states = np.array(list(itertools.product(range(k), repeat=d)))
-    P = rm.fields[0].mechanism.matrix
-    base = (
-        np.sum(np.log(P[Xt[:, None, :], states[None]]), axis=2)
-        + np.sum(np.log(prior[np.arange(d), states]), axis=1)[None]
-    )
-    L = np.log(rm.label.matrix)[yt]
-
-    def nll(v):
-        lp = (states / 2) @ v[: C * d].reshape(C, d).T + v[C * d :]
-        lp = lp - logsumexp(lp, axis=1, keepdims=True)
-        return -logsumexp((base[:, :, None] + lp[None] + L[:, None, :]).reshape(n, -1), axis=1).sum()
-
-    v = minimize(nll, np.zeros(C * d + C), method="BFGS").x
-    mle = v[: C * d].reshape(C, d)
-    mle -= mle.mean(axis=0)
+    mle = exact_spread_mle(rm, Xt, yt, prior, C)
     runs = []
     for seed in range(3):
         s = SpreadLogisticRegression(

@@ -163,9 +163,9 @@ class Shard:
         counts = np.zeros((D, K))
         new_stateT = np.empty((D, b), np.int32)
         statesT = np.empty((0, 0) if design.scalar else (D, S * b), np.int32)  # scalar designs read Zt
-        key = rng.integers(0, 2**64, dtype=np.uint64, endpoint=False)  # the kernel's SplitMix64 stream
+        stream = rng.integers(0, 2**64, dtype=np.uint64, endpoint=False)  # the kernel's SplitMix64 key
         acc = rr_chain(
-            key,
+            stream,
             self.xtT,
             self.yterm,
             stateT,

@@ -145,7 +145,7 @@ class LocalShards:
 
     def reduce(self, method: str, *args: Any) -> Any:
         """The sum, in shard order, of ``shard.method(*args)`` over the shards."""
-        return total(self.call(method, *args, packed=True))
+        return self.reduce_each(method, [args])[0]
 
     def reduce_each(self, method: str, arg_lists: Sequence[tuple]) -> list[Any]:
         """``[reduce(method, *args) for args in arg_lists]`` as one batch of tasks (every pair of
