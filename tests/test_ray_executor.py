@@ -88,7 +88,7 @@ class _KillAt(RayShards):
         super().__init__(*a, **kw)
         self.killed, self.n_calls = False, 0
 
-    def reduce(self, method, *args):
+    def _before(self, method, args):  # before each fold of a batch is submitted
         name, actor, when = self.target
         if method == name and self._in_iterations:  # calls counted from the first E-step on
             self.n_calls += 1
@@ -96,7 +96,6 @@ class _KillAt(RayShards):
             if hit and not self.killed:
                 self.kill(actor)
                 self.killed = True
-        return super().reduce(method, *args)
 
 
 def _fit_with_kill(ex, data, target, kw):
@@ -125,7 +124,7 @@ def uninterrupted(ex):
 @pytest.mark.parametrize(
     "target",
     [
-        ("estep", 0, 4),  # the first actor, before chain 1's E-step of iteration 4: the fold's input dies
+        ("estep", 0, 4),  # the first actor, between the folds of iteration 4's E-steps: both are redone
         pytest.param(  # the last actor (it keeps the E-step sums) in an M-step of the burn-in
             ("loss_grad", 1, 30), marks=pytest.mark.slow
         ),

@@ -79,12 +79,27 @@ class EMResult:
 
 
 class _Problem:
-    """The penalised complete-data objective of one chain over the group's shards."""
+    """The penalised complete-data objective of one chain over the group's shards. ``known``: the
+    unpenalised sums at one θ that the E-step already evaluated (``Shard.estep``'s ``fit``), used
+    instead of a round trip; ``lockstep``: where the other evaluations go (batched with the other
+    chains' M-steps, ``shards.Lockstep``), else straight to the group."""
 
     def __init__(self, group, chain: int, rows: int, d: int, C: float, fit_intercept: bool):
         self.group, self.chain, self.rows, self.d = group, chain, rows, d
         self.lam = 0.0 if not np.isfinite(C) else 1.0 / C
         self.fit_intercept = fit_intercept
+        self.known: tuple | None = None  # (θ, (loss, grad coef, grad intercept), total weight)
+        self.lockstep = None
+
+    def know(self, theta: np.ndarray, estep: dict) -> None:
+        self.known = (theta.copy(), estep["fit"], estep["weight"])
+
+    def _loss_grad(self, v: np.ndarray, coef: np.ndarray, b: np.ndarray) -> tuple:
+        if self.known is not None and np.array_equal(v, self.known[0]):
+            return self.known[1]
+        if self.lockstep is not None:
+            return self.lockstep.ask(self.chain, self.chain, coef, b)
+        return self.group.reduce("loss_grad", self.chain, coef, b)
 
     def unpack(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         coef = v[: self.rows * self.d].reshape(self.rows, self.d)
@@ -96,14 +111,32 @@ class _Problem:
 
     def fg(self, v: np.ndarray) -> tuple[float, np.ndarray]:
         coef, b = self.unpack(v)
-        loss, gc, gb = self.group.reduce("loss_grad", self.chain, coef, b)
+        loss, gc, gb = self._loss_grad(v, coef, b)
         loss += 0.5 * self.lam * float(np.sum(coef * coef))
         gc = gc + self.lam * coef
         return loss, np.concatenate([gc.ravel(), gb if self.fit_intercept else np.zeros(0)])
 
     def mstep(self, v0: np.ndarray, max_iter: int):
-        n = max(1.0, float(self.group.reduce("n_samples_weight", self.chain)))
+        weight = self.known[2] if self.known is not None else self.group.reduce("n_samples_weight", self.chain)
+        n = max(1.0, float(weight))
         return minimize(self.fg, v0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": 1e-8 * n})
+
+
+def _msteps(group, probs: list[_Problem], theta: list[np.ndarray], max_iter: int) -> list:
+    """Every chain's M-step from its θ; with several chains, run together so that each of their
+    gradient evaluations is one batched call on the group (``Lockstep``), same numbers as alone."""
+    if len(probs) == 1:
+        return [probs[0].mstep(theta[0], max_iter)]
+    from ..parallel.shards import Lockstep
+
+    lock = Lockstep(group, "loss_grad")
+    for p in probs:
+        p.lockstep = lock
+    try:
+        return lock.run([lambda c=c: probs[c].mstep(theta[c], max_iter) for c in range(len(probs))])
+    finally:
+        for p in probs:
+            p.lockstep = None
 
 
 def drifting(iterates: list[np.ndarray], tol: float, window: int = 5) -> bool:
@@ -117,10 +150,10 @@ def drifting(iterates: list[np.ndarray], tol: float, window: int = 5) -> bool:
     return abs(b - a) > tol * max(a, b, 1e-12)
 
 
-def preconditioner(problem: _Problem, theta: np.ndarray):
-    """x -> H⁻¹x with H the penalised complete-data Hessian at θ (block-diagonal across logit rows)."""
+def preconditioner(problem: _Problem, theta: np.ndarray, H: np.ndarray):
+    """x -> H⁻¹x with H the penalised complete-data Hessian at θ (block-diagonal across logit rows),
+    from ``H``, the group's unpenalised sum of ``Shard.hessian`` at θ (Rn, d+1, d+1)."""
     coef, b = problem.unpack(theta)
-    H = problem.group.reduce("hessian", problem.chain, coef, b, HESSIAN_ROWS)  # (Rn, d+1, d+1)
     rows, d = coef.shape
     H[:, np.arange(d), np.arange(d)] += problem.lam
     if not problem.fit_intercept:
@@ -223,18 +256,22 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
         it += 1
         in_phase2 = burn_in is not None and it > burn_in
         stats = group.reduce_each("estep", [(c, it, *probs[c].unpack(theta[c]), opts.n_samples) for c in range(m)])
+        for c in range(m):
+            probs[c].know(theta[c], stats[c])
+        if not in_phase2:
+            fits = _msteps(group, probs, theta, opts.m_step_iter)
+        elif hess[0] is None:
+            H = group.reduce_each("hessian", [(c, *probs[c].unpack(theta[c]), HESSIAN_ROWS) for c in range(m)])
+            hess = [preconditioner(probs[c], theta[c], H[c]) for c in range(m)]
         change = []
         for c in range(m):
             prev = theta[c]
             if not in_phase2:
-                res = probs[c].mstep(theta[c], opts.m_step_iter)
-                theta[c] = theta[c] + opts.relaxation * (res.x - theta[c])
+                theta[c] = theta[c] + opts.relaxation * (fits[c].x - theta[c])
                 phase1[c].append(theta[c].copy())
             else:
                 t = it - burn_in
-                if hess[c] is None:
-                    hess[c] = preconditioner(probs[c], theta[c])
-                _, g = probs[c].fg(theta[c])
+                _, g = probs[c].fg(theta[c])  # the E-step's own evaluation: no round trip
                 step = hess[c](g)
                 theta[c] = theta[c] - SA_STEP * step
                 phase2[c].append(theta[c].copy())
@@ -244,7 +281,7 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
             gamma = 1.0 / (it + 1)
             for c in range(m):
                 priors[c] = priors[c].blend(priors[c].estimate(stats[c]["stats"]), gamma)
-                group.update_prior(c, stats[c]["stats"], gamma, priors[c])
+            group.update_priors([(c, stats[c]["stats"], gamma, priors[c]) for c in range(m)])
         acc = float(np.mean([s["accepted"] / max(s["proposed"], 1) for s in stats]))
         history.append(
             {

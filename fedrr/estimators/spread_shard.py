@@ -122,7 +122,9 @@ class Shard:
     # ------------------------------------------------------------------------ E-step
     def estep(self, chain: int, it: int, coef: np.ndarray, intercept: np.ndarray, n_samples: int) -> dict:
         """S steps of chain ``chain`` at θ = (coef, intercept); keeps the samples for ``loss_grad``
-        and returns the prior's statistics and the acceptance count."""
+        and returns the prior's statistics, the acceptance count, and ``fit``: the M-step's first
+        evaluation, ``loss_grad`` at the same θ on the new samples, and their total ``weight`` —
+        so that the M-step's first call, and phase 2's only one, need no round trip of their own."""
         rng = np.random.default_rng(np.random.SeedSequence(self.entropy, spawn_key=(self.index, chain, it)))
         if self.compiled:
             out = self._estep_compiled(chain, rng, coef, intercept, n_samples)
@@ -130,6 +132,8 @@ class Shard:
             out = self._estep_mcmc(chain, rng, coef, intercept, n_samples)
         else:
             out = self._estep_importance(chain, rng, coef, intercept, n_samples)
+        out["fit"] = self.loss_grad(chain, coef, intercept)
+        out["weight"] = self.n_samples_weight(chain)
         return out
 
     def _estep_compiled(self, chain, rng, coef, intercept, S) -> dict:

@@ -7,6 +7,8 @@ for the whole job. Traffic per EM iteration is O(model), and every result equals
   along the actors in shard order — actor a adds its shards' results to the running sum it gets
   from actor a − 1 and hands it on — so the floats are added in exactly the serial order and each
   actor sends one model-sized message, however many shards it holds;
+* a batch of sums (every chain's E-step; the chains' M-step gradients, ``shards.Lockstep``) is
+  pipelined: all its folds are submitted before any is awaited;
 * the last actor keeps each chain's summed E-step statistics, so a prior update sends them only
   to the other actors (straight from its output, not through the driver). ``traffic`` counts
   what crosses to or from an actor, pickled, per ``"<method> down|up"``.
@@ -20,7 +22,6 @@ a shard itself (a ValidationError, say) is not retried: it reaches the caller as
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,117 +29,12 @@ import numpy as np
 
 from ..errors import ExecutorError
 from . import delta
-from .shards import add, nbytes, pack, unpack
+from .ray_actor import ShardActor, wire
+from .shards import pack, unpack
 
 INLINE_BYTES = 64 * 1024  #: messages up to this size travel inside the call (no object-store trip)
 #: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner)
 SETUP_METHODS = ("set_prior", "init_samples", "hessian")
-
-
-class ShardActor:
-    """Holds a block of shards; answers the group's calls."""
-
-    def __init__(self, factories: Sequence[Callable[[], Any]] = ()):
-        from threadpoolctl import threadpool_limits
-
-        self._limit = threadpool_limits(1, user_api="blas")  # the same BLAS arithmetic as the driver's shards
-        self.load(factories)
-
-    def load(self, factories: Sequence[Callable[[], Any]]) -> int:
-        """Drop the shards held so far and build these (an actor serves one group after another)."""
-        self.shards: list = []
-        self._seq: Any = None
-        self._out: list = []
-        self._kept: dict[Any, Any] = {}  # chain -> the E-step sum this actor produced last (last actor)
-        self._totals: dict[Any, tuple] = {}  # chain -> (id, the last E-step total it received)
-        self._sent: dict[Any, tuple] = {}  # chain -> (id, the E-step sums it sent last)
-        self._upstream: dict[Any, tuple] = {}  # chain -> (id, the E-step sums it received last)
-        self.shards = [f() for f in factories]
-        return len(self.shards)
-
-    def _compute(self, seq: Any, method: str, args: Any) -> list:
-        if seq is not None and seq == self._seq:  # the same call again: its results, not a second step
-            return self._out
-        out = [getattr(s, method)(*unpack(args)) for s in self.shards]
-        self._seq, self._out = seq, out
-        return out
-
-    def call(self, seq: Any, method: str, args: Any, packed: bool) -> list:
-        out = self._compute(seq, method, args)
-        return [pack(r) for r in out] if packed else out
-
-    def fold(
-        self, seq: Any, method: str, args: Any, prev: list | None, keep: Any = None, base: Any = None, last=False
-    ) -> tuple[Any, list[int]]:
-        """The running sum after this actor's shards, in shard order, from the previous actor's
-        (``prev`` = [its output, its handle]: in a list, so that Ray does not wait for it before
-        this actor's own work starts); and the bytes of every actor's message so far. ``keep``: the
-        chain of an E-step, whose sums are sent as changes against the sums of the E-step ``base``
-        (``delta``), which the receivers hold; the last actor keeps the total for the prior update."""
-        out = self._compute(seq, method, args)
-        acc, sizes = None, []
-        if prev is not None:
-            import ray
-
-            msg, sizes = ray.get(prev[0])
-            acc = delta.decode(msg, self._upstream.get(keep)) if keep is not None else unpack(msg)
-            if acc is None:  # a change against sums this actor does not hold (rebuilt): fetch them whole
-                whole = ray.get(prev[1].sent.remote(keep))
-                sizes = [*sizes, _wire(whole)]
-                acc = unpack(whole)
-            if keep is not None:
-                self._upstream[keep] = (seq, acc)
-        for r in out:
-            acc = r if acc is None else add(acc, r)
-        if keep is None:
-            msg = pack(acc)
-        else:
-            msg = delta.encode(acc, base, self._sent.get(keep))
-            self._sent[keep] = (seq, acc)
-            if last:
-                self._kept[keep] = acc
-        return msg, [*sizes, _wire(msg)]
-
-    def sent(self, chain: int) -> Any:
-        """The E-step sums of ``chain`` this actor sent last, whole."""
-        return pack(self._sent[chain][1])
-
-    def update_prior(self, chain: int, stats: Any, gamma: float, whole: bool, total_id: Any = None) -> bool:
-        """One prior update for the whole block (the shards share the result), from the same
-        statistics and by the same function as the driver's. ``stats`` None: the sum this actor
-        kept; ``whole``: ``stats`` is the last actor's output (E-step total ``total_id``, maybe a
-        change against the previous total). False, and nothing done, if that change is against a
-        total this actor does not hold (rebuilt since): the driver then sends the statistics."""
-        if stats is None:
-            stats = self._kept.pop(chain)["stats"]
-        elif whole:
-            result = delta.decode(stats[0], self._totals.get(chain))
-            if result is None:
-                return False
-            self._totals[chain] = (total_id, result)
-            stats = result["stats"]
-        else:
-            stats = unpack(stats)
-            self._totals[chain] = (total_id, {"stats": stats})
-        p = self.shards[0].prior[chain]
-        new = p.blend(p.estimate(stats), gamma)
-        for s in self.shards:
-            s.set_prior(chain, new)
-        return True
-
-    def replay(self, method: str, args: Any) -> None:
-        """Run a call for its effect on the shards (a rebuilt actor's chains), results dropped."""
-        for s in self.shards:
-            getattr(s, method)(*unpack(args))
-
-    def ping(self) -> int:
-        return len(self.shards)
-
-    def peak_rss(self) -> int:
-        """This worker process's peak resident memory, bytes (Linux reports kB)."""
-        import resource
-
-        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
 class RayShards:
@@ -184,7 +80,7 @@ class RayShards:
         """The message, counted once per actor; large ones put in the object store once (every
         actor fetches the same object), small ones go inline with each call."""
         msg = pack(args)
-        size = _wire(msg)
+        size = wire(msg)
         self._count(f"{method} down", size * len(self.actors))
         return self.ray.put(msg) if size > INLINE_BYTES else msg
 
@@ -195,35 +91,54 @@ class RayShards:
         if method == "init_samples":
             self._init_args = args
         self._seq += 1
-        seq, ref = self._seq, self._send(method, args)
+        seq, ref = (self._seq, self._seq), self._send(method, args)
         blocks = self._gather(lambda i, a, revived: a.call.remote(seq, method, ref, True))
         out = [r for block in blocks for r in block]
-        self._count(f"{method} up", sum(_wire(r) for r in out))
+        self._count(f"{method} up", sum(wire(r) for r in out))
         return [_own(unpack(r)) for r in out]
-
-    def reduce_each(self, method: str, arg_lists: list[tuple]) -> list[Any]:
-        return [self.reduce(method, *a) for a in arg_lists]  # each reduce keeps every actor busy
 
     def reduce(self, method: str, *args: Any) -> Any:
         """The sum, in shard order, of ``shard.method(*args)`` over all shards, folded along the actors."""
-        if method == "estep":
-            self._in_iterations = True
-            self._last_estep[args[0]] = args
-        keep = args[0] if method == "estep" else None
-        self._seq += 1
-        seq, ref = self._seq, self._send(method, args)
-        base = self._totals[keep][0] if keep in self._totals else None
+        return self.reduce_each(method, [args])[0]
+
+    def reduce_each(self, method: str, arg_lists: Sequence[tuple]) -> list[Any]:
+        """``[reduce(method, *args) for args in arg_lists]``, pipelined: every fold is submitted
+        before any is awaited, so each actor goes from one to the next (the chains' E-steps, their
+        M-steps' gradients) without waiting for the driver in between. A batch in which an actor
+        died is folded again whole: the survivors answer from the results they kept."""
+        estep = method == "estep"
+        first, calls = self._seq + 1, []
+        for args in arg_lists:
+            self._before(method, args)
+            if estep:
+                self._in_iterations = True
+                self._last_estep[args[0]] = args
+            keep = args[0] if estep else None
+            self._seq += 1
+            base = self._totals[keep][0] if keep in self._totals else None
+            calls.append(((self._seq, first), self._send(method, args), keep, base))
+        last = len(self.actors) - 1
         for _ in range(3 * len(self.actors) + 1):
-            outs, prev = [], None
-            for i, a in enumerate(self.actors):
-                up = None if prev is None else [prev, self.actors[i - 1]]
-                prev = a.fold.remote(seq, method, ref, up, keep, base, i == len(self.actors) - 1)
-                outs.append(prev)
-            got = self._settle(outs, skip_chain=keep if method == "estep" else None)
+            folds = []
+            for seq, ref, keep, base in calls:
+                outs, prev = [], None
+                for i, a in enumerate(self.actors):
+                    up = None if prev is None else [prev, self.actors[i - 1]]
+                    prev = a.fold.remote(seq, method, ref, up, keep, base, i == last)
+                    outs.append(prev)
+                folds.append(outs)
+            got = self._settle(folds, skip_chains={c[2] for c in calls} if estep else set())
             if got is not None:
                 break
         else:
             raise ExecutorError(f"{method}: actors kept dying ({self.restarts} rebuilt)")
+        return [self._result(method, call, outs, msg) for call, outs, msg in zip(calls, folds, got)]
+
+    def _before(self, method: str, args: tuple) -> None:
+        """Called before each fold of a batch is submitted (fault tests kill an actor here)."""
+
+    def _result(self, method: str, call: tuple, outs: list, got: tuple) -> Any:
+        (n, _), _, keep, _ = call
         msg, sizes = got
         self._count(f"{method} up", sum(sizes))
         if keep is None:
@@ -231,16 +146,30 @@ class RayShards:
         result = delta.decode(msg, self._totals.get(keep))
         if result is None:  # defensive: a change against a total the driver does not hold
             whole = self.ray.get(self.actors[-1].sent.remote(keep))
-            self._count(f"{method} up", _wire(whole))
+            self._count(f"{method} up", wire(whole))
             result = unpack(whole)
         result = _own(result)
-        self._totals[keep] = (seq, result)
-        self._folded[keep] = (result["stats"], outs[-1], sizes[-1], seq)
+        self._totals[keep] = (n, result)
+        self._folded[keep] = (result["stats"], outs[-1], sizes[-1], n)
         return result
 
+    def update_priors(self, updates: Sequence[tuple]) -> None:
+        """Every actor's prior of each chain becomes the driver's ``updated``, for ``updates`` =
+        [(chain, stats, gamma, updated)]: all submitted before any is awaited (one round trip)."""
+        plans = [self._prior_plan(*u) for u in updates]
+        done = self._gather_many([p[0] for p in plans])
+        for (_, send_whole, chain, updated), ok in zip(plans, done):
+            again = [i for i, v in enumerate(ok) if v is False]  # it lacked the change's base
+            if again:
+                self._gather(send_whole, again)
+            self._priors[chain] = updated
+
     def update_prior(self, chain: int, stats: Any, gamma: float, updated: Any) -> None:
-        """Every actor's prior of ``chain`` becomes ``updated``, which the driver computed from
-        ``stats``: the last actor from the sum it kept, the others from its output."""
+        self.update_priors([(chain, stats, gamma, updated)])
+
+    def _prior_plan(self, chain: int, stats: Any, gamma: float, updated: Any) -> tuple:
+        """(submit, send_whole, chain, updated) for one chain's prior update: the last actor updates
+        from the sum it kept, the others from its output; ``send_whole`` sends the statistics."""
         hit = self._folded.pop(chain, None)
         last = len(self.actors) - 1
         tid = hit[3] if hit is not None else None
@@ -248,7 +177,7 @@ class RayShards:
 
         def send_whole(i, a, revived):  # the statistics themselves
             whole[:] = whole or [pack(stats)]
-            self._count("update_prior down", _wire(whole[0]))
+            self._count("update_prior down", wire(whole[0]))
             return a.update_prior.remote(chain, whole[0], gamma, False, tid)
 
         if hit is not None and hit[0] is stats:
@@ -260,41 +189,47 @@ class RayShards:
                     return send_whole(i, a, revived)
                 return a.update_prior.remote(chain, None if i == last else out_ref, gamma, i != last, tid)
 
-            done = self._gather(submit)
-            again = [i for i, ok in enumerate(done) if ok is False]  # it lacked the change's base
-            if again:
-                self._gather(send_whole, again)
-        else:
-            self._gather(send_whole)
-        self._priors[chain] = updated
+            return submit, send_whole, chain, updated
+        return send_whole, send_whole, chain, updated
 
     # ---------------------------------------------------------------------- failures
     def _gather(self, submit, only: list[int] | None = None) -> list:
         """``submit(i, actor, revived)`` on every actor (or those in ``only``); results in actor
         order. A dead actor is rebuilt and its call submitted again."""
-        which = list(range(len(self.actors))) if only is None else only
-        refs = [submit(i, self.actors[i], False) for i in which]
-        out = []
-        for i, ref in zip(which, refs):
-            for _ in range(3):
-                try:
-                    out.append(self.ray.get(ref))
-                    break
-                except self.ray.exceptions.RayTaskError as exc:  # the shard's own error: not a dead actor
-                    raise _cause(exc) from None
-                except self.ray.exceptions.RayActorError:
-                    self._revive(i)
-                    ref = submit(i, self.actors[i], True)
-            else:
-                raise ExecutorError(f"actor {i} kept dying ({self.restarts} rebuilt)")
-        return out
+        return self._gather_many([submit], only)[0]
 
-    def _settle(self, refs: list, skip_chain: Any = None) -> Any:
-        """Wait for a fold: the last actor's output if it completed; None if actors died (they
-        are rebuilt: fold again). A shard's own exception is raised as itself."""
+    def _gather_many(self, submits: list, only: list[int] | None = None) -> list[list]:
+        """``_gather`` of several calls, all submitted before any is awaited."""
+        which = list(range(len(self.actors))) if only is None else only
+        refs = [[submit(i, self.actors[i], False) for i in which] for submit in submits]
+        outs = []
+        for submit, sent in zip(submits, refs):
+            out = []
+            for i, ref in zip(which, sent):
+                for _ in range(3):
+                    try:
+                        out.append(self.ray.get(ref))
+                        break
+                    except self.ray.exceptions.RayTaskError as exc:  # the shard's own error: not a dead actor
+                        raise _cause(exc) from None
+                    except self.ray.exceptions.RayActorError:
+                        if self._alive(self.actors[i]):  # rebuilt already, for an earlier call
+                            ref = submit(i, self.actors[i], True)
+                            continue
+                        self._revive(i)
+                        ref = submit(i, self.actors[i], True)
+                else:
+                    raise ExecutorError(f"actor {i} kept dying ({self.restarts} rebuilt)")
+            outs.append(out)
+        return outs
+
+    def _settle(self, folds: list[list], skip_chains: set) -> list | None:
+        """Wait for a batch of folds: each one's last output if all completed; None if actors died
+        (they are rebuilt: fold again). A shard's own exception is raised as itself."""
         try:
-            return self.ray.get(refs[-1])
+            return self.ray.get([outs[-1] for outs in folds])
         except self.ray.exceptions.RayError:
+            refs = [r for outs in folds for r in outs]
             self.ray.wait(refs, num_returns=len(refs))
         dead = [i for i, a in enumerate(self.actors) if not self._alive(a)]
         if not dead:  # nobody died: the first actor whose task failed raised the shard's exception
@@ -305,7 +240,7 @@ class RayShards:
                     raise _cause(exc) from None
             raise ExecutorError("a fold failed but every actor is alive")  # pragma: no cover - defensive
         for i in dead:
-            self._revive(i, skip_chain)
+            self._revive(i, skip_chains)
         return None
 
     def _alive(self, actor) -> bool:
@@ -315,9 +250,9 @@ class RayShards:
         except self.ray.exceptions.RayActorError:
             return False
 
-    def _revive(self, i: int, skip_chain: Any = None) -> None:
+    def _revive(self, i: int, skip_chains: set = frozenset()) -> None:
         """Rebuild actor i from its factories; restore every chain's prior and replay the last
-        E-step (but that of ``skip_chain``, which the caller is about to run), so its shards hold
+        E-step (but those of ``skip_chains``, which the caller is about to run), so its shards hold
         samples again."""
         self.restarts += 1
         actor = self._remote.remote(self.blocks[i])
@@ -327,7 +262,7 @@ class RayShards:
         if self._init_args is not None:
             self.ray.get(actor.replay.remote("init_samples", pack(self._init_args)))
         for chain, args in self._last_estep.items():
-            if chain != skip_chain:
+            if chain not in skip_chains:
                 self.ray.get(actor.replay.remote("estep", pack(args)))
         self.actors[i] = actor
         if self._pool is not None:
@@ -390,11 +325,3 @@ def _cause(exc: BaseException) -> BaseException:
         if not isinstance(cause, BaseException):
             return exc
         exc = cause
-
-
-def _wire(obj: Any) -> int:
-    """Bytes of a message as serialised (what crosses to or from an actor)."""
-    try:
-        return len(pickle.dumps(obj, protocol=5))
-    except Exception:  # noqa: BLE001 - an unpicklable object is Ray's business; count its arrays
-        return nbytes(obj)

@@ -9,6 +9,7 @@ taken in shard order, so every group gives the same numbers."""
 
 from __future__ import annotations
 
+import threading
 import zlib
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -143,6 +144,11 @@ class LocalShards:
         for s in self.shards:
             s.set_prior(chain, updated)
 
+    def update_priors(self, updates: Sequence[tuple]) -> None:
+        """``update_prior(*u)`` for each u in ``updates``."""
+        for u in updates:
+            self.update_prior(*u)
+
     def reduce(self, method: str, *args: Any) -> Any:
         """The sum, in shard order, of ``shard.method(*args)`` over the shards."""
         return self.reduce_each(method, [args])[0]
@@ -174,3 +180,78 @@ def traffic_report(group: Any, n_iter: int) -> dict:
         out["per_iteration"] = group.iteration_bytes / max(n_iter, 1)
         out["setup"] = group.bytes - group.iteration_bytes
     return out
+
+
+class Lockstep:
+    """Several callers' reductions on one group, batched: each caller (one chain's optimiser, in
+    its own thread) asks for ``reduce(method, *args)`` and waits; when every running caller has
+    asked, one ``reduce_each`` answers them all. Chains whose M-steps need several gradient
+    evaluations then share each round trip to the shards (and its threads or actors), yet each
+    gets exactly the numbers it would alone: a caller's values depend only on its own arguments."""
+
+    def __init__(self, group: Any, method: str):
+        self.group, self.method = group, method
+        self._cv = threading.Condition()
+        self._asked: dict[int, tuple] = {}
+        self._answers: dict[int, Any] = {}
+        self._running = 0
+        self._error: BaseException | None = None
+
+    def ask(self, who: int, *args: Any) -> Any:
+        with self._cv:
+            if self._error is not None:
+                raise self._error
+            self._asked[who] = args
+            self._flush()
+            while who not in self._answers and self._error is None:
+                self._cv.wait()
+            if who not in self._answers:
+                raise self._error
+            return self._answers.pop(who)
+
+    def _flush(self) -> None:
+        """Under the lock: answer the batch once every running caller waits in it."""
+        if not self._asked or len(self._asked) < self._running:
+            return
+        if self._error is not None:  # a caller failed: nobody waits for a batch any more
+            self._cv.notify_all()
+            return
+        who = sorted(self._asked)
+        batch = [self._asked[w] for w in who]
+        self._asked = {}
+        try:
+            out = self.group.reduce_each(self.method, batch)
+        except BaseException as exc:  # noqa: BLE001 - handed to every caller
+            self._error = exc
+        else:
+            self._answers.update(zip(who, out))
+        self._cv.notify_all()
+
+    def run(self, jobs: Sequence[Callable[[], Any]]) -> list[Any]:
+        """Run ``jobs`` (each calls ``ask`` with its own index) concurrently; their results in order.
+        The first exception raised by a job, or by the group, is raised here."""
+        self._running, self._error = len(jobs), None
+        results: list[Any] = [None] * len(jobs)
+        errors: list[BaseException] = []
+
+        def one(i: int) -> None:
+            try:
+                results[i] = jobs[i]()
+            except BaseException as exc:  # noqa: BLE001 - re-raised below
+                errors.append(exc)
+                with self._cv:
+                    self._error = self._error or exc
+                    self._cv.notify_all()
+            finally:
+                with self._cv:
+                    self._running -= 1
+                    self._flush()
+
+        threads = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(len(jobs))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if errors or self._error is not None:
+            raise self._error if self._error is not None else errors[0]
+        return results

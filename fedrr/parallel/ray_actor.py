@@ -1,0 +1,133 @@
+"""The Ray actor behind ``ray_shards.RayShards``: it holds a block of shards (with their chains and
+priors) for the whole job and answers the group's calls — each call numbered, so that a call asked
+again (a fold retried after another actor died) returns its results instead of advancing the chains
+twice; a batch of calls (every chain's E-step) is kept until the next batch starts."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import delta
+from .shards import add, pack, unpack
+
+
+def wire(obj: Any) -> int:
+    """Bytes of a message as serialised (what crosses to or from an actor)."""
+    import pickle
+
+    from .shards import nbytes
+
+    try:
+        return len(pickle.dumps(obj, protocol=5))
+    except Exception:  # noqa: BLE001 - an unpicklable object is Ray's business; count its arrays
+        return nbytes(obj)
+
+
+class ShardActor:
+    """Holds a block of shards; answers the group's calls."""
+
+    def __init__(self, factories: Sequence[Callable[[], Any]] = ()):
+        from threadpoolctl import threadpool_limits
+
+        self._limit = threadpool_limits(1, user_api="blas")  # the same BLAS arithmetic as the driver's shards
+        self.load(factories)
+
+    def load(self, factories: Sequence[Callable[[], Any]]) -> int:
+        """Drop the shards held so far and build these (an actor serves one group after another)."""
+        self.shards: list = []
+        self._done: dict[int, list] = {}  # call number -> its results, for the current batch
+        self._kept: dict[Any, Any] = {}  # chain -> the E-step sum this actor produced last (last actor)
+        self._totals: dict[Any, tuple] = {}  # chain -> (id, the last E-step total it received)
+        self._sent: dict[Any, tuple] = {}  # chain -> (id, the E-step sums it sent last)
+        self._upstream: dict[Any, tuple] = {}  # chain -> (id, the E-step sums it received last)
+        self.shards = [f() for f in factories]
+        return len(self.shards)
+
+    def _compute(self, seq: Any, method: str, args: Any) -> list:
+        """``seq``: (this call's number, the first number of its batch), or None (not kept)."""
+        if seq is None:
+            return [getattr(s, method)(*unpack(args)) for s in self.shards]
+        n, first = seq
+        if n in self._done:  # the same call again: its results, not a second step
+            return self._done[n]
+        self._done = {k: v for k, v in self._done.items() if k >= first}
+        out = self._done[n] = [getattr(s, method)(*unpack(args)) for s in self.shards]
+        return out
+
+    def call(self, seq: Any, method: str, args: Any, packed: bool) -> list:
+        out = self._compute(seq, method, args)
+        return [pack(r) for r in out] if packed else out
+
+    def fold(
+        self, seq: Any, method: str, args: Any, prev: list | None, keep: Any = None, base: Any = None, last=False
+    ) -> tuple[Any, list[int]]:
+        """The running sum after this actor's shards, in shard order, from the previous actor's
+        (``prev`` = [its output, its handle]: in a list, so that Ray does not wait for it before
+        this actor's own work starts); and the bytes of every actor's message so far. ``keep``: the
+        chain of an E-step, whose sums are sent as changes against the sums of the E-step ``base``
+        (``delta``), which the receivers hold; the last actor keeps the total for the prior update."""
+        out = self._compute(seq, method, args)
+        acc, sizes = None, []
+        if prev is not None:
+            import ray
+
+            msg, sizes = ray.get(prev[0])
+            acc = delta.decode(msg, self._upstream.get(keep)) if keep is not None else unpack(msg)
+            if acc is None:  # a change against sums this actor does not hold (rebuilt): fetch them whole
+                whole = ray.get(prev[1].sent.remote(keep))
+                sizes = [*sizes, wire(whole)]
+                acc = unpack(whole)
+            if keep is not None:
+                self._upstream[keep] = (seq[0], acc)
+        for r in out:
+            acc = r if acc is None else add(acc, r)
+        if keep is None:
+            msg = pack(acc)
+        else:
+            msg = delta.encode(acc, base, self._sent.get(keep))
+            self._sent[keep] = (seq[0], acc)
+            if last:
+                self._kept[keep] = acc
+        return msg, [*sizes, wire(msg)]
+
+    def sent(self, chain: int) -> Any:
+        """The E-step sums of ``chain`` this actor sent last, whole."""
+        return pack(self._sent[chain][1])
+
+    def update_prior(self, chain: int, stats: Any, gamma: float, whole: bool, total_id: Any = None) -> bool:
+        """One prior update for the whole block (the shards share the result), from the same
+        statistics and by the same function as the driver's. ``stats`` None: the sum this actor
+        kept; ``whole``: ``stats`` is the last actor's output (E-step total ``total_id``, maybe a
+        change against the previous total). False, and nothing done, if that change is against a
+        total this actor does not hold (rebuilt since): the driver then sends the statistics."""
+        if stats is None:
+            stats = self._kept.pop(chain)["stats"]
+        elif whole:
+            result = delta.decode(stats[0], self._totals.get(chain))
+            if result is None:
+                return False
+            self._totals[chain] = (total_id, result)
+            stats = result["stats"]
+        else:
+            stats = unpack(stats)
+            self._totals[chain] = (total_id, {"stats": stats})
+        p = self.shards[0].prior[chain]
+        new = p.blend(p.estimate(stats), gamma)
+        for s in self.shards:
+            s.set_prior(chain, new)
+        return True
+
+    def replay(self, method: str, args: Any) -> None:
+        """Run a call for its effect on the shards (a rebuilt actor's chains), results dropped."""
+        for s in self.shards:
+            getattr(s, method)(*unpack(args))
+
+    def ping(self) -> int:
+        return len(self.shards)
+
+    def peak_rss(self) -> int:
+        """This worker process's peak resident memory, bytes (Linux reports kB)."""
+        import resource
+
+        return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
