@@ -10,8 +10,10 @@ executor does the same work and must give the same coefficients (checked: ``iden
 Seconds per iteration are the steady state: the wall time from the second E-step to the end
 over the iterations after the first (the first carries one-off costs on every executor: loading
 the compiled kernel, building its tables); set-up (actor start, shipping or reading the data, the
-initial prior and M-step) and the first iteration are in ``fit_s``. Every configuration runs in a fresh process, so peak RSS is that fit's; streaming
-rows (``fit_pool``) read a pool directory written beforehand by another process.
+initial prior and M-step) and the first iteration are in ``fit_s``. The driver's wall time per
+call (E-step batch, M-step gradient, prior update) is listed for the same iterations. Every
+configuration runs in a fresh process, so peak RSS is that fit's; streaming rows (``fit_pool``)
+read a pool directory written beforehand by another process.
 
 Usage:
   python simulations/bench_ray_scaling.py [--iters 6] [--parts mnist,local,cluster]
@@ -53,6 +55,16 @@ class Clock:
     def __init__(self, inner):
         self.inner, self.t_second, self.t_end, self.actor_rss = inner, None, None, []
         self.n_esteps = 0
+        self.calls: dict[str, list] = {}  # method -> [calls, wall seconds] after the first E-step batch
+
+    def timed(self, method, fn, *args):
+        t0 = time.perf_counter()
+        out = fn(*args)
+        if self.n_esteps >= 2:  # the steady state, as s/iter
+            c = self.calls.setdefault(method, [0, 0.0])
+            c[0] += 1
+            c[1] += time.perf_counter() - t0
+        return out
 
     def shard_group(self, factories):
         return _TimedGroup(self.inner.shard_group(factories), self)
@@ -67,7 +79,13 @@ class _TimedGroup:
             self._clock.n_esteps += 1
             if self._clock.n_esteps == 2:
                 self._clock.t_second = time.perf_counter()
-        return self._g.reduce_each(method, arg_lists)
+        return self._clock.timed(method, self._g.reduce_each, method, arg_lists)
+
+    def reduce(self, method, *args):
+        return self._clock.timed(method, self._g.reduce, method, *args)
+
+    def update_priors(self, updates):
+        return self._clock.timed("update_priors", self._g.update_priors, updates)
 
     def close(self):
         self._clock.t_end = time.perf_counter()
@@ -137,6 +155,7 @@ def run_one(cfg: dict) -> dict:
         "actor_rss_mib": max(clock.actor_rss, default=0) / 2**20,
         "traffic": {k: v for k, v in tr.items() if k not in ("per_iteration", "setup")},
         "coef": est.coef_.ravel().tolist(),
+        "calls": clock.calls,
         "n_iter": est.n_iter_,
     }
 
@@ -320,6 +339,14 @@ def write(rows: list[dict], args, argv, load0) -> None:
             lines.append(
                 f"- {r['part']} {r['executor']} N={r['n']:,} D={r['d']}: " + ", ".join(f"{k} {v:,}" for k, v in top)
             )
+    lines += ["", "Driver's wall time per call after the first iteration (a call: every chain's batch), all runs:"]
+    lines.append("")
+    for r in rows:
+        top = sorted(r.get("calls", {}).items(), key=lambda kv: -kv[1][1])
+        lines.append(
+            f"- {r['part']} {r['executor']} N={r['n']:,} D={r['d']}: "
+            + ", ".join(f"{k} {n} × {1000 * s / max(n, 1):.1f} ms" for k, (n, s) in top)
+        )
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
