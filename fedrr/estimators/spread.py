@@ -18,11 +18,13 @@ from .._params import HasMethods, Interval, IsNone, Options, Satisfies, random_s
 from .._resources import available_bytes
 from .._validation import _as_array, as_float_array
 from ..errors import ValidationError
+from ..mechanisms.priors import EmpiricalPrior
 from ..parallel.executors import ThreadExecutor, shard_bounds
 from ..parallel.shards import traffic_report
 from ._sklearn import class_labels, validate
 from .spread_design import ENCODINGS, ColumnLayout, Design
 from .spread_em import EMOptions, run_em
+from .spread_joint import joint_prior
 from .spread_mstep import fit_soft_logistic, log_class_probs
 from .spread_pool import group_records  # noqa: F401 - defined there, where pools are grouped too
 from .spread_prior import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
@@ -40,7 +42,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     C : inverse L2 penalty on ``coef_`` as in scikit-learn (np.inf: none; at least 1e-12, so 1/C is finite).
     prior : "learned" (from the releases, refined during EM, pulled toward the mechanism-debiased
         marginals by ``prior_strength``), "flat", or a given prior (CategoricalPrior / (D, k)
-        array, GaussianPrior, HistogramPrior, per-column list).
+        array, GaussianPrior, HistogramPrior, per-column list), or an EmpiricalPrior: public clean
+        rows whose joint distribution is the prior (it keeps how attributes co-occur; not learned).
     prior_strength : weight of the debiased marginals in the learned prior, as a fraction of the
         number of records (Dirichlet pseudo-counts; 0: none).
     e_step : "mcmc" (default; exact-posterior Metropolis chains, labels summed out) or
@@ -283,6 +286,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if isinstance(p["prior"], str):  # learned: start at, and pull toward, the debiased marginals
             center = marginal_mle_prior(layout, pools, p["numeric_prior"], p["n_bins"])
             return center.smoothed(center, p["prior_strength"] * n)
+        if isinstance(p["prior"], EmpiricalPrior):  # a joint prior: the public rows' distribution
+            return joint_prior(layout, p["prior"])
         return given_prior(layout, p["prior"])
 
     def diagnostics(self) -> dict:

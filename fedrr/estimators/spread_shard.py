@@ -24,6 +24,7 @@ from ..mechanisms import RandomizedResponse, RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism, guide_table
 from ..parallel.shards import unpack
 from .spread_design import Design
+from .spread_joint import JointSpreadPrior
 from .spread_mstep import log_class_probs
 
 _TABLES_LOCK = threading.Lock()
@@ -126,7 +127,7 @@ class Shard:
         evaluation, ``loss_grad`` at the same θ on the new samples, and their total ``weight`` —
         so that the M-step's first call, and phase 2's only one, need no round trip of their own."""
         rng = np.random.default_rng(np.random.SeedSequence(self.entropy, spawn_key=(self.index, chain, it)))
-        if self.compiled:
+        if self.compiled and not isinstance(self.prior[chain], JointSpreadPrior):
             out = self._estep_compiled(chain, rng, coef, intercept, n_samples)
         elif self.mode == "mcmc":
             out = self._estep_mcmc(chain, rng, coef, intercept, n_samples)
@@ -204,6 +205,8 @@ class Shard:
 
     def _propose(self, rng, prior, S: int) -> np.ndarray:
         """S draws per record from ρ(x | x̃) (the prior where nothing was released): (S, b, D)."""
+        if isinstance(prior, JointSpreadPrior):
+            return self._propose_joint(rng, prior, S)
         out = np.empty((S, self.b, self.D))
         for mech, cols in self.rm.column_groups():
             for c in cols:
@@ -216,6 +219,24 @@ class Shard:
                     out[:, rel, c] = np.asarray(mech.posterior(xt, pri).sample(rng, S)).reshape(S, rel.size)
                 if miss.size:
                     out[:, miss, c] = prior.sample_column(c, rng, (S, miss.size))
+        return out
+
+    def _propose_joint(self, rng, prior: JointSpreadPrior, S: int, block: int = 512) -> np.ndarray:
+        """S exact draws per record from ρ(x | x̃) ∝ p(x̃ | x)·p(x) under an empirical joint prior:
+        a public row, drawn with probability ∝ the likelihood of the record's released values
+        under it (inverse CDF over the M rows; ``block`` records at a time bound the (block, M)
+        scratch)."""
+        out = np.empty((S, self.b, self.D))
+        u = rng.random((S, self.b))
+        M = prior.rows.shape[0]
+        for a in range(0, self.b, block):
+            z = slice(a, min(a + block, self.b))
+            lw = prior.log_weights(self.rm, self.X[z], self.released[z])
+            cdf = np.cumsum(np.exp(lw - lw.max(axis=1, keepdims=True)), axis=1)
+            for s in range(S):
+                t = u[s, z] * cdf[:, -1]
+                idx = np.minimum((cdf < t[:, None]).sum(axis=1), M - 1)
+                out[s, z] = prior.rows[idx]
         return out
 
     def _log_class_probs(self, x: np.ndarray, coef, intercept) -> np.ndarray:

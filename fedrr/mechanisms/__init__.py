@@ -13,7 +13,7 @@ from .hashing import LocalHashing
 from .numeric import GaussianMechanism, LaplaceMechanism
 from .oracles import frequency_oracle
 from .piecewise import DuchiMechanism, PiecewiseMechanism
-from .priors import CategoricalPrior, GaussianPrior, HistogramPrior
+from .priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
 from .record import RecordMechanism
 from .snapping import SnappingLaplaceMechanism, harden
 from .unary import UnaryEncoding
@@ -35,6 +35,7 @@ __all__ = [
     "CategoricalPrior",
     "GaussianPrior",
     "HistogramPrior",
+    "EmpiricalPrior",
     "analytic_gaussian_delta",
     "analytic_gaussian_epsilon",
     "analytic_gaussian_sigma",

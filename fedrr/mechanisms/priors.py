@@ -89,3 +89,21 @@ class HistogramPrior:
     @property
     def n_bins(self) -> int:
         return self.probs.shape[-1]
+
+
+@dataclass(frozen=True, eq=False)
+class EmpiricalPrior:
+    """A joint prior over whole discrete records: the empirical distribution of ``rows`` (M, d),
+    clean feature vectors of a public sample (Barber §5.2: when a public dataset for a similar
+    problem exists, "set the prior to this known model"). Unlike the factorised priors it keeps how
+    attributes co-occur, which records that release one sampled attribute cannot show."""
+
+    rows: np.ndarray
+
+    def __post_init__(self):
+        r = as_float_array("prior.rows", self.rows, ndim=(2,))
+        if r.shape[0] < 1 or r.shape[1] < 1:
+            raise ValidationError("prior.rows", f"needs at least one row and one column, got shape {r.shape}")
+        if np.any(r < 0) or np.any(r != np.round(r)):
+            raise ValidationError("prior.rows", "must hold discrete states 0..k-1 (non-negative integers)")
+        object.__setattr__(self, "rows", r.astype(np.int64))

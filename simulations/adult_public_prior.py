@@ -1,0 +1,120 @@
+"""What a public sample buys spread-EM on UCI Adult at small ε. The demo's releases
+(``configs/adult.toml``: label at ε/2, one sampled attribute at ε/2 by the best frequency oracle,
+the same cells and seeds), except that ``--n-public`` clients, drawn at random, publish their clean
+attributes (no labels) instead of releasing: they are left out of the fit and their rows become
+spread-EM's joint prior (``EmpiricalPrior``). Against it, on the same remaining releases: spread-EM
+with the learned factorised prior, LDP naive Bayes, the majority class, and the clean oracle.
+Both spread fits use C = 1 and the demo's EM budget (no cross-validation, so that only the prior
+differs). A factorised prior imputes the attributes a record did not release independently of the
+one it did; a joint prior imputes them as they co-occur in the public rows.
+
+    python simulations/adult_public_prior.py                 # ε 2, 4, 8 x 3 seeds
+    python simulations/adult_public_prior.py --eps 8 --seeds 1 --out /tmp/app
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from fedrr._io import atomic_write_text, command_line, markdown_table, provenance
+from fedrr.estimators import SpreadLogisticRegression
+from fedrr.experiment.spec import load_scenario
+from fedrr.learners import FitData, fit_and_score
+from fedrr.mechanisms import EmpiricalPrior
+from fedrr.pool import Pool
+from fedrr.population import build_population
+from fedrr.release import offline_release
+
+LEARNERS = ["spread, public prior", "spread, learned prior", "ldp-nb", "majority", "clean"]
+
+
+def run_cell(cell, n_public: int, tmp: str) -> dict:
+    cfg = cell.run_config(results_dir=tmp)
+    population = build_population(cfg)
+    Xte, yte = population.test_set()
+    pool = Pool.from_releases([offline_release(population, cfg.seed)], {})
+    rng = np.random.default_rng([cell.seed, 1])
+    public = np.zeros(pool.n, bool)
+    public[rng.choice(pool.n, n_public, replace=False)] = True
+    mech = pool.mechanism_arg()
+    mech = [m for m, p in zip(mech, public) if not p] if isinstance(mech, list) else mech
+    ids = pool.client_id[~public]
+    clean = [population.record(int(i)) for i in ids]
+    data = FitData(
+        pool.X[~public],
+        pool.y[~public],
+        mech,
+        clean_X=np.stack([np.asarray(x) for x, _ in clean]),
+        clean_y=np.asarray([y for _, y in clean]),
+        client_id=ids,
+    )
+    rows = np.stack([np.asarray(population.record(int(i))[0]) for i in pool.client_id[public]])
+    options = cfg.fit_options()
+    out: dict = {}
+    for name, prior in (("spread, public prior", EmpiricalPrior(rows)), ("spread, learned prior", "learned")):
+        t = time.perf_counter()
+        est = SpreadLogisticRegression(
+            C=1.0,
+            prior=prior,
+            random_state=options.random_state,
+            max_iter=options.spread_max_iter,
+            encoding=options.encoding,
+        ).fit(data.X, data.y, mechanism=data.mechanism)
+        out[name] = (float(est.score(Xte, yte)), time.perf_counter() - t)
+    for name in ("ldp-nb", "majority", "clean"):
+        e = fit_and_score(name, data, (Xte, yte), options).entry
+        out[name] = (float(e.get("accuracy", np.nan)), float(e.get("seconds", np.nan)))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--config", default="configs/adult.toml")
+    ap.add_argument("--eps", default="2,4,8", help="ε per record, a subset of the config's grid")
+    ap.add_argument("--seeds", type=int, default=3, help="repeats of each ε (the config's seeds, first ones)")
+    ap.add_argument("--n-public", type=int, default=1000, help="clients who publish their clean attributes")
+    ap.add_argument("--out", default="results/adult_public_prior")
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    spec = load_scenario(args.config)
+    eps = [float(e) for e in args.eps.split(",")]
+    cells = [c for c in spec.cells() if c.grid_value in eps and c.r < args.seeds]
+    acc: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for cell in cells:
+            got = run_cell(cell, args.n_public, tmp)
+            acc.setdefault(cell.grid_value, []).append(got)
+            print(
+                f"ε {cell.grid_value:g} seed {cell.r}: "
+                + ", ".join(f"{k} {a:.4f} ({s:.0f} s)" for k, (a, s) in got.items()),
+                flush=True,
+            )
+    head = ["ε per record", *LEARNERS]
+    table = []
+    for e, runs in sorted(acc.items()):
+        cols = []
+        for name in LEARNERS:
+            a = np.array([r[name][0] for r in runs])
+            cols.append(f"{a.mean():.3f} ± {a.std(ddof=1):.3f}" if len(a) > 1 else f"{a[0]:.3f}")
+        table.append([f"{e:g}", *cols])
+    text = (
+        f"# Spread-EM on UCI Adult with a public sample as its joint prior\n\ncommand: `{command_line(argv)}`\n\n"
+        f"{provenance()}\n\n{args.n_public} clients publish their clean attributes (no labels) and do not release; "
+        f"the other clients release as in {args.config}. Test accuracy on adult.test, mean ± sd over "
+        f"{args.seeds} seed(s); both spread fits at C = 1, no fallback.\n\n" + markdown_table(head, table) + "\n"
+    )
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "summary.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
