@@ -103,3 +103,24 @@ def test_a_fit_with_public_rows_keeps_them_as_its_prior(small_rr_release):
     assert np.all(np.isfinite(est.coef_))
     for j in range(5):
         np.testing.assert_allclose(est.prior_["categorical"][j], np.bincount(rows[:, j], minlength=4) / 50)
+
+
+def test_kept_and_blockwise_pattern_cdfs_draw_the_same_rows(monkeypatch):
+    """The pattern CDFs a shard keeps for the fit, and those it builds per call 512 records at a
+    time when keeping them would take too much memory, give the same draws for the same seed."""
+    from fedrr.estimators.spread_joint import PatternSampler
+
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, K, size=(1500, 3)).astype(float)
+    yt = rng.integers(0, 2, 1500)
+    Xt, yt = RM.release(X.astype(int), yt, rng=rng)
+    design = Design(ColumnLayout.from_mechanism(RM), "unit")
+    prior = joint_prior(design.layout, EmpiricalPrior(ROWS))
+    draws = []
+    for big in (False, True):
+        if big:
+            monkeypatch.setattr(PatternSampler, "size", staticmethod(lambda released, n_rows: 2**40))
+        shard = Shard(0, RM, Xt, yt, design, 2, 5, 1)
+        draws.append(shard._propose(np.random.default_rng(9), prior, 3))
+        assert (getattr(shard, "_joint", None) is None) == big
+    np.testing.assert_array_equal(draws[0], draws[1])

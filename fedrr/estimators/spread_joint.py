@@ -66,3 +66,32 @@ def joint_prior(layout: ColumnLayout, prior: EmpiricalPrior) -> JointSpreadPrior
     for c in range(D):
         joint.disc[c, : layout.k[c]] = np.bincount(rows[:, c], minlength=int(layout.k[c])) / rows.shape[0]
     return joint
+
+
+class PatternSampler:
+    """Exact draws from ρ(row | x̃) ∝ p(x̃ | row) for a block of records, by inverse CDF over the M
+    public rows. Records that released the same values in the same columns share one CDF (with one
+    sampled attribute a block has at most Σ_d k_d patterns), and a joint prior is fixed, so the
+    CDFs are computed once and each draw is a binary search."""
+
+    def __init__(self, prior: JointSpreadPrior, rm: RecordMechanism, X: np.ndarray, released: np.ndarray):
+        pattern = np.where(released, X, -1.0)
+        uniq, inv = np.unique(pattern, axis=0, return_inverse=True)
+        lw = prior.log_weights(rm, np.where(uniq < 0, np.nan, uniq), uniq >= 0)
+        self.cdf = np.cumsum(np.exp(lw - lw.max(axis=1, keepdims=True)), axis=1)  # (patterns, M)
+        self.rows = prior.rows
+        inv = inv.ravel()
+        order = np.argsort(inv, kind="stable")
+        self.groups = np.split(order, np.cumsum(np.bincount(inv, minlength=len(uniq)))[:-1])
+
+    @staticmethod
+    def size(released: np.ndarray, n_rows: int) -> int:
+        """Bytes of the CDFs at most (one per record if all patterns differ)."""
+        return 8 * released.shape[0] * n_rows
+
+    def draw(self, u: np.ndarray) -> np.ndarray:
+        """The public rows drawn by uniforms ``u`` (one per record): (n, D) states."""
+        idx = np.empty(u.shape, np.int64)
+        for c, members in zip(self.cdf, self.groups):
+            idx[members] = np.searchsorted(c, u[members] * c[-1], side="left")  # #entries below u·total
+        return self.rows[np.minimum(idx, len(self.rows) - 1)]

@@ -24,7 +24,7 @@ from ..mechanisms import RandomizedResponse, RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism, guide_table
 from ..parallel.shards import unpack
 from .spread_design import Design
-from .spread_joint import JointSpreadPrior
+from .spread_joint import JointSpreadPrior, PatternSampler
 from .spread_mstep import log_class_probs
 
 _TABLES_LOCK = threading.Lock()
@@ -221,22 +221,25 @@ class Shard:
                     out[:, miss, c] = prior.sample_column(c, rng, (S, miss.size))
         return out
 
-    def _propose_joint(self, rng, prior: JointSpreadPrior, S: int, block: int = 512) -> np.ndarray:
+    def _propose_joint(self, rng, prior: JointSpreadPrior, S: int) -> np.ndarray:
         """S exact draws per record from ρ(x | x̃) ∝ p(x̃ | x)·p(x) under an empirical joint prior:
-        a public row, drawn with probability ∝ the likelihood of the record's released values
-        under it (inverse CDF over the M rows; ``block`` records at a time bound the (block, M)
-        scratch)."""
-        out = np.empty((S, self.b, self.D))
+        public rows (``PatternSampler``; its CDFs kept for the fit, the prior being fixed, unless
+        they would take more than 64 MB: then built per call, 512 records at a time)."""
         u = rng.random((S, self.b))
-        M = prior.rows.shape[0]
-        for a in range(0, self.b, block):
-            z = slice(a, min(a + block, self.b))
-            lw = prior.log_weights(self.rm, self.X[z], self.released[z])
-            cdf = np.cumsum(np.exp(lw - lw.max(axis=1, keepdims=True)), axis=1)
+        out = np.empty((S, self.b, self.D))
+        cached = getattr(self, "_joint", None)
+        if cached is not None and cached[0] is prior.rows:
+            samplers = cached[1]
+        else:
+            step = self.b if PatternSampler.size(self.released, len(prior.rows)) <= 2**26 else 512
+            blocks = [slice(a, min(a + step, self.b)) for a in range(0, self.b, step)]
+            samplers = ((z, PatternSampler(prior, self.rm, self.X[z], self.released[z])) for z in blocks)
+            if step == self.b:  # small enough to keep
+                samplers = list(samplers)
+                self._joint = (prior.rows, samplers)
+        for z, sampler in samplers:
             for s in range(S):
-                t = u[s, z] * cdf[:, -1]
-                idx = np.minimum((cdf < t[:, None]).sum(axis=1), M - 1)
-                out[s, z] = prior.rows[idx]
+                out[s, z] = sampler.draw(u[s, z])
         return out
 
     def _log_class_probs(self, x: np.ndarray, coef, intercept) -> np.ndarray:
