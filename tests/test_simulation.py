@@ -694,6 +694,7 @@ def test_barber_6_1_config_has_the_papers_noise_variances():
 
 SHIPPED_REDUCED = [
     "adult",
+    "adult_m2",
     "paper/barber_6_1",
     "paper/barber_fig3_digits",
     "paper/barber_fig3_mnist",
