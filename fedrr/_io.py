@@ -110,6 +110,14 @@ def write_csv(path: str | os.PathLike, rows: list[dict], command: str, fields: l
     atomic_write_text(path, buf.getvalue())
 
 
+def write_report(path: str | os.PathLike, title: str, body: str, argv: list[str] | None = None) -> str:
+    """A script's markdown result: ``# title``, the command that made it, ``provenance()``, then
+    ``body``; written atomically to ``path`` and returned (to print)."""
+    text = f"# {title}\n\ncommand: `{command_line(argv)}`\n\n{provenance()}\n\n{body}\n"
+    atomic_write_text(path, text)
+    return text
+
+
 def markdown_table(header: list[Any], body: list[list[Any]]) -> str:
     """A GitHub markdown table: one header row, then one row per entry of ``body``."""
     lines = ["| " + " | ".join(map(str, header)) + " |", "|" + "---|" * len(header)]

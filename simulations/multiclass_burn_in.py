@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import logsumexp
 
-from fedrr._io import atomic_write_text, command_line, markdown_table, provenance
+from fedrr._io import markdown_table, write_report
 from fedrr.estimators import SpreadLogisticRegression
 from fedrr.estimators.spread_prior import CategoricalPrior
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
@@ -87,14 +87,12 @@ def main(argv=None) -> int:
         "prediction distance",
         "s",
     ]
-    text = (
-        f"# Multi-class spread-EM against the exact MLE\n\ncommand: `{command_line(argv)}`\n\n{provenance()}\n\n"
-        f"exact MLE (centred coefficients): {np.round(mle, 3).tolist()}\n\n" + markdown_table(head, rows) + "\n"
+    body = f"exact MLE (centred coefficients): {np.round(mle, 3).tolist()}\n\n" + markdown_table(head, rows)
+    print(
+        write_report(
+            Path(args.out) / "multiclass_burn_in.md", "Multi-class spread-EM against the exact MLE", body, argv
+        )
     )
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "multiclass_burn_in.md", text)
-    print(text)
     return 0
 
 

@@ -76,6 +76,7 @@ class Shard:
         self.R: list[Any] = [None] * n_chains  # responsibilities (S·b, C)
         self.w: list[Any] = [None] * n_chains  # sample weights (S·b,)
         self.prior: list[Any] = [None] * n_chains
+        self._joint: tuple | None = None  # (public rows, their PatternSamplers): a joint prior's kept CDFs
 
     def _compile_releases(self) -> None:
         """Kernel inputs: randomised-response columns keep their released state (q, r per column);
@@ -227,9 +228,8 @@ class Shard:
         they would take more than 64 MB: then built per call, 512 records at a time)."""
         u = rng.random((S, self.b))
         out = np.empty((S, self.b, self.D))
-        cached = getattr(self, "_joint", None)
-        if cached is not None and cached[0] is prior.rows:
-            samplers = cached[1]
+        if self._joint is not None and self._joint[0] is prior.rows:
+            samplers = self._joint[1]
         else:
             step = self.b if PatternSampler.size(self.released, len(prior.rows)) <= 2**26 else 512
             blocks = [slice(a, min(a + step, self.b)) for a in range(0, self.b, step)]

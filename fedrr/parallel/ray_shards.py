@@ -164,9 +164,6 @@ class RayShards:
                 self._gather(send_whole, again)
             self._priors[chain] = updated
 
-    def update_prior(self, chain: int, stats: Any, gamma: float, updated: Any) -> None:
-        self.update_priors([(chain, stats, gamma, updated)])
-
     def _prior_plan(self, chain: int, stats: Any, gamma: float, updated: Any) -> tuple:
         """(submit, send_whole, chain, updated) for one chain's prior update: the last actor updates
         from the sum it kept, the others from its output; ``send_whole`` sends the statistics."""
