@@ -116,12 +116,28 @@ def _first(mechanism: Any) -> Any:
     return mechanism[0] if isinstance(mechanism, (list, tuple)) else mechanism
 
 
+def _release_prior(mechanism: Any) -> str:
+    """The spread learners' prior: "naive-bayes" for records that release sampled attributes through
+    discrete oracles with a label (they show nothing else of how attributes co-occur; on Adult it
+    lifts spread above LDP naive Bayes, docs/results.md), else "learned" (factorised)."""
+    from .estimators.naive_bayes import check_naive_bayes_mechanism
+
+    if isinstance(mechanism, (list, tuple)) or getattr(mechanism, "n_sampled", None) is None:
+        return "learned"
+    try:
+        check_naive_bayes_mechanism(mechanism)
+    except ValidationError:
+        return "learned"
+    return "naive-bayes"
+
+
 @_learner(
     "classification",
     "spread",
-    "spread-EM (Barber 2020 §5), prior learned from the releases; C and the prior's "
-    "smoothing chosen by cross-validation on the held-out noisy likelihood, with a fallback to the "
-    "intercept-only model when the releases do not support a model",
+    "spread-EM (Barber 2020 §5), prior learned from the releases (naive Bayes's joint when records "
+    "release sampled attributes); C and the prior's smoothing chosen by cross-validation on the "
+    "held-out noisy likelihood, with a fallback to the intercept-only model when the releases do not "
+    "support a model",
 )
 def _spread(d: FitData, o: FitOptions):
     from .estimators import SpreadLogisticRegressionCV
@@ -129,6 +145,7 @@ def _spread(d: FitData, o: FitOptions):
     Cs = tuple(sorted({0.01, 0.1, 1.0, 10.0, float(o.C)}))
     est = SpreadLogisticRegressionCV(
         Cs=Cs,
+        prior=_release_prior(d.mechanism),
         executor=o.executor,
         random_state=o.random_state,
         max_iter=o.spread_max_iter,
@@ -138,59 +155,37 @@ def _spread(d: FitData, o: FitOptions):
     return est.fit(d.X, d.y, mechanism=d.mechanism)
 
 
-@_learner("classification", "spread-plain", "spread-EM at the configured C, no selection and no fallback")
-def _spread_plain(d: FitData, o: FitOptions):
+def _plain(d: FitData, o: FitOptions, **kw):
+    """SpreadLogisticRegression at the configured C, EM budget and encoding (``kw`` overrides), fitted."""
     from .estimators import SpreadLogisticRegression
 
-    est = SpreadLogisticRegression(
-        C=o.C,
-        prior="learned",
-        executor=o.executor,
-        random_state=o.random_state,
-        max_iter=o.spread_max_iter,
-        encoding=o.encoding,
-    )
-    return est.fit(d.X, d.y, mechanism=d.mechanism)
+    kw = {"C": o.C, "executor": o.executor, "random_state": o.random_state, "max_iter": o.spread_max_iter} | kw
+    return SpreadLogisticRegression(**{"encoding": o.encoding} | kw).fit(d.X, d.y, mechanism=d.mechanism)
+
+
+@_learner(
+    "classification", "spread-plain", "spread-EM at the configured C, prior as for spread, no selection or fallback"
+)
+def _spread_plain(d: FitData, o: FitOptions):
+    return _plain(d, o, prior=_release_prior(d.mechanism))
 
 
 @_learner("classification", "spread-flat", "spread-EM with a flat input prior")
 def _spread_flat(d: FitData, o: FitOptions):
-    from .estimators import SpreadLogisticRegression
-
-    est = SpreadLogisticRegression(
-        C=o.C,
-        prior="flat",
-        executor=o.executor,
-        random_state=o.random_state,
-        max_iter=o.spread_max_iter,
-        encoding=o.encoding,
-    )
-    return est.fit(d.X, d.y, mechanism=d.mechanism)
+    return _plain(d, o, prior="flat")
 
 
 @_learner("classification", "spread-is", "spread-EM with Barber's importance-sampling E-step (§5.1), for reproduction")
 def _spread_is(d: FitData, o: FitOptions):
     """Barber (2020) §5.1 as printed: the E-step draws S = 10 samples per record from the prior and
     weights them by the likelihood of the release (self-normalised importance sampling), prior
-    learned as for ``spread``. The paper's own variant, kept to compare with; ``spread`` (the
-    exact-posterior MCMC E-step) is the consistent one."""
-    from .estimators import SpreadLogisticRegression
-
-    est = SpreadLogisticRegression(
-        C=o.C,
-        prior="learned",
-        e_step="importance",
-        executor=o.executor,
-        random_state=o.random_state,
-        max_iter=o.spread_max_iter,
-    )
-    return est.fit(d.X, d.y, mechanism=d.mechanism)
+    learned (factorised), unit encoding. The paper's own variant, kept to compare with; ``spread``
+    (the exact-posterior MCMC E-step) is the consistent one."""
+    return _plain(d, o, prior="learned", e_step="importance", encoding="unit")
 
 
 @_learner("classification", "spread-true", "spread-EM with the clean records' own prior (oracle)", oracle=True)
 def _spread_true(d: FitData, o: FitOptions):
-    from .estimators import SpreadLogisticRegression
-
     mechs = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism]
     ks = {getattr(f.mechanism, "k", None) for m in {id(m): m for m in mechs}.values() for f in m.fields}
     if None in ks or len(ks) != 1:
@@ -198,16 +193,7 @@ def _spread_true(d: FitData, o: FitOptions):
     k = ks.pop()
     Xc = np.asarray(d.clean_X)
     counts = np.stack([np.bincount(np.asarray(Xc[:, j], int), minlength=k) for j in range(Xc.shape[1])]) + 1e-3
-    prior = counts / counts.sum(axis=1, keepdims=True)
-    est = SpreadLogisticRegression(
-        C=o.C,
-        prior=prior,
-        executor=o.executor,
-        random_state=o.random_state,
-        max_iter=o.spread_max_iter,
-        encoding=o.encoding,
-    )
-    return est.fit(d.X, d.y, mechanism=d.mechanism)
+    return _plain(d, o, prior=counts / counts.sum(axis=1, keepdims=True))
 
 
 @_learner("classification", "naive", "logistic regression on the releases as if they were clean (Barber eq 34)")

@@ -119,7 +119,7 @@ def test_kept_and_blockwise_pattern_cdfs_draw_the_same_rows(monkeypatch):
     draws = []
     for big in (False, True):
         if big:
-            monkeypatch.setattr(PatternSampler, "size", staticmethod(lambda released, n_rows: 2**40))
+            monkeypatch.setattr(PatternSampler, "size", staticmethod(lambda X, released, n_rows: 2**40))
         shard = Shard(0, RM, Xt, yt, design, 2, 5, 1)
         draws.append(shard._propose(np.random.default_rng(9), prior, 3))
         assert (shard._joint is None) == big

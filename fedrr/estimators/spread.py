@@ -24,7 +24,7 @@ from ..parallel.shards import traffic_report
 from ._sklearn import class_labels, validate
 from .spread_design import ENCODINGS, ColumnLayout, Design
 from .spread_em import EMOptions, run_em
-from .spread_joint import joint_prior
+from .spread_joint import joint_prior, naive_bayes_prior
 from .spread_mstep import fit_soft_logistic, log_class_probs
 from .spread_pool import group_records  # noqa: F401 - defined there, where pools are grouped too
 from .spread_prior import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
@@ -43,7 +43,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     prior : "learned" (from the releases, refined during EM, pulled toward the mechanism-debiased
         marginals by ``prior_strength``), "flat", or a given prior (CategoricalPrior / (D, k)
         array, GaussianPrior, HistogramPrior, per-column list), or an EmpiricalPrior: public clean
-        rows whose joint distribution is the prior (it keeps how attributes co-occur; not learned).
+        rows whose joint distribution is the prior (it keeps how attributes co-occur; not learned),
+        or "naive-bayes": the joint p(x) = Σ_c p(c) Π_d p(x_d | c) of naive Bayes fitted on the
+        releases, fixed (discrete oracles and label; for records that release sampled attributes).
     prior_strength : weight of the debiased marginals in the learned prior, as a fraction of the
         number of records (Dirichlet pseudo-counts; 0: none).
     e_step : "mcmc" (default; exact-posterior Metropolis chains, labels summed out) or
@@ -71,7 +73,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
     _parameter_constraints = {
         "C": [Interval(float, 1e-12, None, closed="left", inf=True)],  # 1/C must stay finite
-        "prior": [Options("learned", "flat"), Satisfies(lambda v: not isinstance(v, str), "a prior object")],
+        "prior": [Options("learned", "flat", "naive-bayes"), Satisfies(lambda v: not isinstance(v, str), "a prior")],
         "prior_strength": [Interval(float, 0, None)],
         "e_step": [Options(*E_STEPS)],
         "n_chains": [_INT1],
@@ -220,9 +222,11 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         design = Design(layout, p["encoding"])
         S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)
         check_memory(n, layout.n_features, design.n_inputs, C, S, p["n_chains"], p["shard_size"], layout.kmax)
+        entropy = _entropy(p["random_state"])
+        if isinstance(p["prior"], str) and p["prior"] == "naive-bayes":
+            p = {**p, "prior": naive_bayes_prior(Xv, yi, groups, entropy)}
         prior = self._initial_prior(layout, [(rm, Xv[rows]) for rm, rows in groups], p, n)
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
-        entropy = _entropy(p["random_state"])
         factories = []
         for rm, rows in groups:
             for s0, s1 in shard_bounds(len(rows), p["shard_size"]):
@@ -281,6 +285,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         return fit_pool(self, path)
 
     def _initial_prior(self, layout: ColumnLayout, pools, p, n: int) -> SpreadPrior:
+        if isinstance(p["prior"], str) and p["prior"] == "naive-bayes":  # fit_pool: no records here
+            raise ValidationError("prior", "'naive-bayes' is fitted on the released records: use fit, not fit_pool")
         if isinstance(p["prior"], str) and p["prior"] == "flat":
             return flat_prior(layout, p["numeric_prior"], 1 if p["numeric_prior"] == "histogram" else p["n_bins"])
         if isinstance(p["prior"], str):  # learned: start at, and pull toward, the debiased marginals

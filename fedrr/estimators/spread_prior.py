@@ -263,8 +263,8 @@ def given_prior(layout: ColumnLayout, prior: Any) -> SpreadPrior:
         return out
     raise ValidationError(
         "prior",
-        "must be 'flat', 'learned', a CategoricalPrior/array, GaussianPrior, HistogramPrior, EmpiricalPrior or "
-        "per-column list; "
+        "must be 'flat', 'learned', 'naive-bayes', a CategoricalPrior/array, GaussianPrior, HistogramPrior, "
+        "EmpiricalPrior or per-column list; "
         f"got {type(prior).__name__}",
     )
 

@@ -231,7 +231,7 @@ class Shard:
         if self._joint is not None and self._joint[0] is prior.rows:
             samplers = self._joint[1]
         else:
-            step = self.b if PatternSampler.size(self.released, len(prior.rows)) <= 2**26 else 512
+            step = self.b if PatternSampler.size(self.X, self.released, len(prior.rows)) <= 2**26 else 512
             blocks = [slice(a, min(a + step, self.b)) for a in range(0, self.b, step)]
             samplers = ((z, PatternSampler(prior, self.rm, self.X[z], self.released[z])) for z in blocks)
             if step == self.b:  # small enough to keep
