@@ -42,10 +42,13 @@ class JointSpreadPrior(SpreadPrior):
         return out
 
     def log_marginal(self, rm: RecordMechanism, X: np.ndarray, released: np.ndarray) -> np.ndarray:
-        """log p(x̃) = log (1/M) Σ_i p(x̃ | row_i) per record: exact under the empirical prior."""
+        """log p(x̃) = log (1/M) Σ_i p(x̃ | row_i) per record: exact under the empirical prior;
+        computed once per distinct release pattern (records that released the same values alike)."""
         from scipy.special import logsumexp
 
-        return logsumexp(self.log_weights(rm, X, released), axis=1) - np.log(self.rows.shape[0])
+        uniq, inv = np.unique(np.where(released, X, -1.0), axis=0, return_inverse=True)
+        lw = self.log_weights(rm, np.where(uniq < 0, np.nan, uniq), uniq >= 0)
+        return (logsumexp(lw, axis=1) - np.log(self.rows.shape[0]))[inv.ravel()]
 
 
 def joint_prior(layout: ColumnLayout, prior: EmpiricalPrior) -> JointSpreadPrior:
