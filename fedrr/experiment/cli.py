@@ -34,6 +34,7 @@ examples:
   fedrr plot results/quickstart                                  # accuracy_vs_epsilon.png / .svg
   fedrr run configs/quickstart.toml --epsilon 3000               # one grid point only
   fedrr check configs/my_scenario.toml                           # validate a config, run nothing
+  fedrr reproduce results/quickstart                             # rerun a result, compare it
   fedrr credentials certs --nodes 5                              # TLS + node keys for a test deployment
 
 Rerunning `fedrr sweep` with the same config and --out skips every finished cell, so an
@@ -130,6 +131,14 @@ def _cmd_check(args) -> int:
     return 0
 
 
+def _cmd_reproduce(args) -> int:
+    from .reproduce import report, reproduce
+
+    text, same = report(reproduce(args.results_dir, args.out, [args.index] if args.index is not None else None))
+    print(text)
+    return 0 if same else 1
+
+
 def _cmd_credentials(args) -> int:
     from ..federation.credentials import DEFAULT_HOSTS, create_credentials
 
@@ -215,6 +224,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("config", metavar="CONFIG")
     p.set_defaults(func=_cmd_check)
+    p = sub.add_parser(
+        "reproduce",
+        help="rerun a results directory from its manifest and compare results.csv (exit 1 if it differs)",
+        description="Rerun the sweep recorded in RESULTS_DIR/manifest.json (its config text and seed) into "
+        "a scratch directory and compare results.csv with the committed one, every column but the timing "
+        "ones; print both files' SHA-256 and every value that differs. See docs/reproducibility.md.",
+        epilog="example: fedrr reproduce results/quickstart",
+    )
+    p.add_argument("results_dir", metavar="RESULTS_DIR")
+    p.add_argument("--out", metavar="DIR", help="where to rerun (default: a new temporary directory)")
+    p.add_argument("--index", type=int, metavar="I", help="rerun only the cells of grid point I")
+    p.set_defaults(func=_cmd_reproduce)
     p = sub.add_parser(
         "credentials",
         help="create TLS certificates and SuperNode keys for a test deployment",

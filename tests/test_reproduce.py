@@ -1,0 +1,86 @@
+"""``fedrr reproduce``: rerun a results directory from its manifest and compare results.csv."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from fedrr.errors import ValidationError
+from fedrr.experiment.cli import main
+from fedrr.experiment.report import write_reports
+from fedrr.experiment.reproduce import compare, digest, read_rows
+from fedrr.experiment.spec import load_scenario
+from fedrr.experiment.sweep import sweep
+
+SMALL = """
+[scenario]
+name = "small"
+seed = 11
+repeats = 2
+[population]
+dataset = "digits_7_vs_9"
+n_clients = 100
+n_test_per_class = 20
+[privacy]
+mechanism = "rr"
+feature_flip_grid = [0.1, 0.3]
+label_flip = "same"
+[learners]
+names = ["naive", "majority"]
+[run]
+mode = "offline"
+workers = 1
+"""
+
+
+@pytest.fixture(scope="module")
+def committed(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("committed")
+    cfg = tmp / "small.toml"
+    cfg.write_text(SMALL)
+    sweep(load_scenario(cfg), tmp / "res", log=lambda s: None, progress=False)
+    write_reports(tmp / "res")
+    cfg.write_text(SMALL.replace("seed = 11", "seed = 12"))  # the file moved on; the manifest kept the text
+    return tmp / "res"
+
+
+def test_a_rerun_reproduces_and_a_changed_value_is_named(committed, tmp_path, capsys):
+    assert main(["reproduce", str(committed), "--out", str(tmp_path / "a")]) == 0
+    out = capsys.readouterr().out
+    assert "REPRODUCED" in out
+    rows = read_rows(committed / "results.csv")
+    assert f"sha256 committed {digest(rows)}" in out and f"sha256 rerun     {digest(rows)}" in out
+
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    (changed / "manifest.json").write_text((committed / "manifest.json").read_text())
+    i = next(i for i, r in enumerate(rows) if r["grid_index"] == "0" and r["learner"] == "naive")
+    rows[i]["accuracy"] = "0.5"
+    with open(changed / "results.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert main(["reproduce", str(changed), "--out", str(tmp_path / "b"), "--index", "0"]) == 1
+    out = capsys.readouterr().out
+    assert f"{rows[i]['cell']} naive accuracy: 0.5 -> " in out
+    assert "DIFFERS: 1 value(s)" in out
+
+
+def test_timing_columns_do_not_count_and_extra_columns_are_reported():
+    old = [{"cell": "c", "learner": "l", "accuracy": "0.9", "seconds": "1.0", "gone": "x"}]
+    new = [{"cell": "c", "learner": "l", "accuracy": "0.9", "seconds": "2.0", "added": "y"}]
+    res = compare(old, new)
+    assert not res["diffs"] and res["digest_old"] == res["digest_new"]
+    assert res["columns_only_old"] == ["gone"] and res["columns_only_new"] == ["added"]
+    res = compare(old, [{**new[0], "accuracy": "0.8"}, {"cell": "c", "learner": "m", "accuracy": "1"}])
+    assert res["diffs"] == [("c", "l", "accuracy", "0.9", "0.8")] and res["only_new"] == [("c", "m")]
+
+
+def test_a_directory_without_a_manifest_is_refused(tmp_path):
+    with pytest.raises(ValidationError, match="manifest.json") as e:
+        from fedrr.experiment.reproduce import reproduce
+
+        reproduce(tmp_path)
+    assert e.value.field == "results_dir"
