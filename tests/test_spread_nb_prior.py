@@ -1,6 +1,7 @@
 """Spread-EM's ``prior="naive-bayes"``: the joint p(x) = Σ_c p(c) Π_d p(x_d | c) of naive Bayes
-fitted on the releases, as draws. Records that release one sampled attribute show nothing else of
-how attributes co-occur; this prior keeps what their common dependence on the label implies."""
+fitted on the releases, a fixed latent-class prior with exact posterior draws. Records that release
+one sampled attribute show nothing else of how attributes co-occur; this prior keeps what their
+common dependence on the label implies."""
 
 from __future__ import annotations
 
@@ -8,11 +9,13 @@ import itertools
 
 import numpy as np
 import pytest
+from scipy.special import logsumexp
 from scipy.stats import chi2
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression
-from fedrr.estimators.spread_joint import NAIVE_BAYES_ROWS, naive_bayes_prior
+from fedrr.estimators.spread_design import ColumnLayout
+from fedrr.estimators.spread_mixture import naive_bayes_prior
 from fedrr.estimators.spread_pool import group_records
 from fedrr.mechanisms import LaplaceMechanism, RandomizedResponse, RecordMechanism
 from fedrr.pool import Pool
@@ -40,29 +43,44 @@ def _release(seed: int, n: int, eps: float = 4.0):
     return Xt, yt, rm
 
 
-def test_draws_follow_the_naive_bayes_joint_not_the_product_of_marginals():
-    """Pair frequencies of the drawn rows against the fitted model's Σ_c p(c) p(x_0|c) p(x_1|c):
-    a chi-square test at 0.1 % (the class counts are fixed in proportion, not multinomial, which
-    only lowers the variance). The same test must reject the product of the two marginals, which
-    is what a factorised prior would draw: the test has the power to see the difference."""
+def _prior(Xt, yt, rm):
+    return naive_bayes_prior(Xt, yt, group_records(rm, len(yt)), ColumnLayout.from_mechanism(rm))
+
+
+def _enumerated(prior, rm, xt):
+    """p(x | x̃) over every x of the domain, and p(x̃), by enumeration: p(x) = Σ_c π_c Π_d p(x_d | c)."""
+    grid = np.array(list(itertools.product(range(K), repeat=D)))
+    lp = logsumexp(prior.log_pi[None, :] + sum(prior.log_p[d][:, grid[:, d]].T for d in range(D)), axis=1)
+    for d, f in enumerate(rm.fields):
+        if not np.isnan(xt[d]):
+            lp = lp + f.mechanism.log_likelihood_matrix(np.array([int(xt[d])]))[0][grid[:, d]]
+    return grid, np.exp(lp - logsumexp(lp)), logsumexp(lp)
+
+
+@pytest.mark.parametrize("xt", [[2.0, np.nan, np.nan, np.nan], [np.nan, np.nan, np.nan, 0.0]])
+def test_draws_are_the_exact_posterior_and_the_marginal_is_exact(xt):
+    """Draws for one release against p(x | x̃) enumerated over the 81 records (chi-square at
+    0.1 %); the product of the posterior's own marginals, which a factorised prior would draw, is
+    rejected by the same test (it has the power to see co-occurrence); log p(x̃) equals the sum."""
     Xt, yt, rm = _release(0, 6000)
-    prior = naive_bayes_prior(Xt, yt, group_records(rm, len(yt)), 1)
-    rows = prior.rows
-    assert rows.shape == (NAIVE_BAYES_ROWS, D) and rows.min() >= 0 and rows.max() <= K - 1
-    nb = LDPNaiveBayes().fit(Xt, yt, mechanism=rm)
-    pc = nb.class_prior_ / nb.class_prior_.sum()
-    p0, p1 = (np.exp(nb.feature_log_prob_[d]) for d in (0, 1))  # (C, K)
-    joint = np.einsum("c,ci,cj->ij", pc, p0, p1)
-    observed = np.bincount(rows[:, 0] * K + rows[:, 1], minlength=K * K)
-    n = len(rows)
+    prior = _prior(Xt, yt, rm)
+    xt = np.array(xt)
+    grid, post, logm = _enumerated(prior, rm, xt)
+    n = 20000
+    X1 = np.tile(xt, (n, 1))
+    draws = prior.draw(rm, X1, ~np.isnan(X1), np.random.default_rng(1).random((1, n, D + 1)))[0].astype(int)
+    observed = np.bincount(draws @ K ** np.arange(D)[::-1], minlength=K**D)
+    crit = chi2.ppf(0.999, K**D - 1)
 
-    def stat(expected):
-        e = expected.ravel() * n
-        return float(((observed - e) ** 2 / e).sum())
+    def stat(p):
+        keep = p * n >= 5
+        e = p[keep] * n * observed[keep].sum() / (p[keep] * n).sum()
+        return float(((observed[keep] - e) ** 2 / e).sum())
 
-    crit = chi2.ppf(0.999, K * K - 1)
-    assert stat(joint / joint.sum()) < crit
-    assert stat(np.outer(joint.sum(1), joint.sum(0))) > 10 * crit
+    assert stat(post) < crit
+    marg = [np.bincount(grid[:, d], weights=post, minlength=K) for d in range(D)]
+    assert stat(np.prod([marg[d][grid[:, d]] for d in range(D)], axis=0)) > crit  # 8x crit on the first release
+    assert prior.log_marginal(rm, xt[None], ~np.isnan(xt[None]))[0] == pytest.approx(logm, rel=1e-12)
 
 
 def test_a_naive_bayes_prior_fits_what_a_factorised_prior_cannot():
@@ -86,32 +104,31 @@ def test_a_naive_bayes_prior_fits_what_a_factorised_prior_cannot():
     assert err["learned"] > 0.05, err
 
 
-def test_the_prior_is_fixed_and_reproducible():
+def test_the_fit_is_reproducible_and_reports_the_mixture_marginals():
     Xt, yt, rm = _release(1, 1500)
     kw = dict(prior="naive-bayes", encoding="onehot", random_state=3, max_iter=8, burn_in=4)
     a = SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=rm)
     b = SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=rm)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     nb = LDPNaiveBayes().fit(Xt, yt, mechanism=rm)
-    marg = [np.einsum("c,ck->k", nb.class_prior_ / nb.class_prior_.sum(), np.exp(lp)) for lp in nb.feature_log_prob_]
-    for d in range(D):  # the fit reports the prior's marginals: the drawn rows' frequencies, near the model's
-        se = np.sqrt(marg[d] * (1 - marg[d]) / NAIVE_BAYES_ROWS)
-        assert np.all(np.abs(a.prior_["categorical"][d] - marg[d]) < 4 * se)
+    pc = nb.class_prior_ / nb.class_prior_.sum()
+    for d in range(D):  # the prior is fixed: prior_ is Σ_c p(c) p(x_d | c)
+        np.testing.assert_allclose(a.prior_["categorical"][d], pc @ np.exp(nb.feature_log_prob_[d]), rtol=1e-12)
 
 
-def test_an_attribute_no_record_released_is_drawn_uniformly():
-    """A small pool (or a cross-validation fold) where no record released attribute 2: the prior
-    draws it uniformly, independently of the rest, and the others as before."""
+def test_an_attribute_no_record_released_is_uniform():
+    """A small pool (or a cross-validation fold) where no record released attribute 2: its
+    p(x_2 | c) is uniform, and the other attributes' are as before."""
     Xt, yt, rm = _release(4, 3000)
-    full = naive_bayes_prior(Xt, yt, group_records(rm, len(yt)), 5).rows
+    full = _prior(Xt, yt, rm)
     Xt[:, 2] = np.nan
     Xt[np.isnan(Xt).all(axis=1), 0] = 0.0  # the records that released only attribute 2 now release attribute 0
-    rows = naive_bayes_prior(Xt, yt, group_records(rm, len(yt)), 5).rows
-    se = np.sqrt(1 / K * (1 - 1 / K) / NAIVE_BAYES_ROWS)
-    assert np.all(np.abs(np.bincount(rows[:, 2], minlength=K) / NAIVE_BAYES_ROWS - 1 / K) < 4 * se)
-    np.testing.assert_array_equal(rows[:, 3], full[:, 3])  # the same model and uniforms for attribute 3
+    part = _prior(Xt, yt, rm)
+    np.testing.assert_allclose(np.exp(part.log_p[2]), 1 / K)
+    np.testing.assert_array_equal(part.log_p[3], full.log_p[3])
+    assert not np.allclose(np.exp(full.log_p[2]), 1 / K)
     with pytest.raises(ValidationError, match="no record released any attribute"):
-        naive_bayes_prior(np.full_like(Xt, np.nan), yt, group_records(rm, len(yt)), 5)
+        _prior(np.full_like(Xt, np.nan), yt, rm)
 
 
 def test_refused_where_naive_bayes_cannot_be_fitted(tmp_path):
@@ -136,3 +153,15 @@ def test_refused_where_naive_bayes_cannot_be_fitted(tmp_path):
         est.fit_pool(tmp_path / "p")
     with pytest.raises(ValidationError, match="naive-bayes"):
         SpreadLogisticRegression(prior="naive_bayes").fit(Xt, yt, mechanism=rm)
+
+
+def test_the_spread_learners_use_it_for_records_that_release_sampled_attributes():
+    from fedrr.learners import _release_prior
+
+    rr = RandomizedResponse(K, epsilon=2.0)
+    assert _release_prior(_release(0, 10)[2]) == "naive-bayes"
+    assert _release_prior(RecordMechanism([rr] * D, RandomizedResponse(2, epsilon=1.0))) == "learned"  # whole records
+    assert _release_prior([_release(0, 10)[2]] * 2) == "learned"  # a budget mix
+    assert _release_prior(RecordMechanism([rr] * D, None, n_sampled=1)) == "learned"  # no label oracle
+    numeric = RecordMechanism([LaplaceMechanism(1.0)] * 2, RandomizedResponse(2, epsilon=1.0), n_sampled=1)
+    assert _release_prior(numeric) == "learned"

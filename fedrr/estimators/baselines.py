@@ -19,9 +19,10 @@ from ..mechanisms import RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism
 from ..parallel.executors import SerialExecutor, shard_bounds
 from ._sklearn import class_labels, validate
-from .spread import SpreadLogisticRegression, check_clean_X, group_records
+from .spread import SpreadLogisticRegression, check_clean_X
 from .spread_design import ENCODINGS, ColumnLayout, Design
 from .spread_em import _Problem
+from .spread_pool import group_records
 from .spread_shard import Shard
 
 

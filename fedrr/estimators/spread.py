@@ -1,8 +1,7 @@
 """Spread-EM logistic regression (Barber 2020 §5): maximise the likelihood of the noisy records
-log Σ_{c,x} p(c̃|c) p(x̃|x) p_θ(c|x) p(x) (eq 47) by Monte Carlo EM over independent chains,
-learning the input prior on the way (``spread_em`` has the algorithm, ``spread_shard`` the
-E-step). The chains' agreement is reported on the fitted estimator, so a user can tell signal
-from Monte Carlo noise without clean data."""
+log Σ_{c,x} p(c̃|c) p(x̃|x) p_θ(c|x) p(x) (eq 47) by Monte Carlo EM over independent chains, learning
+the input prior on the way (``spread_em``: the algorithm, ``spread_shard``: the E-step). The chains'
+agreement is on the fitted estimator, so a user can tell signal from Monte Carlo noise without clean data."""
 
 from __future__ import annotations
 
@@ -24,9 +23,10 @@ from ..parallel.shards import traffic_report
 from ._sklearn import class_labels, validate
 from .spread_design import ENCODINGS, ColumnLayout, Design
 from .spread_em import EMOptions, run_em
-from .spread_joint import joint_prior, naive_bayes_prior
+from .spread_joint import joint_prior
+from .spread_mixture import naive_bayes_prior
 from .spread_mstep import fit_soft_logistic, log_class_probs
-from .spread_pool import group_records  # noqa: F401 - defined there, where pools are grouped too
+from .spread_pool import group_records
 from .spread_prior import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
 from .spread_shard import Shard
 
@@ -222,11 +222,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         design = Design(layout, p["encoding"])
         S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)
         check_memory(n, layout.n_features, design.n_inputs, C, S, p["n_chains"], p["shard_size"], layout.kmax)
-        entropy = _entropy(p["random_state"])
-        if isinstance(p["prior"], str) and p["prior"] == "naive-bayes":
-            p = {**p, "prior": naive_bayes_prior(Xv, yi, groups, entropy)}
-        prior = self._initial_prior(layout, [(rm, Xv[rows]) for rm, rows in groups], p, n)
+        prior = self._initial_prior(layout, [(rm, Xv[rows]) for rm, rows in groups], p, n, (Xv, yi, groups))
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
+        entropy = _entropy(p["random_state"])
         factories = []
         for rm, rows in groups:
             for s0, s1 in shard_bounds(len(rows), p["shard_size"]):
@@ -284,9 +282,11 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
         return fit_pool(self, path)
 
-    def _initial_prior(self, layout: ColumnLayout, pools, p, n: int) -> SpreadPrior:
-        if isinstance(p["prior"], str) and p["prior"] == "naive-bayes":  # fit_pool: no records here
-            raise ValidationError("prior", "'naive-bayes' is fitted on the released records: use fit, not fit_pool")
+    def _initial_prior(self, layout: ColumnLayout, pools, p, n: int, releases=None) -> SpreadPrior:
+        if isinstance(p["prior"], str) and p["prior"] == "naive-bayes":  # (X, y, groups); fit_pool has none
+            if releases is None:
+                raise ValidationError("prior", "'naive-bayes' is fitted on the released records: use fit, not fit_pool")
+            return naive_bayes_prior(*releases, layout)
         if isinstance(p["prior"], str) and p["prior"] == "flat":
             return flat_prior(layout, p["numeric_prior"], 1 if p["numeric_prior"] == "histogram" else p["n_bins"])
         if isinstance(p["prior"], str):  # learned: start at, and pull toward, the debiased marginals

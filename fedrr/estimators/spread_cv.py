@@ -31,8 +31,9 @@ from sklearn.utils.validation import check_is_fitted
 from .._params import Interval, ListOf, Satisfies, random_state_constraints, validate_params
 from ..errors import ValidationError
 from ..mechanisms.discrete import DiscreteMechanism
-from .spread import SpreadLogisticRegression, check_clean_X, group_records
+from .spread import SpreadLogisticRegression, check_clean_X
 from .spread_mstep import log_class_probs
+from .spread_pool import group_records
 from .spread_shard import Shard
 
 #: the spread-EM parameters this class passes through (the rest are its own)

@@ -3,7 +3,8 @@ records (``fedrr.mechanisms.EmpiricalPrior``). Barber §5.2 factorises p(x) over
 public dataset for a similar problem exists the prior can be that known model instead, and it keeps
 how attributes co-occur — which records that release one sampled attribute cannot show, and which a
 factorised prior gets wrong (it imputes the attributes a record did not release independently of
-the one it did)."""
+the one it did). Without public data, ``prior="naive-bayes"`` (``spread_mixture``) lets attributes
+co-occur through the label instead."""
 
 from __future__ import annotations
 
@@ -98,46 +99,3 @@ class PatternSampler:
         for c, members in zip(self.cdf, self.groups):
             idx[members] = np.searchsorted(c, u[members] * c[-1], side="left")  # #entries below u·total
         return self.rows[np.minimum(idx, len(self.rows) - 1)]
-
-
-#: draws of the naive-Bayes prior: its E-step cost does not grow with them (one CDF per release
-#: pattern), and on Adult at ε 8 going from 2,000 to 5,000 draws moved accuracy by ~0.01
-NAIVE_BAYES_ROWS = 8192
-
-
-def naive_bayes_prior(X: np.ndarray, y: np.ndarray, groups: list, entropy: int) -> EmpiricalPrior:
-    """``prior="naive-bayes"``: p(x) = Σ_c p(c) Π_d p(x_d | c), naive Bayes fitted on the releases
-    (``LDPNaiveBayes``: debiased (attribute, label) pair frequencies), as ``NAIVE_BAYES_ROWS`` draws
-    (classes in proportion to p(c), then each attribute given its class; seeded by ``entropy``).
-    Records that release one sampled attribute show nothing else of how attributes co-occur; this
-    prior keeps what their common dependence on the label implies, where a factorised prior keeps
-    nothing. An attribute no record released is drawn uniformly: the releases say nothing of it."""
-    from .naive_bayes import LDPNaiveBayes, check_naive_bayes_mechanism
-
-    if len(groups) != 1:
-        raise ValidationError("prior", "'naive-bayes' needs one record mechanism for every record (no budget mix)")
-    rm = groups[0][0]
-    seen = np.flatnonzero(~np.all(np.isnan(X), axis=0))
-    try:
-        mechs, label = check_naive_bayes_mechanism(rm)
-        if seen.size == 0:
-            raise ValidationError("X", "no record released any attribute")
-        nb = LDPNaiveBayes().fit(X[:, seen], y, mechanism=RecordMechanism([mechs[d] for d in seen], label))
-    except ValidationError as e:
-        raise ValidationError("prior", f"'naive-bayes' fits LDPNaiveBayes on the releases: {e.message}") from e
-    logps = [np.zeros((len(nb.classes_), m.k)) for m in mechs]  # uniform where nothing was released
-    for d, logp in zip(seen, nb.feature_log_prob_):
-        logps[d] = logp
-    pi = nb.class_prior_ / nb.class_prior_.sum()
-    n = NAIVE_BAYES_ROWS
-    counts = np.floor(pi * n).astype(np.int64)  # largest remainder: counts sum to n, each within 1 of pi·n
-    counts[np.argsort(counts - pi * n)[: n - counts.sum()]] += 1
-    c = np.repeat(np.arange(pi.size), counts)
-    rng = np.random.default_rng(np.random.SeedSequence(entropy, spawn_key=(2**31 - 1,)))  # not a shard's key
-    u = rng.random((n, len(logps)))
-    rows = np.empty(u.shape, np.int64)
-    for d, logp in enumerate(logps):  # (C, k_d)
-        cdf = np.cumsum(np.exp(logp - logp.max(axis=1, keepdims=True)), axis=1)
-        cdf /= cdf[:, -1:]
-        rows[:, d] = np.minimum((cdf[c] <= u[:, d : d + 1]).sum(axis=1), logp.shape[1] - 1)
-    return EmpiricalPrior(rows)

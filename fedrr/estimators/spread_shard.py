@@ -25,6 +25,7 @@ from ..mechanisms.discrete import DiscreteMechanism, guide_table
 from ..parallel.shards import unpack
 from .spread_design import Design
 from .spread_joint import JointSpreadPrior, PatternSampler
+from .spread_mixture import MixtureSpreadPrior
 from .spread_mstep import log_class_probs
 
 _TABLES_LOCK = threading.Lock()
@@ -76,7 +77,7 @@ class Shard:
         self.R: list[Any] = [None] * n_chains  # responsibilities (S·b, C)
         self.w: list[Any] = [None] * n_chains  # sample weights (S·b,)
         self.prior: list[Any] = [None] * n_chains
-        self._joint: tuple | None = None  # (public rows, their PatternSamplers): a joint prior's kept CDFs
+        self._joint: tuple | None = None  # a fixed prior's kept CDFs: (its rows or log_p, their samplers)
 
     def _compile_releases(self) -> None:
         """Kernel inputs: randomised-response columns keep their released state (q, r per column);
@@ -128,7 +129,7 @@ class Shard:
         evaluation, ``loss_grad`` at the same θ on the new samples, and their total ``weight`` —
         so that the M-step's first call, and phase 2's only one, need no round trip of their own."""
         rng = np.random.default_rng(np.random.SeedSequence(self.entropy, spawn_key=(self.index, chain, it)))
-        if self.compiled and not isinstance(self.prior[chain], JointSpreadPrior):
+        if self.compiled and not isinstance(self.prior[chain], (JointSpreadPrior, MixtureSpreadPrior)):
             out = self._estep_compiled(chain, rng, coef, intercept, n_samples)
         elif self.mode == "mcmc":
             out = self._estep_mcmc(chain, rng, coef, intercept, n_samples)
@@ -208,6 +209,10 @@ class Shard:
         """S draws per record from ρ(x | x̃) (the prior where nothing was released): (S, b, D)."""
         if isinstance(prior, JointSpreadPrior):
             return self._propose_joint(rng, prior, S)
+        if isinstance(prior, MixtureSpreadPrior):  # exact: class from p(c | x̃), then each attribute
+            if self._joint is None or self._joint[0] is not prior.log_p:  # fixed prior: CDFs kept
+                self._joint = (prior.log_p, prior.sampler(self.rm, self.X, self.released))
+            return self._joint[1].draw(rng.random((S, self.b, self.D + 1)))
         out = np.empty((S, self.b, self.D))
         for mech, cols in self.rm.column_groups():
             for c in cols:

@@ -1,0 +1,126 @@
+"""Spread-EM's ``prior="naive-bayes"``: p(x) = Σ_c π_c Π_d p(x_d | c), naive Bayes fitted on the
+releases (``LDPNaiveBayes``: debiased (attribute, label) pair frequencies), as a fixed latent-class
+prior. Records that release one sampled attribute show nothing else of how attributes co-occur; a
+factorised prior imputes the ones a record did not release independently of the one it did, this
+one through their common dependence on the label. Its posterior given a release is exact and cheap
+to draw from: the class from p(c | x̃), then each attribute from p(x_d | c, x̃_d)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+from scipy.special import logsumexp
+
+from ..errors import ValidationError
+from ..mechanisms import RecordMechanism
+from .spread_design import ColumnLayout
+from .spread_prior import SpreadPrior, _empty
+
+
+@dataclass
+class MixtureSpreadPrior(SpreadPrior):
+    """A fixed mixture of factorised priors: ``log_pi`` (C,) and, per column, ``log_p`` (C, k_d).
+    ``disc`` holds its marginals Σ_c π_c p(x_d | c), which the EM's start and ``prior_`` read."""
+
+    log_pi: np.ndarray | None = None
+    log_p: list | None = None
+
+    def copy(self) -> MixtureSpreadPrior:
+        base = SpreadPrior.copy(self)
+        kept = {f.name: getattr(base, f.name) for f in fields(SpreadPrior)}
+        return MixtureSpreadPrior(**kept, log_pi=self.log_pi, log_p=self.log_p)
+
+    def _terms(self, rm: RecordMechanism, X: np.ndarray, released: np.ndarray) -> tuple[np.ndarray, dict]:
+        """log π_c + Σ_{d released} log Σ_x p(x | c) p(x̃_d | x) per record (n, C), and per released
+        column its records and log p(x | c) + log p(x̃_d | x), (n_d, C, k_d)."""
+        lt = np.tile(self.log_pi, (X.shape[0], 1))
+        terms = {}
+        for mech, cols in rm.column_groups():
+            for d in cols:
+                rel = np.flatnonzero(released[:, d])
+                if rel.size:
+                    L = mech.log_likelihood_matrix(X[rel, d].astype(np.int64))  # (n_d, k_d)
+                    w = self.log_p[d][None, :, :] + L[:, None, :]
+                    lt[rel] += logsumexp(w, axis=2)
+                    terms[d] = (rel, w)
+        return lt, terms
+
+    def log_marginal(self, rm: RecordMechanism, X: np.ndarray, released: np.ndarray) -> np.ndarray:
+        """log p(x̃) = log Σ_c π_c Π_{d released} Σ_x p(x | c) p(x̃_d | x) per record: exact."""
+        return logsumexp(self._terms(rm, X, released)[0], axis=1)
+
+    def sampler(self, rm: RecordMechanism, X: np.ndarray, released: np.ndarray) -> MixtureSampler:
+        """The posterior CDFs of these records (the prior is fixed: a shard keeps them for the fit)."""
+        lt, terms = self._terms(rm, X, released)
+        return MixtureSampler(
+            self, _cdf(lt), [_cdf(lp) for lp in self.log_p], {d: (r, _cdf(w)) for d, (r, w) in terms.items()}
+        )
+
+    def draw(self, rm: RecordMechanism, X: np.ndarray, released: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Exact draws from p(x | x̃) ∝ p(x) p(x̃ | x) by the uniforms ``u`` (S, n, D + 1)."""
+        return self.sampler(rm, X, released).draw(u)
+
+
+@dataclass
+class MixtureSampler:
+    """Exact draws from a mixture prior's posterior for a block of records: the class from
+    p(c | x̃) (``cls`` (n, C) CDFs), then attribute d from p(x_d | c, x̃_d) (``rel``: the released
+    records' (n_d, C, k) CDFs; ``base``: p(x_d | c) (C, k) for the others)."""
+
+    prior: MixtureSpreadPrior
+    cls: np.ndarray
+    base: list
+    rel: dict
+
+    def draw(self, u: np.ndarray) -> np.ndarray:
+        """By the uniforms ``u`` (S, n, D + 1): the class by u[..., 0], attribute d by u[..., d + 1]."""
+        S, n, D = u.shape[0], self.cls.shape[0], len(self.base)
+        cls = np.minimum((self.cls[None] <= u[..., :1]).sum(axis=-1), self.cls.shape[1] - 1)  # (S, n)
+        out = np.empty((S, n, D))
+        for d in range(D):
+            c = self.base[d][cls]  # (S, n, k): given the class alone
+            if d in self.rel:
+                rows, cdf = self.rel[d]
+                c[:, rows] = cdf[np.arange(rows.size)[None, :], cls[:, rows]]
+            out[..., d] = np.minimum((c <= u[..., d + 1 : d + 2]).sum(axis=-1), c.shape[-1] - 1)
+        return out
+
+
+def _cdf(logw: np.ndarray) -> np.ndarray:
+    """Normalised cumulative sums of exp(logw) along the last axis."""
+    c = np.cumsum(np.exp(logw - logw.max(axis=-1, keepdims=True)), axis=-1)
+    return c / c[..., -1:]
+
+
+def naive_bayes_prior(X: np.ndarray, y: np.ndarray, groups: list, layout: ColumnLayout) -> MixtureSpreadPrior:
+    """The ``prior="naive-bayes"`` of releases ``X`` (NaN where not released), released labels ``y``
+    and their one record mechanism. An attribute no record released gets a uniform p(x_d | c): the
+    releases say nothing of it (a small pool, or a cross-validation fold, may have one)."""
+    from .naive_bayes import LDPNaiveBayes, check_naive_bayes_mechanism
+
+    if len(groups) != 1:
+        raise ValidationError("prior", "'naive-bayes' needs one record mechanism for every record (no budget mix)")
+    rm = groups[0][0]
+    seen = np.flatnonzero(~np.all(np.isnan(X), axis=0))
+    try:
+        mechs, label = check_naive_bayes_mechanism(rm)
+        if seen.size == 0:
+            raise ValidationError("X", "no record released any attribute")
+        nb = LDPNaiveBayes().fit(X[:, seen], y, mechanism=RecordMechanism([mechs[d] for d in seen], label))
+    except ValidationError as e:
+        raise ValidationError("prior", f"'naive-bayes' fits LDPNaiveBayes on the releases: {e.message}") from e
+    C = len(nb.classes_)
+    log_p = [np.full((C, m.k), -np.log(m.k)) for m in mechs]
+    for d, lp in zip(seen, nb.feature_log_prob_):
+        log_p[d] = lp - logsumexp(lp, axis=1, keepdims=True)
+    pi = nb.class_prior_ / nb.class_prior_.sum()
+    with np.errstate(divide="ignore"):
+        log_pi = np.log(pi)
+    out = _empty(layout, "gaussian", 1)
+    prior = MixtureSpreadPrior(
+        **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=log_pi, log_p=log_p
+    )
+    for d, lp in enumerate(log_p):
+        prior.disc[d, : lp.shape[1]] = pi @ np.exp(lp)
+    return prior
