@@ -21,6 +21,7 @@ from fedrr.mechanisms import (
     CategoricalPrior,
     GaussianMechanism,
     GaussianPrior,
+    LaplaceMechanism,
     LocalHashing,
     RandomizedResponse,
     RecordMechanism,
@@ -492,3 +493,17 @@ def test_a_fit_too_big_for_memory_is_refused_by_the_knob_that_drives_it(tiny):
     with pytest.raises(ValidationError) as ei:
         SpreadLogisticRegression(n_samples=10**6, max_iter=1).fit(Xt, yt, mechanism=rm)
     assert ei.value.field == "n_samples"
+
+
+def test_onehot_decode_sets_one_indicator_per_nonzero_state_and_passes_numeric_columns():
+    """Columns of 3 states, a numeric one, 4 states: inputs [x0=1, x0=2 | x1 | x2=1, x2=2, x2=3]."""
+    rm = RecordMechanism(
+        [RandomizedResponse(3, 0.2), LaplaceMechanism(1.0), RandomizedResponse(4, 0.2)],
+        RandomizedResponse(2, 0.2),
+    )
+    design = Design(ColumnLayout.from_mechanism(rm), "onehot")
+    X = np.array([[0, 0.25, 0], [2, 0.5, 3], [1, 1.0, 1]], float)
+    want = np.array([[0, 0, 0.25, 0, 0, 0], [0, 1, 0.5, 0, 0, 1], [1, 0, 1.0, 1, 0, 0]], np.float32)
+    got = design.decode(X)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)

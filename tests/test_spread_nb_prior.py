@@ -83,6 +83,39 @@ def test_draws_are_the_exact_posterior_and_the_marginal_is_exact(xt):
     assert prior.log_marginal(rm, xt[None], ~np.isnan(xt[None]))[0] == pytest.approx(logm, rel=1e-12)
 
 
+def _counting_draw(sampler, u):
+    """The draw as numpy counts: the class, then each state, is the number of its CDF's entries
+    <= the uniform (at most k − 1)."""
+    cls = np.minimum((sampler.cls[None] <= u[..., :1]).sum(axis=-1), sampler.cls.shape[1] - 1)
+    out = np.empty((u.shape[0], sampler.cls.shape[0], len(sampler.base)))
+    for d, base in enumerate(sampler.base):
+        c = base[cls]
+        if d in sampler.rel:
+            rows, cdf = sampler.rel[d]
+            c[:, rows] = cdf[np.arange(rows.size)[None, :], cls[:, rows]]
+        out[..., d] = np.minimum((c <= u[..., d + 1 : d + 2]).sum(axis=-1), c.shape[-1] - 1)
+    return out
+
+
+def test_the_compiled_draw_counts_exactly_as_numpy():
+    """Attributes of 2, 5 and 9 states (the kernel pads the CDFs to 9), two sampled per record,
+    uniforms including the CDFs' own values (ties count as <=): every draw equal."""
+    rng = np.random.default_rng(5)
+    ks, n = [2, 5, 9], 3000
+    y = rng.integers(0, 2, n)
+    X = np.stack([(rng.integers(0, k, n) + y) % k for k in ks], axis=1)
+    rm = RecordMechanism(
+        [RandomizedResponse(k, epsilon=2.0) for k in ks], RandomizedResponse(2, epsilon=2.0), n_sampled=2
+    )
+    Xt, yt = rm.release(X, y, rng=rng)
+    prior = naive_bayes_prior(Xt, yt, group_records(rm, n), ColumnLayout.from_mechanism(rm))
+    sampler = prior.sampler(rm, Xt, ~np.isnan(Xt))
+    u = rng.random((4, n, len(ks) + 1))
+    u[0, :, 0] = sampler.cls[:, 0]  # a uniform equal to a CDF value
+    u[1, :, 1] = sampler.base[0][0, 0]
+    np.testing.assert_array_equal(sampler.draw(u), _counting_draw(sampler, u))
+
+
 def test_a_naive_bayes_prior_fits_what_a_factorised_prior_cannot():
     """Data from a naive-Bayes model, one sampled attribute per record: the true p(c = 1 | x) is
     known, and logistic regression on one-hot inputs contains it. The mean absolute error of the

@@ -141,15 +141,15 @@ class Design:
                 cols = np.flatnonzero(disc)
                 out[:, cols] = self.state_table[cols[None, :], X[:, cols].astype(np.int64)]
             return out
+        from .spread_kernels import onehot_fill
+
         out = np.zeros((n, self.n_inputs), np.float32)
-        for d in range(D):
-            o = self.offsets[d]
-            if disc[d]:
-                s = X[:, d].astype(np.int64)
-                on = s > 0
-                out[np.flatnonzero(on), o + s[on] - 1] = 1.0
-            else:
-                out[:, o] = X[:, d]
+        offsets = np.asarray(self.offsets, np.int64)
+        dc, nc = np.flatnonzero(disc), np.flatnonzero(~disc)
+        if dc.size:  # state s > 0 of column d sets indicator offsets[d] + s − 1 (state 0: none)
+            onehot_fill(X, dc, offsets[dc], out)
+        if nc.size:
+            out[:, offsets[nc]] = X[:, nc]
         return out
 
     def feature_coef(self, coef: np.ndarray) -> list[np.ndarray]:

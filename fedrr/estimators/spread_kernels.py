@@ -12,7 +12,8 @@ A draw from ρ(x_d | x̃_d) ∝ π_d(x)·(q if x = x̃ else r) takes one uniform
 else x ~ π_d", the latter by Walker's alias method: O(1) and branch-free. For q < r the mixture
 weights would be negative, so those columns use the guide-table inverse CDF of π_d with x̃'s mass
 scaled down (``_draw``). An attribute the client did not release (x̃ = −1) is drawn from π_d.
-Logits are sums of table lookups W[r, d, x_d] (any encoding of the states)."""
+Logits are sums of table lookups W[r, d, x_d] (any encoding of the states). Also here: exact draws
+from the naive-Bayes prior's posterior (``mixture_draw``) and the one-hot decode (``onehot_fill``)."""
 
 from __future__ import annotations
 
@@ -352,3 +353,47 @@ def rr_chain(
             counts[d, k] += w * (hist[0, k] + hist[1, k] + hist[2, k] + hist[3, k])
         new_stateT[d] = cur_d
     return accepted
+
+
+@njit(cache=True, nogil=True)
+def mixture_draw(u, cls_cdf, base, kd, relidx, relcdf, out):
+    """Draws from a latent-class prior's posterior (``spread_mixture.MixtureSampler``), by the
+    uniforms u (S, n, D + 1): the class is the number of entries of the record's class CDF
+    (cls_cdf (n, C)) that are <= u[s, i, 0] (at most C − 1), then state d the number of entries of
+    its CDF <= u[s, i, d + 1] (at most kd[d] − 1): relcdf[relidx[d, i], class] (records that
+    released d; relidx −1 otherwise) or base[d, class]. The same comparisons as counting in numpy."""
+    S, n = u.shape[0], u.shape[1]
+    C = cls_cdf.shape[1]
+    D = base.shape[0]
+    for s in range(S):
+        for i in range(n):
+            v = u[s, i, 0]
+            cnt = 0
+            for c in range(C):
+                if cls_cdf[i, c] <= v:
+                    cnt += 1
+            cl = min(cnt, C - 1)
+            for d in range(D):
+                k = kd[d]
+                v = u[s, i, d + 1]
+                r = relidx[d, i]
+                cnt = 0
+                if r >= 0:
+                    for j in range(k):
+                        if relcdf[r, cl, j] <= v:
+                            cnt += 1
+                else:
+                    for j in range(k):
+                        if base[d, cl, j] <= v:
+                            cnt += 1
+                out[s, i, d] = min(cnt, k - 1)
+
+
+@njit(cache=True, nogil=True)
+def onehot_fill(X, cols, offsets, out):
+    """out[i, offsets[j] + s − 1] = 1 for s = X[i, cols[j]] > 0 (``Design.decode``, one-hot)."""
+    for i in range(X.shape[0]):
+        for j in range(cols.size):
+            s = np.int64(X[i, cols[j]])
+            if s > 0:
+                out[i, offsets[j] + s - 1] = 1.0

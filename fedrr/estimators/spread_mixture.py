@@ -7,7 +7,7 @@ to draw from: the class from p(c | x̃), then each attribute from p(x_d | c, x̃
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 from scipy.special import logsumexp
@@ -66,24 +66,42 @@ class MixtureSpreadPrior(SpreadPrior):
 class MixtureSampler:
     """Exact draws from a mixture prior's posterior for a block of records: the class from
     p(c | x̃) (``cls`` (n, C) CDFs), then attribute d from p(x_d | c, x̃_d) (``rel``: the released
-    records' (n_d, C, k) CDFs; ``base``: p(x_d | c) (C, k) for the others)."""
+    records' (n_d, C, k) CDFs; ``base``: p(x_d | c) (C, k) for the others). Each draw is an inverse
+    CDF: the number of CDF entries <= its uniform (the compiled ``spread_kernels.mixture_draw``)."""
 
     prior: MixtureSpreadPrior
     cls: np.ndarray
     base: list
     rel: dict
+    _tables: tuple | None = field(default=None, init=False, repr=False)
+
+    def tables(self) -> tuple:
+        """The kernel's dense tables: base (D, C, K), kd (D,), relidx (D, n), relcdf (rows, C, K),
+        padded with +inf (never <= a uniform, so the counts are those of the unpadded CDFs)."""
+        if self._tables is None:
+            n, D = self.cls.shape[0], len(self.base)
+            C, K = self.cls.shape[1], max(b.shape[1] for b in self.base)
+            base = np.full((D, C, K), np.inf)
+            kd = np.array([b.shape[1] for b in self.base], np.int64)
+            relidx = np.full((D, n), -1, np.int64)
+            relcdf = np.full((sum(r.size for r, _ in self.rel.values()), C, K), np.inf)
+            at = 0
+            for d, b in enumerate(self.base):
+                base[d, :, : kd[d]] = b
+                if d in self.rel:
+                    rows, cdf = self.rel[d]
+                    relidx[d, rows] = at + np.arange(rows.size)
+                    relcdf[at : at + rows.size, :, : kd[d]] = cdf
+                    at += rows.size
+            self._tables = (base, kd, relidx, relcdf)
+        return self._tables
 
     def draw(self, u: np.ndarray) -> np.ndarray:
         """By the uniforms ``u`` (S, n, D + 1): the class by u[..., 0], attribute d by u[..., d + 1]."""
-        S, n, D = u.shape[0], self.cls.shape[0], len(self.base)
-        cls = np.minimum((self.cls[None] <= u[..., :1]).sum(axis=-1), self.cls.shape[1] - 1)  # (S, n)
-        out = np.empty((S, n, D))
-        for d in range(D):
-            c = self.base[d][cls]  # (S, n, k): given the class alone
-            if d in self.rel:
-                rows, cdf = self.rel[d]
-                c[:, rows] = cdf[np.arange(rows.size)[None, :], cls[:, rows]]
-            out[..., d] = np.minimum((c <= u[..., d + 1 : d + 2]).sum(axis=-1), c.shape[-1] - 1)
+        from .spread_kernels import mixture_draw
+
+        out = np.empty((u.shape[0], self.cls.shape[0], len(self.base)))
+        mixture_draw(np.ascontiguousarray(u, dtype=np.float64), np.ascontiguousarray(self.cls), *self.tables(), out)
         return out
 
 
