@@ -50,7 +50,7 @@ def decode(msg: Any, prev: tuple | None) -> Any:
         return unpack(msg)
     if prev is None or prev[0] != msg["__delta_of__"]:
         return None
-    zig = unpack(msg["zigzag"])
-    d = np.where(zig % 2 == 0, zig / 2.0, -(zig + 1.0) / 2.0)
+    zig = unpack(msg["zigzag"]).astype(np.int64)  # exact: integer-valued, below 2**53
+    d = ((zig >> 1) ^ -(zig & 1)).astype(np.float64)  # 2d -> d, -2d - 1 -> d (d < 0)
     rest = unpack(msg["rest"])
     return {**rest, "stats": {**rest["stats"], "counts": prev[1]["stats"]["counts"] + d}}
