@@ -3,6 +3,7 @@ the serial fit bit for bit, its traffic per EM iteration is O(model) (it does no
 data), a killed actor costs a rebuild and not the fit, and a shard's own exception arrives as
 itself. The executor's ``map`` (sweep cells) survives a killed worker too."""
 
+import functools
 import sys
 import tempfile
 
@@ -41,10 +42,16 @@ def serial_fit(small_rr_release):
     return SpreadLogisticRegression(executor=SerialExecutor(), **KW).fit(Xt, yt, mechanism=rm)
 
 
-def test_ray_and_serial_fits_are_identical(ex, small_rr_release, serial_fit):
+@pytest.mark.parametrize("split", [True, False])
+def test_ray_and_serial_fits_are_identical(ex, small_rr_release, serial_fit, split):
     Xt, yt, rm = small_rr_release
-    par = SpreadLogisticRegression(executor=ex, **KW).fit(Xt, yt, mechanism=rm)
-    # 5 shards of 700 on 2 actors (2 + 3): every sum is folded across the actors in shard order
+    ex.split_chains = split
+    try:
+        par = SpreadLogisticRegression(executor=ex, **KW).fit(Xt, yt, mechanism=rm)
+    finally:
+        ex.split_chains = True
+    # split: each of the 2 chains on its own actor, over all 5 shards of 700; not split: 5 shards
+    # on 2 actors (2 + 3), every sum folded across the actors in shard order
     np.testing.assert_array_equal(par.coef_, serial_fit.coef_)
     np.testing.assert_array_equal(par.intercept_, serial_fit.intercept_)
     np.testing.assert_array_equal(par.prior_["categorical"][0], serial_fit.prior_["categorical"][0])
@@ -122,21 +129,26 @@ def uninterrupted(ex):
 
 
 @pytest.mark.parametrize(
-    "target",
+    "target, split",
     [
-        ("estep", 0, 4),  # the first actor, between the folds of iteration 4's E-steps: both are redone
+        (("estep", 0, 4), True),  # chain 0's actor, between the submissions of iteration 4's E-steps
+        (("estep", 0, 4), False),  # the first actor of the fold: both chains' folds are redone
         pytest.param(  # the last actor (it keeps the E-step sums) in an M-step of the burn-in
-            ("loss_grad", 1, 30), marks=pytest.mark.slow
+            ("loss_grad", 1, 30), False, marks=pytest.mark.slow
         ),
     ],
 )
-def test_an_actor_killed_mid_fit_is_rebuilt_and_the_fit_completes(ex, uninterrupted, target):
+def test_an_actor_killed_mid_fit_is_rebuilt_and_the_fit_completes(ex, uninterrupted, target, split):
     """The rebuilt actor's chains restart from the driver's priors, so the fit is not bit-identical
     to the uninterrupted one: it differs by Monte Carlo noise, the kind the two chains of the
     uninterrupted fit differ by. So the tolerance: the distance between the two fits at most
     three times the chains' own relative distance (and never more than 25 % of the norm)."""
     data, base = uninterrupted
-    hurt = _fit_with_kill(ex, data, target, KILL_KW)
+    ex.split_chains = split
+    try:
+        hurt = _fit_with_kill(ex, data, target, KILL_KW)
+    finally:
+        ex.split_chains = True
     assert hurt.shard_restarts_ == 1 and base.shard_restarts_ == 0
     assert np.all(np.isfinite(hurt.coef_)) and np.all(np.isfinite(hurt.intercept_))
     assert not np.array_equal(hurt.coef_, base.coef_)  # the kill really changed the chains
@@ -173,6 +185,42 @@ def test_a_shards_own_exception_is_raised_as_itself_not_retried(ex, bad):
         with pytest.raises(ValidationError, match=f"shard {bad} refuses"):
             group.call("boom")
         assert group.restarts == 0
+    finally:
+        group.close()
+
+
+class _Where:
+    """A shard that says which process holds it, under a chain method's name."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def n_samples_weight(self, chain: int):
+        import os
+
+        return (self.index, chain, os.getpid())
+
+    def value(self):
+        return self.n_samples_weight(-1)
+
+
+@pytest.mark.parametrize(
+    "actors, chains, teams", [(2, 2, [[0], [1]]), (2, 1, [[0, 1]]), (2, 3, [[0, 1]]), (4, 2, [[0, 1], [2, 3]])]
+)
+def test_chains_go_to_teams_of_actors_that_each_hold_every_shard(ex, actors, chains, teams):
+    """Teams: gcd(chains, actors); chain c to team c mod teams, which holds the 5 shards in
+    blocks; a call without a chain to team 0. (4 actors on 2 CPUs: a quarter CPU each.)"""
+    ex.shutdown_actors()
+    group = RayShards([functools.partial(_Where, i) for i in range(5)], actors, cpus=0.25, chains=chains)
+    try:
+        assert group.teams == teams and len(group) == 5
+        pids = [group.ray.get(a.call.remote(None, "value", (), False))[0][2] for a in group.actors]
+        for c in range(chains + 1):
+            got = group.call("n_samples_weight", c)
+            team = teams[c % len(teams)]
+            assert [g[:2] for g in got] == [(i, c) for i in range(5)]  # every shard once, in order
+            assert {g[2] for g in got} == {pids[i] for i in team}
+        assert {g[2] for g in group.call("value")} == {pids[i] for i in teams[0]}
     finally:
         group.close()
 

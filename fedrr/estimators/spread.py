@@ -234,7 +234,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                         Shard, len(factories), rm, Xv[idx], yi[idx], design, C, entropy, p["n_chains"], p["e_step"], n
                     )
                 )
-        return self._fit_group(executor.shard_group(factories), design, layout, prior, p, S)
+        return self._fit_group(executor.shard_group(factories, chains=p["n_chains"]), design, layout, prior, p, S)
 
     def _fit_group(self, group, design: Design, layout: ColumnLayout, prior: SpreadPrior, p: dict, S: int):
         """Spread-EM over a built shard group (closed at the end) -> the fitted attributes."""

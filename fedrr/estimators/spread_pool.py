@@ -178,7 +178,7 @@ def fit_pool(est, path):
                 args = (len(factories), design, C, entropy, p["n_chains"], p["e_step"], n)
                 factories.append(functools.partial(pool_shard, str(f.path), _rows(rows, s0, s1), rm, classes, args))
                 slot_of.append(slot)
-        group = executor.shard_group(factories)
+        group = executor.shard_group(factories, chains=p["n_chains"])
         try:
             if isinstance(p["prior"], str) and p["prior"] == "learned":
                 if not layout.discrete.all() or not all(

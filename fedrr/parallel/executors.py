@@ -20,8 +20,9 @@ class SerialExecutor:
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
         return [fn(t) for t in tasks]
 
-    def shard_group(self, factories):
-        """Shards kept in this process, called one after another."""
+    def shard_group(self, factories, chains: int = 1):
+        """Shards kept in this process, called one after another (``chains``: how many chains the
+        caller runs; only a Ray group places them)."""
         from .shards import LocalShards
 
         return LocalShards(factories, 1)
@@ -57,7 +58,7 @@ class ThreadExecutor:
         with ThreadPoolExecutor(max_workers=n) as pool:
             return list(pool.map(fn, tasks))
 
-    def shard_group(self, factories):
+    def shard_group(self, factories, chains: int = 1):
         """Shards kept in this process, called on ``workers()`` threads."""
         from .shards import LocalShards
 

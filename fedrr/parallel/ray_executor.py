@@ -51,7 +51,9 @@ class RayExecutor:
     Ray rejects resource arguments when connecting to an existing cluster. ``cpus_per_task=0``
     shares a Ray whose CPUs are all held by actors (a Flower simulation's ClientApp actors).
     ``max_retries``: how often Ray reruns a task whose worker died (killed, out of memory, node
-    lost); every task carries its own seed, so a rerun gives the same result. A task that still
+    lost); every task carries its own seed, so a rerun gives the same result. ``split_chains``: a
+    shard group for several chains puts them on different actors where the counts allow (see
+    ``ray_shards``; same numbers); False keeps every actor on a block of the data for every chain. A task that still
     fails raises :class:`fedrr.errors.ExecutorError` naming it; an exception raised *by* the task
     (a ValidationError, say) is not retried and reaches the caller as itself. ``reuse_actors``:
     shard groups (``shard_group``) load their shards into the same actors fit after fit, so worker
@@ -65,6 +67,7 @@ class RayExecutor:
         max_retries: int = 3,
         n_actors: int | None = None,
         reuse_actors: bool = True,
+        split_chains: bool = True,
     ):
         if isinstance(cpus_per_task, bool) or not isinstance(cpus_per_task, (int, float)) or not cpus_per_task >= 0:
             raise ValidationError("cpus_per_task", f"must be a number >= 0, got {cpus_per_task!r}")
@@ -74,6 +77,9 @@ class RayExecutor:
             isinstance(n_actors, bool) or not isinstance(n_actors, (int, np.integer)) or n_actors < 1
         ):
             raise ValidationError("n_actors", f"must be None or an integer >= 1, got {n_actors!r}")
+        if not isinstance(split_chains, (bool, np.bool_)):
+            raise ValidationError("split_chains", f"must be True or False, got {split_chains!r}")
+        self.split_chains = split_chains
         self.address = address
         self.num_cpus = num_cpus
         self.cpus_per_task = cpus_per_task
@@ -146,9 +152,11 @@ class RayExecutor:
         for key in [k for k, (w, _) in self._puts.items() if w() is None]:
             del self._puts[key]
 
-    def shard_group(self, factories):
+    def shard_group(self, factories, chains: int = 1):
         """Shards in Ray actors that own their data for the whole job (``ray_shards.RayShards``):
-        one actor per CPU of the cluster (``n_actors`` to choose), ``cpus_per_task`` CPUs each."""
+        one actor per CPU of the cluster (``n_actors`` to choose), ``cpus_per_task`` CPUs each;
+        ``chains`` placed on teams of actors unless ``split_chains`` is False."""
+        chains = chains if self.split_chains else 1
         ray = self._ensure()
         from .ray_shards import RayShards
 
@@ -156,8 +164,10 @@ class RayExecutor:
         if self.reuse_actors:
             if len(self._actors) > n:
                 self.shutdown_actors()
-            return (self.group_class or RayShards)(factories, n, cpus=self.cpus_per_task, pool=self._actors)
-        return (self.group_class or RayShards)(factories, n, cpus=self.cpus_per_task)
+            return (self.group_class or RayShards)(
+                factories, n, cpus=self.cpus_per_task, pool=self._actors, chains=chains
+            )
+        return (self.group_class or RayShards)(factories, n, cpus=self.cpus_per_task, chains=chains)
 
     def shutdown_actors(self) -> None:
         """Kill the idle shard actors: they hold their CPUs, which Ray tasks or another
@@ -189,7 +199,8 @@ class RayExecutor:
     def __repr__(self) -> str:
         return (
             f"RayExecutor(address={self.address!r}, num_cpus={self.num_cpus!r}, cpus_per_task={self.cpus_per_task!r}, "
-            f"max_retries={self.max_retries!r}, n_actors={self.n_actors!r}, reuse_actors={self.reuse_actors!r})"
+            f"max_retries={self.max_retries!r}, n_actors={self.n_actors!r}, reuse_actors={self.reuse_actors!r}, "
+            f"split_chains={self.split_chains!r})"
         )
 
 

@@ -11,7 +11,12 @@ for the whole job. Traffic per EM iteration is O(model), and every result equals
   pipelined: all its folds are submitted before any is awaited;
 * the last actor keeps each chain's summed E-step statistics, so a prior update sends them only
   to the other actors (straight from its output, not through the driver). ``traffic`` counts
-  what crosses to or from an actor, pickled, per ``"<method> down|up"``.
+  what crosses to or from an actor, pickled, per ``"<method> down|up"``;
+* ``chains`` > 1 (spread-EM's independent chains): the actors form teams, as many as the greatest
+  common divisor of chains and actors; each team holds every shard, split in blocks over its
+  actors, and serves the chains c with c mod teams = its index. Two actors and two chains: each
+  actor runs one chain over all the data, with no fold between actors and its prior updated
+  where its sums are. A chain's sums are still taken in shard order: the same numbers.
 
 An actor that dies (killed, out of memory, node lost) is rebuilt from its factories; its chains
 restart from the priors the driver holds and the last E-step is replayed with the same seeds, so
@@ -35,22 +40,37 @@ from .shards import pack, unpack
 INLINE_BYTES = 64 * 1024  #: messages up to this size travel inside the call (no object-store trip)
 #: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner)
 SETUP_METHODS = ("set_prior", "init_samples", "hessian")
+#: shard methods whose first argument is a chain (they go to that chain's team; others to team 0)
+CHAIN_METHODS = frozenset(
+    ("set_prior", "update_prior", "estep", "init_samples", "n_samples_weight", "loss_grad", "hessian", "logit_moments")
+)
 
 
 class RayShards:
-    """``n_actors`` actors, each owning a contiguous block of the shards (``cpus`` CPUs per actor).
-    ``pool``: idle actors to load the blocks into (kept, emptied, on ``close``; updated in place when
-    an actor is rebuilt; topped up to ``n_actors``), so a series of fits starts its workers once."""
+    """``n_actors`` actors in teams (``chains``, see the module doc), each actor owning a contiguous
+    block of the shards (``cpus`` CPUs per actor). ``pool``: idle actors to load the blocks into
+    (kept, emptied, on ``close``; updated in place when an actor is rebuilt; topped up to
+    ``n_actors``), so a series of fits starts its workers once."""
 
     def __init__(
-        self, factories: Sequence[Callable[[], Any]], n_actors: int, cpus: float = 1.0, pool: list | None = None
+        self,
+        factories: Sequence[Callable[[], Any]],
+        n_actors: int,
+        cpus: float = 1.0,
+        pool: list | None = None,
+        chains: int = 1,
     ):
+        import math
+
         import ray
 
         self.ray = ray
-        n_actors = max(1, min(int(n_actors), len(factories)))
-        bounds = [round(i * len(factories) / n_actors) for i in range(n_actors + 1)]
-        self.blocks = [list(factories[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+        n_teams = math.gcd(max(1, int(chains)), max(1, int(n_actors)))
+        per_team = max(1, min(int(n_actors) // n_teams, len(factories)))
+        n_actors = n_teams * per_team
+        bounds = [round(i * len(factories) / per_team) for i in range(per_team + 1)]
+        self.blocks = [list(factories[a:b]) for _ in range(n_teams) for a, b in zip(bounds[:-1], bounds[1:])]
+        self.teams = [list(range(t * per_team, (t + 1) * per_team)) for t in range(n_teams)]
         self._remote = ray.remote(num_cpus=cpus, max_restarts=0)(ShardActor)
         self._pool = pool
         if pool is not None:
@@ -73,15 +93,19 @@ class RayShards:
         self._init_args: tuple | None = None
 
     def __len__(self) -> int:
-        return sum(len(b) for b in self.blocks)
+        return sum(len(self.blocks[i]) for i in self.teams[0])
+
+    def _team(self, method: str, args: Sequence) -> list[int]:
+        """The actors a call goes to: its chain's team, or team 0 (calls without a chain)."""
+        return self.teams[args[0] % len(self.teams) if method in CHAIN_METHODS else 0]
 
     # -------------------------------------------------------------------------- calls
-    def _send(self, method: str, args: Any):
-        """The message, counted once per actor; large ones put in the object store once (every
-        actor fetches the same object), small ones go inline with each call."""
+    def _send(self, method: str, args: Any, n_actors: int):
+        """The message, counted once per actor it goes to; large ones put in the object store once
+        (every actor fetches the same object), small ones go inline with each call."""
         msg = pack(args)
         size = wire(msg)
-        self._count(f"{method} down", size * len(self.actors))
+        self._count(f"{method} down", size * n_actors)
         return self.ray.put(msg) if size > INLINE_BYTES else msg
 
     def call(self, method: str, *args: Any, packed: bool = False) -> list[Any]:
@@ -91,8 +115,9 @@ class RayShards:
         if method == "init_samples":
             self._init_args = args
         self._seq += 1
-        seq, ref = (self._seq, self._seq), self._send(method, args)
-        blocks = self._gather(lambda i, a, revived: a.call.remote(seq, method, ref, True))
+        team = self._team(method, args)
+        seq, ref = (self._seq, self._seq), self._send(method, args, len(team))
+        blocks = self._gather(lambda i, a, revived: a.call.remote(seq, method, ref, True), team)
         out = [r for block in blocks for r in block]
         self._count(f"{method} up", sum(wire(r) for r in out))
         return [_own(unpack(r)) for r in out]
@@ -116,15 +141,15 @@ class RayShards:
             keep = args[0] if estep else None
             self._seq += 1
             base = self._totals[keep][0] if keep in self._totals else None
-            calls.append(((self._seq, first), self._send(method, args), keep, base))
-        last = len(self.actors) - 1
+            team = self._team(method, args)
+            calls.append(((self._seq, first), self._send(method, args, len(team)), keep, base, team))
         for _ in range(3 * len(self.actors) + 1):
             folds = []
-            for seq, ref, keep, base in calls:
+            for seq, ref, keep, base, team in calls:
                 outs, prev = [], None
-                for i, a in enumerate(self.actors):
-                    up = None if prev is None else [prev, self.actors[i - 1]]
-                    prev = a.fold.remote(seq, method, ref, up, keep, base, i == last)
+                for j, i in enumerate(team):
+                    up = None if prev is None else [prev, self.actors[team[j - 1]]]
+                    prev = self.actors[i].fold.remote(seq, method, ref, up, keep, base, j == len(team) - 1)
                     outs.append(prev)
                 folds.append(outs)
             got = self._settle(folds, skip_chains={c[2] for c in calls} if estep else set())
@@ -138,14 +163,14 @@ class RayShards:
         """Called before each fold of a batch is submitted (fault tests kill an actor here)."""
 
     def _result(self, method: str, call: tuple, outs: list, got: tuple) -> Any:
-        (n, _), _, keep, _ = call
+        (n, _), _, keep, _, team = call
         msg, sizes = got
         self._count(f"{method} up", sum(sizes))
         if keep is None:
             return _own(unpack(msg))
         result = delta.decode(msg, self._totals.get(keep))
         if result is None:  # defensive: a change against a total the driver does not hold
-            whole = self.ray.get(self.actors[-1].sent.remote(keep))
+            whole = self.ray.get(self.actors[team[-1]].sent.remote(keep))
             self._count(f"{method} up", wire(whole))
             result = unpack(whole)
         result = _own(result)
@@ -157,9 +182,10 @@ class RayShards:
         """Every actor's prior of each chain becomes the driver's ``updated``, for ``updates`` =
         [(chain, stats, gamma, updated)]: all submitted before any is awaited (one round trip)."""
         plans = [self._prior_plan(*u) for u in updates]
-        done = self._gather_many([p[0] for p in plans])
+        done = self._gather_many([(p[0], self._team("update_prior", (p[2],))) for p in plans])
         for (_, send_whole, chain, updated), ok in zip(plans, done):
-            again = [i for i, v in enumerate(ok) if v is False]  # it lacked the change's base
+            team = self._team("update_prior", (chain,))
+            again = [i for i, v in zip(team, ok) if v is False]  # it lacked the change's base
             if again:
                 self._gather(send_whole, again)
             self._priors[chain] = updated
@@ -168,7 +194,8 @@ class RayShards:
         """(submit, send_whole, chain, updated) for one chain's prior update: the last actor updates
         from the sum it kept, the others from its output; ``send_whole`` sends the statistics."""
         hit = self._folded.pop(chain, None)
-        last = len(self.actors) - 1
+        team = self._team("update_prior", (chain,))
+        last = team[-1]
         tid = hit[3] if hit is not None else None
         whole: list = []
 
@@ -179,7 +206,7 @@ class RayShards:
 
         if hit is not None and hit[0] is stats:
             out_ref, size = hit[1], hit[2]  # what each other actor fetches: the last actor's message
-            self._count("update_prior down", size * last)
+            self._count("update_prior down", size * (len(team) - 1))
 
             def submit(i, a, revived):
                 if revived:  # a rebuilt actor holds nothing
@@ -193,14 +220,15 @@ class RayShards:
     def _gather(self, submit, only: list[int] | None = None) -> list:
         """``submit(i, actor, revived)`` on every actor (or those in ``only``); results in actor
         order. A dead actor is rebuilt and its call submitted again."""
-        return self._gather_many([submit], only)[0]
+        return self._gather_many([(submit, only)])[0]
 
-    def _gather_many(self, submits: list, only: list[int] | None = None) -> list[list]:
-        """``_gather`` of several calls, all submitted before any is awaited."""
-        which = list(range(len(self.actors))) if only is None else only
-        refs = [[submit(i, self.actors[i], False) for i in which] for submit in submits]
+    def _gather_many(self, jobs: list) -> list[list]:
+        """``_gather`` of several calls, ``jobs`` = [(submit, only)], all submitted before any is awaited."""
+        everyone = list(range(len(self.actors)))
+        jobs = [(submit, everyone if only is None else only) for submit, only in jobs]
+        refs = [[submit(i, self.actors[i], False) for i in which] for submit, which in jobs]
         outs = []
-        for submit, sent in zip(submits, refs):
+        for (submit, which), sent in zip(jobs, refs):
             out = []
             for i, ref in zip(which, sent):
                 for _ in range(3):
@@ -254,18 +282,21 @@ class RayShards:
         self.restarts += 1
         actor = self._remote.remote(self.blocks[i])
         self.ray.get(actor.ping.remote())
+        team = next(t for t in self.teams if i in t)
+        mine = lambda method, chain: i in self._team(method, (chain,))  # noqa: E731 - the chains it serves
         for chain, prior in self._priors.items():
-            self.ray.get(actor.call.remote(None, "set_prior", pack((chain, prior)), False))
-        if self._init_args is not None:
+            if mine("set_prior", chain):
+                self.ray.get(actor.call.remote(None, "set_prior", pack((chain, prior)), False))
+        if self._init_args is not None and mine("init_samples", self._init_args[0]):
             self.ray.get(actor.replay.remote("init_samples", pack(self._init_args)))
         for chain, args in self._last_estep.items():
-            if chain not in skip_chains:
+            if chain not in skip_chains and mine("estep", chain):
                 self.ray.get(actor.replay.remote("estep", pack(args)))
         self.actors[i] = actor
         if self._pool is not None:
             self._pool[i] = actor
-        if i == len(self.actors) - 1:  # the sums the last actor kept are gone: prior updates send them
-            self._folded.clear()
+        if i == team[-1]:  # the sums its team's last actor kept are gone: prior updates send them
+            self._folded = {c: v for c, v in self._folded.items() if not mine("estep", c)}
 
     def actor_peak_rss(self) -> list[int]:
         """Each actor's peak resident memory, bytes (for benchmarks)."""
