@@ -228,6 +228,21 @@ def _wdro(d: FitData, o: FitOptions):
     return WassersteinDROLogisticRegression(rho=rho, solver_options=opts).fit(np.asarray(d.X, float), d.y)
 
 
+@_learner("classification", "wdro-cv", "Wasserstein-DRO logistic regression, radius by 5-fold CV on the releases")
+def _wdro_cv(d: FitData, o: FitOptions):
+    from .estimators import WassersteinDROLogisticRegressionCV
+
+    ms = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism]
+    labels = list({id(m): getattr(m, "label", None) for m in ms}.values())
+    # the labels' mechanism when every record shares one (mixed label budgets: labels as they are)
+    label = labels[0] if len({repr(lab and lab.to_spec()) for lab in labels}) == 1 else None
+    opts = {"max_iter": int(o.wdro_max_iter)} if o.wdro_max_iter else None
+    label = label if getattr(label, "k", 0) == 2 else None
+    return WassersteinDROLogisticRegressionCV(
+        label_mechanism=label, executor=o.executor, random_state=o.random_state, solver_options=opts
+    ).fit(np.asarray(d.X, float), d.y)
+
+
 @_learner(
     "classification",
     "ldp-sgd",

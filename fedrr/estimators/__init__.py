@@ -2,6 +2,7 @@
 
 from .baselines import NaiveLogisticRegression, ReconstructionLogisticRegression
 from .dro import GaussianDROLinearRegression, WassersteinDROLogisticRegression, WassersteinDRORegression
+from .dro_cv import WassersteinDROLogisticRegressionCV
 from .dro_radius import noise_radius, wasserstein_radius
 from .frequencies import estimate_frequencies, project_to_simplex, warner_estimate
 from .ldp_sgd import LDPSGDClassifier
@@ -22,6 +23,7 @@ __all__ = [
     "ReconstructionLogisticRegression",
     "WassersteinDRORegression",
     "WassersteinDROLogisticRegression",
+    "WassersteinDROLogisticRegressionCV",
     "GaussianDROLinearRegression",
     "noise_radius",
     "wasserstein_radius",

@@ -16,6 +16,17 @@ from .dro import RESCALE_ABOVE, _validate, _WassersteinBase
 from .dro_sdp import _values, solve_problem
 
 
+def zero_radius(X: np.ndarray, s: np.ndarray, fit_intercept: bool) -> float:
+    """‖g‖₂, g = ∇_θ of the mean logistic loss at θ = 0 and the best intercept (labels s = ±1): the
+    smallest ρ at which eq (8)'s minimiser is θ = 0 (ρ‖θ‖₂'s subdifferential at 0 is the ball of
+    radius ρ). inf for inputs too large to evaluate."""
+    b0 = math.log(np.mean(s > 0) / np.mean(s < 0)) if fit_intercept else 0.0
+    with np.errstate(over="ignore", invalid="ignore"):  # huge inputs: g = inf
+        g = -(s / (1.0 + np.exp(s * b0))) @ X / len(s)
+        g_norm = float(np.linalg.norm(g))
+    return g_norm if math.isfinite(g_norm) else math.inf
+
+
 class WassersteinDROLogisticRegression(ClassifierMixin, _WassersteinBase):
     """Binary logistic regression on LDP-noised inputs with the W-DRO regulariser (eq 8):
     min (1/n) Σ log(1 + exp(−sᵢ(θᵀx̃ᵢ + b))) + ρ‖θ‖₂, sᵢ = ±1 (``classes_[1]`` ↦ +1).
@@ -84,10 +95,7 @@ class WassersteinDROLogisticRegression(ClassifierMixin, _WassersteinBase):
         # for ρ ≥ ‖g‖, g = ∇_θ of the mean loss at θ = 0 (and the best intercept), the minimiser is θ = 0
         # (ρ‖θ‖'s subdifferential at 0 is the ball of radius ρ): larger ρ are solved as 2‖g‖ + 1 — the same
         # minimiser and objective — because the conic solver fails for huge ρ (measured: 2⁶³)
-        b0 = math.log(np.mean(s > 0) / np.mean(s < 0)) if self.fit_intercept else 0.0
-        with np.errstate(over="ignore", invalid="ignore"):  # huge inputs: g = inf, ρ kept as given
-            g = -(s / (1.0 + np.exp(s * b0))) @ X / n
-            g_norm = float(np.linalg.norm(g))
+        g_norm = zero_radius(X, s, self.fit_intercept)
         rho = min(self.rho_, 2.0 * g_norm + 1.0) if math.isfinite(g_norm) else self.rho_
         prob = cp.Problem(cp.Minimize(emp + rho * pen if rho > 0 else emp))
         what = "WassersteinDROLogisticRegression"
