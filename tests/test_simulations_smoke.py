@@ -36,6 +36,7 @@ QUICK = {
     "adult_c_choice.py": (["--eps", "8", "--max-iter", "3", "--cv-max-iter", "3"], ["summary.md"]),
     "adult_public_prior.py": (["--eps", "8", "--seeds", "1", "--n-public", "200", "--max-iter", "4"], ["summary.md"]),
     "bench_dro_sdp.py": (["--p", "4", "--n", "80", "--repeats", "1"], []),
+    "bench_wdro_cv.py": (["--n", "200"], ["wdro_cv.md"]),
     "fake_clients.py": (
         ["--quick", "--seeds", "1", "--flag-seeds", "1"],
         ["fake_clients.csv", "fake_clients_flags.csv", "fake_clients.md", "fake_clients.png"],
