@@ -50,13 +50,16 @@ def test_ray_and_serial_fits_are_identical(ex, small_rr_release, serial_fit, spl
         par = SpreadLogisticRegression(executor=ex, **KW).fit(Xt, yt, mechanism=rm)
     finally:
         ex.split_chains = True
-    # split: each of the 2 chains on its own actor, over all 5 shards of 700; not split: 5 shards
-    # on 2 actors (2 + 3), every sum folded across the actors in shard order
+    # split: each of the 2 chains on its own actor, over all 5 shards of 700, its burn-in M-steps
+    # run there; not split: 5 shards on 2 actors (2 + 3), every sum folded across the actors in
+    # shard order, each M-step gradient a round trip
     np.testing.assert_array_equal(par.coef_, serial_fit.coef_)
     np.testing.assert_array_equal(par.intercept_, serial_fit.intercept_)
     np.testing.assert_array_equal(par.prior_["categorical"][0], serial_fit.prior_["categorical"][0])
     assert par.shard_restarts_ == 0
     assert par.traffic_["per_iteration"] > 0 and par.traffic_["estep up"] > 0
+    assert ("run:_local_mstep down" in par.traffic_) == split
+    assert ("loss_grad down" in par.traffic_) == (not split)
 
 
 def _release(n: int, d: int, k: int, seed: int):
@@ -133,6 +136,7 @@ def uninterrupted(ex):
     [
         (("estep", 0, 4), True),  # chain 0's actor, between the submissions of iteration 4's E-steps
         (("estep", 0, 4), False),  # the first actor of the fold: both chains' folds are redone
+        (("run", 1, 3), True),  # chain 1's actor, as iteration 2's M-steps are submitted to the actors
         pytest.param(  # the last actor (it keeps the E-step sums) in an M-step of the burn-in
             ("loss_grad", 1, 30), False, marks=pytest.mark.slow
         ),

@@ -85,7 +85,7 @@ class _Problem:
     chains' M-steps, ``shards.Lockstep``), else straight to the group."""
 
     def __init__(self, group, chain: int, rows: int, d: int, C: float, fit_intercept: bool):
-        self.group, self.chain, self.rows, self.d = group, chain, rows, d
+        self.group, self.chain, self.rows, self.d, self.C = group, chain, rows, d, C
         self.lam = 0.0 if not np.isfinite(C) else 1.0 / C
         self.fit_intercept = fit_intercept
         self.known: tuple | None = None  # (θ, (loss, grad coef, grad intercept), total weight)
@@ -122,18 +122,31 @@ class _Problem:
         return minimize(self.fg, v0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": 1e-8 * n})
 
 
-def _msteps(group, probs: list[_Problem], theta: list[np.ndarray], max_iter: int) -> list:
-    """Every chain's M-step from its θ; with several chains, run together so that each of their
-    gradient evaluations is one batched call on the group (``Lockstep``), same numbers as alone."""
+def _local_mstep(block, chain: int, rows: int, d: int, C: float, fit_intercept: bool, known, v0, max_iter: int):
+    """One chain's M-step where its shards are (``RayShards.run_each``: an actor holding all of them)."""
+    p = _Problem(block, chain, rows, d, C, fit_intercept)
+    p.known = known
+    return p.mstep(v0, max_iter).x
+
+
+def _msteps(group, probs: list[_Problem], theta: list[np.ndarray], max_iter: int) -> list[np.ndarray]:
+    """Every chain's M-step from its θ -> the new θs. Where one actor holds each chain's shards, on
+    that actor (no round trip per gradient); else, with several chains, run together so that each
+    of their gradient evaluations is one batched call on the group (``Lockstep``). Same numbers."""
+    if getattr(group, "solo_chains", False):
+        jobs = [
+            (p.chain, (p.chain, p.rows, p.d, p.C, p.fit_intercept, p.known, theta[p.chain], max_iter)) for p in probs
+        ]
+        return group.run_each(_local_mstep, jobs)
     if len(probs) == 1:
-        return [probs[0].mstep(theta[0], max_iter)]
+        return [probs[0].mstep(theta[0], max_iter).x]
     from ..parallel.shards import Lockstep
 
     lock = Lockstep(group, "loss_grad")
     for p in probs:
         p.lockstep = lock
     try:
-        return lock.run([lambda c=c: probs[c].mstep(theta[c], max_iter) for c in range(len(probs))])
+        return [r.x for r in lock.run([lambda c=c: probs[c].mstep(theta[c], max_iter) for c in range(len(probs))])]
     finally:
         for p in probs:
             p.lockstep = None
@@ -239,7 +252,7 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
     for c in range(m):
         group.call("set_prior", c, priors[c])
     group.call("init_samples", 0)
-    start = probs[0].mstep(np.zeros(rows * n_inputs + (rows if opts.fit_intercept else 0)), 50).x
+    start = _msteps(group, probs[:1], [np.zeros(rows * n_inputs + (rows if opts.fit_intercept else 0))], 50)[0]
     theta = [start.copy() for _ in range(m)]
     hess = [None] * m
     history: list[dict] = []
@@ -267,7 +280,7 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
         for c in range(m):
             prev = theta[c]
             if not in_phase2:
-                theta[c] = theta[c] + opts.relaxation * (fits[c].x - theta[c])
+                theta[c] = theta[c] + opts.relaxation * (fits[c] - theta[c])
                 phase1[c].append(theta[c].copy())
             else:
                 t = it - burn_in

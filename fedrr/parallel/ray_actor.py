@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import delta
-from .shards import add, pack, unpack
+from .shards import add, pack, total, unpack
 
 
 def wire(obj: Any) -> int:
@@ -22,6 +22,19 @@ def wire(obj: Any) -> int:
         return len(pickle.dumps(obj, protocol=5))
     except Exception:  # noqa: BLE001 - an unpicklable object is Ray's business; count its arrays
         return nbytes(obj)
+
+
+class _Block:
+    """An actor's shards as a group for code run on the actor: sums in shard order, as a fold."""
+
+    def __init__(self, shards: list):
+        self.shards = shards
+
+    def reduce(self, method: str, *args: Any) -> Any:
+        return total([getattr(s, method)(*args) for s in self.shards])
+
+    def reduce_each(self, method: str, arg_lists: Sequence[tuple]) -> list[Any]:
+        return [self.reduce(method, *a) for a in arg_lists]
 
 
 class ShardActor:
@@ -90,6 +103,10 @@ class ShardActor:
             if last:
                 self._kept[keep] = acc
         return msg, [*sizes, wire(msg)]
+
+    def run(self, fn: Callable, args: Any) -> Any:
+        """``fn(block, *args)`` with this actor's shards as a group (``RayShards.run_each``), packed."""
+        return pack(fn(_Block(self.shards), *unpack(args)))
 
     def sent(self, chain: int) -> Any:
         """The E-step sums of ``chain`` this actor sent last, whole."""

@@ -16,7 +16,8 @@ for the whole job. Traffic per EM iteration is O(model), and every result equals
   common divisor of chains and actors; each team holds every shard, split in blocks over its
   actors, and serves the chains c with c mod teams = its index. Two actors and two chains: each
   actor runs one chain over all the data, with no fold between actors and its prior updated
-  where its sums are. A chain's sums are still taken in shard order: the same numbers.
+  where its sums are, and ``run_each`` runs a chain's whole M-step there (no round trip per
+  gradient). A chain's sums are still taken in shard order: the same numbers.
 
 An actor that dies (killed, out of memory, node lost) is rebuilt from its factories; its chains
 restart from the priors the driver holds and the last E-step is replayed with the same seeds, so
@@ -177,6 +178,27 @@ class RayShards:
         self._totals[keep] = (n, result)
         self._folded[keep] = (result["stats"], outs[-1], sizes[-1], n)
         return result
+
+    @property
+    def solo_chains(self) -> bool:
+        """Does one actor hold every shard of each chain (``run_each`` can run a chain's work there)?"""
+        return all(len(t) == 1 for t in self.teams)
+
+    def run_each(self, fn: Callable, jobs: Sequence[tuple]) -> list[Any]:
+        """``fn(block, *args)`` for every (chain, args) of ``jobs`` on the actor of that chain's team
+        (``solo_chains``), where ``block.reduce`` sums that actor's shards in shard order — the same
+        numbers as this group's ``reduce``, without a round trip per call (a whole M-step on the
+        actor). All submitted before any is awaited; a dead actor is rebuilt and asked again."""
+        if not self.solo_chains:
+            raise ValueError("run_each needs one actor per team (n_actors dividing the chains)")
+        subs = []
+        for chain, args in jobs:
+            self._before("run", args)
+            msg = self._send(f"run:{getattr(fn, '__name__', 'fn')}", args, 1)
+            subs.append((lambda i, a, revived, m=msg: a.run.remote(fn, m), self._team("estep", (chain,))))
+        outs = [got[0] for got in self._gather_many(subs)]
+        self._count(f"run:{getattr(fn, '__name__', 'fn')} up", sum(wire(o) for o in outs))
+        return [_own(unpack(o)) for o in outs]
 
     def update_priors(self, updates: Sequence[tuple]) -> None:
         """Every actor's prior of each chain becomes the driver's ``updated``, for ``updates`` =
