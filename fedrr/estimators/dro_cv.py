@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.model_selection import StratifiedKFold
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted
 
 from .._params import Boolean, HasMethods, Interval, IsNone, ListOf, Text, random_state_constraints, validate_params
@@ -24,7 +23,7 @@ from ..errors import ValidationError
 from ..mechanisms.discrete import DiscreteMechanism
 from ..parallel.executors import SerialExecutor
 from .dro import _validate
-from .dro_logistic import WassersteinDROLogisticRegression, zero_radius
+from .dro_logistic import WassersteinDROLogisticRegression, binary_labels, zero_radius
 from .dro_radius import wasserstein_radius
 
 _RHO = Interval(float, 0, None)
@@ -164,18 +163,7 @@ class WassersteinDROLogisticRegressionCV(ClassifierMixin, BaseEstimator):
 
     def _labels(self, y: np.ndarray, mech: Any) -> tuple[np.ndarray, np.ndarray | None]:
         """(index of each label, 0 or 1; the label mechanism's matrix P[ỹ, y] or None)."""
-        try:
-            check_classification_targets(y)
-        except ValueError as exc:
-            raise ValidationError("y", str(exc)) from exc
-        classes, yi = np.unique(y, return_inverse=True)
-        y_type = type_of_target(y, input_name="y")
-        if y_type != "binary" or classes.size != 2:
-            raise ValidationError(
-                "y",
-                f"Only binary classification is supported (W-DRO logistic); exactly two classes are needed. "
-                f"The type of the target is {y_type} ({classes.size} classes)",
-            )
+        classes, yi = binary_labels(y)
         if mech is None:
             return yi, None
         if not isinstance(mech, DiscreteMechanism) or getattr(mech, "k", None) != 2:

@@ -16,6 +16,24 @@ from .dro import RESCALE_ABOVE, _validate, _WassersteinBase
 from .dro_sdp import _values, solve_problem
 
 
+def binary_labels(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the two classes, index 0 or 1 of each label); a ValidationError naming y otherwise."""
+    try:
+        check_classification_targets(y)
+    except ValueError as exc:
+        raise ValidationError("y", str(exc)) from exc
+    y_type = type_of_target(y, input_name="y")
+    classes, yi = np.unique(y, return_inverse=True)
+    if y_type != "binary" or classes.size > 2:
+        raise ValidationError(
+            "y",
+            f"Only binary classification is supported. The type of the target is {y_type} ({classes.size} classes)",
+        )
+    if classes.size < 2:
+        raise ValidationError("y", f"needs exactly two classes; got 1 class ({classes[0]!r})")
+    return classes, yi
+
+
 def zero_radius(X: np.ndarray, s: np.ndarray, fit_intercept: bool) -> float:
     """‖g‖₂, g = ∇_θ of the mean logistic loss at θ = 0 and the best intercept (labels s = ±1): the
     smallest ρ at which eq (8)'s minimiser is θ = 0 (ρ‖θ‖₂'s subdifferential at 0 is the ball of
@@ -66,19 +84,7 @@ class WassersteinDROLogisticRegression(ClassifierMixin, _WassersteinBase):
 
     def fit(self, X, y):
         X, y = _validate(self, X, y, dtype=np.float64)
-        try:
-            check_classification_targets(y)
-        except ValueError as exc:
-            raise ValidationError("y", str(exc)) from exc
-        y_type = type_of_target(y, input_name="y")
-        classes = np.unique(y)
-        if y_type != "binary" or classes.size > 2:
-            raise ValidationError(
-                "y",
-                f"Only binary classification is supported. The type of the target is {y_type} ({classes.size} classes)",
-            )
-        if classes.size < 2:
-            raise ValidationError("y", f"needs exactly two classes; got 1 class ({classes[0]!r})")
+        classes, _ = binary_labels(y)
         self.classes_ = classes
         n, p = X.shape
         self._common_checks(n, p)
