@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import copy
 import csv
+import json
 from pathlib import Path
 
 import pytest
 
 from fedrr.errors import ValidationError
 from fedrr.experiment.cli import main
+from fedrr.experiment.manifest import FINGERPRINT, mismatches
 from fedrr.experiment.report import write_reports
-from fedrr.experiment.reproduce import compare, digest, read_rows
+from fedrr.experiment.reproduce import compare, digest, read_rows, report
 from fedrr.experiment.spec import load_scenario
 from fedrr.experiment.sweep import sweep
 
@@ -52,6 +55,7 @@ def test_a_rerun_reproduces_and_a_changed_value_is_named(committed, tmp_path, ca
     assert "REPRODUCED" in out
     rows = read_rows(committed / "results.csv")
     assert f"sha256 committed {digest(rows)}" in out and f"sha256 rerun     {digest(rows)}" in out
+    assert "same CPU, SIMD targets, BLAS and package versions as the manifest records" in out
 
     changed = tmp_path / "changed"
     changed.mkdir()
@@ -76,6 +80,25 @@ def test_timing_columns_do_not_count_and_extra_columns_are_reported():
     assert res["columns_only_old"] == ["gone"] and res["columns_only_new"] == ["added"]
     res = compare(old, [{**new[0], "accuracy": "0.8"}, {"cell": "c", "learner": "m", "accuracy": "1"}])
     assert res["diffs"] == [("c", "l", "accuracy", "0.9", "0.8")] and res["only_new"] == [("c", "m")]
+
+
+def test_a_different_cpu_or_version_or_an_unrecorded_entry_is_named(committed):
+    man = json.loads((committed / "manifest.json").read_text())
+    assert mismatches(man) == []
+    assert set(FINGERPRINT) <= set(man["machine"]) and man["machine"]["cpu"] and man["machine"]["simd"]
+    moved = copy.deepcopy(man)
+    moved["machine"]["cpu"]["cpu family"] = "25"
+    moved["machine"]["cpu"]["microcode"] = "0x0"  # not arithmetic: not reported
+    moved["machine"]["simd"] = ["X86_V3"]
+    moved["versions"]["numpy"] = "1.0.0"
+    del moved["machine"]["blas"]
+    got = mismatches(moved)
+    assert len(got) == 4, got
+    assert got[0].startswith("numpy 1.0.0 -> ") and "'cpu family': '25'" in got[1] and "microcode" not in got[1]
+    assert got[2].startswith("simd ['X86_V3'] -> ") and got[3] == "blas: not recorded by that manifest"
+    res = {"diffs": [], "only_old": [], "only_new": [], "rows": 1, "out": "o", "digest_old": "a", "digest_new": "a"}
+    text, same = report({**res, "columns_only_old": [], "columns_only_new": [], "machine": got})
+    assert same and "this machine or its versions differ from the manifest's" in text and "  blas: not" in text
 
 
 def test_a_directory_without_a_manifest_is_refused(tmp_path):

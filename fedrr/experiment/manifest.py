@@ -60,34 +60,84 @@ def versions() -> dict[str, str | None]:
 
 
 def blas() -> list[dict[str, Any]]:
-    """The BLAS/OpenMP libraries numpy and scipy loaded (threadpoolctl), with their versions."""
+    """The BLAS libraries numpy and scipy loaded (threadpoolctl), with their versions; only theirs,
+    so that the record does not depend on what else the process imported (a solver's own BLAS)."""
     try:
-        import numpy  # noqa: F401  (loads its BLAS)
-        import scipy.linalg  # noqa: F401
+        import numpy
+        import scipy
+        import scipy.linalg  # noqa: F401  (loads its BLAS)
         from threadpoolctl import threadpool_info
 
-        return [
-            {k: lib.get(k) for k in ("internal_api", "version", "threading_layer", "architecture", "prefix")}
-            for lib in threadpool_info()
-        ]
+        homes = tuple(str(Path(m.__file__).resolve().parent) for m in (numpy, scipy))  # numpy(.libs), scipy(.libs)
+        libs = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"]
+        own = [lib for lib in libs if str(Path(lib["filepath"]).resolve()).startswith(homes)]
+        keys = ("internal_api", "version", "threading_layer", "architecture", "prefix")
+        return sorted(([{k: lib.get(k) for k in keys} for lib in own or libs]), key=lambda d: str(sorted(d.items())))
     except Exception:  # noqa: BLE001 - a manifest must not fail because introspection did
         return []
 
 
 def cpu_model() -> str | None:
+    return cpu_id().get("model name") or platform.processor() or None
+
+
+def cpu_id() -> dict[str, str]:
+    """The first CPU's vendor, family, model, stepping and microcode (/proc/cpuinfo): a virtual
+    machine may name every AMD part "AMD EPYC", but family 25 and 26 run different kernels."""
+    keys = ("vendor_id", "model name", "cpu family", "model", "stepping", "microcode")
+    out: dict[str, str] = {}
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+            k, _, v = line.partition(":")
+            if not k.strip():
+                break  # the end of the first CPU's block
+            if k.strip() in keys:
+                out.setdefault(k.strip(), v.strip())
     except OSError:
         pass
-    return platform.processor() or None
+    return out
+
+
+def simd() -> list[str]:
+    """The SIMD targets numpy dispatches to on this CPU (of those it was built for): its reductions,
+    exp and log take different last bits on AVX2 and AVX-512."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+
+        return [t for t in __cpu_dispatch__ if __cpu_features__.get(t)]
+    except Exception:  # noqa: BLE001 - a private numpy API: a manifest must not fail because it moved
+        return []
+
+
+#: the machine entries that can change a number (a different hostname or platform string alone cannot)
+FINGERPRINT = ("cpu_count", "cpu", "simd", "python", "blas")
+
+
+def mismatches(recorded: dict) -> list[str]:
+    """How this machine and its package versions differ from a manifest's record, one line each
+    (empty: the same as far as it recorded). An entry the manifest lacks is reported as unrecorded."""
+    out = []
+    now_v, old_v = versions(), recorded.get("versions") or {}
+    out += [f"{k} {old_v[k]} -> {now_v.get(k)}" for k in old_v if k != "fedrr" and old_v[k] != now_v.get(k)]
+    now_m, old_m = machine(), recorded.get("machine") or {}
+    for k in FINGERPRINT:
+        if k not in old_m:
+            out.append(f"{k}: not recorded by that manifest")
+            continue
+        a, b = old_m[k], now_m[k]
+        if k == "cpu":  # a microcode update does not change arithmetic
+            a, b = ({i: v for i, v in d.items() if i != "microcode"} for d in (a, b))
+        if a != b:
+            out.append(f"{k} {a} -> {b}")
+    return out
 
 
 def machine() -> dict[str, Any]:
     return {
         "cpu_count": os.cpu_count(),
         "cpu_model": cpu_model(),
+        "cpu": cpu_id(),
+        "simd": simd(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "hostname": platform.node(),

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ValidationError
+from .manifest import mismatches
 
 #: the columns that change from run to run on one machine: wall time
 TIMING = ("seconds", "cell_seconds")
@@ -83,7 +84,7 @@ def reproduce(results_dir: str | Path, out: str | Path | None = None, grid_indic
     log(f"[fedrr] rerunning {src} ({man.get('git', {}).get('commit', '?')[:10]}) from {path} into {out}")
     sweep(load_scenario(path), out, grid_indices=grid_indices, log=log, progress=False)
     write_reports(out)
-    return {**compare(old, read_rows(out / "results.csv")), "out": str(out)}
+    return {**compare(old, read_rows(out / "results.csv")), "out": str(out), "machine": mismatches(man)}
 
 
 def report(res: dict) -> tuple[str, bool]:
@@ -102,4 +103,9 @@ def report(res: dict) -> tuple[str, bool]:
             lines.append(f"{cell} {learner}: only in the {side} file")
     lines += [f"{cell} {learner} {col}: {a} -> {b}" for cell, learner, col, a, b in res["diffs"]]
     lines.append("REPRODUCED: every value equal" if same else f"DIFFERS: {len(res['diffs'])} value(s)")
+    if res.get("machine"):  # exact equality is promised only on the same CPU and versions
+        lines.append("this machine or its versions differ from the manifest's (last bits may move):")
+        lines += [f"  {m}" for m in res["machine"]]
+    elif "machine" in res:
+        lines.append("same CPU, SIMD targets, BLAS and package versions as the manifest records")
     return "\n".join(lines), same
