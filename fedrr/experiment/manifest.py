@@ -1,8 +1,9 @@
 """What a results directory records about how it was made: the scenario, the command, the git
 commit, and every version that can change a number — Python packages, numba, the BLAS library
-and its threading layer, and the CPU model. Spread-EM at low signal amplifies last-bit
-floating-point differences between CPUs and BLAS builds (docs: reproducibility), so a result
-reproduces for its seed on a machine with the same entries here."""
+and its threading layer, the CPU's vendor/family/model/stepping and numpy's SIMD targets on it.
+Spread-EM at low signal amplifies last-bit floating-point differences between CPUs and BLAS
+builds (docs: reproducibility), so a result reproduces for its seed on a machine with the same
+entries here; ``mismatches`` lists those that differ."""
 
 from __future__ import annotations
 
