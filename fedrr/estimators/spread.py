@@ -54,11 +54,11 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     n_samples : samples per record, chain and iteration.
     max_iter : most EM iterations in all (the budget the averaging window may grow into).
     burn_in : iterations of stochastic EM before stochastic approximation starts; None detects it
-        (with more than two classes the detection stops early: set it, see
-        ``simulations/multiclass_burn_in.py``).
+        (see ``tol``), and at most half of ``max_iter``.
     n_average : the averaging window; it grows by this much until the chains agree.
     tol : the burn-in ends when the mean parameter norm of the last two windows of 5 iterates
-        differs by less than ``tol`` (relative): the chains have stopped drifting.
+        differs by less than ``tol`` (relative), per logit row with more than two classes: the
+        chains have stopped drifting (``simulations/multiclass_burn_in.py``).
     encoding : model input of a discrete state s of k: "unit" s/(k−1), "index" s, "onehot".
     numeric_prior, n_bins : prior family of numeric columns ("gaussian" or "histogram").
     relaxation : over-relaxation ω of the burn-in's EM steps, in (0, 2).

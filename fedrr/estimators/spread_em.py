@@ -4,8 +4,8 @@ is signal or Monte Carlo noise.
 
 Phase 1 (stochastic EM, burn-in): per iteration an E-step per chain, then a few L-BFGS steps of
 the M-step (Barber eq 60 with the labels summed out), over-relaxed by ω. It ends when no chain
-drifts any more: the mean parameter norm of its last two windows of 5 iterates differs by less
-than ``tol`` (relative), or at half the budget.
+drifts any more: the mean parameter norm of its last two windows of 5 iterates (of each logit row,
+with more than two classes) differs by less than ``tol`` (relative), or at half the budget.
 
 Phase 2 (stochastic approximation): per iteration an E-step, then θ ← θ − γ_t·H⁻¹∇, where ∇ is the
 gradient of the complete-data objective at θ over the current samples — by Fisher's identity an
@@ -152,15 +152,22 @@ def _msteps(group, probs: list[_Problem], theta: list[np.ndarray], max_iter: int
             p.lockstep = None
 
 
-def drifting(iterates: list[np.ndarray], tol: float, window: int = 5) -> bool:
+def drifting(iterates: list[np.ndarray], tol: float, window: int = 5, rows: int = 1, d: int = 0) -> bool:
     """Is the chain still moving? The mean parameter norm of the last window of iterates differs
     from the window before by more than ``tol`` (relative) — a chain that only fluctuates around
-    its fixed point has the same mean norm in both."""
+    its fixed point has the same mean norm in both. With ``rows`` > 1 logit rows of ``d`` inputs
+    (multi-class: coefficients row-major, then one intercept per row if any) the test is per row, each row's
+    coefficients with its intercept: mass moving between rows at a constant total norm is drift
+    (results/multiclass_burn_in: the whole-vector test stopped the burn-in 1.4 from the MLE)."""
     if len(iterates) < 2 * window:
         return True
-    a = np.linalg.norm(np.asarray(iterates[-2 * window : -window]), axis=1).mean()
-    b = np.linalg.norm(np.asarray(iterates[-window:]), axis=1).mean()
-    return abs(b - a) > tol * max(a, b, 1e-12)
+    it = np.asarray(iterates[-2 * window :])
+    if rows > 1:
+        coef, b = it[:, : rows * d].reshape(len(it), rows, d), it[:, rows * d :]  # b: intercepts, or none
+        it = np.concatenate([coef, b.reshape(len(it), rows, 1)], axis=2) if b.size else coef  # (2w, rows, d [+1])
+    norms = np.linalg.norm(it, axis=-1)  # (2w,) or (2w, rows)
+    a, b = norms[:window].mean(axis=0), norms[window:].mean(axis=0)
+    return bool(np.any(np.abs(b - a) > tol * np.maximum(np.maximum(a, b), 1e-12)))
 
 
 def preconditioner(problem: _Problem, theta: np.ndarray, H: np.ndarray):
@@ -308,7 +315,7 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
         if opts.verbose:
             print(f"[spread-EM] iter {it} phase {history[-1]['phase']}: change {max(change):.3g} accept {acc:.3f}")
         if burn_in is None:
-            if not any(drifting(ph, opts.tol) for ph in phase1) or it >= opts.max_iter // 2:
+            if not any(drifting(ph, opts.tol, rows=rows, d=n_inputs) for ph in phase1) or it >= opts.max_iter // 2:
                 burn_in = it
                 next_check = it + opts.n_average
         elif not in_phase2 and it == burn_in:
