@@ -86,6 +86,11 @@ def test_a_different_cpu_or_version_or_an_unrecorded_entry_is_named(committed):
     man = json.loads((committed / "manifest.json").read_text())
     assert mismatches(man) == []
     assert set(FINGERPRINT) <= set(man["machine"]) and man["machine"]["cpu"] and man["machine"]["simd"]
+    reordered = copy.deepcopy(man)
+    reordered["machine"]["blas"] = reordered["machine"]["blas"][::-1] + [dict(reordered["machine"]["blas"][0])]
+    assert mismatches(reordered) and not mismatches(
+        {**reordered, "machine": {**reordered["machine"], "blas": reordered["machine"]["blas"][:-1]}}
+    )
     moved = copy.deepcopy(man)
     moved["machine"]["cpu"]["cpu family"] = "25"
     moved["machine"]["cpu"]["microcode"] = "0x0"  # not arithmetic: not reported
