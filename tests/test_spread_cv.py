@@ -10,7 +10,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import SpreadLogisticRegressionCV
-from fedrr.estimators.spread_cv import _rank_test
+from fedrr.estimators.spread_cv_scores import _rank_test
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
 D, K = 3, 3

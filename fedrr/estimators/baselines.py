@@ -221,7 +221,7 @@ class MajorityClassifier(ClassifierMixin, BaseEstimator):
         self.mechanism = mechanism
 
     def fit(self, X, y, mechanism: Any = None):
-        from .spread_cv import _class_freqs
+        from .spread_cv_scores import _class_freqs
 
         mechanism = self.mechanism if mechanism is None else mechanism
         ya = _as_array("y", y, "must be a 1-d array of labels")
