@@ -137,3 +137,53 @@ def test_the_rank_test_is_scipys_mann_whitney_within_a_fold_and_stratified_acros
         strat.append(_rank_test(s, y, fold)[1])
     assert np.mean(pooled) < -0.5 and abs(np.mean(strat)) < 3 / np.sqrt(400), (np.mean(pooled), np.mean(strat))
     assert _rank_test(np.ones(10), np.r_[np.ones(5), np.zeros(5)].astype(int), np.zeros(10, int)) == (0.5, 0.0)
+
+
+def test_debiased_hits_estimate_the_clean_accuracy_through_an_asymmetric_label_mechanism():
+    """E over released labels of h = (P⁻¹)[ĉ, c̃] is 1[c = ĉ] for every (c, ĉ): checked by Monte Carlo
+    with an asymmetric 3-state matrix; a transposed inverse is off by far more than the 5-SE bound."""
+    from fedrr.estimators.spread_cv_scores import debiased_hits
+    from fedrr.mechanisms import TransitionMatrix
+
+    P = np.array([[0.7, 0.1, 0.2], [0.2, 0.6, 0.1], [0.1, 0.3, 0.7]])  # P[c̃, c], columns sum to 1
+    rm = RecordMechanism(RandomizedResponse(K, 0.2), TransitionMatrix(P), n_features=D)
+    rng = np.random.default_rng(5)
+    n = 60_000
+    c = rng.integers(0, 3, n)
+    decision = rng.integers(0, 3, n)
+    c_tilde = rm.label.release(c, rng)
+    h = debiased_hits(decision, c_tilde, [rm] * n, 3)
+    for a in range(3):
+        for b in range(3):
+            sel = (c == a) & (decision == b)
+            se = h[sel].std() / np.sqrt(sel.sum())
+            assert abs(h[sel].mean() - (a == b)) < 5 * se, (a, b, h[sel].mean(), se)
+    wrong = np.linalg.inv(P).T[decision, c_tilde]
+    assert abs(wrong[(c == 0) & (decision == 1)].mean()) > 0.1  # the mutation the test must catch
+    # no label mechanism (public labels): the plain hit
+    assert debiased_hits(
+        np.array([0, 1]), np.array([0, 0]), [RecordMechanism(RandomizedResponse(K, 0.2), None, n_features=D)] * 2, 2
+    ).tolist() == [1.0, 0.0]
+
+
+def test_accuracy_scoring_chooses_c_by_the_estimated_clean_accuracy():
+    X, y, Xt, yt = _data(1500, 0)
+    est = SpreadLogisticRegressionCV(
+        Cs=(0.001, 1.0), cv=3, cv_max_iter=15, max_iter=30, scoring="accuracy", random_state=0
+    ).fit(Xt, yt, mechanism=RM)
+    acc = est.accuracy_scores_
+    assert set(acc) == {(0.001, 0.1), (1.0, 0.1)}
+    assert est.C_ == max((0.001, 1.0), key=lambda C: acc[C, 0.1])
+    # a clean-label accuracy of decisions taken from the released records x̃ (0.68 here; the refit
+    # decides from clean records, 0.75): above chance, at most 1
+    assert 0.55 < acc[est.C_, 0.1] <= 1.0 and not est.fallback_
+    # the loglik default leaves it empty; a bad value names the field
+    assert (
+        SpreadLogisticRegressionCV(Cs=(1.0,), cv=3, cv_max_iter=5, max_iter=5, random_state=0)
+        .fit(Xt[:300], yt[:300], mechanism=RM)
+        .accuracy_scores_
+        == {}
+    )
+    with pytest.raises(ValidationError, match="scoring") as e:
+        SpreadLogisticRegressionCV(scoring="auc").fit(Xt[:100], yt[:100], mechanism=RM)
+    assert e.value.field == "scoring"

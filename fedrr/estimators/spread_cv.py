@@ -27,10 +27,10 @@ from scipy.stats import norm
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._params import Interval, ListOf, Satisfies, random_state_constraints, validate_params
+from .._params import Interval, ListOf, Options, Satisfies, random_state_constraints, validate_params
 from ..errors import ValidationError
 from .spread import SpreadLogisticRegression, check_clean_X
-from .spread_cv_scores import _class_freqs, _mechanism_arg, _null_loglik, _rank_test, heldout_loglik
+from .spread_cv_scores import _class_freqs, _mechanism_arg, _null_loglik, _rank_test, debiased_hits, heldout_loglik
 from .spread_mstep import log_class_probs
 
 #: the spread-EM parameters this class passes through (the rest are its own)
@@ -64,6 +64,12 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     Cs : the penalties tried (scikit-learn's C: inverse L2 strength).
     prior_strengths : the learned prior's pseudo-count weights tried (fractions of the records).
     cv : folds.
+    scoring : what chooses C: "loglik", the held-out log p(c̃ | x̃) (a proper score of the model
+        composed with the mechanism), or "accuracy", the clean-label accuracy of the model's
+        decisions on the held-out released records (argmax of p̂(c | x̃)), estimated without bias
+        through the label mechanism (``debiased_hits``; needs
+        randomised-response labels): under heavy label noise the log-likelihood differences
+        between Cs are noise-sized and it chose intercept-dominated fits (docs: spread diagnostics).
     fallback : fall back to the intercept-only model unless the chosen one points the right way on
         held-out releases (two classes: rank test; more: gain in log p(c̃ | x̃); one-sided 2.5 %,
         Bonferroni over Cs).
@@ -73,7 +79,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     Other parameters: as ``SpreadLogisticRegression``.
 
     Attributes: ``C_``, ``prior_strength_``, ``scores_`` ({(C, strength): mean held-out log p(x̃, c̃)}),
-    ``cond_scores_`` (the same for log p(c̃ | x̃)), ``fallback_``, ``gain_`` (mean held-out gain in
+    ``cond_scores_`` (the same for log p(c̃ | x̃)), ``accuracy_scores_`` (with ``scoring="accuracy"``:
+    the estimated clean accuracy per pair), ``fallback_``, ``gain_`` (mean held-out gain in
     log p(c̃ | x̃) over the intercept-only model, its standard error, the z it had to exceed, and
     with two classes the rank test's held-out AUC against the released labels and its z),
     ``estimator_`` (the refit spread-EM, or None after a fallback).
@@ -83,6 +90,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         "Cs": [ListOf(Interval(float, 0, None, closed="neither", inf=True))],
         "prior_strengths": [ListOf(Interval(float, 0, None))],
         "cv": [Interval(int, 2, None)],
+        "scoring": [Options("loglik", "accuracy")],
         "fallback": [Satisfies(lambda v: isinstance(v, (bool, np.bool_)), "True or False")],
         "heldout_samples": [Interval(int, 1, None)],
         "cv_max_iter": [Interval(int, 1, None)],
@@ -95,6 +103,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         *,
         prior_strengths=(0.1,),
         cv: int = 3,
+        scoring: str = "loglik",
         fallback: bool = True,
         heldout_samples: int = 32,
         cv_max_iter: int = 40,
@@ -122,6 +131,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.Cs = Cs
         self.prior_strengths = prior_strengths
         self.cv = cv
+        self.scoring = scoring
         self.fallback = fallback
         self.heldout_samples = heldout_samples
         self.cv_max_iter = cv_max_iter
@@ -158,7 +168,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self.estimator_ = self._spread(C=p["Cs"][0]).fit(X, y)
             self._copy_from(self.estimator_)
             self.C_, self.prior_strength_, self.fallback_, self.gain_ = p["Cs"][0], None, False, None
-            self.scores_, self.cond_scores_ = {}, {}
+            self.scores_, self.cond_scores_, self.accuracy_scores_ = {}, {}, {}
             return self
         base = self._spread()
         Xv, yi, groups, layout = base._prepare(X, y, mechanism, base._params())
@@ -169,6 +179,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         for rm, rows in groups:
             for i in rows:
                 mechs[i] = rm
+        n_classes = len(base.classes_)
+        if p["scoring"] == "accuracy":  # refuse an unsupported label mechanism before any fit
+            debiased_hits(np.zeros(n, dtype=np.int64), yi, mechs, n_classes)
         rng = np.random.default_rng(np.random.SeedSequence(_seed(p["random_state"]), spawn_key=(7919,)))
         fold = rng.permutation(n) % p["cv"]
         scores: dict[tuple, list[np.ndarray]] = {}
@@ -202,14 +215,22 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             a: np.mean([self.scores_[C, a] - self.cond_scores_[C, a] for C in p["Cs"]]) for a in p["prior_strengths"]
         }
         a_best = max(p["prior_strengths"], key=marg.get)
-        best = (max(p["Cs"], key=lambda C: self.cond_scores_[C, a_best]), a_best)
+        held = np.concatenate([yi[fold == f] for f in range(p["cv"])])  # the order cond/proba are in
+        held_fold = np.sort(fold)
+        self.accuracy_scores_ = {}
+        if p["scoring"] == "accuracy":  # the decisions' clean accuracy, estimated through the label mechanism
+            held_mechs = [mechs[i] for f in range(p["cv"]) for i in np.flatnonzero(fold == f)]
+            self.accuracy_scores_ = {
+                k: float(debiased_hits(np.concatenate(v).argmax(axis=1), held, held_mechs, n_classes).mean())
+                for k, v in proba.items()
+            }
+        chosen = self.accuracy_scores_ if p["scoring"] == "accuracy" else self.cond_scores_
+        best = (max(p["Cs"], key=lambda C: chosen[C, a_best]), a_best)
         self.C_, self.prior_strength_ = best
         gain = np.concatenate(cond[best]) - np.concatenate(null)
         se = float(gain.std(ddof=1) / np.sqrt(gain.size))
         z = float(norm.ppf(1 - 0.025 / len(p["Cs"])))  # the best of len(Cs) candidates on the same folds
         self.gain_ = {"mean": float(gain.mean()), "se": se, "z": z}
-        held = np.concatenate([yi[fold == f] for f in range(p["cv"])])  # the order cond/proba are in
-        held_fold = np.sort(fold)
         if len(base.classes_) == 2:
             auc, z_auc = _rank_test(np.concatenate(proba[best])[:, 1], held, held_fold)
             self.gain_.update(auc=auc, z_auc=z_auc)

@@ -9,6 +9,7 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import rankdata
 
+from ..errors import ValidationError
 from ..mechanisms.discrete import DiscreteMechanism
 from .spread import SpreadLogisticRegression
 from .spread_pool import group_records
@@ -91,6 +92,30 @@ def _class_freqs(y: np.ndarray, groups, C: int, iters: int = 500) -> np.ndarray:
             break
         pi = new
     return pi
+
+
+def debiased_hits(decision: np.ndarray, y: np.ndarray, mechs: list, C: int) -> np.ndarray:
+    """Per held-out record, an unbiased estimate of 1[decision = clean label] from its released
+    label: h = (P⁻¹)[ĉ, c̃] with P[c̃, c] = p(c̃ | c) its label mechanism's matrix, since
+    Σ_c̃ P[c̃, c]·(P⁻¹)[ĉ, c̃] = 1[c = ĉ]. Their mean estimates the decisions' clean accuracy; with one
+    symmetric flip p it is (agreement − p)/(1 − 2p), so it ranks models as their agreement with the
+    released labels does. Needs label mechanisms given by an invertible matrix (randomised response)."""
+    out = np.empty(len(y))
+    for rm, rows in group_records(_mechanism_arg(mechs), len(y)):
+        lab = rm.label
+        if lab is None:
+            out[rows] = decision[rows] == y[rows]
+            continue
+        try:
+            P = np.asarray(lab.matrix, dtype=float)
+        except (AttributeError, NotImplementedError):
+            raise ValidationError(
+                "scoring", f"'accuracy' needs label mechanisms given by a matrix (randomised response), got {lab!r}"
+            ) from None
+        if P.shape != (C, C):
+            raise ValidationError("scoring", f"'accuracy' needs a {C}-state label mechanism, got {P.shape[0]} states")
+        out[rows] = np.linalg.inv(P)[decision[rows], y[rows]]
+    return out
 
 
 def _mechanism_arg(mechs: list):
