@@ -88,6 +88,9 @@ def test_a_different_cpu_or_version_or_an_unrecorded_entry_is_named(committed):
     assert set(FINGERPRINT) <= set(man["machine"]) and man["machine"]["cpu"] and man["machine"]["simd"]
     reordered = copy.deepcopy(man)
     reordered["machine"]["blas"] = reordered["machine"]["blas"][::-1] + [dict(reordered["machine"]["blas"][0])]
+    with_openmp = copy.deepcopy(man)
+    with_openmp["machine"]["blas"] = [*with_openmp["machine"]["blas"], {"internal_api": "openmp", "prefix": "libgomp"}]
+    assert not mismatches(with_openmp)  # older manifests listed sklearn's OpenMP among them
     assert mismatches(reordered) and not mismatches(
         {**reordered, "machine": {**reordered["machine"], "blas": reordered["machine"]["blas"][:-1]}}
     )
