@@ -92,6 +92,9 @@ class _TimedGroup:
     def update_priors(self, updates):
         return self._clock.timed("update_priors", self._g.update_priors, updates)
 
+    def run_each(self, fn, jobs):  # a whole M-step per chain on its actor
+        return self._clock.timed("mstep_on_actor", self._g.run_each, fn, jobs)
+
     def close(self):
         self._clock.t_end = time.perf_counter()
         if hasattr(self._g, "actor_peak_rss"):

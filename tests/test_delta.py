@@ -41,3 +41,21 @@ def test_what_cannot_go_as_a_change_goes_whole():
         msg = delta.encode(_result(new), base, prev)
         assert "__delta_of__" not in msg
         np.testing.assert_array_equal(delta.decode(msg, None)["stats"]["counts"], new)
+
+
+def test_packed_arrays_come_back_in_the_memory_order_they_went():
+    """A Fortran-ordered matrix (cho_solve's inverse, say) must not come back C-ordered: BLAS sums
+    ``inv @ v`` in another order for the other layout, and a Ray fit would differ from the serial
+    one in the last bit."""
+    from fedrr.parallel.shards import unpack
+
+    rng = np.random.default_rng(1)
+    floats = np.asfortranarray(rng.normal(size=(40, 30)))
+    counts = np.asfortranarray(rng.integers(0, 300, (40, 30)).astype(float))
+    for a in (floats, counts, np.ascontiguousarray(floats)):
+        b = unpack(pack(a))
+        np.testing.assert_array_equal(b, a)
+        assert (b.flags.f_contiguous, b.flags.c_contiguous) == (a.flags.f_contiguous, a.flags.c_contiguous)
+        assert b.flags.writeable
+    v = rng.normal(size=30)
+    assert np.array_equal(unpack(pack(floats)) @ v, floats @ v)

@@ -60,6 +60,7 @@ def test_ray_and_serial_fits_are_identical(ex, small_rr_release, serial_fit, spl
     assert par.traffic_["per_iteration"] > 0 and par.traffic_["estep up"] > 0
     assert ("run:_local_mstep down" in par.traffic_) == split
     assert ("loss_grad down" in par.traffic_) == (not split)
+    assert ("fetch_priors up" in par.traffic_) == split  # each chain's actor owns its prior: fetched
 
 
 def _release(n: int, d: int, k: int, seed: int):
@@ -189,6 +190,101 @@ def test_a_shards_own_exception_is_raised_as_itself_not_retried(ex, bad):
         with pytest.raises(ValidationError, match=f"shard {bad} refuses"):
             group.call("boom")
         assert group.restarts == 0
+    finally:
+        group.close()
+
+
+class _ToyPrior:
+    def estimate(self, stats):
+        return self
+
+    def blend(self, other, gamma):
+        return self
+
+    def copy(self):
+        return self
+
+
+class _PriorToy(_Toy):
+    """A shard whose prior the actor updates; ``bad`` refuses the update."""
+
+    def __init__(self, index: int, bad: int):
+        super().__init__(index, bad)
+        self.prior = {0: _ToyPrior(), 1: _ToyPrior()}
+
+    def estep(self, chain, it):
+        return {"stats": {"n": np.ones(3)}, "accepted": self.index}
+
+    def set_prior(self, chain, prior):
+        if self.index == self.bad:
+            raise ValidationError("prior", f"shard {self.index} refuses its prior")
+
+
+def test_a_prior_update_is_not_awaited_but_its_error_reaches_the_next_call(ex):
+    """With one actor per chain, that actor owns the chain's prior: the E-step's statistics stay
+    there (only the rest comes back), the prior updates are submitted and left (the next call
+    queues behind them), and a shard's error in one is raised by the next call that is awaited."""
+    import functools
+
+    ex.shutdown_actors()
+    group = RayShards([functools.partial(_PriorToy, i, 4) for i in range(5)], 2, chains=2)
+    try:
+        assert group.solo_chains
+        assert group.reduce_each("estep", [(0, 1), (1, 1)]) == [{"accepted": 10}] * 2  # the statistics stayed
+        assert group.update_priors([(c, None, 0.5, _ToyPrior()) for c in range(2)]) is None
+        assert len(group._pending) == 2  # submitted, not awaited
+        with pytest.raises(ValidationError, match="shard 4 refuses its prior"):
+            group.reduce("value")
+        np.testing.assert_array_equal(group.reduce("value"), np.full(3, 10.0))  # raised once, then on
+        assert group.restarts == 0
+    finally:
+        group.close()
+
+
+class _CountPrior:
+    """A prior that counts its updates."""
+
+    def __init__(self, n: int = 0):
+        self.n = n
+
+    def estimate(self, stats):
+        return self
+
+    def blend(self, other, gamma):
+        return _CountPrior(self.n + 1)
+
+    def copy(self):
+        return _CountPrior(self.n)
+
+
+class _CountToy(_PriorToy):
+    def __init__(self, index: int):
+        super().__init__(index, -1)
+        self.prior = {0: _CountPrior(), 1: _CountPrior()}
+
+    def set_prior(self, chain, prior):
+        self.prior[chain] = prior
+
+
+def test_an_owned_prior_is_checkpointed_and_a_rebuilt_actor_restarts_from_it(ex):
+    import functools
+
+    from fedrr.parallel.ray_priors import CHECKPOINT_EVERY
+
+    ex.shutdown_actors()
+    group = RayShards([functools.partial(_CountToy, i) for i in range(3)], 2, chains=2)
+    try:
+        for c in range(2):
+            group.call("set_prior", c, _CountPrior())
+        for it in range(CHECKPOINT_EVERY + 2):
+            group.reduce_each("estep", [(0, it), (1, it)])
+            group.update_priors([(c, None, 0.5, None) for c in range(2)])
+        assert [p.n for p in group.fetch_priors([0, 1])] == [CHECKPOINT_EVERY + 2] * 2
+        group.kill(0)  # chain 0's actor
+        group.reduce_each("estep", [(0, 99), (1, 99)])
+        assert group.restarts == 1
+        # chain 0 restarted from its checkpoint, chain 1 went on
+        assert [p.n for p in group.fetch_priors([0, 1])] == [CHECKPOINT_EVERY, CHECKPOINT_EVERY + 2]
     finally:
         group.close()
 

@@ -170,16 +170,35 @@ def drifting(iterates: list[np.ndarray], tol: float, window: int = 5, rows: int 
     return bool(np.any(np.abs(b - a) > tol * np.maximum(np.maximum(a, b), 1e-12)))
 
 
-def preconditioner(problem: _Problem, theta: np.ndarray, H: np.ndarray):
-    """x -> H⁻¹x with H the penalised complete-data Hessian at θ (block-diagonal across logit rows),
-    from ``H``, the group's unpenalised sum of ``Shard.hessian`` at θ (Rn, d+1, d+1)."""
-    coef, b = problem.unpack(theta)
-    rows, d = coef.shape
-    H[:, np.arange(d), np.arange(d)] += problem.lam
-    if not problem.fit_intercept:
+def inverse_hessian(H: np.ndarray, lam: float, fit_intercept: bool) -> list[np.ndarray]:
+    """Per logit row, the inverse of the penalised complete-data Hessian, from ``H``: the group's
+    unpenalised sum of ``Shard.hessian`` at θ (Rn, d+1, d+1)."""
+    d = H.shape[1] - 1
+    H[:, np.arange(d), np.arange(d)] += lam
+    if not fit_intercept:
         H = H[:, :d, :d]
     H[:, np.arange(H.shape[1]), np.arange(H.shape[1])] += 1e-9 * (1 + np.abs(np.diagonal(H, axis1=1, axis2=2)))
-    inv = [cho_solve(cho_factor(h), np.eye(h.shape[0])) for h in H]
+    return [cho_solve(cho_factor(h), np.eye(h.shape[0])) for h in H]
+
+
+def _local_preconditioner(block, chain: int, coef, b, lam: float, fit_intercept: bool) -> list[np.ndarray]:
+    """One chain's ``inverse_hessian`` on the actor holding its shards: the chains' run in parallel."""
+    return inverse_hessian(block.reduce("hessian", chain, coef, b, HESSIAN_ROWS), lam, fit_intercept)
+
+
+def _inverse_hessians(group, probs: list[_Problem], theta: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """Every chain's ``inverse_hessian`` at its θ: where its shards are if one actor holds them all."""
+    if getattr(group, "solo_chains", False):
+        jobs = [(p.chain, (p.chain, *p.unpack(theta[p.chain]), p.lam, p.fit_intercept)) for p in probs]
+        return group.run_each(_local_preconditioner, jobs)
+    H = group.reduce_each("hessian", [(p.chain, *p.unpack(theta[p.chain]), HESSIAN_ROWS) for p in probs])
+    return [inverse_hessian(h, p.lam, p.fit_intercept) for p, h in zip(probs, H)]
+
+
+def preconditioner(problem: _Problem, inv: list[np.ndarray]):
+    """x -> H⁻¹x with H the penalised complete-data Hessian at θ (block-diagonal across logit
+    rows), from its inverse per row (``inverse_hessian``)."""
+    rows, d = problem.rows, problem.d
 
     def apply(g: np.ndarray) -> np.ndarray:
         gc, gb = g[: rows * d].reshape(rows, d), g[rows * d :]
@@ -268,7 +287,7 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
     phase1: list[list[np.ndarray]] = [[] for _ in range(m)]
     phase2: list[list[np.ndarray]] = [[] for _ in range(m)]
     avg = [np.zeros_like(start) for _ in range(m)]
-    converged, message = False, ""
+    converged, message, held = False, "", False
     rhat_max = rhat_med = float("nan")
     cos = dist = pdist = float("nan")
     next_check = None
@@ -281,8 +300,8 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
         if not in_phase2:
             fits = _msteps(group, probs, theta, opts.m_step_iter)
         elif hess[0] is None:
-            H = group.reduce_each("hessian", [(c, *probs[c].unpack(theta[c]), HESSIAN_ROWS) for c in range(m)])
-            hess = [preconditioner(probs[c], theta[c], H[c]) for c in range(m)]
+            inv = _inverse_hessians(group, probs, theta)
+            hess = [preconditioner(probs[c], inv[c]) for c in range(m)]
         change = []
         for c in range(m):
             prev = theta[c]
@@ -299,9 +318,10 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
             change.append(float(np.linalg.norm(theta[c] - prev) / max(np.linalg.norm(theta[c]), 1e-3)))
         if opts.learn_prior:
             gamma = 1.0 / (it + 1)
-            for c in range(m):
-                priors[c] = priors[c].blend(priors[c].estimate(stats[c]["stats"]), gamma)
-            group.update_priors([(c, stats[c]["stats"], gamma, priors[c]) for c in range(m)])
+            new = group.update_priors([(c, stats[c].get("stats"), gamma, priors[c]) for c in range(m)])
+            held = new is None  # the group's actors own the priors (one per chain): fetched at the end
+            if not held:
+                priors[:] = new
         acc = float(np.mean([s["accepted"] / max(s["proposed"], 1) for s in stats]))
         history.append(
             {
@@ -356,6 +376,8 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
             f"{pdist:.3f} (tolerance {opts.agreement_tol}); coefficients: cosine {cos:.3f}, relative distance "
             f"{dist:.3f}, median R-hat {rhat_med:.2f} (max {rhat_max:.2f}); the estimate may be Monte Carlo noise"
         )
+    if opts.learn_prior and held:
+        priors[:] = group.fetch_priors(range(m))
     coefs = np.stack([probs[0].unpack(a)[0] for a in avg])
     bs = np.stack([probs[0].unpack(a)[1] for a in avg])
     return EMResult(

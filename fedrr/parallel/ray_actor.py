@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from . import delta
 from .shards import add, pack, total, unpack
 
@@ -73,13 +75,23 @@ class ShardActor:
         return [pack(r) for r in out] if packed else out
 
     def fold(
-        self, seq: Any, method: str, args: Any, prev: list | None, keep: Any = None, base: Any = None, last=False
+        self,
+        seq: Any,
+        method: str,
+        args: Any,
+        prev: list | None,
+        keep: Any = None,
+        base: Any = None,
+        last=False,
+        own: bool = False,
     ) -> tuple[Any, list[int]]:
         """The running sum after this actor's shards, in shard order, from the previous actor's
         (``prev`` = [its output, its handle]: in a list, so that Ray does not wait for it before
         this actor's own work starts); and the bytes of every actor's message so far. ``keep``: the
         chain of an E-step, whose sums are sent as changes against the sums of the E-step ``base``
-        (``delta``), which the receivers hold; the last actor keeps the total for the prior update."""
+        (``delta``), which the receivers hold; the last actor keeps the total for the prior update.
+        ``own``: this actor alone holds the chain (and its prior): it keeps the prior's statistics
+        and sends the rest."""
         out = self._compute(seq, method, args)
         acc, sizes = None, []
         if prev is not None:
@@ -97,6 +109,9 @@ class ShardActor:
             acc = r if acc is None else add(acc, r)
         if keep is None:
             msg = pack(acc)
+        elif own:
+            self._kept[keep] = acc
+            msg = pack({k: v for k, v in acc.items() if k != "stats"})
         else:
             msg = delta.encode(acc, base, self._sent.get(keep))
             self._sent[keep] = (seq[0], acc)
@@ -105,8 +120,12 @@ class ShardActor:
         return msg, [*sizes, wire(msg)]
 
     def run(self, fn: Callable, args: Any) -> Any:
-        """``fn(block, *args)`` with this actor's shards as a group (``RayShards.run_each``), packed."""
-        return pack(fn(_Block(self.shards), *unpack(args)))
+        """``fn(block, *args)`` with this actor's shards as a group (``RayShards.run_each``), packed;
+        one BLAS thread in every BLAS library loaded by then (``fn`` may have loaded scipy's)."""
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1, user_api="blas"):
+            return pack(fn(_Block(self.shards), *unpack(args)))
 
     def sent(self, chain: int) -> Any:
         """The E-step sums of ``chain`` this actor sent last, whole."""
@@ -119,7 +138,10 @@ class ShardActor:
         change against the previous total). False, and nothing done, if that change is against a
         total this actor does not hold (rebuilt since): the driver then sends the statistics."""
         if stats is None:
-            stats = self._kept.pop(chain)["stats"]
+            kept = self._kept.pop(chain, None)
+            if kept is None:  # rebuilt since its E-step: its prior stays as restored
+                return False
+            stats = kept["stats"]
         elif whole:
             result = delta.decode(stats[0], self._totals.get(chain))
             if result is None:
@@ -135,10 +157,26 @@ class ShardActor:
             s.set_prior(chain, new)
         return True
 
-    def replay(self, method: str, args: Any) -> None:
-        """Run a call for its effect on the shards (a rebuilt actor's chains), results dropped."""
-        for s in self.shards:
-            getattr(s, method)(*unpack(args))
+    def replay(self, method: str, args: Any, keep: bool = False) -> None:
+        """Run a call for its effect on the shards (a rebuilt actor's chains), results dropped;
+        ``keep``: the actor owns the chain, so an E-step's sum is kept for its prior update."""
+        args = unpack(args)
+        out = [getattr(s, method)(*args) for s in self.shards]
+        if keep and method == "estep":
+            self._kept[args[0]] = total(out)
+
+    def prior_of(self, chain: int) -> Any:
+        """The prior of ``chain`` the shards use (every shard holds the same), without the
+        smoothing center it pulls toward: that never changes, and the driver holds it
+        (``with_center``). Half the bytes of a smoothed prior."""
+        import copy
+
+        p = self.shards[0].prior[chain]
+        if getattr(p, "center", None) is None:
+            return p
+        out = copy.copy(p)
+        out.center = None
+        return out
 
     def ping(self) -> int:
         return len(self.shards)
@@ -148,3 +186,32 @@ class ShardActor:
         import resource
 
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def with_center(prior: Any, known: Any) -> Any:
+    """A prior from ``ShardActor.prior_of`` given back the center of the driver's copy ``known``."""
+    center = getattr(known, "center", None)
+    if center is not None and getattr(prior, "center", "absent") is None:
+        prior.center = center
+    return prior
+
+
+def _own(obj: Any) -> Any:
+    """Arrays Ray handed over read-only (zero-copy from its object store) copied, so the caller
+    may change them in place as it may a local group's results."""
+    if isinstance(obj, np.ndarray):
+        return obj if obj.flags.writeable else obj.copy(order="K")
+    if isinstance(obj, dict):
+        return {k: _own(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_own(v) for v in obj)
+    return obj
+
+
+def _cause(exc: BaseException) -> BaseException:
+    """The exception a shard raised, unwrapped from Ray's task error (nested folds wrap it again)."""
+    while True:
+        cause = getattr(exc, "cause", None)
+        if not isinstance(cause, BaseException):
+            return exc
+        exc = cause

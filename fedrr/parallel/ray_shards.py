@@ -15,12 +15,17 @@ for the whole job. Traffic per EM iteration is O(model), and every result equals
 * ``chains`` > 1 (spread-EM's independent chains): the actors form teams, as many as the greatest
   common divisor of chains and actors; each team holds every shard, split in blocks over its
   actors, and serves the chains c with c mod teams = its index. Two actors and two chains: each
-  actor runs one chain over all the data, with no fold between actors and its prior updated
-  where its sums are, and ``run_each`` runs a chain's whole M-step there (no round trip per
-  gradient). A chain's sums are still taken in shard order: the same numbers.
+  actor runs one chain over all the data, with no fold between actors, and ``run_each`` runs a
+  chain's whole M-step there (no round trip per gradient). A chain's sums are still taken in
+  shard order: the same numbers.
+* one actor per chain owns that chain's prior: its E-step statistics stay on the actor (only the
+  M-step's sums come back), its prior updates are submitted without waiting (the next call
+  queues behind them), the driver fetches the prior every ``CHECKPOINT_EVERY`` updates (what a
+  rebuilt actor restarts from) and at the end (``fetch_priors``).
 
 An actor that dies (killed, out of memory, node lost) is rebuilt from its factories; its chains
-restart from the priors the driver holds and the last E-step is replayed with the same seeds, so
+restart from the priors the driver holds (a checkpoint, where the actor owned them) and the last
+E-step is replayed with the same seeds, so
 the fit completes (deterministically, though not bit-identical to an uninterrupted run). A call is
 numbered, and an actor that is asked for the same call again (because a later actor in the fold
 lost its input) reuses its results instead of advancing its chains twice. An exception raised by
@@ -31,23 +36,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import numpy as np
-
 from ..errors import ExecutorError
 from . import delta
-from .ray_actor import ShardActor, wire
+from .ray_actor import ShardActor, _cause, _own, wire
+from .ray_priors import PriorUpdates
 from .shards import pack, unpack
 
 INLINE_BYTES = 64 * 1024  #: messages up to this size travel inside the call (no object-store trip)
-#: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner)
-SETUP_METHODS = ("set_prior", "init_samples", "hessian")
+#: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner;
+#: the priors fetched at the end)
+SETUP_METHODS = ("set_prior", "init_samples", "hessian", "run:_local_preconditioner", "fetch_priors")
 #: shard methods whose first argument is a chain (they go to that chain's team; others to team 0)
 CHAIN_METHODS = frozenset(
     ("set_prior", "update_prior", "estep", "init_samples", "n_samples_weight", "loss_grad", "hessian", "logit_moments")
 )
 
 
-class RayShards:
+class RayShards(PriorUpdates):
     """``n_actors`` actors in teams (``chains``, see the module doc), each actor owning a contiguous
     block of the shards (``cpus`` CPUs per actor). ``pool``: idle actors to load the blocks into
     (kept, emptied, on ``close``; updated in place when an actor is rebuilt; topped up to
@@ -92,6 +97,8 @@ class RayShards:
         self._folded: dict[int, tuple] = {}  # chain -> (stats of its last E-step, output ref, bytes, id)
         self._totals: dict[int, tuple] = {}  # chain -> (id, its last E-step total), as the actors know it
         self._init_args: tuple | None = None
+        self._pending: list = []  # (chain of a checkpoint or None, ref): submitted, not awaited (``_flush``)
+        self._updates = 0
 
     def __len__(self) -> int:
         return sum(len(self.blocks[i]) for i in self.teams[0])
@@ -133,6 +140,7 @@ class RayShards:
         M-steps' gradients) without waiting for the driver in between. A batch in which an actor
         died is folded again whole: the survivors answer from the results they kept."""
         estep = method == "estep"
+        own = estep and self.solo_chains  # each chain's actor keeps its prior's statistics
         first, calls = self._seq + 1, []
         for args in arg_lists:
             self._before(method, args)
@@ -150,7 +158,8 @@ class RayShards:
                 outs, prev = [], None
                 for j, i in enumerate(team):
                     up = None if prev is None else [prev, self.actors[team[j - 1]]]
-                    prev = self.actors[i].fold.remote(seq, method, ref, up, keep, base, j == len(team) - 1)
+                    last = j == len(team) - 1
+                    prev = self.actors[i].fold.remote(seq, method, ref, up, keep, base, last, own)
                     outs.append(prev)
                 folds.append(outs)
             got = self._settle(folds, skip_chains={c[2] for c in calls} if estep else set())
@@ -167,7 +176,7 @@ class RayShards:
         (n, _), _, keep, _, team = call
         msg, sizes = got
         self._count(f"{method} up", sum(sizes))
-        if keep is None:
+        if keep is None or self.solo_chains:
             return _own(unpack(msg))
         result = delta.decode(msg, self._totals.get(keep))
         if result is None:  # defensive: a change against a total the driver does not hold
@@ -200,44 +209,6 @@ class RayShards:
         self._count(f"run:{getattr(fn, '__name__', 'fn')} up", sum(wire(o) for o in outs))
         return [_own(unpack(o)) for o in outs]
 
-    def update_priors(self, updates: Sequence[tuple]) -> None:
-        """Every actor's prior of each chain becomes the driver's ``updated``, for ``updates`` =
-        [(chain, stats, gamma, updated)]: all submitted before any is awaited (one round trip)."""
-        plans = [self._prior_plan(*u) for u in updates]
-        done = self._gather_many([(p[0], self._team("update_prior", (p[2],))) for p in plans])
-        for (_, send_whole, chain, updated), ok in zip(plans, done):
-            team = self._team("update_prior", (chain,))
-            again = [i for i, v in zip(team, ok) if v is False]  # it lacked the change's base
-            if again:
-                self._gather(send_whole, again)
-            self._priors[chain] = updated
-
-    def _prior_plan(self, chain: int, stats: Any, gamma: float, updated: Any) -> tuple:
-        """(submit, send_whole, chain, updated) for one chain's prior update: the last actor updates
-        from the sum it kept, the others from its output; ``send_whole`` sends the statistics."""
-        hit = self._folded.pop(chain, None)
-        team = self._team("update_prior", (chain,))
-        last = team[-1]
-        tid = hit[3] if hit is not None else None
-        whole: list = []
-
-        def send_whole(i, a, revived):  # the statistics themselves
-            whole[:] = whole or [pack(stats)]
-            self._count("update_prior down", wire(whole[0]))
-            return a.update_prior.remote(chain, whole[0], gamma, False, tid)
-
-        if hit is not None and hit[0] is stats:
-            out_ref, size = hit[1], hit[2]  # what each other actor fetches: the last actor's message
-            self._count("update_prior down", size * (len(team) - 1))
-
-            def submit(i, a, revived):
-                if revived:  # a rebuilt actor holds nothing
-                    return send_whole(i, a, revived)
-                return a.update_prior.remote(chain, None if i == last else out_ref, gamma, i != last, tid)
-
-            return submit, send_whole, chain, updated
-        return send_whole, send_whole, chain, updated
-
     # ---------------------------------------------------------------------- failures
     def _gather(self, submit, only: list[int] | None = None) -> list:
         """``submit(i, actor, revived)`` on every actor (or those in ``only``); results in actor
@@ -249,6 +220,7 @@ class RayShards:
         everyone = list(range(len(self.actors)))
         jobs = [(submit, everyone if only is None else only) for submit, only in jobs]
         refs = [[submit(i, self.actors[i], False) for i in which] for submit, which in jobs]
+        self._flush()
         outs = []
         for (submit, which), sent in zip(jobs, refs):
             out = []
@@ -273,6 +245,7 @@ class RayShards:
     def _settle(self, folds: list[list], skip_chains: set) -> list | None:
         """Wait for a batch of folds: each one's last output if all completed; None if actors died
         (they are rebuilt: fold again). A shard's own exception is raised as itself."""
+        self._flush()
         try:
             return self.ray.get([outs[-1] for outs in folds])
         except self.ray.exceptions.RayError:
@@ -313,7 +286,7 @@ class RayShards:
             self.ray.get(actor.replay.remote("init_samples", pack(self._init_args)))
         for chain, args in self._last_estep.items():
             if chain not in skip_chains and mine("estep", chain):
-                self.ray.get(actor.replay.remote("estep", pack(args)))
+                self.ray.get(actor.replay.remote("estep", pack(args), self.solo_chains))
         self.actors[i] = actor
         if self._pool is not None:
             self._pool[i] = actor
@@ -322,6 +295,7 @@ class RayShards:
 
     def actor_peak_rss(self) -> list[int]:
         """Each actor's peak resident memory, bytes (for benchmarks)."""
+        self._flush()
         return [int(v) for v in self.ray.get([a.peak_rss.remote() for a in self.actors])]
 
     def kill(self, i: int) -> None:
@@ -329,7 +303,9 @@ class RayShards:
         self.ray.kill(self.actors[i], no_restart=True)
 
     def close(self) -> None:
-        """Pooled actors drop their shards and stay for the next group; others are killed."""
+        """Pooled actors drop their shards and stay for the next group; others are killed (after
+        the prior updates still pending, whose errors are raised)."""
+        self._flush()
         if self._pool is not None:
             try:
                 self.ray.get([a.load.remote(()) for a in self.actors])
@@ -354,24 +330,3 @@ class RayShards:
         self.traffic[key] = self.traffic.get(key, 0) + n
         if self._in_iterations and key.split()[0] not in SETUP_METHODS:
             self.iteration_bytes += n
-
-
-def _own(obj: Any) -> Any:
-    """Arrays Ray handed over read-only (zero-copy from its object store) copied, so the caller
-    may change them in place as it may a local group's results."""
-    if isinstance(obj, np.ndarray):
-        return obj if obj.flags.writeable else obj.copy()
-    if isinstance(obj, dict):
-        return {k: _own(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_own(v) for v in obj)
-    return obj
-
-
-def _cause(exc: BaseException) -> BaseException:
-    """The exception a shard raised, unwrapped from Ray's task error (nested folds wrap it again)."""
-    while True:
-        cause = getattr(exc, "cause", None)
-        if not isinstance(cause, BaseException):
-            return exc
-        exc = cause

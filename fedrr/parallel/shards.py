@@ -44,11 +44,13 @@ class Packed:
     """An array sent compressed, exactly. Integer-valued arrays (prior counts: integers, mostly
     zeros) travel in the smallest unsigned type that holds them, split into byte planes (the high
     bytes of small counts are zeros together), zlib-compressed (run-length strategy); other arrays (gradients, Hessians:
-    floats that do not compress) as their raw bytes."""
+    floats that do not compress) as their raw bytes. The memory order comes back as it went (BLAS sums
+    a Fortran-ordered matrix's products in another order than a C-ordered copy's)."""
 
     def __init__(self, arr: np.ndarray):
         arr = np.asarray(arr)
         self.shape, self.dtype = arr.shape, arr.dtype
+        self.order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"
         self.small = None
         if (
             arr.dtype.kind == "f"
@@ -67,14 +69,14 @@ class Packed:
             z = zlib.compressobj(6, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
             self.data = z.compress(np.ascontiguousarray(planes).tobytes()) + z.flush()
         else:
-            self.data = np.ascontiguousarray(arr).tobytes()
+            self.data = arr.tobytes(order=self.order)
 
     def unpack(self) -> np.ndarray:
         if self.small is None:
-            return np.frombuffer(self.data, self.dtype).reshape(self.shape).copy()
+            return np.frombuffer(self.data, self.dtype).reshape(self.shape, order=self.order).copy(order="K")
         planes = np.frombuffer(zlib.decompress(self.data), np.uint8).reshape(self.small.itemsize, -1)
         raw = np.ascontiguousarray(planes.T).view(self.small).reshape(self.shape)
-        return raw.astype(self.dtype)
+        return raw.astype(self.dtype, order=self.order)
 
 
 def pack(obj: Any) -> Any:
@@ -144,10 +146,15 @@ class LocalShards:
         for s in self.shards:
             s.set_prior(chain, updated)
 
-    def update_priors(self, updates: Sequence[tuple]) -> None:
-        """``update_prior(*u)`` for each u in ``updates``."""
-        for u in updates:
-            self.update_prior(*u)
+    def update_priors(self, updates: Sequence[tuple]) -> list[Any]:
+        """For each (chain, stats, gamma, prior) of ``updates``: the chain's prior updated from
+        its E-step statistics (eq 65, ``prior.blend(prior.estimate(stats), gamma)``), set on every
+        shard; the updated priors, in order."""
+        out = []
+        for chain, stats, gamma, prior in updates:
+            out.append(prior.blend(prior.estimate(stats), gamma))
+            self.update_prior(chain, stats, gamma, out[-1])
+        return out
 
     def reduce(self, method: str, *args: Any) -> Any:
         """The sum, in shard order, of ``shard.method(*args)`` over the shards."""
