@@ -11,7 +11,7 @@ import pytest
 
 from fedrr.errors import ValidationError
 from fedrr.experiment.cli import main
-from fedrr.experiment.manifest import FINGERPRINT, mismatches
+from fedrr.experiment.manifest import FINGERPRINT, blas, coretype_hint, mismatches
 from fedrr.experiment.report import write_reports
 from fedrr.experiment.reproduce import compare, digest, read_rows, report
 from fedrr.experiment.spec import load_scenario
@@ -107,6 +107,24 @@ def test_a_different_cpu_or_version_or_an_unrecorded_entry_is_named(committed):
     res = {"diffs": [], "only_old": [], "only_new": [], "rows": 1, "out": "o", "digest_old": "a", "digest_new": "a"}
     text, same = report({**res, "columns_only_old": [], "columns_only_new": [], "machine": got})
     assert same and "this machine or its versions differ from the manifest's" in text and "  blas: not" in text
+
+
+def test_other_openblas_kernels_get_the_coretype_that_restores_them():
+    here = blas()
+    kernels = {b.get("architecture") for b in here if b.get("internal_api") == "openblas"}
+    if not kernels:  # pragma: no cover - a numpy without OpenBLAS: nothing to hint
+        pytest.skip("numpy and scipy do not use OpenBLAS here")
+    other = [{**b, "architecture": "Zen"} for b in here]
+    assert coretype_hint({"machine": {"blas": other}}) == "OPENBLAS_CORETYPE=Zen"
+    assert coretype_hint({"machine": {"blas": here}}) is None  # the same kernels: nothing to set
+    assert coretype_hint({"machine": {}}) is None  # not recorded
+    mixed = [{**b, "architecture": a} for b, a in zip(other * 2, ("Zen", "Haswell"))]
+    assert coretype_hint({"machine": {"blas": mixed}}) is None  # no one value restores both
+    res = {"diffs": [("c", "l", "mse", 1.0, 2.0)], "only_old": [], "only_new": [], "rows": 1, "out": "o"}
+    res.update(digest_old="a", digest_new="b", columns_only_old=[], columns_only_new=[], machine=["blas ..."])
+    text, same = report({**res, "hint": "OPENBLAS_CORETYPE=Zen"})
+    assert not same and "run again with OPENBLAS_CORETYPE=Zen" in text
+    assert "OPENBLAS_CORETYPE" not in report({**res, "diffs": [], "hint": "OPENBLAS_CORETYPE=Zen"})[0]
 
 
 def test_a_directory_without_a_manifest_is_refused(tmp_path):

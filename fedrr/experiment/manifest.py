@@ -140,6 +140,17 @@ def mismatches(recorded: dict) -> list[str]:
     return out
 
 
+def coretype_hint(recorded: dict) -> str | None:
+    """``OPENBLAS_CORETYPE=<kernels>`` when the manifest's OpenBLAS ran one set of kernels and this
+    machine's runs others: OpenBLAS picks its kernels by CPU, and set to the recorded ones it
+    computes the recorded bits (measured: sweeps made on AMD family 26, where OpenBLAS chose its
+    Haswell kernels, reproduce on family 25, where it chooses SkylakeX, with
+    ``OPENBLAS_CORETYPE=Haswell``). None when there is nothing to set."""
+    arch = lambda libs: {b.get("architecture") for b in libs if b.get("internal_api") == "openblas"} - {None}  # noqa: E731
+    old = arch((recorded.get("machine") or {}).get("blas") or [])
+    return f"OPENBLAS_CORETYPE={next(iter(old))}" if len(old) == 1 and arch(blas()) != old else None
+
+
 def machine() -> dict[str, Any]:
     return {
         "cpu_count": os.cpu_count(),

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ValidationError
-from .manifest import mismatches
+from .manifest import coretype_hint, mismatches
 
 #: the columns that change from run to run on one machine: wall time
 TIMING = ("seconds", "cell_seconds")
@@ -84,7 +84,8 @@ def reproduce(results_dir: str | Path, out: str | Path | None = None, grid_indic
     log(f"[fedrr] rerunning {src} ({man.get('git', {}).get('commit', '?')[:10]}) from {path} into {out}")
     sweep(load_scenario(path), out, grid_indices=grid_indices, log=log, progress=False)
     write_reports(out)
-    return {**compare(old, read_rows(out / "results.csv")), "out": str(out), "machine": mismatches(man)}
+    res = {**compare(old, read_rows(out / "results.csv")), "out": str(out), "machine": mismatches(man)}
+    return {**res, "hint": coretype_hint(man)}
 
 
 def report(res: dict) -> tuple[str, bool]:
@@ -106,6 +107,10 @@ def report(res: dict) -> tuple[str, bool]:
     if res.get("machine"):  # exact equality is promised only on the same CPU and versions
         lines.append("this machine or its versions differ from the manifest's (last bits may move):")
         lines += [f"  {m}" for m in res["machine"]]
+        if res.get("hint") and not same:
+            lines.append(
+                f"OpenBLAS runs other kernels here than it did there: run again with {res['hint']} to use those"
+            )
     elif "machine" in res:
         lines.append("same CPU, SIMD targets, BLAS and package versions as the manifest records")
     return "\n".join(lines), same
