@@ -92,8 +92,8 @@ class _TimedGroup:
     def update_priors(self, updates):
         return self._clock.timed("update_priors", self._g.update_priors, updates)
 
-    def run_each(self, fn, jobs):  # a whole M-step per chain on its actor
-        return self._clock.timed("mstep_on_actor", self._g.run_each, fn, jobs)
+    def run_each(self, fn, jobs, **kw):  # a chain's whole M-step (or its preconditioner) on its actor
+        return self._clock.timed("mstep_on_actor", lambda: self._g.run_each(fn, jobs, **kw))
 
     def close(self):
         self._clock.t_end = time.perf_counter()

@@ -190,7 +190,7 @@ def _inverse_hessians(group, probs: list[_Problem], theta: list[np.ndarray]) -> 
     """Every chain's ``inverse_hessian`` at its θ: where its shards are if one actor holds them all."""
     if getattr(group, "solo_chains", False):
         jobs = [(p.chain, (p.chain, *p.unpack(theta[p.chain]), p.lam, p.fit_intercept)) for p in probs]
-        return group.run_each(_local_preconditioner, jobs)
+        return group.run_each(_local_preconditioner, jobs, one_off=True)
     H = group.reduce_each("hessian", [(p.chain, *p.unpack(theta[p.chain]), HESSIAN_ROWS) for p in probs])
     return [inverse_hessian(h, p.lam, p.fit_intercept) for p, h in zip(probs, H)]
 
@@ -376,7 +376,7 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
             f"{pdist:.3f} (tolerance {opts.agreement_tol}); coefficients: cosine {cos:.3f}, relative distance "
             f"{dist:.3f}, median R-hat {rhat_med:.2f} (max {rhat_max:.2f}); the estimate may be Monte Carlo noise"
         )
-    if opts.learn_prior and held:
+    if held:
         priors[:] = group.fetch_priors(range(m))
     coefs = np.stack([probs[0].unpack(a)[0] for a in avg])
     bs = np.stack([probs[0].unpack(a)[1] for a in avg])

@@ -22,7 +22,6 @@ from scipy.special import logsumexp
 
 from ..mechanisms import RandomizedResponse, RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism, guide_table
-from ..parallel.shards import unpack
 from .spread_design import Design
 from .spread_joint import JointSpreadPrior, PatternSampler
 from .spread_mixture import MixtureSpreadPrior
@@ -113,14 +112,6 @@ class Shard:
     # ----------------------------------------------------------------------- priors
     def set_prior(self, chain: int, prior) -> None:
         self.prior[chain] = prior
-
-    def update_prior(self, chain: int, stats: dict, gamma: float) -> None:
-        """The same deterministic update the driver applies: (1 − γ)·π + γ·π̂(stats) (``stats`` as
-        sent, possibly packed). Groups that hold several shards in one process update once and
-        share the result (``set_prior``)."""
-        stats = unpack(stats)
-        p = self.prior[chain]
-        self.prior[chain] = p.blend(p.estimate(stats), gamma)
 
     # ------------------------------------------------------------------------ E-step
     def estep(self, chain: int, it: int, coef: np.ndarray, intercept: np.ndarray, n_samples: int) -> dict:

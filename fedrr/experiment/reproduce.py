@@ -84,8 +84,8 @@ def reproduce(results_dir: str | Path, out: str | Path | None = None, grid_indic
     log(f"[fedrr] rerunning {src} ({man.get('git', {}).get('commit', '?')[:10]}) from {path} into {out}")
     sweep(load_scenario(path), out, grid_indices=grid_indices, log=log, progress=False)
     write_reports(out)
-    res = {**compare(old, read_rows(out / "results.csv")), "out": str(out), "machine": mismatches(man)}
-    return {**res, "hint": coretype_hint(man)}
+    res = compare(old, read_rows(out / "results.csv"))
+    return {**res, "out": str(out), "machine": mismatches(man), "hint": coretype_hint(man)}
 
 
 def report(res: dict) -> tuple[str, bool]:

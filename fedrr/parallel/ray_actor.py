@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from . import delta
-from .shards import add, pack, total, unpack
+from .shards import add, pack, prior_step, total, unpack, walk
 
 
 def wire(obj: Any) -> int:
@@ -152,7 +152,7 @@ class ShardActor:
             stats = unpack(stats)
             self._totals[chain] = (total_id, {"stats": stats})
         p = self.shards[0].prior[chain]
-        new = p.blend(p.estimate(stats), gamma)
+        new = prior_step(p, stats, gamma)
         for s in self.shards:
             s.set_prior(chain, new)
         return True
@@ -199,13 +199,7 @@ def with_center(prior: Any, known: Any) -> Any:
 def _own(obj: Any) -> Any:
     """Arrays Ray handed over read-only (zero-copy from its object store) copied, so the caller
     may change them in place as it may a local group's results."""
-    if isinstance(obj, np.ndarray):
-        return obj if obj.flags.writeable else obj.copy(order="K")
-    if isinstance(obj, dict):
-        return {k: _own(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(_own(v) for v in obj)
-    return obj
+    return walk(obj, lambda a: a.copy(order="K") if isinstance(a, np.ndarray) and not a.flags.writeable else a)
 
 
 def _cause(exc: BaseException) -> BaseException:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .ray_actor import _cause, wire, with_center
-from .shards import pack
+from .shards import pack, prior_step
 
 #: how often (prior updates) a chain's prior is fetched from the actor that owns it
 CHECKPOINT_EVERY = 10
@@ -31,7 +31,7 @@ class PriorUpdates:
         if self.solo_chains:
             return self._update_own_priors([u[0] for u in updates], [u[2] for u in updates])
         plans = [self._prior_plan(*u[:3]) for u in updates]
-        out = [prior.blend(prior.estimate(stats), gamma) for _, stats, gamma, prior in updates]
+        out = [prior_step(prior, stats, gamma) for _, stats, gamma, prior in updates]
         for (_, _, chain), updated in zip(plans, out):
             self._priors[chain] = updated  # what a rebuilt actor is given
         done = self._gather_many([(p[0], self._team("update_prior", (p[2],))) for p in plans])
@@ -63,7 +63,7 @@ class PriorUpdates:
         got = self._gather_many(
             [(lambda i, a, r, c=c: a.prior_of.remote(c), self._team("update_prior", (c,))[:1]) for c in chains]
         )
-        self._count("fetch_priors up", sum(wire(g[0]) for g in got))  # one-off, as the set-up
+        self._count("fetch_priors up", sum(wire(g[0]) for g in got), one_off=True)
         return [with_center(g[0], self._priors.get(c)).copy() for c, g in zip(chains, got)]
 
     def _flush(self) -> None:

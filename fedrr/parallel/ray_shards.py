@@ -43,9 +43,9 @@ from .ray_priors import PriorUpdates
 from .shards import pack, unpack
 
 INLINE_BYTES = 64 * 1024  #: messages up to this size travel inside the call (no object-store trip)
-#: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner;
-#: the priors fetched at the end)
-SETUP_METHODS = ("set_prior", "init_samples", "hessian", "run:_local_preconditioner", "fetch_priors")
+#: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner);
+#: other one-off calls say so themselves (``run_each(..., one_off=True)``, the priors fetched at the end)
+SETUP_METHODS = ("set_prior", "init_samples", "hessian")
 #: shard methods whose first argument is a chain (they go to that chain's team; others to team 0)
 CHAIN_METHODS = frozenset(
     ("set_prior", "update_prior", "estep", "init_samples", "n_samples_weight", "loss_grad", "hessian", "logit_moments")
@@ -108,12 +108,12 @@ class RayShards(PriorUpdates):
         return self.teams[args[0] % len(self.teams) if method in CHAIN_METHODS else 0]
 
     # -------------------------------------------------------------------------- calls
-    def _send(self, method: str, args: Any, n_actors: int):
+    def _send(self, method: str, args: Any, n_actors: int, one_off: bool = False):
         """The message, counted once per actor it goes to; large ones put in the object store once
         (every actor fetches the same object), small ones go inline with each call."""
         msg = pack(args)
         size = wire(msg)
-        self._count(f"{method} down", size * n_actors)
+        self._count(f"{method} down", size * n_actors, one_off)
         return self.ray.put(msg) if size > INLINE_BYTES else msg
 
     def call(self, method: str, *args: Any, packed: bool = False) -> list[Any]:
@@ -193,20 +193,21 @@ class RayShards(PriorUpdates):
         """Does one actor hold every shard of each chain (``run_each`` can run a chain's work there)?"""
         return all(len(t) == 1 for t in self.teams)
 
-    def run_each(self, fn: Callable, jobs: Sequence[tuple]) -> list[Any]:
+    def run_each(self, fn: Callable, jobs: Sequence[tuple], one_off: bool = False) -> list[Any]:
         """``fn(block, *args)`` for every (chain, args) of ``jobs`` on the actor of that chain's team
         (``solo_chains``), where ``block.reduce`` sums that actor's shards in shard order — the same
         numbers as this group's ``reduce``, without a round trip per call (a whole M-step on the
-        actor). All submitted before any is awaited; a dead actor is rebuilt and asked again."""
+        actor). All submitted before any is awaited; a dead actor is rebuilt and asked again.
+        ``one_off``: its traffic is set-up (the preconditioner), not per iteration."""
         if not self.solo_chains:
             raise ValueError("run_each needs one actor per team (n_actors dividing the chains)")
         subs = []
         for chain, args in jobs:
             self._before("run", args)
-            msg = self._send(f"run:{getattr(fn, '__name__', 'fn')}", args, 1)
+            msg = self._send(f"run:{getattr(fn, '__name__', 'fn')}", args, 1, one_off)
             subs.append((lambda i, a, revived, m=msg: a.run.remote(fn, m), self._team("estep", (chain,))))
         outs = [got[0] for got in self._gather_many(subs)]
-        self._count(f"run:{getattr(fn, '__name__', 'fn')} up", sum(wire(o) for o in outs))
+        self._count(f"run:{getattr(fn, '__name__', 'fn')} up", sum(wire(o) for o in outs), one_off)
         return [_own(unpack(o)) for o in outs]
 
     # ---------------------------------------------------------------------- failures
@@ -325,8 +326,8 @@ class RayShards(PriorUpdates):
         except self.ray.exceptions.RayTaskError as exc:  # a factory's own error (bad rows, say)
             raise _cause(exc) from None
 
-    def _count(self, key: str, n: int) -> None:
+    def _count(self, key: str, n: int, one_off: bool = False) -> None:
         self.bytes += n
         self.traffic[key] = self.traffic.get(key, 0) + n
-        if self._in_iterations and key.split()[0] not in SETUP_METHODS:
+        if self._in_iterations and not one_off and key.split()[0] not in SETUP_METHODS:
             self.iteration_bytes += n

@@ -79,24 +79,28 @@ class Packed:
         return raw.astype(self.dtype, order=self.order)
 
 
-def pack(obj: Any) -> Any:
-    if isinstance(obj, np.ndarray) and obj.nbytes >= 4096:
-        return Packed(obj)
+def walk(obj: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``obj`` with ``leaf`` applied to everything that is not a dict, list or tuple (a message's
+    arrays and scalars), the containers rebuilt around them."""
     if isinstance(obj, dict):
-        return {k: pack(v) for k, v in obj.items()}
+        return {k: walk(v, leaf) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return type(obj)(pack(v) for v in obj)
-    return obj
+        return type(obj)(walk(v, leaf) for v in obj)
+    return leaf(obj)
+
+
+def pack(obj: Any) -> Any:
+    return walk(obj, lambda a: Packed(a) if isinstance(a, np.ndarray) and a.nbytes >= 4096 else a)
 
 
 def unpack(obj: Any) -> Any:
-    if isinstance(obj, Packed):
-        return obj.unpack()
-    if isinstance(obj, dict):
-        return {k: unpack(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(unpack(v) for v in obj)
-    return obj
+    return walk(obj, lambda a: a.unpack() if isinstance(a, Packed) else a)
+
+
+def prior_step(prior: Any, stats: Any, gamma: float) -> Any:
+    """One stochastic-approximation step of a chain's prior from its E-step statistics (eq 65):
+    (1 − γ)·π + γ·π̂(stats). Every group — and every actor — updates with this one function."""
+    return prior.blend(prior.estimate(stats), gamma)
 
 
 def packed_nbytes(obj: Any) -> int:
@@ -148,11 +152,10 @@ class LocalShards:
 
     def update_priors(self, updates: Sequence[tuple]) -> list[Any]:
         """For each (chain, stats, gamma, prior) of ``updates``: the chain's prior updated from
-        its E-step statistics (eq 65, ``prior.blend(prior.estimate(stats), gamma)``), set on every
-        shard; the updated priors, in order."""
+        its E-step statistics (``prior_step``), set on every shard; the updated priors, in order."""
         out = []
         for chain, stats, gamma, prior in updates:
-            out.append(prior.blend(prior.estimate(stats), gamma))
+            out.append(prior_step(prior, stats, gamma))
             self.update_prior(chain, stats, gamma, out[-1])
         return out
 
