@@ -33,6 +33,7 @@ a shard itself (a ValidationError, say) is not retried: it reaches the caller as
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -300,8 +301,21 @@ class RayShards(PriorUpdates):
         return [int(v) for v in self.ray.get([a.peak_rss.remote() for a in self.actors])]
 
     def kill(self, i: int) -> None:
-        """Kill actor i (for fault tests): the next call finds it dead and rebuilds it."""
-        self.ray.kill(self.actors[i], no_restart=True)
+        """Kill actor i (for fault tests): the next call finds it dead and rebuilds it. ``ray.kill``
+        only sends the request, so wait until a ping finds the actor dead (else the next call may
+        still run on it)."""
+        actor = self.actors[i]
+        self.ray.kill(actor, no_restart=True)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                self.ray.get(actor.__ray_ready__.remote(), timeout=10)
+            except self.ray.exceptions.RayActorError:
+                return
+            except self.ray.exceptions.GetTimeoutError:
+                continue
+            time.sleep(0.02)
+        raise RuntimeError(f"actor {i} was still alive 60 s after ray.kill")
 
     def close(self) -> None:
         """Pooled actors drop their shards and stay for the next group; others are killed (after
