@@ -13,8 +13,13 @@ test z against its Bonferroni threshold) are recorded; "with fallback" scores th
 model where the test fails. naive-cv (logistic regression on the releases, C by 5-fold CV
 accuracy) is fitted on the same releases. Clean test accuracy and AUC.
 
+Each row also records the held-out AUC against the released labels that the rank test saw, and
+whether the refit's chains agreed (``converged_``, ``prediction_distance_``): what a fallback rule
+could use besides the test.
+
     python simulations/spread_cv_scoring.py                 # ~35 min of fits on 2 cores
     python simulations/spread_cv_scoring.py --parts quickstart --seeds 2 --out /tmp/s
+    python simulations/spread_cv_scoring.py --values 0.4,1000 --scorings accuracy --cv-max-iter 120 --out /tmp/s
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ def cells(part: str, seeds: int):
                 yield spec.grid[g], cell.r, cell.run_config(results_dir="/tmp/spread_cv_scoring")
 
 
-def fit_cell(part: str, value, rep, cfg) -> list[dict]:
+def fit_cell(part: str, value, rep, cfg, scorings=("loglik", "accuracy"), cv_max_iter=40) -> list[dict]:
     pop = build_population(cfg)
     X_test, y_test = pop.test_set()
     pool = Pool.from_releases([offline_release(pop, cfg.seed)])
@@ -68,14 +73,14 @@ def fit_cell(part: str, value, rep, cfg) -> list[dict]:
     majority = int(np.argmax(_class_freqs(pool.y, group_records(mech, pool.n), 2)))
     naive = NaiveLogisticRegression(C=o.C, cv=5, encoding=o.encoding).fit(pool.X, pool.y, mechanism=mech)
     rows = []
-    for scoring in ("loglik", "accuracy"):
+    for scoring in scorings:
         t = time.perf_counter()
         est = SpreadLogisticRegressionCV(
             Cs=tuple(sorted({0.01, 0.1, 1.0, 10.0, float(o.C)})),
             prior=_release_prior(mech),
             random_state=o.random_state,
             max_iter=o.spread_max_iter,
-            cv_max_iter=min(40, o.spread_max_iter),
+            cv_max_iter=min(cv_max_iter, o.spread_max_iter),
             encoding=o.encoding,
             scoring=scoring,
             fallback=False,
@@ -90,6 +95,8 @@ def fit_cell(part: str, value, rep, cfg) -> list[dict]:
                 "repeat": rep,
                 "scoring": scoring,
                 "C": est.C_,
+                "cv_max_iter": min(cv_max_iter, o.spread_max_iter),
+                "heldout_auc": round(float(est.gain_["auc"]), 4),
                 "z_auc": round(float(est.gain_["z_auc"]), 3),
                 "z_needed": round(float(est.gain_["z"]), 3),
                 "falls_back": falls,
@@ -97,6 +104,8 @@ def fit_cell(part: str, value, rep, cfg) -> list[dict]:
                 "auc_refit": round(auc, 4),
                 "accuracy_with_fallback": float(np.mean(y_test == majority)) if falls else acc,
                 "auc_with_fallback": 0.5 if falls else round(auc, 4),
+                "refit_chains_agree": bool(est.estimator_.converged_),
+                "refit_prediction_distance": round(float(est.estimator_.prediction_distance_), 3),
                 "naive_cv_accuracy": float(naive.score(X_test, y_test)),
                 "naive_cv_auc": round(float(roc_auc_score(y_test, naive.decision_function(X_test))), 4),
                 "seconds": round(time.perf_counter() - t, 1),
@@ -113,7 +122,7 @@ def _mean_sd(rs: list[dict], k: str) -> str:
 
 def summarise(rows: list[dict]) -> str:
     head = ["setting", "value", "scoring", "refit acc", "with fallback", "falls back", "naive-cv acc"]
-    head += ["min AUC w/ fallback", "min AUC − naive"]
+    head += ["min AUC w/ fallback", "min AUC − naive", "held-out AUC", "z", "refit chains agree"]
     body = []
     keys = sorted({(r["part"], r["grid_value"], r["scoring"]) for r in rows}, key=lambda k: (k[0], k[1], k[2]))
     for part, value, scoring in keys:
@@ -130,6 +139,9 @@ def summarise(rows: list[dict]) -> str:
                 _mean_sd(rs, "naive_cv_accuracy"),
                 f"{min(r['auc_with_fallback'] for r in rs):.3f}",
                 f"{min(r['auc_with_fallback'] - r['naive_cv_auc'] for r in rs):+.3f}",
+                f"{min(r['heldout_auc'] for r in rs):.3f}–{max(r['heldout_auc'] for r in rs):.3f}",
+                f"{min(r['z_auc'] for r in rs):.2f}–{max(r['z_auc'] for r in rs):.2f}",
+                f"{sum(r['refit_chains_agree'] for r in rs)}/{len(rs)}",
             ]
         )
     return markdown_table(head, body)
@@ -139,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parts", default=",".join(PARTS))
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--values", default="", help="only these grid values (comma-separated), e.g. 0.4,1000")
+    ap.add_argument("--scorings", default="loglik,accuracy")
+    ap.add_argument("--cv-max-iter", type=int, default=40, help="EM budget of each cross-validation fit")
     ap.add_argument("--out", default=str(ROOT / "results" / "spread_cv_scoring"))
     args = ap.parse_args(argv)
     warnings.simplefilter("ignore")  # the naive fits' convergence warnings at tiny signal
@@ -147,7 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict] = []
     for part in args.parts.split(","):
         for value, rep, cfg in cells(part, args.seeds):
-            rows += fit_cell(part, value, rep, cfg)
+            if args.values and float(value) not in {float(v) for v in args.values.split(",")}:
+                continue
+            rows += fit_cell(part, value, rep, cfg, args.scorings.split(","), args.cv_max_iter)
             write_csv(out / "spread_cv_scoring.csv", rows, command=command_line())  # keeps what finished
     print(write_report(out / "spread_cv_scoring.md", "Spread-EM's CV: scoring and fallback", summarise(rows), argv))
     return 0
