@@ -18,10 +18,12 @@ the compiled kernel, building its tables); set-up (actor start, shipping or read
 initial prior and M-step) and the first iteration are in ``fit_s``. The driver's wall time per
 call (E-step batch, M-step gradient, prior update) is listed for the same iterations. Every
 configuration runs in a fresh process, so peak RSS is that fit's; streaming rows (``fit_pool``)
-read a pool directory written beforehand by another process.
+read a pool directory written beforehand by another process. ``--rounds R`` runs every executor
+R times, round-robin: on a machine shared with other sessions one run's speed-up moves by ±0.2, and
+the median of ratios taken within a round is the figure to compare (with its range).
 
 Usage:
-  python simulations/bench_ray_scaling.py [--iters 20] [--parts mnist,local,cluster]
+  python simulations/bench_ray_scaling.py [--iters 20] [--rounds 1] [--parts mnist,local,cluster]
       [--sizes 10000,100000,1000000] [--out results/ray_scaling]
 """
 
@@ -36,6 +38,7 @@ import resource
 import shutil
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,7 +51,7 @@ ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"
 FIELDS = [
     "part", "executor", "n", "d", "k", "data", "iters", "s_per_iter", "fit_s", "speedup_vs_serial",
     "speedup_vs_threads", "bytes_per_iter", "bytes_total_per_iter", "bytes_setup", "driver_rss_mib",
-    "actor_rss_mib", "identical",
+    "actor_rss_mib", "identical", "rounds", "speedup_vs_serial_min", "speedup_vs_serial_max",
 ]  # fmt: skip
 
 
@@ -250,6 +253,7 @@ def main(argv=None) -> int:
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--make-pool", help=argparse.SUPPRESS)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--rounds", type=int, default=1, help="runs of every executor, round-robin (ratios: median)")
     ap.add_argument("--parts", default="mnist,local,cluster", help="of mnist, mnist-real, local, cluster")
     ap.add_argument("--sizes", default="10000,100000,1000000", help="N of the scaling runs (D = 50, K = 8)")
     ap.add_argument("--serial-max", type=int, default=100_000, help="largest N also fitted serially / threaded")
@@ -279,14 +283,27 @@ def main(argv=None) -> int:
         return row
 
     def compare(part, n, d, k, kinds, data="synthetic"):
+        """Every executor once per round, round-robin (the order reversed every other round, so a
+        drift of the machine's speed falls on both sides); a ratio is taken within a round, between
+        runs next to each other in time, and the median round is reported."""
         cfg = dict(n=n, d=d, k=k, iters=args.iters, data=data)
-        got = {ex: record(part, ex, n, d, k, child({**cfg, "executor": ex}, env), data) for ex in kinds}
-        for row in got.values():
-            row["identical"] = row["coef"] == got[kinds[0]]["coef"]
-            if "serial" in got:
-                row["speedup_vs_serial"] = got["serial"]["s_per_iter"] / row["s_per_iter"]
-            if "threads" in got:
-                row["speedup_vs_threads"] = got["threads"]["s_per_iter"] / row["s_per_iter"]
+        rounds = []
+        for r in range(args.rounds):
+            rounds.append({ex: child({**cfg, "executor": ex}, env) for ex in (kinds if r % 2 == 0 else kinds[::-1])})
+            if args.rounds > 1:
+                print(f"round {r + 1}: " + ", ".join(f"{ex} {rounds[-1][ex]['s_per_iter']:.3f} s/iter" for ex in kinds))
+        got = {}
+        for ex in kinds:  # the run of the median round (by s/iter) stands for the executor
+            runs = sorted((g[ex] for g in rounds), key=lambda res: res["s_per_iter"])
+            got[ex] = record(part, ex, n, d, k, runs[(len(runs) - 1) // 2], data)
+        for ex, row in got.items():
+            row["identical"] = all(g[ex]["coef"] == rounds[0][kinds[0]]["coef"] for g in rounds)
+            row["rounds"] = len(rounds)
+            for base, key in (("serial", "speedup_vs_serial"), ("threads", "speedup_vs_threads")):
+                if base in got:
+                    ratios = sorted(g[base]["s_per_iter"] / g[ex]["s_per_iter"] for g in rounds)
+                    row[key] = statistics.median(ratios)
+                    row[key + "_min"], row[key + "_max"] = ratios[0], ratios[-1]
 
     if "mnist" in parts:  # MNIST size: the speed-up and traffic targets (ray_data: split_chains=False)
         compare("mnist", 9000, 784, 256, ["serial", "threads", "ray_local", "ray_data"])
@@ -341,7 +358,7 @@ def write(rows: list[dict], args, argv, load0) -> None:
         lines.append(
             f"| {r['part']} | {r['data']} | {r['executor']} | {r['n']:,} | {r['d']} | {r['k']} "
             f"| {f('s_per_iter', '{:.3f}')} "
-            f"| {f('fit_s', '{:.1f}')} | {f('speedup_vs_serial')} | {f('speedup_vs_threads')} "
+            f"| {f('fit_s', '{:.1f}')} | {_ratio(r, 'speedup_vs_serial')} | {_ratio(r, 'speedup_vs_threads')} "
             f"| {r['bytes_per_iter'] / 1e6:.3f} | {r['bytes_total_per_iter'] / 1e6:.3f} | {r['bytes_setup'] / 1e6:.1f} "
             f"| {r['driver_rss_mib']:.0f} | {r['actor_rss_mib']:.0f} | {r.get('identical', '')} |"
         )
@@ -366,6 +383,13 @@ def write(rows: list[dict], args, argv, load0) -> None:
 
 def _fmt(r: dict, k: str, fmt: str = "{:.2f}") -> str:
     return fmt.format(r[k]) if isinstance(r.get(k), (int, float)) else ""
+
+
+def _ratio(r: dict, k: str) -> str:
+    """A speed-up; over several rounds their median and (range)."""
+    if not isinstance(r.get(k), (int, float)):
+        return ""
+    return f"{r[k]:.2f}" + (f" ({r[k + '_min']:.2f}–{r[k + '_max']:.2f})" if r.get("rounds", 1) > 1 else "")
 
 
 def _load(avg) -> str:
