@@ -18,9 +18,8 @@ the compiled kernel, building its tables); set-up (actor start, shipping or read
 initial prior and M-step) and the first iteration are in ``fit_s``. The driver's wall time per
 call (E-step batch, M-step gradient, prior update) is listed for the same iterations. Every
 configuration runs in a fresh process, so peak RSS is that fit's; streaming rows (``fit_pool``)
-read a pool directory written beforehand by another process. ``--rounds R`` runs every executor
-R times, round-robin: on a machine shared with other sessions one run's speed-up moves by ±0.2, and
-the median of ratios taken within a round is the figure to compare (with its range).
+read a pool directory written beforehand by another process. ``--rounds R``: every executor R times, round-robin
+(one run's speed-up moves by ±0.2 on a shared machine); the median of ratios within a round, and their range.
 
 Usage:
   python simulations/bench_ray_scaling.py [--iters 20] [--rounds 1] [--parts mnist,local,cluster]
@@ -290,8 +289,6 @@ def main(argv=None) -> int:
         rounds = []
         for r in range(args.rounds):
             rounds.append({ex: child({**cfg, "executor": ex}, env) for ex in (kinds if r % 2 == 0 else kinds[::-1])})
-            if args.rounds > 1:
-                print(f"round {r + 1}: " + ", ".join(f"{ex} {rounds[-1][ex]['s_per_iter']:.3f} s/iter" for ex in kinds))
         got = {}
         for ex in kinds:  # the run of the median round (by s/iter) stands for the executor
             runs = sorted((g[ex] for g in rounds), key=lambda res: res["s_per_iter"])
@@ -299,6 +296,7 @@ def main(argv=None) -> int:
         for ex, row in got.items():
             row["identical"] = all(g[ex]["coef"] == rounds[0][kinds[0]]["coef"] for g in rounds)
             row["rounds"] = len(rounds)
+            row["round_s_per_iter"] = ", ".join(f"{g[ex]['s_per_iter']:.3f}" for g in rounds)
             for base, key in (("serial", "speedup_vs_serial"), ("threads", "speedup_vs_threads")):
                 if base in got:
                     ratios = sorted(g[base]["s_per_iter"] / g[ex]["s_per_iter"] for g in rounds)
@@ -362,6 +360,9 @@ def write(rows: list[dict], args, argv, load0) -> None:
             f"| {r['bytes_per_iter'] / 1e6:.3f} | {r['bytes_total_per_iter'] / 1e6:.3f} | {r['bytes_setup'] / 1e6:.1f} "
             f"| {r['driver_rss_mib']:.0f} | {r['actor_rss_mib']:.0f} | {r.get('identical', '')} |"
         )
+    if any(r.get("rounds", 1) > 1 for r in rows):
+        lines += ["", "Seconds per iteration in each round (the order alternated):", ""]
+        lines += [f"- {r['part']} {r['executor']} N={r['n']:,}: {r['round_s_per_iter']}" for r in rows if "rounds" in r]
     lines += ["", "Traffic per call and direction (bytes over the whole fit), Ray runs:", ""]
     for r in rows:
         if r["traffic"]:
@@ -387,9 +388,8 @@ def _fmt(r: dict, k: str, fmt: str = "{:.2f}") -> str:
 
 def _ratio(r: dict, k: str) -> str:
     """A speed-up; over several rounds their median and (range)."""
-    if not isinstance(r.get(k), (int, float)):
-        return ""
-    return f"{r[k]:.2f}" + (f" ({r[k + '_min']:.2f}–{r[k + '_max']:.2f})" if r.get("rounds", 1) > 1 else "")
+    many = r.get("rounds", 1) > 1 and isinstance(r.get(k), float)
+    return _fmt(r, k) + (f" ({r[k + '_min']:.2f}–{r[k + '_max']:.2f})" if many else "")
 
 
 def _load(avg) -> str:
