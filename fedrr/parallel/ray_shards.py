@@ -302,14 +302,14 @@ class RayShards(PriorUpdates):
 
     def kill(self, i: int) -> None:
         """Kill actor i (for fault tests): the next call finds it dead and rebuilds it. ``ray.kill``
-        only sends the request, so wait until a ping finds the actor dead (else the next call may
+        only sends the request, so wait until ``ping`` finds the actor dead (else the next call may
         still run on it)."""
         actor = self.actors[i]
         self.ray.kill(actor, no_restart=True)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
-                self.ray.get(actor.__ray_ready__.remote(), timeout=10)
+                self.ray.get(actor.ping.remote(), timeout=10)
             except self.ray.exceptions.RayActorError:
                 return
             except self.ray.exceptions.GetTimeoutError:
