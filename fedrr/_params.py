@@ -278,3 +278,13 @@ def validate_params(params: Mapping[str, Any], constraints: Mapping[str, Sequenc
 
 def random_state_constraints() -> list[Constraint]:
     return [IsNone(), Interval(int, 0, None), InstanceOf(np.random.Generator, name="a numpy.random.Generator")]
+
+
+def unknown_key(name: str, key: Any, valid: Sequence[str], where: str = "") -> ValidationError:
+    """The one error for a key no config path knows (scenario TOML, a flat run config, a
+    population's options): it names the key, offers the nearest valid one and lists them all."""
+    import difflib
+
+    near = difflib.get_close_matches(str(key), list(valid), n=1, cutoff=0.6)
+    hint = f"did you mean {near[0]!r}? " if near else ""
+    return ValidationError(name, f"unknown key; {hint}valid keys{where}: {', '.join(valid)}")

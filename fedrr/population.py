@@ -11,10 +11,13 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import os
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import contextmanager
 from functools import cached_property
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +30,9 @@ from .mechanisms.oracles import frequency_oracle
 
 if TYPE_CHECKING:  # typing only: the run config sits above the core stages and imports them
     from .run_config import RunConfig
+
+#: RunConfig's budget fields (fedrr.run_config imports this module, so the names are repeated here)
+BUDGET_KEYS = ("feature_flip", "feature_epsilon", "label_flip", "label_epsilon")
 
 MECHANISM_FAMILIES = ("rr", "oracle", "gaussian", "laplace")
 GAUSSIAN_NOISE = ("joint", "per-feature")  #: "gaussian" family: one block on all features, or one per feature
@@ -289,21 +295,21 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
         raise ValidationError(
             "n-sampled", f"must be at most the {ds.schema.n_features} features of {name!r}, got {cfg.n_sampled}"
         )
-    # rr: flip probabilities (the feature flip, or the budget mix's values), or else ε per feature
-    use_flip = family == "rr" and (bool(cfg.budget_mix) or cfg.feature_flip > 0)
+    # rr: flip probabilities (the feature flip, the budget mix's values, or the default flip), or else
+    # ε per feature; an unset budget is None (the run announced its default: RunConfig.budget_notes)
+    defaults = cfg.default_budgets()
+    feature_flip = cfg.feature_flip if cfg.feature_flip is not None else defaults.get("feature-flip")
+    use_flip = family == "rr" and (bool(cfg.budget_mix) or feature_flip is not None)
     feat_key = "feature-flip" if use_flip else "feature-epsilon"
     if cfg.budget_mix:
         levels, weights = [v for v, _ in cfg.budget_mix], [w for _, w in cfg.budget_mix]
     else:
-        lv = cfg.feature_flip if use_flip else cfg.feature_epsilon
-        if not lv:  # rr: a flip probability (or else ε per feature)
-            raise ValidationError("feature-flip" if family == "rr" else feat_key, f"must be > 0 for {family!r}")
+        lv = feature_flip if use_flip else cfg.feature_epsilon
+        if lv is None:
+            raise ValidationError(feat_key, f"is required for mechanism {family!r} (ε per released feature)")
         levels, weights = [lv], [1.0]
-    label_flip, label_epsilon = cfg.label_flip or None, cfg.label_epsilon or None
-    if (label_flip is None) == (label_epsilon is None):
-        raise ValidationError(
-            "label-flip", "give exactly one of label-flip and label-epsilon (> 0; the other 0 = not used)"
-        )
+    label_flip = cfg.label_flip if cfg.label_flip is not None else defaults.get("label-flip")
+    label_epsilon = cfg.label_epsilon
     # errors of the mechanisms' own parameters (flip_prob, epsilon, ...) are reported by config key
     with _config_key("label-flip" if label_flip is not None else "label-epsilon"):
         RandomizedResponse(ds.schema.n_classes, label_flip, epsilon=label_epsilon)
@@ -358,18 +364,69 @@ def _config_key(key: str | None):
         raise ValidationError(_ARG_KEYS.get(exc.field, key or exc.field), exc.message) from None
 
 
+#: environment variable naming the directory a run was started from; every process a run starts
+#: (worker processes, Ray workers, Flower's apps) inherits it and imports populations from there too
+START_DIR_ENV = "FEDRR_START_DIR"
+
+
+def mark_start_dir(path: str | os.PathLike | None = None) -> str:
+    """Record where this run starts (default: the working directory) for every process it starts:
+    a population module there imports the same way in the driver, worker processes, Ray workers
+    and Flower's apps. Each entry point (the ``fedrr`` command, ``sweep``, ``run_federation``,
+    ``flwr_cli``) calls it."""
+    os.environ[START_DIR_ENV] = str(Path(path or os.getcwd()).resolve())
+    return os.environ[START_DIR_ENV]
+
+
+def _import(module: str):
+    """Import ``module`` from sys.path, or else from the run's start directory (``mark_start_dir``;
+    without one, the working directory): the same rule in the driver, worker processes, Ray workers
+    and Flower's apps, where sys.path differs (a console script's has no working directory)."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        top = module.split(".")[0]
+        start = os.environ.get(START_DIR_ENV) or os.getcwd()
+        if (
+            exc.name != top
+            or start in sys.path
+            or not ((Path(start) / f"{top}.py").is_file() or (Path(start) / top / "__init__.py").is_file())
+        ):
+            raise
+        sys.path.append(start)
+        return importlib.import_module(module)
+
+
 def load_object(path: str) -> Any:
-    """Import ``"package.module:attribute"``."""
+    """Import ``"package.module:attribute"`` (the module from sys.path, or the run's start directory)."""
     if not isinstance(path, str) or ":" not in path:
         raise ValidationError("population", f"must be 'dataset' or an import path 'module:Class', got {path!r}")
     mod, _, attr = path.partition(":")
     try:
-        obj = importlib.import_module(mod)
+        obj = _import(mod)
         for part in attr.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError, ValueError, TypeError) as exc:  # empty or relative module name
-        raise ValidationError("population", f"cannot import {path!r}: {exc}") from None
+        start = os.environ.get(START_DIR_ENV) or os.getcwd()
+        raise ValidationError(
+            "population", f"cannot import {path!r}: {exc} (looked on sys.path and in the start directory {start})"
+        ) from None
+    except Exception as exc:  # the module itself raised while importing
+        raise ValidationError("population", f"importing {path!r} failed: {type(exc).__name__}: {exc}") from None
     return obj
+
+
+def population_parameters(path: str) -> set[str] | None:
+    """The parameter names (underscored) the population factory at ``path`` takes by name, or None
+    when its signature cannot be read. Importing it is the check that it imports at all."""
+    factory = load_object(path)
+    try:
+        params = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return None
+    return {
+        n for n, p in params.items() if p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+    }
 
 
 def build_population(cfg: RunConfig) -> ClientPopulation:
@@ -390,6 +447,9 @@ def _custom(cfg: RunConfig) -> ClientPopulation:
         params = {}
     accepts_all = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     kw = {k.replace("-", "_"): v for k, v in cfg.to_flwr().items()}
+    for k in BUDGET_KEYS:  # an unset budget is not passed: the population's own default applies
+        if getattr(cfg, k) is None:
+            del kw[k]
     kw = kw if accepts_all else {k: v for k, v in kw.items() if k in params}
     pop = factory(**kw)
     if not isinstance(pop, ClientPopulation):

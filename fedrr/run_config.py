@@ -12,10 +12,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._params import Boolean, Constraint, Interval, Options, Satisfies, Text, check_param
+from ._params import Boolean, Constraint, Interval, IsNone, Options, Satisfies, Text, check_param, unknown_key
 from .errors import ValidationError
 from .fake import FAKE_ATTACKS
-from .population import GAUSSIAN_NOISE, MECHANISM_FAMILIES
+from .population import BUDGET_KEYS, GAUSSIAN_NOISE, MECHANISM_FAMILIES
 
 EXECUTORS = ("serial", "threads", "ray")
 PROTOCOLS = ("record", "ldp-sgd")
@@ -47,6 +47,12 @@ def _mix_ok(v: Any) -> bool:
 
 _NONNEG = Interval(float, 0, None)
 _POS = Interval(float, 0, None, closed="neither")
+_FLIP = Interval(float, 0, 1, closed="neither")
+#: the budget keys (BUDGET_KEYS): each is set by a positive value or left out (unset); 0 never means "unset"
+#: what the built-in population uses when neither key of a pair is given (and says so)
+DEFAULT_FEATURE_FLIP, DEFAULT_LABEL_FLIP = 0.3, 0.2
+#: how a Flower config file (where every key must be declared) writes "unset"
+UNSET = ""
 
 
 @dataclass(frozen=True)
@@ -67,15 +73,29 @@ class RunConfig:
     mechanism: str = _key(
         "mechanism", "rr", "feature mechanism family: rr | gaussian | laplace", Options(*MECHANISM_FAMILIES)
     )
-    feature_flip: float = _key("feature_flip", 0.3, "rr: flip probability per feature", _NONNEG)
-    feature_epsilon: float = _key(
-        "feature_epsilon",
-        0.0,
-        "ε per feature (laplace; gaussian per-feature), of all features (gaussian joint)",
-        _NONNEG,
+    feature_flip: float | None = _key(
+        "feature_flip",
+        None,
+        "rr: flip probability per feature; unset (left out): feature-epsilon, or else the default "
+        f"{DEFAULT_FEATURE_FLIP} (announced)",
+        _FLIP,
+        IsNone(),
     )
-    label_flip: float = _key("label_flip", 0.2, "label flip probability (or 0 and label-epsilon)", _NONNEG)
-    label_epsilon: float = _key("label_epsilon", 0.0, "label ε (0 = unused)", _NONNEG)
+    feature_epsilon: float | None = _key(
+        "feature_epsilon",
+        None,
+        "ε per feature (rr, oracle, laplace; gaussian per-feature), of all features (gaussian joint)",
+        _POS,
+        IsNone(),
+    )
+    label_flip: float | None = _key(
+        "label_flip",
+        None,
+        f"label flip probability; unset: label-epsilon, or else the default {DEFAULT_LABEL_FLIP} (announced)",
+        _FLIP,
+        IsNone(),
+    )
+    label_epsilon: float | None = _key("label_epsilon", None, "label ε", _POS, IsNone())
     delta: float = _key(
         "delta",
         1e-5,
@@ -205,10 +225,33 @@ class RunConfig:
     )
 
     def __post_init__(self):
+        for k in BUDGET_KEYS:  # "unset" is a missing key: 0 would silently mean another budget
+            v = getattr(self, k)
+            if v is not None and not isinstance(v, bool) and isinstance(v, (int, float)) and v == 0:
+                raise ValidationError(
+                    _flwr_key(k),
+                    f'must be > 0, got {v!r}: a budget is unset by leaving its key out (or "" in a Flower '
+                    "config file, where every key is declared), never by 0",
+                )
         for f in dataclasses.fields(self):
             cons = f.metadata.get("constraints")
             if cons:
                 object.__setattr__(self, f.name, check_param(f.metadata["flwr"], getattr(self, f.name), cons))
+        for a, b in (("feature_flip", "feature_epsilon"), ("label_flip", "label_epsilon")):
+            if getattr(self, a) is not None and getattr(self, b) is not None:
+                raise ValidationError(
+                    _flwr_key(b),
+                    f"{_flwr_key(a)} = {getattr(self, a)!r} and {_flwr_key(b)} = {getattr(self, b)!r} both set the "
+                    "same budget: give one of them",
+                )
+        if self.budget_mix and (self.feature_flip is not None or self.feature_epsilon is not None):
+            given = "feature-flip" if self.feature_flip is not None else "feature-epsilon"
+            raise ValidationError(given, "budget-mix sets the feature budgets itself: leave this key out")
+        if self.feature_flip is not None and self.mechanism != "rr":
+            raise ValidationError(
+                "feature-flip",
+                f"is a flip probability of mechanism 'rr'; mechanism {self.mechanism!r} takes feature-epsilon",
+            )
         if self.protocol == "ldp-sgd" and self.run_mode != "node":
             raise ValidationError("run-mode", "protocol 'ldp-sgd' needs one client per node (run-mode 'node')")
         if self.run_mode == "node" and self.cohort_size != 1:
@@ -227,15 +270,64 @@ class RunConfig:
                 f"must be 0 with gaussian-noise = 'joint', got {self.n_sampled}: the joint block releases all "
                 "features as one field; attribute sampling needs gaussian-noise = 'per-feature'",
             )
-        for k in ("feature_flip", "label_flip"):
-            if getattr(self, k) >= 1:
+        self._check_population_keys()
+
+    def _check_population_keys(self) -> None:
+        """Every key is fedrr's or a parameter of the population's constructor; a custom population
+        that sets its own budgets is not handed a budget it would ignore."""
+        own = [f.metadata["flwr"] for f in dataclasses.fields(self) if f.metadata.get("flwr")]
+        if self.population == "dataset":
+            for k in self.extras:
+                raise unknown_key(str(k), k, own, " (the built-in population takes fedrr's keys only)")
+            return
+        from .population import population_parameters
+
+        params = population_parameters(self.population)
+        if params is None:  # a factory whose signature cannot be read: its own keys cannot be checked
+            return
+        theirs = sorted(p.replace("_", "-") for p in params if p.replace("_", "-") not in own)
+        for k in self.extras:
+            if str(k).replace("-", "_") not in params:
+                raise unknown_key(str(k), k, own + theirs, f" (fedrr's, then the parameters of {self.population})")
+        for k in BUDGET_KEYS:
+            if getattr(self, k) is not None and k not in params:
                 raise ValidationError(
-                    k.replace("_", "-"), f"must be a flip probability in (0, 1) (0 = unused), got {getattr(self, k)!r}"
+                    _flwr_key(k),
+                    f"is set, but {self.population} sets its own budgets (it takes no {k!r} parameter): leave it "
+                    "out, or give the population a parameter of that name",
                 )
+
+    def default_budgets(self) -> dict[str, float]:
+        """The budgets the built-in population will use that nobody set ({flwr key: value}); a run
+        says so in one line at its start (``budget_notes``)."""
+        if self.population != "dataset" or self.protocol != "record":
+            return {}
+        out = {}
+        feature_unset = self.feature_flip is None and self.feature_epsilon is None
+        if self.mechanism == "rr" and not self.budget_mix and feature_unset:
+            out["feature-flip"] = DEFAULT_FEATURE_FLIP
+        if self.label_flip is None and self.label_epsilon is None:
+            out["label-flip"] = DEFAULT_LABEL_FLIP
+        return out
+
+    def budget_notes(self) -> list[str]:
+        """One line per budget this run uses that was not asked for (empty when every budget was set)."""
+        return [
+            f"[fedrr] {k} not set: using the default {k} = {v} (set {k} or "
+            f"{k.replace('flip', 'epsilon')} to choose the budget)"
+            for k, v in self.default_budgets().items()
+        ]
+
+    def requested_budget(self) -> dict[str, Any]:
+        """The budget keys as asked for (None: not set), with the defaults that fill them."""
+        asked = {_flwr_key(k): getattr(self, k) for k in BUDGET_KEYS}
+        if self.budget_mix:
+            asked["budget-mix"] = [list(p) for p in self.budget_mix]
+        return {"asked": asked, "defaults_used": self.default_budgets()}
 
     # ------------------------------------------------------------------ Flower's run config
     def to_flwr(self) -> dict[str, bool | int | float | str]:
-        """Flat Flower run config: scalars only (lists as comma text)."""
+        """Flat Flower run config: scalars only (lists as comma text, an unset budget as "")."""
         out: dict[str, Any] = {}
         for f in dataclasses.fields(self):
             key = f.metadata["flwr"]
@@ -246,6 +338,8 @@ class RunConfig:
                 v = ",".join(v)
             elif f.name == "budget_mix":
                 v = ",".join(f"{a!r}:{w!r}" for a, w in v)
+            elif v is None:
+                v = UNSET
             out[key] = v
         for k, v in self.extras.items():
             out[k] = v
@@ -253,8 +347,9 @@ class RunConfig:
 
     @classmethod
     def from_flwr(cls, run_config: Mapping[str, Any] | None) -> RunConfig:
-        """The typed config from Flower's flat run config (defaults for missing keys); keys that
-        are not fedrr's become ``extras`` (a custom population's own arguments)."""
+        """The typed config from Flower's flat run config (defaults for missing keys). A key that is
+        not fedrr's must be a parameter of the named population's constructor (it travels in
+        ``extras``); any other key is refused, naming the nearest valid one."""
         raw = dict(run_config or {})
         by_key = {f.metadata["flwr"]: f for f in dataclasses.fields(cls) if f.metadata.get("flwr")}
         kw: dict[str, Any] = {}
@@ -290,7 +385,13 @@ class RunConfig:
         return -(-self.n_clients // self.cohort_size)
 
 
+def _flwr_key(name: str) -> str:
+    return name.replace("_", "-")
+
+
 def _from_flwr_value(f: dataclasses.Field, key: str, value: Any) -> Any:
+    if f.name in BUDGET_KEYS and value == UNSET and isinstance(value, str):
+        return None
     if f.name == "learners":
         if not isinstance(value, str):
             raise ValidationError(key, f"must be a comma list of learner names, got {value!r}")

@@ -125,7 +125,6 @@ def _adult_pool(fraction: float, attack: str, seed: int, attribute: int = 0, sta
         n_clients=3000,
         mechanism="oracle",
         feature_epsilon=2.0,
-        label_flip=0.0,
         label_epsilon=2.0,
         n_sampled=1,
         fake_fraction=fraction,

@@ -187,6 +187,7 @@ def test_dropout_malformed_and_mixed_budgets_are_counted(tmp_path):
         **BASE,
         "n-clients": 100,
         "dropout": 0.1,
+        "feature-flip": "",  # the budget mix sets the feature budgets: BASE's flip is left unset
         "budget-mix": "0.2:1,0.35:1",
         "learners": "spread,naive",
         "results-dir": str(tmp_path),
@@ -314,7 +315,9 @@ def test_pyproject_app_config_mirrors_the_defaults():
         "serverapp": "fedrr.federation.server_app:app",
         "clientapp": "fedrr.federation.client_app:app",
     }
-    assert cfg["config"] == DEFAULTS
+    # the one documented difference: 2 cohorts of 50, so a bare `flwr run .` (2 SuperNodes) works
+    assert cfg["config"] == {**DEFAULTS, "run-mode": "cohort", "cohort-size": 50}
+    assert RunConfig.from_flwr(cfg["config"]).n_nodes == 2
 
 
 @pytest.mark.parametrize(
@@ -378,7 +381,7 @@ def test_cohort_nodes_host_many_clients_each_and_a_failed_solver_is_reported(tmp
         "dropout": 0.1,
         "mechanism": "gaussian",
         "gaussian-noise": "per-feature",  # ε 2 per pixel (the joint default would spread ε 2 over all 64)
-        "feature-flip": 0.0,
+        "feature-flip": "",  # unset: BASE's flip is for rr
         "feature-epsilon": 2.0,
         "learners": "naive,wdro",
         "wdro-max-iter": 1,

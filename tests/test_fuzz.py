@@ -454,7 +454,6 @@ RUN_BASES = [
         "mechanism": "gaussian",
         "feature-epsilon": 1.0,
         "dataset": "breast_cancer",
-        "label-flip": 0.0,
         "label-epsilon": 2.0,
     },
     {"n-clients": 10, "mechanism": "laplace", "feature-epsilon": 0.5, "dataset": "breast_cancer"},
@@ -510,6 +509,8 @@ RUN_NAMES = {
 
 def _run_value(key: str):
     default = DEFAULTS.get(key)
+    if key in ("feature-flip", "feature-epsilon", "label-flip", "label-epsilon"):  # "" = unset
+        return st.one_of(st.sampled_from(["", 0.0, 0, 1e-9, 0.3, 0.5, 0.99, 1.0, 2.0]), st.floats(-1, 3), WEIRD)
     if key in RUN_NAMES:
         plausible = st.sampled_from(RUN_NAMES[key])
     elif isinstance(default, bool):
@@ -550,7 +551,9 @@ def check_run_config(d) -> None:
     event("accepted")
     cfg, learners = typed.to_flwr(), typed.learners
     for key, default in DEFAULTS.items():
-        if isinstance(default, float):
+        if key in ("feature-flip", "feature-epsilon", "label-flip", "label-epsilon"):
+            assert cfg[key] == "" or (isinstance(cfg[key], float) and 0 < cfg[key] < math.inf), (key, cfg[key])
+        elif isinstance(default, float):
             assert isinstance(cfg[key], float) and math.isfinite(cfg[key]), (key, cfg[key])
         elif isinstance(default, int):
             assert isinstance(cfg[key], int) and not isinstance(cfg[key], bool), (key, cfg[key])

@@ -138,6 +138,3 @@ def test_the_core_imports_without_flower_or_ray():
     assert out.stdout.strip() == "[]"
 
 
-def test_no_module_is_over_400_lines():
-    long = {str(p.relative_to(ROOT)): n for p in MODULES if (n := len(p.read_text().splitlines())) > 400}
-    assert not long, long

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
-from ..run_config import DEFAULTS, RunConfig
+from ..run_config import DEFAULTS, UNSET, RunConfig
 from .spec import ScenarioSpec
 
 #: run-config keys added after results were first fingerprinted (fake clients, the frequency check)
@@ -135,10 +135,10 @@ class CellSpec:
             check_alpha=run.check_alpha,
             mechanism=p.mechanism,
             delta=p.delta,
-            feature_flip=p.feature_flip,
-            feature_epsilon=p.feature_epsilon,
-            label_flip=p.label_flip,
-            label_epsilon=p.label_epsilon,
+            feature_flip=p.feature_flip or None,  # PrivacyParams' 0 = unused; a run config leaves it out
+            feature_epsilon=p.feature_epsilon or None,
+            label_flip=p.label_flip or None,
+            label_epsilon=p.label_epsilon or None,
             budget_mix=p.budget_mix,
             seed=self.seed,
             n_sampled=p.n_sampled or 0,
@@ -173,6 +173,9 @@ class CellSpec:
             }
         else:
             rc = self.run_config().to_flwr()
+            for k in ("feature-flip", "feature-epsilon", "label-flip", "label-epsilon"):
+                if rc[k] == UNSET:  # fingerprinted as before unset became "" (finished cells stay valid)
+                    rc[k] = 0.0
             for k in ("executor", "ray-address", "results-dir", "wave-size", "node-wait-timeout", "reply-timeout"):
                 rc.pop(k, None)
             for k in _NEW_KEYS:  # at their defaults they leave the fingerprints of earlier cells unchanged

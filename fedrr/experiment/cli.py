@@ -46,6 +46,19 @@ def _default_out(cfg) -> Path:
     return Path(cfg.scenario.out or f"results/{cfg.name}")
 
 
+def _tracked(path: Path) -> bool:
+    """Whether git tracks any file under ``path`` (False outside a git work tree or without git)."""
+    import subprocess
+
+    try:
+        res = subprocess.run(
+            ["git", "ls-files", "--", str(path)], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return res.returncode == 0 and bool(res.stdout.strip())
+
+
 def _grid_index(cfg, args) -> list[int] | None:
     if args.index is not None:
         if not 0 <= args.index < max(len(cfg.grid), 1):
@@ -71,6 +84,12 @@ def _cmd_sweep(args, single: bool) -> int:
 
     cfg = load_scenario(args.config)
     out = Path(args.out) if args.out else _default_out(cfg)
+    if not args.out and _tracked(out):
+        raise ValidationError(
+            "--out",
+            f"the default results directory {out} holds committed results (files tracked by git): pass --out DIR "
+            f"for a new run (e.g. --out results/mine/{cfg.name}), or --out {out} to rerun into it on purpose",
+        )
     grid = _grid_index(cfg, args) if single else None
     progress = False if args.no_progress else None
     t0 = time.perf_counter()
@@ -123,6 +142,8 @@ def _cmd_check(args) -> int:
 
     cfg = load_scenario(args.config)
     preflight(cfg)
+    for note in cfg.notes:
+        print(note)
     print(
         f"{args.config}: OK — scenario {cfg.name!r}, mode {cfg.run.mode}, "
         f"{len(cfg.cells())} cells ({max(len(cfg.grid), 1)} grid points × {len(cfg.n_grid)} N × "
@@ -262,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     for k, v in _QUIET.items():
         os.environ.setdefault(k, v)
+    from ..population import mark_start_dir
+
+    mark_start_dir()  # a population module here imports the same way in every process the run starts
     args = build_parser().parse_args(argv)
     if getattr(args, "argv", "absent") is None:
         args.argv = ["fedrr", *(argv if argv is not None else sys.argv[1:])]

@@ -7,10 +7,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from .._params import unknown_key
 from ..errors import ValidationError
 from ..learners import check_names
 from ..learners import names as learner_names
-from ..run_config import RunConfig
+from ..population import population_parameters
+from ..run_config import DEFAULT_LABEL_FLIP, RunConfig
 from .spec import GRID_KEYS, REGRESSION_DATASETS, _key_path
 
 
@@ -19,7 +21,10 @@ def _need(path: str, ok: bool, msg: str) -> None:
         raise ValidationError(path, msg)
 
 
-def crosscheck(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
+def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[dict[str, Any], str]:
+    """The sections with derived defaults, and the swept axis; a default budget that fills a key
+    the user left out is announced in ``notes`` (one line each)."""
+    notes = [] if notes is None else notes
     if secs["population"].task == "regression":
         return _regression(secs)
     pop, priv, learners = secs["population"], secs["privacy"], secs["learners"]
@@ -59,6 +64,20 @@ def crosscheck(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
                 "is a run-config key the scenario sets itself (or the federation reads); options are only the "
                 "custom population's own constructor arguments",
             )
+        try:  # imports it: an unimportable population fails here, before anything runs
+            params = population_parameters(pop.population)
+        except ValidationError as exc:
+            raise ValidationError("population.population", exc.message) from None
+        if params is not None:
+            theirs = sorted(params - owned)
+            for k in pop.options:
+                if str(k).replace("-", "_") not in params:
+                    raise unknown_key(
+                        f"population.options.{_key_path(k)}",
+                        k,
+                        theirs,
+                        f" (the constructor arguments of {pop.population} that the scenario does not set)",
+                    )
     _need(
         "privacy.gaussian_noise",
         priv.gaussian_noise == "joint" or priv.mechanism == "gaussian",
@@ -129,8 +148,12 @@ def crosscheck(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
             priv.label_flip is None or priv.label_epsilon is None,
             "give one of label_flip and label_epsilon, not both",
         )
-        if priv.label_flip is None and priv.label_epsilon is None:
-            secs["privacy"] = priv = dataclasses.replace(priv, label_flip=0.2)
+        if priv.label_flip is None and priv.label_epsilon is None and is_dataset:
+            secs["privacy"] = priv = dataclasses.replace(priv, label_flip=DEFAULT_LABEL_FLIP)
+            notes.append(
+                f"[fedrr] privacy.label_flip not set: using the default label_flip = {DEFAULT_LABEL_FLIP} "
+                "(set label_flip or label_epsilon to choose the label's budget)"
+            )
         _need(
             "privacy.label_flip",
             priv.label_flip != "same" or axis == "feature_flip_grid",

@@ -29,18 +29,42 @@ def _decorate(ax, xlabel: str, ylabel: str, title: str) -> None:
         ax.legend(fontsize=8)
 
 
-def _mean_band(ax, pts: list[dict], xkey: str, name: str, reps: int) -> None:
-    """One learner's mean line over ``pts`` (x from ``xkey``) with a ±1 sd band when repeated."""
+#: one marker shape per learner (in the scenario's order), so learners on the same value stay visible
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h")
+
+
+def _mean_band(ax, pts: list[dict], xkey: str, name: str, reps: int, index: int = 0) -> None:
+    """One learner's mean line over ``pts`` (x from ``xkey``) with a ±1 sd band when repeated; a
+    point where the learner fell back to the intercept-only model in any repeat is drawn hollow."""
     x = np.array([a[xkey] for a in pts], float)
     m = np.array([a["mean"] for a in pts])
     sd = np.array([a["sd"] for a in pts])
-    (line,) = ax.plot(x, m, marker="o", label=name, **_style(name))
+    marker = MARKERS[index % len(MARKERS)]
+    size = 8 - 0.6 * (index % 5)  # later learners drawn smaller, on top: overlapping markers stay visible
+    (line,) = ax.plot(x, m, marker=marker, markersize=size, label=name, zorder=2 + index, **_style(name))
+    fell = np.array([a.get("fell_back", 0) > 0 for a in pts])
+    if fell.any():
+        ax.plot(
+            x[fell],
+            m[fell],
+            linestyle="none",
+            marker=marker,
+            markersize=size,
+            markerfacecolor="white",
+            markeredgecolor=line.get_color(),
+            zorder=2.5 + index,
+        )
     if reps > 1:
         ax.fill_between(x, m - sd, m + sd, color=line.get_color(), alpha=0.2, linewidth=0)
 
 
 def _style(name: str) -> dict:
     return {"linestyle": "--"} if _is_oracle(name, "accuracy") else {}
+
+
+def _fallback_note(ax, agg: dict) -> None:
+    if any(a.get("fell_back") for a in agg.values()):
+        ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="0.3", label="fell back")
 
 
 def plot(out: str | Path) -> list[Path]:
@@ -69,12 +93,13 @@ def plot(out: str | Path) -> list[Path]:
     band = f"mean ± sd over {reps} repeats" if reps > 1 else "1 repeat"
     fig, axes = plt.subplots(1, len(Ns), figsize=(5.2 * len(Ns), 4.0), squeeze=False)
     for j, ax in enumerate(axes[0]):
-        for name in learners:
+        for li, name in enumerate(learners):
             pts = sorted((agg[(g, j, name)] for g in range(G) if (g, j, name) in agg), key=lambda a: a["eps"])
             pts = [a for a in pts if a["count"]]
             if not pts:
                 continue
-            _mean_band(ax, pts, "eps", name, reps)
+            _mean_band(ax, pts, "eps", name, reps, li)
+        _fallback_note(ax, agg)
         _decorate(ax, xlabel, ylabel, f"{cfg.name}: N = {Ns[j]:,} clients ({band})")
     top = max(a["eps"] for a in agg.values())
     if top > HUGE_EPSILON:
@@ -96,12 +121,13 @@ def plot(out: str | Path) -> list[Path]:
         fig, axes = plt.subplots(1, G, figsize=(5.2 * G, 4.0), squeeze=False)
         for g, ax in enumerate(axes[0]):
             eps_g = None
-            for name in learners:
+            for li, name in enumerate(learners):
                 pts = [agg[(g, j, name)] for j in range(len(Ns)) if (g, j, name) in agg and agg[(g, j, name)]["count"]]
                 if not pts:
                     continue
                 eps_g = pts[0]["eps"]
-                _mean_band(ax, pts, "n", name, reps)
+                _mean_band(ax, pts, "n", name, reps, li)
+            _fallback_note(ax, agg)
             _decorate(
                 ax,
                 "N (clients, one record each)",

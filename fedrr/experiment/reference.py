@@ -105,9 +105,13 @@ def run_config_markdown() -> str:
         "",
         "The keys of `[tool.flwr.app.config]` in `pyproject.toml` (flat, with dashes), which Flower "
         "carries to the ServerApp and every ClientApp. `fedrr.run_config.RunConfig.from_flwr(mapping)` "
-        "parses them; `RunConfig.to_flwr()` gives them back. A sweep cell builds one per cell. Keys that "
-        "are not fedrr's own are kept in `RunConfig.extras` and handed to a custom population's "
-        "constructor.",
+        "parses them; `RunConfig.to_flwr()` gives them back. A sweep cell builds one per cell. A key that "
+        "is not fedrr's must be a parameter of the custom population's constructor (it is kept in "
+        "`RunConfig.extras` and handed to it); any other key is refused, naming the nearest valid one. "
+        "A budget key (`feature-flip`, `feature-epsilon`, `label-flip`, `label-epsilon`) is set by a "
+        'positive value or left out: 0 is refused, never read as unset, and `""` is how a Flower config '
+        "file (which declares every key) leaves it unset. With neither key of a pair set, the built-in "
+        "population uses feature-flip 0.3 and label-flip 0.2, and the run says so at its start.",
         "",
     ]
     rows = []
@@ -121,7 +125,7 @@ def run_config_markdown() -> str:
                 f"`{key}`",
                 f"`{f.name}`",
                 _cell(_flwr(RunConfig().to_flwr()[key])),
-                _cell(describe(cons)),
+                _cell(describe(cons).replace(" or None", " (or unset)")),
                 _cell(f.metadata.get("doc", "")),
             ]
         )

@@ -62,6 +62,7 @@ CSV_COLUMNS = [
     "params_text",
     "fake_fraction",
     "check_flagged",
+    "fell_back",
 ]
 
 #: above this ε per record the local-DP guarantee is nominal: the summary says so
@@ -121,7 +122,7 @@ def read_csv(path: Path) -> list[dict]:
                     row[k] = v if v or k == "error" else None
                 elif k == "oracle":
                     row[k] = v == "True"
-                elif k == "check_flagged":
+                elif k in ("check_flagged", "fell_back"):
                     row[k] = None if v == "" else v == "True"
                 elif v == "":
                     row[k] = None
@@ -190,6 +191,7 @@ def rows(recs: list[dict]) -> list[dict]:
                     "params_text": p.get("text"),
                     "fake_fraction": rec.get("fake_fraction"),
                     "check_flagged": (rec.get("frequency_check") or {}).get("flagged"),
+                    "fell_back": (entry.get("diagnostics") or {}).get("fallback"),
                 }
             )
     return out
@@ -226,6 +228,7 @@ def aggregate(table: list[dict]) -> dict[tuple[int, int, str], dict]:
             "sd": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,
             "count": int(acc.size),
             "errors": sum(1 for r in rs if r["error"]),
+            "fell_back": sum(1 for r in rs if r.get("fell_back")),
             "eps": float(np.mean([r["eps_record"] for r in rs])),
             "delta": float(np.mean([r["delta_record"] for r in rs])),
             "n": rs[0]["n_clients"],

@@ -14,7 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .._params import Boolean, Constraint, Interval, IsNone, ListOf, Options, Satisfies, Text, _type_name, check_param
+from .._params import (
+    Boolean,
+    Constraint,
+    Interval,
+    IsNone,
+    ListOf,
+    Options,
+    Satisfies,
+    Text,
+    _type_name,
+    check_param,
+    unknown_key,
+)
 from ..errors import ValidationError
 from ..fake import FAKE_ATTACKS
 from ..learners import names as learner_names
@@ -233,9 +245,7 @@ def _section(cls: type, name: str, given: Any) -> Any:
     fields = {f.name: f for f in dataclasses.fields(cls)}
     bad = [k for k in given if k not in fields]
     if bad:
-        raise ValidationError(
-            f"{name}.{_key_path(bad[0])}", f"unknown key; valid keys in [{name}]: {', '.join(fields)}"
-        )
+        raise unknown_key(f"{name}.{_key_path(bad[0])}", bad[0], list(fields), f" in [{name}]")
     kw = {}
     for k, v in given.items():
         value = check_param(f"{name}.{k}", v, fields[k].metadata["constraints"])
@@ -256,6 +266,8 @@ class ScenarioSpec:
     grid_axis: str = "epsilon_grid"
     path: str = field(default="", compare=False)
     text: str = field(default="", compare=False)
+    #: one line per budget a default filled in (the sweep prints them at its start)
+    notes: tuple = field(default=(), compare=False)
 
     @property
     def name(self) -> str:
@@ -328,8 +340,9 @@ def parse_scenario(data: Any, *, name: str = "scenario", path: str = "", text: s
         secs["scenario"] = dataclasses.replace(secs["scenario"], name=name)
     from .crosscheck import crosscheck
 
-    secs, axis = crosscheck(secs)
-    spec = ScenarioSpec(**secs, grid_axis=axis, path=path, text=text)
+    notes: list[str] = []
+    secs, axis = crosscheck(secs, notes)
+    spec = ScenarioSpec(**secs, grid_axis=axis, path=path, text=text, notes=tuple(notes))
     n_cells = max(len(spec.grid), 1) * len(spec.n_grid) * spec.scenario.repeats
     if n_cells > MAX_CELLS:  # refused before a cell list (or a results table) that size is built
         raise ValidationError(

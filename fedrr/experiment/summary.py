@@ -72,7 +72,11 @@ def summary_markdown(out: str | Path) -> str:
                 if a is None or not a["count"]:
                     cells_txt.append("error" if a and a["errors"] else "–")
                 else:
-                    cells_txt.append(fmt.format(a["mean"]) + (" ± " + fmt.format(a["sd"]) if reps > 1 else ""))
+                    cells_txt.append(
+                        fmt.format(a["mean"])
+                        + (" ± " + fmt.format(a["sd"]) if reps > 1 else "")
+                        + (f" (fell back {a['fell_back']}/{a['count']})" if a.get("fell_back") else "")
+                    )
             rel = [
                 x["n_releases"]
                 for x in table
@@ -92,6 +96,14 @@ def summary_markdown(out: str | Path) -> str:
                 + f" | {np.mean(rel):,.0f} | {np.mean(drp):,.0f} |"
             )
         lines.append("")
+    fell = sum(1 for x in table if x.get("fell_back"))
+    if fell:
+        lines += [
+            f'**Fallbacks.** "fell back k/n": in k of the n repeats the learner found no signal it could show on '
+            f"held-out releases and predicted from the intercept-only model (the majority class); {fell} cell(s) "
+            "in all. The plots draw such points hollow.",
+            "",
+        ]
     errs = sorted({(x["learner"], x["error"]) for x in table if x["error"]})
     if errs:
         lines += ["Errors:", ""] + [f"- {n}: {e[:300]}" for n, e in errs] + [""]

@@ -32,6 +32,10 @@ from .spec import ScenarioSpec
 
 def _run_cell_in_worker(task: dict) -> dict:
     """run_cell in a worker process, with any error turned into one that pickles intact."""
+    if task.get("start_dir"):  # a Ray worker may predate this run: its start directory comes with the task
+        from ..population import mark_start_dir
+
+        mark_start_dir(task["start_dir"])
     try:
         return run_cell(task["cell"], task["out"], task["executor"])
     except (ValidationError, FedrrError):
@@ -92,13 +96,25 @@ def preflight(spec: ScenarioSpec) -> None:
                 f"rows (n_test_per_class) exceed the {N} rows of {pop.dataset!r}",
             )
         return
-    if spec.is_dataset:
-        from ..population import build_population
+    from ..population import build_population
 
+    if spec.is_dataset:
         try:
             build_population(first[0].run_config()).test_set()
         except ValidationError as exc:
             raise as_config_error(exc, first[0]) from None
+    else:  # a custom population: it imports, builds at the smallest N, and gives client 0 a mechanism
+        cell = min(first + [CellSpec(spec, 0, n, 0) for n in range(len(spec.n_grid))], key=lambda c: c.n_clients)
+        try:
+            pop = build_population(cell.run_config())
+            if not pop.mechanism(0).epsilon > 0:
+                raise ValidationError("population.population", "client 0's mechanism states no ε > 0")
+        except ValidationError as exc:
+            raise as_config_error(exc, cell) from None
+        except Exception as exc:
+            raise ValidationError(
+                "population.population", f"{spec.population.population} failed to build: {type(exc).__name__}: {exc}"
+            ) from None
 
 
 def sweep(
@@ -119,6 +135,11 @@ def sweep(
 
     t0 = time.perf_counter()
     out = Path(out)
+    from ..population import mark_start_dir
+
+    start_dir = mark_start_dir()  # worker processes and Ray workers import populations from there too
+    for note in spec.notes:  # a budget the user did not set, said once at the start
+        log(note)
     preflight(spec)
     (out / "cells").mkdir(parents=True, exist_ok=True)
     for stale in (out / "cells").glob(".*.tmp"):  # a write cut short by a kill: never a finished cell
@@ -146,7 +167,7 @@ def sweep(
     n_workers = workers if workers is not None else (spec.run.workers or os.cpu_count() or 1)
     n_workers = max(1, min(n_workers, len(todo))) if mode == "offline" else 1
     executor = "serial" if n_workers > 1 else None
-    tasks = {c.key: {"cell": c, "out": str(out), "executor": executor} for c in todo}
+    tasks = {c.key: {"cell": c, "out": str(out), "executor": executor, "start_dir": start_dir} for c in todo}
     bar = tqdm(
         total=len(all_cells),
         initial=len(res.skipped),

@@ -91,6 +91,16 @@ def run_config_overrides(app: Path, overrides: dict, cwd: Path) -> dict:
     return out
 
 
+def check_run_config(app: Path, overrides: dict):
+    """The run config Flower will carry (the app's defaults with the overrides), validated as the
+    ServerApp will: Flower itself answers a misspelt key only with "Invalid run configuration"."""
+    from ..run_config import RunConfig
+
+    project = tomllib.loads((app / "pyproject.toml").read_text())
+    defaults = project["tool"]["flwr"]["app"].get("config", {})
+    return RunConfig.from_flwr({**defaults, **overrides})
+
+
 def n_supernodes(app: Path, overrides: dict) -> int:
     project = tomllib.loads((app / "pyproject.toml").read_text())
     cfg = {**project["tool"]["flwr"]["app"].get("config", {}), **overrides}
@@ -129,7 +139,13 @@ def flwr_run(
     flwr_home = Path(flwr_home).resolve() if flwr_home else app / ".flwr"
     flwr = flwr or shutil.which("flwr", path=str(Path(sys.executable).parent)) or "flwr"
     overrides = run_config_overrides(app, dict(run_config or {}), cwd)
+    cfg = check_run_config(app, overrides)  # a typo is refused here, naming the key, before flwr starts
+    for note in cfg.budget_notes():
+        log(note)
+    from ..population import START_DIR_ENV
+
     env = {**os.environ, **QUIET_ENV, "FLWR_HOME": str(flwr_home)}
+    env[START_DIR_ENV] = str(cwd)  # the apps import a population module from where the run started
     env["PATH"] = (
         f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # flwr spawns flower-superlink by name
     )
@@ -223,6 +239,19 @@ def flwr_run(
     }
 
 
+def _run_from_args(args) -> dict:
+    return flwr_run(
+        args.app,
+        run_config=parse_overrides(args.run_config),
+        flwr_home=args.flwr_home,
+        superlink=args.superlink,
+        root_certificates=args.root_certificates,
+        num_supernodes=args.num_supernodes,
+        client_cpus=args.client_cpus,
+        timeout=args.timeout,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m fedrr.federation.flwr_cli", description=__doc__.split("\n\n")[0])
     ap.add_argument("app", nargs="?", default=".", help="the Flower app directory (holds pyproject.toml)")
@@ -247,16 +276,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.root_certificates and not args.superlink:
         ap.error("--root-certificates needs --superlink")
-    res = flwr_run(
-        args.app,
-        run_config=parse_overrides(args.run_config),
-        flwr_home=args.flwr_home,
-        superlink=args.superlink,
-        root_certificates=args.root_certificates,
-        num_supernodes=args.num_supernodes,
-        client_cpus=args.client_cpus,
-        timeout=args.timeout,
-    )
+    try:
+        res = _run_from_args(args)
+    except ValidationError as exc:
+        print(f"[fedrr] error: {exc}", file=sys.stderr)
+        return 2
     status = (res["metrics"] or {}).get("status", "no metrics written")
     print(f"[fedrr] status: {status}; metrics: {res['metrics_path']}", file=sys.stderr)
     if res["survivors"]:

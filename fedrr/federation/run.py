@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 import tomllib
 import uuid
@@ -75,7 +76,12 @@ def run_federation(
     of nodes."""
     for k, v in QUIET_ENV.items():
         os.environ.setdefault(k, v)
+    from ..population import mark_start_dir
+
+    mark_start_dir()  # Flower's apps (in Ray workers) import a population module from here too
     cfg = load_run_config(config)  # validated before anything starts
+    for note in cfg.budget_notes():
+        print(note, file=sys.stderr)
     if not cfg.run_name:
         cfg = cfg.replace(run_name=time.strftime("run-%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6])
     from . import _compat

@@ -41,20 +41,34 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     name = cfg.run_name or time.strftime("run-%Y%m%d-%H%M%S")
     out = Path(cfg.results_dir) / name
     out.mkdir(parents=True, exist_ok=True)
+    for note in cfg.budget_notes():  # a budget nobody set is said once, before anything runs
+        log(note)
     population = build_population(cfg)  # server side: n_clients and test_set() only, never record()
+    described = population.describe()
     metrics: dict[str, Any] = {
         "run_name": name,
         "config": cfg.to_flwr(),
         "fedrr_version": __version__,
         "status": "collecting",
-        "population": population.describe(),
+        "population": described,
+        "budget": {**cfg.requested_budget(), "record_epsilon_of_mechanisms": described.get("record_epsilons")},
     }
+    log(
+        f"[fedrr] budget asked: {_asked(cfg)}; record ε of the population's mechanisms: "
+        + ", ".join(f"{e:.6g}" for e in described.get("record_epsilons", []))
+    )
     t0 = time.perf_counter()
     node_ids = wait_for_nodes(grid, cfg.n_nodes, cfg.node_wait_timeout)
     metrics.update(
         nodes_expected=cfg.n_nodes, nodes_registered=len(node_ids), seconds_wait_nodes=time.perf_counter() - t0
     )
     log(f"[fedrr] {len(node_ids)}/{cfg.n_nodes} nodes registered; querying in waves of {cfg.wave_size}")
+    if len(node_ids) < cfg.n_nodes:
+        log(
+            f"[fedrr] only {len(node_ids)} of the {cfg.n_nodes} nodes this run config needs registered within "
+            f"node-wait-timeout ({cfg.node_wait_timeout:g} s): a bare `flwr run` starts 2 SuperNodes unless given "
+            f'--federation-config "num-supernodes={cfg.n_nodes}" (python -m fedrr.federation.flwr_cli sizes it)'
+        )
     t0 = time.perf_counter()
     replies, no_reply = collect_releases(grid, node_ids, cfg.wave_size, cfg.reply_timeout)
     metrics["seconds_collect"] = time.perf_counter() - t0
@@ -80,6 +94,8 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     pool.save(out / "pool.npz")
     acc = pool.accounting()
     metrics["record_epsilon"] = {"min": acc["min"], "max": acc["max"], "mean": acc["record"], "delta": acc["delta"]}
+    metrics["budget"]["record_epsilon_realised"] = metrics["record_epsilon"]
+    log(f"[fedrr] record ε realised by the pooled releases: {acc['min']:.6g} to {acc['max']:.6g} (δ {acc['delta']:g})")
     check = metrics["frequency_check"] = check_pool(pool, cfg.check_alpha).to_dict()  # flags, never removes
     log(
         f"[fedrr] frequency check (α = {cfg.check_alpha:g}): "
@@ -104,6 +120,13 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     metrics.update(status="done", seconds_total=time.perf_counter() - t_start)
     write_json(out / "metrics.json", metrics)
     return metrics
+
+
+def _asked(cfg: RunConfig) -> str:
+    req = cfg.requested_budget()
+    given = [f"{k} = {v}" for k, v in req["asked"].items() if v is not None]
+    given += [f"{k} = {v} (default, not set)" for k, v in req["defaults_used"].items()]
+    return ", ".join(given) or "none (the population sets every budget)"
 
 
 def model_arrays(est: Any) -> dict[str, np.ndarray]:
