@@ -149,3 +149,26 @@ def test_paired_release_validation():
     with pytest.raises(ValidationError) as e:
         LDPNaiveBayes(method="paper").fit(Xt, np.full(2, np.nan), mechanism=mech)
     assert e.value.field == "method"
+
+
+def test_adult_paired_release_script_quick(tmp_path):
+    """simulations/adult_paired_release.py --quick runs end to end and writes its table with its command."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, str(root / "simulations" / "adult_paired_release.py"), "--quick", "--out", str(out)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("summary.md", "results.csv"):
+        assert "python simulations/adult_paired_release.py" in (out / name).read_text()
+    assert "| 4 | paired |" in (out / "summary.md").read_text()
