@@ -376,3 +376,11 @@ def test_audit_suite_covers_paired_releases():
     assert len(cases) == 5 and sum(not c.expect_pass for c in cases) == 1
     rows = run_cases(cases, seed=3)
     assert all(r["as_expected"] for r in rows), [r["result"] for r in rows]
+
+
+def test_attributes_with_equal_domains_share_one_oracle():
+    """A million-attribute spec builds one oracle per distinct (k_j·C, oracle) (a spec cannot make the
+    server build a million oracles)."""
+    mech = PairedRecordMechanism([2, 3] * 500_000, 2, 1.0)
+    assert mech.oracles[0] is mech.oracles[2] and mech.oracles[1] is mech.oracles[3]
+    assert len({id(o) for o in mech.oracles}) == 2

@@ -118,13 +118,17 @@ class PairedRecordMechanism:
         self.pair_epsilon = self.epsilon_requested / self.n_sampled
         kinds = self._resolve(oracle)
         oracles: list[DiscreteMechanism] = []
+        built: dict[tuple[int, str | None], DiscreteMechanism] = {}  # attributes with equal k_j share one oracle
         for j, (k, kind) in enumerate(zip(self.n_states, kinds)):
             K = k * self.n_classes
+            if (K, kind) in built:
+                oracles.append(built[K, kind])
+                continue
             if kind is None:
-                oracles.append(frequency_oracle(K, self.pair_epsilon))
+                oracles.append(built.setdefault((K, kind), frequency_oracle(K, self.pair_epsilon)))
                 continue
             try:
-                oracles.append(_BUILD[kind](K, self.pair_epsilon))
+                oracles.append(built.setdefault((K, kind), _BUILD[kind](K, self.pair_epsilon)))
             except ValidationError as exc:
                 raise ValidationError(
                     "oracle",
