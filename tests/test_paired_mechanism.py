@@ -384,3 +384,11 @@ def test_attributes_with_equal_domains_share_one_oracle():
     mech = PairedRecordMechanism([2, 3] * 500_000, 2, 1.0)
     assert mech.oracles[0] is mech.oracles[2] and mech.oracles[1] is mech.oracles[3]
     assert len({id(o) for o in mech.oracles}) == 2
+
+
+def test_harden_keeps_a_paired_release():
+    """``harden`` (what a client applies to the mechanism it is sent) returns a paired release as is."""
+    from fedrr.mechanisms import harden
+
+    mech = PairedRecordMechanism([2, 3], 2, 1.0)
+    assert harden(mech) is mech and harden(mech, strict=True) is mech
