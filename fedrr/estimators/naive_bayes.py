@@ -11,20 +11,14 @@ by maximum likelihood from the exact likelihood of the releases) and turned into
 pseudo-count α per cell. Only the DiscreteMechanism contract is used (``unbiased_onehot``,
 ``log_likelihood_matrix``, ``validate_release``), so any frequency oracle works, whatever its release.
 
-Paired releases (``PairedRecordMechanism``): the published protocol of Yilmaz et al. (§4, discrete
-features). Each client sent a sampled attribute *with* its label as one value v = x_j·C + y of the
-k_j·C domain through one frequency oracle, so the oracle's own unbiased frequency estimator — the mean
-of its ``unbiased_onehot`` over the n_j clients that sampled j, reshaped to (k_j, C) — is unbiased for
-the pair table P(x_j = s, y = c) directly (no product of two noisy channels). The class prior is the
-pair tables' class margin Σ_s P̂(x_j = s, y = c), pooled over attributes (the n_j-weighted average of
-the per-attribute margins: with one sampled attribute per client, the mean over all clients), and
-p(x_j | c) = P̂(x_j, c) / P̂_j(c). Negative estimates: the paper's estimated counts can be negative and
-are replaced by a small positive value before the probabilities are formed (§4); ``method="clip"``
-(the default for paired releases) clips every negative count n_j·P̂(x_j = s, y = c) to 0, renormalises
-the table, and adds the pseudo-count α to every cell of the conditional (α = 1: a negative count
-becomes one pseudo-client, the "small positive value"); the prior's negative entries are clipped to
-0 and renormalised (floored at the smallest double in log space). The paper's exact floor value is
-not reproduced here (we could not consult its text when writing this); the α smoothing is fedrr's.
+Paired releases (``PairedRecordMechanism``), the published protocol (Yilmaz et al. §4): each client
+sent a sampled attribute with its label as one value v = x_j·C + y through one oracle, whose own
+unbiased estimator (mean of ``unbiased_onehot`` over the n_j clients that sampled j, as (k_j, C)) is
+unbiased for P(x_j = s, y = c). Class prior: the tables' class margins pooled over attributes
+(n_j-weighted); p(x_j | c) = P̂(x_j, c) / P̂_j(c). The paper replaces negative estimated counts by a
+small positive value before forming probabilities; ``method="clip"`` (the paired default) sets
+negative cells to 0, renormalises, and adds α pseudo-counts per cell (α = 1: a negative count becomes
+one pseudo-client). The paper's exact floor was not checked against its text; α is fedrr's.
 """
 
 from __future__ import annotations
@@ -39,12 +33,12 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from .._validation import _as_array, as_state_array
-from ..errors import ConvergenceError, ValidationError
+from ..errors import ValidationError
 from ..mechanisms.discrete import DiscreteMechanism
 from ..mechanisms.paired import PairedRecordMechanism
 from ..mechanisms.record import RecordMechanism
 from ._sklearn import class_labels, validate
-from .frequencies import project_to_simplex
+from .frequencies import clip_table, project_to_simplex, simplex_mle
 
 METHODS = ("auto", "mle", "projection", "clip")
 #: log of the smallest positive double: the floor for log-probabilities estimated as exactly 0
@@ -137,8 +131,7 @@ def joint_frequencies(X_tilde: Any, y_tilde: Any, mechanism: Any) -> tuple[list[
 
 @dataclass(frozen=True)
 class PairedReleases:
-    """Validated paired releases: per attribute j the clients that released its pair (``rows[j]``) and
-    their pair reports (``values[j]``); the mechanism."""
+    """Validated paired releases: per attribute j its clients (``rows[j]``) and pair reports (``values[j]``)."""
 
     rows: list[np.ndarray]
     values: list[np.ndarray]
@@ -173,13 +166,6 @@ def _paired_unbiased(rel: PairedReleases) -> tuple[list[np.ndarray], np.ndarray,
     return tables, n_released, _pooled_margin(tables, n_released)
 
 
-def clip_table(table: np.ndarray) -> np.ndarray:
-    """Negative entries set to 0, then renormalised to sum 1 (uniform if nothing positive is left)."""
-    t = np.maximum(np.asarray(table, float), 0.0)
-    total = t.sum()
-    return t / total if total > 0 else np.full(t.shape, 1.0 / t.size)
-
-
 def paired_mle_tables(
     rel: PairedReleases, start: list[np.ndarray], *, tol: float, max_iter: int
 ) -> tuple[list[np.ndarray], int]:
@@ -195,44 +181,6 @@ def paired_mle_tables(
             out.append(p.reshape(m.n_states[j], m.n_classes))
             steps = max(steps, it)
     return out, steps
-
-
-def simplex_mle(
-    loglik: np.ndarray, weights: np.ndarray, start: np.ndarray, *, tol: float, max_iter: int
-) -> tuple[np.ndarray, int]:
-    """argmax_π L(π) = Σ_i w_i log (Aπ)_i over the simplex, A = exp(loglik) up to a per-row scale (which
-    does not move the argmax), w normalised. EM is far too slow at small ε (a flat likelihood), so this
-    is a log-barrier Newton method on {1ᵀπ = 1} (as ``frequencies._simplex_mle``, for a rectangular A).
-    Stops on the certified gap max_s g_s − 1 ≤ tol, g = Aᵀ(w / Aπ): by concavity L(π*) − L(π) ≤ that
-    gap, a bound on the shortfall of the mean log-likelihood per client. Returns (π, Newton steps)."""
-    A = np.exp(loglik - loglik.max(axis=1, keepdims=True))
-    w = weights / weights.sum()
-    pi, t, K = np.asarray(start, float).copy(), 1.0, A.shape[1]
-    for it in range(max_iter):
-        q = A @ pi
-        g = A.T @ (w / q)
-        if g.max() - 1.0 <= tol:
-            return pi / pi.sum(), it
-        # Newton step in scaled variables step = π ⊙ d (the barrier Hessian becomes I + ..., well
-        # conditioned however close π gets to the boundary), from the KKT system of 1ᵀstep = 0
-        B = A * pi
-        KKT = np.zeros((K + 1, K + 1))
-        KKT[:K, :K] = t * (B * (w / q**2)[:, None]).T @ B + np.eye(K)
-        KKT[:K, K] = KKT[K, :K] = pi
-        d = np.linalg.solve(KKT, np.append(t * pi * g + 1.0, 0.0))[:K]
-        step = pi * d
-        s, neg = 1.0, d < 0
-        if neg.any():
-            s = min(1.0, 0.99 * float(np.min(-1.0 / d[neg])))
-        dq, slope = (A @ step) / q, 0.25 * float((t * pi * g + 1.0) @ d)
-        # Armijo on the barrier's increase, computed from ratios: its value is ~t, its change tiny
-        while s > 1e-14 and t * float(w @ np.log1p(s * dq)) + float(np.sum(np.log1p(s * d))) < s * slope:
-            s *= 0.5
-        pi = pi + s * step
-        pi /= pi.sum()  # no drift off the simplex from rounding
-        if slope < 1e-6 or s <= 1e-14:  # (nearly) centred for this t, where the gap is about K / t: tighten
-            t *= 20.0
-    raise ConvergenceError(f"LDPNaiveBayes(method='mle'): gap above tol={tol} after max_iter={max_iter} Newton steps")
 
 
 def _grouped(mech: DiscreteMechanism, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
