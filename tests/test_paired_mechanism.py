@@ -332,8 +332,12 @@ def test_constructor_rejects(kwargs, field):
     assert e.value.field == field, str(e.value)
 
 
-def test_from_spec_rejects_a_missing_entry():
+def test_from_spec_rejects_a_missing_or_inconsistent_entry():
     spec = PairedRecordMechanism([2, 3], 2, 1.0).to_spec()
+    assert spec["n_features"] == 2  # what a pool checks a spec's width by, as for RecordMechanism
+    with pytest.raises(ValidationError) as e:
+        mechanism_from_spec(spec | {"n_features": 3})
+    assert e.value.field == "spec.n_features"
     del spec["n_sampled"]
     with pytest.raises(ValidationError) as e:
         mechanism_from_spec(spec)

@@ -331,6 +331,7 @@ class PairedRecordMechanism:
         rebuilds the same likelihood even if the "auto" rule changes."""
         return {
             "kind": self.kind,
+            "n_features": self.n_features,  # redundant with n_states; what pools check a spec's width by
             "n_states": list(self.n_states),
             "n_classes": self.n_classes,
             "epsilon": self.epsilon_requested,
@@ -342,13 +343,14 @@ class PairedRecordMechanism:
     def from_spec(cls, spec: dict) -> PairedRecordMechanism:
         if not isinstance(spec, dict):
             raise ValidationError("spec", f"must be a dict (a PairedRecordMechanism spec), got {type(spec).__name__}")
-        return cls(
-            spec["n_states"],
-            spec["n_classes"],
-            spec["epsilon"],
-            n_sampled=spec["n_sampled"],
-            oracle=spec["oracle"],
+        mech = cls(
+            spec["n_states"], spec["n_classes"], spec["epsilon"], n_sampled=spec["n_sampled"], oracle=spec["oracle"]
         )
+        if "n_features" in spec and spec["n_features"] != mech.n_features:
+            raise ValidationError(
+                "spec.n_features", f"is {spec['n_features']!r} but n_states lists {mech.n_features} attributes"
+            )
+        return mech
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PairedRecordMechanism) and self.to_spec() == other.to_spec()
