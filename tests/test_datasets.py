@@ -196,13 +196,24 @@ def test_adult_binned_split_and_schema(adult_binned):
         assert ds.schema.classes == ("<=50K", ">50K")
     assert train.X.shape == (30162, 12) and test.X.shape == (15060, 12)
     assert (train.extra["split"], test.extra["split"]) == ("train", "test")
+    assert (train.extra["bins"], train.extra["closed"]) == ("public", "left")
     names = [f.name for f in train.schema.features]
     assert names == list(adult_module.ADULT_NUMERIC + adult_module.ADULT_CATEGORICAL)
     assert all(f.kind == "discrete" for f in train.schema.features) and train.schema == test.schema
     edges, cats = train.extra["edges"], train.extra["categories"]
+    # the public edges, declared in the schema (issue 28): nothing fitted on the records
+    assert {n: tuple(edges[n]) for n in adult_module.ADULT_NUMERIC} == adult_module.ADULT_PUBLIC_EDGES
+    assert adult_module.ADULT_PUBLIC_EDGES["age"] == (25, 30, 35, 40, 45, 50, 60)
+    assert adult_module.ADULT_PUBLIC_EDGES["education_num"] == (9, 10, 11, 13, 14)
+    assert adult_module.ADULT_PUBLIC_EDGES["capital_gain"] == (1, 5000)
+    assert adult_module.ADULT_PUBLIC_EDGES["capital_loss"] == (1,)
+    assert adult_module.ADULT_PUBLIC_EDGES["hours_per_week"] == (35, 40, 41, 50)
+    for f in train.schema.features[:5]:
+        assert f.edges == adult_module.ADULT_PUBLIC_EDGES[f.name] and f.closed == "left"
+    assert all(f.edges is None for f in train.schema.features[5:])
     k = [edges[n].size + 1 for n in adult_module.ADULT_NUMERIC] + [len(cats[n]) for n in adult_module.ADULT_CATEGORICAL]
     assert train.schema.states().tolist() == k
-    assert max(k[:5]) <= 8 and k[2] == k[3] == 2  # capital_gain / capital_loss: one distinct edge (0)
+    assert k[:5] == [8, 6, 3, 2, 5]
     assert round(1 - test.y.mean(), 3) == 0.754  # majority class (<=50K) on the test file
     # the same rows and labels as load_adult's dropped-'?' table, split by file
     full = load_adult(encoding="ordinal", scale=None)
@@ -211,11 +222,10 @@ def test_adult_binned_split_and_schema(adult_binned):
     np.testing.assert_array_equal(test.y, full.y[is_test])
     for j, name in enumerate(adult_module.ADULT_NUMERIC):  # raw values, so the bins can be checked against them
         raw_tr, raw_te = full.X[~is_test, j], full.X[is_test, j]
-        levels = np.arange(1, 8) / 8
-        np.testing.assert_array_equal(edges[name], np.unique(np.quantile(raw_tr, levels)))
         for raw, states in ((raw_tr, train.X[:, j]), (raw_te, test.X[:, j])):
             e = np.concatenate([[-np.inf], edges[name], [np.inf]])
-            assert np.all((e[states] < raw) & (raw <= e[states + 1]))  # closed="right": (e_{b-1}, e_b]
+            assert np.all((e[states] <= raw) & (raw < e[states + 1]))  # closed="left": [e_{b-1}, e_b), edge goes up
+            assert np.all(np.bincount(states, minlength=k[j]) > 0)  # every public bin is used
     for j, name in enumerate(adult_module.ADULT_CATEGORICAL, start=5):
         assert list(cats[name]) == sorted(cats[name])  # codes in sorted order of the training values
         np.testing.assert_array_equal(
@@ -224,13 +234,34 @@ def test_adult_binned_split_and_schema(adult_binned):
         )
 
 
-def test_adult_binned_ties_and_options():
-    right, _ = load_adult_binned()
-    left, _ = load_adult_binned(closed="left")
-    again, _ = load_adult_binned()
+def test_adult_public_edges_do_not_depend_on_the_records():
+    """A value on an edge goes up (age 25 → bin [25, 30), capital gain 1 → [1, 5000), 5000 → [5000, ∞));
+    the same edges whatever the training rows (the train and test files are cut alike)."""
+    train, test = load_adult_binned()
+    raw = load_adult(encoding="ordinal", scale=None)
+    age, gain = raw.X[~raw.extra["is_test"], 0], raw.X[~raw.extra["is_test"], 2]
+    assert np.all(train.X[age == 25, 0] == 1) and np.all(train.X[age == 24, 0] == 0)
+    assert np.all(train.X[gain == 0, 2] == 0) and np.all(train.X[gain == 5000, 2] == 2)
+    assert (
+        train.extra["edges"] is not None and test.extra["edges"]["age"].tolist() == train.extra["edges"]["age"].tolist()
+    )
+    right, _ = load_adult_binned(closed="right")  # the public edges, a value on an edge going down
+    assert np.all(right.X[age == 25, 0] == 0) and right.schema.features[0].closed == "right"
+
+
+def test_adult_binned_quantile_option_reproduces_the_old_bins():
+    """bins="quantile" (kept to reproduce results made before issue 28): training-set quantile edges."""
+    right, _ = load_adult_binned(bins="quantile")
+    left, _ = load_adult_binned(bins="quantile", closed="left")
+    again, _ = load_adult_binned(bins="quantile")
     np.testing.assert_array_equal(right.X, again.X)  # deterministic
-    age_edge = right.extra["edges"]["age"][0]
+    assert right.extra["bins"] == "quantile" and right.schema.features[0].edges is None
     raw_age = load_adult(encoding="ordinal", scale=None)
+    levels = np.arange(1, 8) / 8
+    np.testing.assert_array_equal(
+        right.extra["edges"]["age"], np.unique(np.quantile(raw_age.X[~raw_age.extra["is_test"], 0], levels))
+    )
+    age_edge = right.extra["edges"]["age"][0]
     at_edge = raw_age.X[~raw_age.extra["is_test"], 0] == age_edge
     assert at_edge.any()
     assert np.all(right.X[at_edge, 0] == 0) and np.all(left.X[at_edge, 0] == 1)  # the edge's own bin
@@ -238,8 +269,14 @@ def test_adult_binned_ties_and_options():
     assert right.extra["edges"]["capital_gain"].tolist() == [0.0]
     assert 0 < right.X[:, 2].mean() < 0.2 and np.all(left.X[:, 2] == 1)
     np.testing.assert_array_equal(left.X[:, 5:], right.X[:, 5:])
-    assert load_adult_binned(max_bins=2)[0].schema.states()[0] == 2
-    for kw, field in (({"max_bins": 1}, "max_bins"), ({"closed": "both"}, "closed"), ({"max_bins": 2.5}, "max_bins")):
+    assert load_adult_binned(max_bins=2, bins="quantile")[0].schema.states()[0] == 2
+    for kw, field in (
+        ({"max_bins": 1, "bins": "quantile"}, "max_bins"),
+        ({"max_bins": 2.5, "bins": "quantile"}, "max_bins"),
+        ({"max_bins": 8}, "max_bins"),  # the public edges are fixed
+        ({"closed": "both"}, "closed"),
+        ({"bins": "deciles"}, "bins"),
+    ):
         with pytest.raises(ValidationError) as e:
             load_adult_binned(**kw)
         assert e.value.field == field

@@ -51,6 +51,9 @@ change; Laplace — ‖x − x'‖₁/b, the sup of the log-density ratio; Gauss
 records — the sum of the per-field sups (basic composition is tight for pure ε on a pair that
 differs everywhere; with attribute sampling the label's plus the m largest field sups); records with
 a δ > 0 field — not computed (None).
+Paired releases (``PairedRecordMechanism``, ``audit_paired``): records that differ in every (attribute,
+label) pair (x = 0, y = 0 vs x' = 1, y' = 1), threshold sets on the release LLR; exact value: the sum
+of the n_sampled largest per-attribute pair-oracle sups.
 
 The audit suite (every shipped mechanism plus mis-calibrated negative controls, with sample
 sizes: ``simulations/audit_mechanisms.py`` runs it) is ``fedrr.testing.audit_suite``, next to the
@@ -63,6 +66,7 @@ sampling, naive vs snapped).
 from .bounds import DEFAULT_ALPHA, AuditResult, Witness, clopper_pearson, max_certifiable_epsilon, samples_needed
 from .exact import exact_additive_epsilon, exact_bounded_epsilon, exact_discrete_epsilon, exact_oracle_epsilon
 from .mechanism import audit_mechanism
+from .paired import audit_paired, exact_paired_epsilon
 from .record import audit_record
 
 __all__ = [
@@ -70,6 +74,8 @@ __all__ = [
     "Witness",
     "audit_mechanism",
     "audit_record",
+    "audit_paired",
+    "exact_paired_epsilon",
     "clopper_pearson",
     "exact_discrete_epsilon",
     "exact_additive_epsilon",

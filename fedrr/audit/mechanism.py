@@ -282,10 +282,17 @@ def audit_mechanism(
       (default: the box corners lower, upper); test sets are thresholds of ``statistic``
       ("llr": the log-likelihood ratio, or "projection": ⟨x̃, x − x'⟩) chosen on a pilot of
       ``pilot_fraction``·n draws per input.
-    * a ``RecordMechanism`` is passed on to ``audit_record`` (``inputs`` = a pair of records).
+    * a ``RecordMechanism`` is passed on to ``audit_record`` (``inputs`` = a pair of records), a
+      ``PairedRecordMechanism`` to ``audit_paired`` (likewise).
 
     ``alpha`` is the overall false-alarm probability: a mechanism that satisfies its claim fails
     with probability ≤ α (union bound over all ``n_intervals`` confidence intervals)."""
+    from .paired import _is_paired, audit_paired  # reuses this module's threshold pipeline
+
+    if _is_paired(mech):
+        return audit_paired(
+            mech, n_samples=n_samples, rng=rng, alpha=alpha, pair=inputs, pilot_fraction=pilot_fraction, label=label
+        )
     if _is_record(mech):
         from .record import audit_record  # a record audit reuses this module's threshold pipeline
 

@@ -1,7 +1,7 @@
 """UCI Adult census income (Becker & Kohavi 1996), from the vendored, checksum-verified adult.data and
 adult.test: ``load_adult`` (both files combined, numeric or one-hot/ordinal features) and
-``load_adult_binned`` (the files' own train/test split as 12 discrete attributes, cut at training-set
-quantiles, for categorical learners: naive Bayes, frequency oracles).
+``load_adult_binned`` (the files' own train/test split as 12 discrete attributes, the numeric ones cut
+at fixed public edges declared in the schema, for categorical learners: naive Bayes, frequency oracles).
 """
 
 from __future__ import annotations
@@ -100,6 +100,19 @@ def load_adult(encoding: str = "onehot", scale: str | None = "unit", missing: st
 #: rows of adult.data / adult.test without a '?' (the standard 30,162 / 15,060 split)
 ADULT_N_TRAIN, ADULT_N_TEST = 30_162, 15_060
 CLOSED = ("right", "left")
+BINS = ("public", "quantile")
+#: Public cut points of Adult's numeric attributes (fedrr issue 28; research notes, "Turn-3 facts"), fixed
+#: and documented instead of fitted on the private records: round census categories — age bands, education
+#: levels (9 = high-school graduate, 10 some college, 11/12 associate, 13 bachelor's, 14 master's),
+#: any capital gain or loss (≥ 1) and a large gain (≥ 5,000), part-time / full-time / over-time hours. A
+#: value on an edge goes up (bins [e_{b−1}, e_b), closed="left"): age 25 is in the bin [25, 30).
+ADULT_PUBLIC_EDGES: dict[str, tuple[float, ...]] = {
+    "age": (25.0, 30.0, 35.0, 40.0, 45.0, 50.0, 60.0),
+    "education_num": (9.0, 10.0, 11.0, 13.0, 14.0),
+    "capital_gain": (1.0, 5000.0),
+    "capital_loss": (1.0,),
+    "hours_per_week": (35.0, 40.0, 41.0, 50.0),
+}
 
 
 def quantile_edges(values: np.ndarray, max_bins: int) -> np.ndarray:
@@ -117,23 +130,37 @@ def bin_states(values: np.ndarray, edges: np.ndarray, closed: str = "right") -> 
     return np.searchsorted(edges, np.asarray(values, dtype=np.float64), side=side).astype(np.int64)
 
 
-def load_adult_binned(max_bins: int = 8, closed: str = "right") -> tuple[Dataset, Dataset]:
+def load_adult_binned(
+    max_bins: int | None = None, closed: str | None = None, *, bins: str = "public"
+) -> tuple[Dataset, Dataset]:
     """UCI Adult (income >50K = 1) as (train, test): adult.data → train, adult.test → test, rows with
     a '?' dropped (30,162 / 15,060). 12 discrete attributes, in this order:
 
-    * ``ADULT_NUMERIC`` (age, education_num, capital_gain, capital_loss, hours_per_week): cut at the
-      distinct training-set quantiles (``quantile_edges``, at most ``max_bins`` bins), both splits with
-      the training edges; ``closed`` says which bin a value equal to an edge joins (``bin_states``).
-      With closed="right" (default) the zero-inflated capital_gain / capital_loss (all 7 quantiles
-      are 0) become 0 vs > 0; with closed="left" every training value is >= 0, so both columns are
-      constant (state 1; state 0 empty) — kept as an option because it is numpy.digitize's default.
+    * ``ADULT_NUMERIC`` (age, education_num, capital_gain, capital_loss, hours_per_week), binned.
+      bins="public" (default): cut at the fixed ``ADULT_PUBLIC_EDGES`` (8, 6, 3, 2, 5 states), declared
+      in the schema (``FeatureSpec.edges`` and ``.closed``); nothing is fitted on the records, so the
+      binning costs no privacy. ``closed`` (default "left": a value on an edge goes up) says which bin a
+      value on an edge joins (``bin_states``); ``max_bins`` must stay None.
+      bins="quantile": the previous binning, kept only to reproduce results made with it — cut at the
+      distinct *training-set* quantiles (``quantile_edges``, at most ``max_bins`` bins, default 8), which
+      uses the clean private records that no ε pays for; ``closed`` default "right" (with "right" the
+      zero-inflated capital_gain / capital_loss become 0 vs > 0; with "left" both are constant).
     * ``ADULT_CATEGORICAL``: integer codes in sorted order of the training values (every test value
       occurs in training).
 
-    The quantiles treat the training data's distribution as public (the server's schema), as is
-    usual in the LDP literature; extra holds the edges and the category names.
+    extra holds the edges, ``closed``, ``bins`` and the category names.
     """
-    max_bins = check_int("max_bins", max_bins, minimum=2)
+    if bins not in BINS:
+        raise ValidationError("bins", f"must be one of {BINS!r}, got {bins!r}")
+    if bins == "public":
+        if max_bins is not None:
+            raise ValidationError(
+                "max_bins", "must be None with bins='public' (the edges are fixed); use bins='quantile'"
+            )
+        closed = "left" if closed is None else closed
+    else:
+        max_bins = check_int("max_bins", 8 if max_bins is None else max_bins, minimum=2)
+        closed = "right" if closed is None else closed
     if closed not in CLOSED:
         raise ValidationError("closed", f"must be one of {CLOSED!r}, got {closed!r}")
     table, is_test = _adult_table()
@@ -148,9 +175,21 @@ def load_adult_binned(max_bins: int = 8, closed: str = "right") -> tuple[Dataset
     states, specs, edges, categories = [], [], {}, {}
     for name in ADULT_NUMERIC:
         v = table[:, col[name]].astype(np.float64)
-        edges[name] = quantile_edges(v[train], max_bins)
+        if bins == "public":
+            edges[name] = np.array(ADULT_PUBLIC_EDGES[name])
+        else:
+            edges[name] = quantile_edges(v[train], max_bins)
         states.append(bin_states(v, edges[name], closed))
-        specs.append(FeatureSpec(name, "discrete", n_states=int(edges[name].size + 1)))
+        declared = tuple(float(e) for e in edges[name]) if bins == "public" else None
+        specs.append(
+            FeatureSpec(
+                name,
+                "discrete",
+                n_states=int(edges[name].size + 1),
+                edges=declared,
+                closed=closed if declared is not None else None,
+            )
+        )
     for name in ADULT_CATEGORICAL:
         v = table[:, col[name]]
         cats = np.unique(v[train])
@@ -161,25 +200,29 @@ def load_adult_binned(max_bins: int = 8, closed: str = "right") -> tuple[Dataset
         states.append(codes.astype(np.int64))
         specs.append(FeatureSpec(name, "discrete", n_states=int(cats.size)))
     X = np.column_stack(states)
+    binning = (
+        f"numeric columns cut at the public edges ADULT_PUBLIC_EDGES (closed={closed!r})"
+        if bins == "public"
+        else f"numeric columns cut at <= {max_bins} training-quantile bins (closed={closed!r})"
+    )
     schema = Schema(
         tuple(specs),
         classes=("<=50K", ">50K"),
         target="income",
-        source="UCI Machine Learning Repository: Adult (Becker & Kohavi, 1996), DOI 10.24432/C5XW20; "
-        f"numeric columns cut at <= {max_bins} training-quantile bins (closed={closed!r})",
+        source=f"UCI Machine Learning Repository: Adult (Becker & Kohavi, 1996), DOI 10.24432/C5XW20; {binning}",
         license=_UCI_LICENSE,
     )
-    extra = {"edges": edges, "categories": categories, "closed": closed}
+    extra = {"edges": edges, "categories": categories, "closed": closed, "bins": bins}
     return (
         Dataset(X[train], y[train], schema, extra={**extra, "split": "train"}),
         Dataset(X[is_test], y[is_test], schema, extra={**extra, "split": "test"}),
     )
 
 
-def load_adult_split(max_bins: int = 8, closed: str = "right") -> Dataset:
+def load_adult_split(max_bins: int | None = None, closed: str | None = None, *, bins: str = "public") -> Dataset:
     """``load_adult_binned`` as one Dataset, train rows then test rows, with ``extra["is_test"]``
     marking the files' own test split (what a population built on it holds out)."""
-    train, test = load_adult_binned(max_bins=max_bins, closed=closed)
+    train, test = load_adult_binned(max_bins=max_bins, closed=closed, bins=bins)
     is_test = np.r_[np.zeros(len(train.y), bool), np.ones(len(test.y), bool)]
     extra = {k: v for k, v in train.extra.items() if k != "split"}
     return Dataset(

@@ -16,6 +16,10 @@ class FeatureSpec:
     kind="numeric": real values in the closed interval [lower, upper]. ``lower``/``upper``
     is None when that side is unbounded (e.g. synthetic Gaussian inputs); never +-inf.
     Consumers that need a bounded domain (e.g. LDP mechanisms) must reject None bounds.
+    ``edges``: for a discrete feature binned from a numeric source column, the cut points
+    e_1 < … < e_{n_states−1} it was cut at, declared by the schema (public, never fitted on the
+    records); ``closed`` says which bin a value on an edge joins: "left" — bins [e_{b−1}, e_b), a value
+    on an edge goes up (state = number of edges ≤ value); "right" — bins (e_{b−1}, e_b].
     """
 
     name: str
@@ -23,6 +27,8 @@ class FeatureSpec:
     n_states: int | None = None
     lower: float | None = None
     upper: float | None = None
+    edges: tuple[float, ...] | None = None
+    closed: Literal["left", "right"] | None = None
 
 
 @dataclass(frozen=True)

@@ -179,3 +179,48 @@ def _simplex_mle(
     raise ConvergenceError(
         f"estimate_frequencies(method='mle') did not converge in max_iter={max_iter} iterations (tol={tol})"
     )
+
+
+def clip_table(table: np.ndarray) -> np.ndarray:
+    """Negative entries set to 0, then renormalised to sum 1 (uniform if nothing positive is left)."""
+    t = np.maximum(np.asarray(table, float), 0.0)
+    total = t.sum()
+    return t / total if total > 0 else np.full(t.shape, 1.0 / t.size)
+
+
+def simplex_mle(
+    loglik: np.ndarray, weights: np.ndarray, start: np.ndarray, *, tol: float, max_iter: int
+) -> tuple[np.ndarray, int]:
+    """argmax_π L(π) = Σ_i w_i log (Aπ)_i over the simplex, A = exp(loglik) up to a per-row scale (which
+    does not move the argmax), w normalised. EM is far too slow at small ε (a flat likelihood), so this
+    is a log-barrier Newton method on {1ᵀπ = 1} (as ``frequencies._simplex_mle``, for a rectangular A).
+    Stops on the certified gap max_s g_s − 1 ≤ tol, g = Aᵀ(w / Aπ): by concavity L(π*) − L(π) ≤ that
+    gap, a bound on the shortfall of the mean log-likelihood per client. Returns (π, Newton steps)."""
+    A = np.exp(loglik - loglik.max(axis=1, keepdims=True))
+    w = weights / weights.sum()
+    pi, t, K = np.asarray(start, float).copy(), 1.0, A.shape[1]
+    for it in range(max_iter):
+        q = A @ pi
+        g = A.T @ (w / q)
+        if g.max() - 1.0 <= tol:
+            return pi / pi.sum(), it
+        # Newton step in scaled variables step = π ⊙ d (the barrier Hessian becomes I + ..., well
+        # conditioned however close π gets to the boundary), from the KKT system of 1ᵀstep = 0
+        B = A * pi
+        KKT = np.zeros((K + 1, K + 1))
+        KKT[:K, :K] = t * (B * (w / q**2)[:, None]).T @ B + np.eye(K)
+        KKT[:K, K] = KKT[K, :K] = pi
+        d = np.linalg.solve(KKT, np.append(t * pi * g + 1.0, 0.0))[:K]
+        step = pi * d
+        s, neg = 1.0, d < 0
+        if neg.any():
+            s = min(1.0, 0.99 * float(np.min(-1.0 / d[neg])))
+        dq, slope = (A @ step) / q, 0.25 * float((t * pi * g + 1.0) @ d)
+        # Armijo on the barrier's increase, computed from ratios: its value is ~t, its change tiny
+        while s > 1e-14 and t * float(w @ np.log1p(s * dq)) + float(np.sum(np.log1p(s * d))) < s * slope:
+            s *= 0.5
+        pi = pi + s * step
+        pi /= pi.sum()  # no drift off the simplex from rounding
+        if slope < 1e-6 or s <= 1e-14:  # (nearly) centred for this t, where the gap is about K / t: tighten
+            t *= 20.0
+    raise ConvergenceError(f"LDPNaiveBayes(method='mle'): gap above tol={tol} after max_iter={max_iter} Newton steps")

@@ -10,6 +10,15 @@ sampling), so they are an unbiased subsample. Each table is projected onto the s
 by maximum likelihood from the exact likelihood of the releases) and turned into p(x_j | c) with a
 pseudo-count α per cell. Only the DiscreteMechanism contract is used (``unbiased_onehot``,
 ``log_likelihood_matrix``, ``validate_release``), so any frequency oracle works, whatever its release.
+
+Paired releases (``PairedRecordMechanism``), the published protocol (Yilmaz et al. §4): each client
+sent a sampled attribute with its label as one value v = x_j·C + y through one oracle, whose own
+unbiased estimator (mean of ``unbiased_onehot`` over the n_j clients that sampled j, as (k_j, C)) is
+unbiased for P(x_j = s, y = c). Class prior: the tables' class margins pooled over attributes
+(n_j-weighted); p(x_j | c) = P̂(x_j, c) / P̂_j(c). The paper replaces negative estimated counts by a
+small positive value before forming probabilities; ``method="clip"`` (the paired default) sets
+negative cells to 0, renormalises, and adds α pseudo-counts per cell (α = 1: a negative count becomes
+one pseudo-client). The paper's exact floor was not checked against its text; α is fedrr's.
 """
 
 from __future__ import annotations
@@ -24,13 +33,14 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from .._validation import _as_array, as_state_array
-from ..errors import ConvergenceError, ValidationError
+from ..errors import ValidationError
 from ..mechanisms.discrete import DiscreteMechanism
+from ..mechanisms.paired import PairedRecordMechanism
 from ..mechanisms.record import RecordMechanism
 from ._sklearn import class_labels, validate
-from .frequencies import project_to_simplex
+from .frequencies import clip_table, project_to_simplex, simplex_mle
 
-METHODS = ("projection", "mle")
+METHODS = ("auto", "mle", "projection", "clip")
 #: log of the smallest positive double: the floor for log-probabilities estimated as exactly 0
 LOG_FLOOR = math.log(np.finfo(float).tiny)
 
@@ -110,47 +120,67 @@ def _unbiased(rel: Releases) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
 
 def joint_frequencies(X_tilde: Any, y_tilde: Any, mechanism: Any) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
     """Unbiased (unprojected) estimates from releases: per attribute j the joint table (k_j, C) of
-    (x_j, c) over the n_j clients that released j — the mean of û_j(x̃_j) ⊗ v̂(ỹ) — the counts n_j
-    (D,), and the class frequencies (C,) over all clients, the mean of v̂(ỹ)."""
+    (x_j, c) over the n_j clients that released j — split releases: the mean of û_j(x̃_j) ⊗ v̂(ỹ); paired
+    releases: the mean of the pair oracle's unbiased one-hot of the pair report — the counts n_j (D,),
+    and the class frequencies (C,): split, the mean of v̂(ỹ) over all clients; paired, the pair tables'
+    class margins pooled over attributes (Σ_j n_j Σ_s P̂_j(s, c) / Σ_j n_j)."""
+    if isinstance(mechanism, PairedRecordMechanism):
+        return _paired_unbiased(check_paired_releases(X_tilde, y_tilde, mechanism))
     return _unbiased(check_releases(X_tilde, y_tilde, mechanism))
 
 
-def simplex_mle(
-    loglik: np.ndarray, weights: np.ndarray, start: np.ndarray, *, tol: float, max_iter: int
-) -> tuple[np.ndarray, int]:
-    """argmax_π L(π) = Σ_i w_i log (Aπ)_i over the simplex, A = exp(loglik) up to a per-row scale (which
-    does not move the argmax), w normalised. EM is far too slow at small ε (a flat likelihood), so this
-    is a log-barrier Newton method on {1ᵀπ = 1} (as ``frequencies._simplex_mle``, for a rectangular A).
-    Stops on the certified gap max_s g_s − 1 ≤ tol, g = Aᵀ(w / Aπ): by concavity L(π*) − L(π) ≤ that
-    gap, a bound on the shortfall of the mean log-likelihood per client. Returns (π, Newton steps)."""
-    A = np.exp(loglik - loglik.max(axis=1, keepdims=True))
-    w = weights / weights.sum()
-    pi, t, K = np.asarray(start, float).copy(), 1.0, A.shape[1]
-    for it in range(max_iter):
-        q = A @ pi
-        g = A.T @ (w / q)
-        if g.max() - 1.0 <= tol:
-            return pi / pi.sum(), it
-        # Newton step in scaled variables step = π ⊙ d (the barrier Hessian becomes I + ..., well
-        # conditioned however close π gets to the boundary), from the KKT system of 1ᵀstep = 0
-        B = A * pi
-        KKT = np.zeros((K + 1, K + 1))
-        KKT[:K, :K] = t * (B * (w / q**2)[:, None]).T @ B + np.eye(K)
-        KKT[:K, K] = KKT[K, :K] = pi
-        d = np.linalg.solve(KKT, np.append(t * pi * g + 1.0, 0.0))[:K]
-        step = pi * d
-        s, neg = 1.0, d < 0
-        if neg.any():
-            s = min(1.0, 0.99 * float(np.min(-1.0 / d[neg])))
-        dq, slope = (A @ step) / q, 0.25 * float((t * pi * g + 1.0) @ d)
-        # Armijo on the barrier's increase, computed from ratios: its value is ~t, its change tiny
-        while s > 1e-14 and t * float(w @ np.log1p(s * dq)) + float(np.sum(np.log1p(s * d))) < s * slope:
-            s *= 0.5
-        pi = pi + s * step
-        pi /= pi.sum()  # no drift off the simplex from rounding
-        if slope < 1e-6 or s <= 1e-14:  # (nearly) centred for this t, where the gap is about K / t: tighten
-            t *= 20.0
-    raise ConvergenceError(f"LDPNaiveBayes(method='mle'): gap above tol={tol} after max_iter={max_iter} Newton steps")
+@dataclass(frozen=True)
+class PairedReleases:
+    """Validated paired releases: per attribute j its clients (``rows[j]``) and pair reports (``values[j]``)."""
+
+    rows: list[np.ndarray]
+    values: list[np.ndarray]
+    mechanism: PairedRecordMechanism
+
+
+def check_paired_releases(X_tilde: Any, y_tilde: Any, mechanism: PairedRecordMechanism) -> PairedReleases:
+    """Validate paired releases (``PairedRecordMechanism.validate_release``); every attribute must have
+    been sampled by at least one client."""
+    X, _ = mechanism.validate_release(X_tilde, y_tilde)
+    if X.shape[0] == 0:
+        raise ValidationError("X_tilde", "needs at least one client")
+    rows, values = [], []
+    for j in range(mechanism.n_features):
+        r = np.flatnonzero(~np.isnan(X[:, j]))
+        if r.size == 0:
+            raise ValidationError("X_tilde", f"column {j} is NaN for every client: no client released attribute {j}")
+        rows.append(r)
+        values.append(X[r, j])
+    return PairedReleases(rows, values, mechanism)
+
+
+def _pooled_margin(tables: list[np.ndarray], n_released: np.ndarray) -> np.ndarray:
+    """Σ_j n_j Σ_s T_j[s, c] / Σ_j n_j: the class frequencies from the pair tables' margins."""
+    return sum(n * t.sum(axis=0) for t, n in zip(tables, n_released)) / float(n_released.sum())
+
+
+def _paired_unbiased(rel: PairedReleases) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    m = rel.mechanism
+    tables = [m.unbiased_pair_table(j, v).mean(axis=0) for j, v in enumerate(rel.values)]
+    n_released = np.array([r.size for r in rel.rows])
+    return tables, n_released, _pooled_margin(tables, n_released)
+
+
+def paired_mle_tables(
+    rel: PairedReleases, start: list[np.ndarray], *, tol: float, max_iter: int
+) -> tuple[list[np.ndarray], int]:
+    """Maximum-likelihood pair table per attribute from the exact likelihood P(report | x_j = s, y = c)
+    of its pair reports (distinct reports grouped), starting halfway between ``start`` and uniform."""
+    m, out, steps = rel.mechanism, [], 0
+    with threadpool_limits(limits=1, user_api="blas"):
+        for j, (v, p0) in enumerate(zip(rel.values, start)):
+            uniq, counts = np.unique(v, return_counts=True)
+            L = m.pair_log_likelihood(j, uniq).reshape(uniq.size, -1)
+            p0 = 0.5 * p0.ravel() + 0.5 / p0.size
+            p, it = simplex_mle(L, counts.astype(float), p0, tol=tol, max_iter=max_iter)
+            out.append(p.reshape(m.n_states[j], m.n_classes))
+            steps = max(steps, it)
+    return out, steps
 
 
 def _grouped(mech: DiscreteMechanism, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -194,9 +224,16 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     Without a mechanism, ``fit(X, y)`` is ordinary categorical naive Bayes on clean integer states
     (scikit-learn's CategoricalNB with the same smoothing). ``predict*`` take clean records (n, D).
 
-    method="projection": each debiased joint table is projected onto the simplex (Euclidean,
-    Duchi et al. 2008); "mle": the tables maximise the exact likelihood of the releases
-    (``simplex_mle``, to a certified gap ``tol`` within ``max_iter`` Newton steps). alpha: the
+    ``fit(X_tilde, y_tilde, mechanism=PairedRecordMechanism)`` fits on paired releases (y_tilde all NaN)
+    by Yilmaz et al.'s protocol (module docstring).
+
+    method="auto" (default): "clip" for paired releases (the published protocol), "mle" for split ones.
+    "projection": each debiased joint table is projected onto the simplex (Euclidean, Duchi et al.
+    2008); "mle": the tables maximise the exact likelihood of the releases (``simplex_mle``, to a
+    certified gap ``tol`` within ``max_iter`` Newton steps); "clip": negative debiased entries are set
+    to 0 and each table renormalised (Yilmaz et al. §4). For paired releases the class prior is the
+    fitted tables' class margin pooled over attributes (n_j-weighted); for split releases the label
+    reports' own estimate. alpha: the
     pseudo-count added to every (state, class) cell, in units of one client:
     p(x_j | c) = (n_j p̂(x_j, c) + α) / (n_j p̂_j(c) + k_j α), p̂_j(c) = Σ_x p̂(x, c) the table's own
     class margin (so that each conditional sums to 1); the default α = 1 is Laplace smoothing, so
@@ -216,7 +253,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self,
         alpha: float = 1.0,
         *,
-        method: str = "mle",
+        method: str = "auto",
         tol: float = 1e-7,
         max_iter: int = 1000,
         mechanism: Any = None,
@@ -254,11 +291,18 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         mechanism = self.mechanism if mechanism is None else mechanism
         if mechanism is None:
             return self._fit_clean(X, y)
+        if isinstance(mechanism, PairedRecordMechanism):
+            return self._fit_paired(X, y, mechanism)
+        method = "mle" if self.method == "auto" else self.method
         rel = check_releases(X, y, mechanism)
         tables, n_released, freq = _unbiased(rel)
-        joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
-        prior, n_iter = project_to_simplex(freq), 1
-        if self.method == "mle":
+        if method == "clip":
+            joint = [clip_table(t) for t in tables]
+            prior, n_iter = clip_table(freq), 1
+        else:
+            joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
+            prior, n_iter = project_to_simplex(freq), 1
+        if method == "mle":
             joint, prior, n_iter = mle_tables(rel, joint, prior, tol=self.tol, max_iter=self.max_iter)
         if hasattr(self, "feature_names_in_"):  # left by an earlier clean fit on a DataFrame
             del self.feature_names_in_
@@ -266,6 +310,29 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self.classes_ = np.arange(prior.size)
         self.n_states_ = np.array([t.shape[0] for t in tables])
         self.n_features_in_ = len(tables)
+        self._set_model(joint, prior, n_released)
+        return self
+
+    def _fit_paired(self, X_tilde, y_tilde, mechanism: PairedRecordMechanism):
+        """Yilmaz et al. §4 on paired releases: unbiased pair tables, cleaned by ``method``; the class
+        prior is their class margin pooled over attributes; conditionals from each table (_set_model)."""
+        method = "clip" if self.method == "auto" else self.method
+        rel = check_paired_releases(X_tilde, y_tilde, mechanism)
+        tables, n_released, freq = _paired_unbiased(rel)
+        n_iter, prior = 1, clip_table(freq)  # the unbiased pooled margin, negative entries clipped
+        if method == "clip":
+            joint = [clip_table(t) for t in tables]
+        else:
+            joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
+            if method == "mle":  # the maximum-likelihood tables' own pooled margin
+                joint, n_iter = paired_mle_tables(rel, joint, tol=self.tol, max_iter=self.max_iter)
+                prior = _pooled_margin(joint, n_released)
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, freq, n_iter
+        self.classes_ = np.arange(mechanism.n_classes)
+        self.n_states_ = np.array(mechanism.n_states)
+        self.n_features_in_ = mechanism.n_features
         self._set_model(joint, prior, n_released)
         return self
 

@@ -12,6 +12,7 @@ from .discrete import DiscreteMechanism, RandomizedResponse, TransitionMatrix
 from .hashing import LocalHashing
 from .numeric import GaussianMechanism, LaplaceMechanism
 from .oracles import frequency_oracle
+from .paired import PairedRecordMechanism
 from .piecewise import DuchiMechanism, PiecewiseMechanism
 from .priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
 from .record import RecordMechanism
@@ -32,6 +33,7 @@ __all__ = [
     "PiecewiseMechanism",
     "DuchiMechanism",
     "RecordMechanism",
+    "PairedRecordMechanism",
     "CategoricalPrior",
     "GaussianPrior",
     "HistogramPrior",

@@ -281,7 +281,12 @@ def harden(mechanism: RecordMechanism, *, strict: bool = False) -> RecordMechani
     SnappingLaplaceMechanism fields whose stated ε add up to at most the original's, so the
     record's ε never grows (a width-d Laplace block becomes d scalar fields). Other fields are kept;
     GaussianMechanism fields are *not* hardened (no discrete Gaussian in fedrr) — with
-    ``strict=True`` they are refused. Idempotent; a record with no Laplace field is returned as is."""
+    ``strict=True`` they are refused. Idempotent; a record with no Laplace field is returned as is, and
+    so is a ``PairedRecordMechanism`` (its pair oracles are discrete, with exactly realised coins)."""
+    from .paired import PairedRecordMechanism
+
+    if isinstance(mechanism, PairedRecordMechanism):
+        return mechanism
     if not isinstance(mechanism, RecordMechanism):
         raise ValidationError("mechanism", f"must be a RecordMechanism, got {type(mechanism).__name__}")
     fields = [f.mechanism for f in mechanism.fields]

@@ -12,6 +12,9 @@ Cases (``standard_cases``) and sample sizes:
   2·10⁶ draws per input (10⁷ for Gaussian rows; 10 % pilot to choose the threshold sets);
 * records: 3 binary RR features + RR label; RR(4) + Laplace + RR label; 16 binary "pixels" +
   label; RR + Laplace block + Gaussian + label (δ > 0: no exact value); 2·10⁶ draws per record.
+* paired releases (``PairedRecordMechanism``): 3 attributes (k 2, 3, 4; C = 2) with one sampled pair
+  by RR, OUE and OLH at ε 1, and two sampled pairs (ε/2 each) by "auto"; 2·10⁶ draws per record; the
+  negative control ``HalfClaimPaired`` claims half the ε of an honest paired release and must FAIL.
   A 784-pixel MNIST record is not audited jointly: its claimed ε = 785·ε_pixel is far above what a
   sampled audit can certify (≈ log n), so the informative checks are the per-field audits and the
   exact composition, which the small records confirm.
@@ -31,7 +34,22 @@ import numpy as np
 from ..audit.bounds import DEFAULT_ALPHA, samples_needed
 from ..audit.mechanism import audit_mechanism
 from ..errors import FedrrError
-from ..mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism, TransitionMatrix
+from ..mechanisms import (
+    GaussianMechanism,
+    LaplaceMechanism,
+    PairedRecordMechanism,
+    RandomizedResponse,
+    RecordMechanism,
+    TransitionMatrix,
+)
+
+
+class HalfClaimPaired(PairedRecordMechanism):
+    """A paired release that claims half its true ε (a negative control for the audit; never use it)."""
+
+    @property
+    def epsilon(self) -> float:
+        return 0.5 * super().epsilon
 
 
 @dataclass(frozen=True)
@@ -172,7 +190,26 @@ def standard_cases(quick: bool = False, alpha: float = DEFAULT_ALPHA, rr_cap: in
         ),
     ]
 
+    for oracle in ("rr", "oue", "olh"):
+        m = PairedRecordMechanism([2, 3, 4], 2, 1.0, oracle=oracle)
+        cases.append(C("paired", f"paired: k (2, 3, 4), C=2, one pair by {oracle} ε=1", m, n_rec, True))
+    cases.append(
+        C(
+            "paired",
+            "paired: k (2, 3, 4), C=2, two pairs ε=2 (auto oracles, ε/2 each)",
+            PairedRecordMechanism([2, 3, 4], 2, 2.0, n_sampled=2),
+            n_rec,
+            True,
+        )
+    )
     cases += [
+        C(
+            "miscalibrated",
+            "paired: one pair by rr ε=1 claiming 0.5",
+            HalfClaimPaired([2, 3, 4], 2, 1.0, oracle="rr"),
+            n_rec,
+            False,
+        ),
         C(
             "miscalibrated",
             "RR k=2 ε=1 claiming 0.5",
