@@ -14,7 +14,7 @@ from .numeric import GaussianMechanism, LaplaceMechanism
 from .oracles import frequency_oracle
 from .paired import PairedRecordMechanism
 from .piecewise import DuchiMechanism, PiecewiseMechanism
-from .planner import ReleasePlan, plan_release
+from .planner import ReleasePlan, plan_release, predicted_variance
 from .priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
 from .record import RecordMechanism
 from .snapping import SnappingLaplaceMechanism, harden
@@ -37,6 +37,7 @@ __all__ = [
     "PairedRecordMechanism",
     "plan_release",
     "ReleasePlan",
+    "predicted_variance",
     "CategoricalPrior",
     "GaussianPrior",
     "HistogramPrior",

@@ -76,18 +76,18 @@ from .unary import UnaryEncoding
 LABEL_SHARES = (0.25, 0.5, 0.75)
 #: most attributes per person the planner tries by default (m = 1 … min(F, this))
 MAX_PLANNED_SAMPLED = 16
-#: OLH class-prior moments are enumerated over every seed when n_seeds·k ≤ this
-_OLH_ENUMERATION = 2 * 10**7
+#: OLH class-prior moments are enumerated over every seed when n_seeds·k_j·C ≤ this (k_j·C ≲ 370)
+_OLH_ENUMERATION = 5 * 10**7
 
 _SHORT = {RandomizedResponse.kind: "rr", UnaryEncoding.kind: "oue", LocalHashing.kind: "olh"}
 
 _CONSTRAINTS = {
-    "n_states": [ListOf(Interval(int, 2, MAX_STATES), distinct=False)],
+    "n_states": [ListOf(Interval(int, 2, None), distinct=False)],
     "n_classes": [Interval(int, 2, MAX_CLASSES)],
     "epsilon": [Interval(float, 0, None, closed="neither")],
     "n_records": [Interval(int, 1, None)],
     "label_shares": [ListOf(Interval(float, 0, 1, closed="neither"))],
-    "max_sampled": [IsNone(), Interval(int, 1, MAX_FEATURES)],
+    "max_sampled": [IsNone(), Interval(int, 1, None)],
 }
 
 
@@ -167,22 +167,17 @@ def _cross_support(oracle: DiscreteMechanism, k: int, C: int, a: float, b: float
     # Y = H(v) with probability p, else each other bucket with probability `other`.
     o: LocalHashing = oracle  # type: ignore[assignment]
     p, other, g = o.p, o.other, o.g
-    if o.n_seeds * K > _OLH_ENUMERATION:
-        c = float(o.collision)
-        out = np.empty((C, K))
-        for cc in range(C):
-            # v outside S: pairs u≠w both ≠ v: P(H(u)=H(w)=Y) = t·p + (c − t)·other, t ≈ c²
-            t = c * c
-            base = k * (k - 1) * (t * p + (c - t) * other)
-            # v inside S: pairs with one of them = v: c·p each (2(k−1) ordered), others as above
-            inside = 2 * (k - 1) * c * p + (k - 1) * (k - 2) * (t * p + (c - t) * other)
-            out[cc] = np.where(in_col[cc], inside, base)
-        return out, False
+    exact = o.n_seeds * K <= _OLH_ENUMERATION
+    if exact:
+        seeds_all = np.arange(o.n_seeds)
+    else:  # a fixed uniform subset of the seeds: an unbiased estimate of the seed average
+        size = max(1000, _OLH_ENUMERATION // K)
+        seeds_all = np.sort(np.random.default_rng(0).choice(o.n_seeds, size=min(size, o.n_seeds), replace=False))
     acc = np.zeros((C, K))
     states = np.arange(K)
     chunk = max(1, 2 * 10**6 // K)
-    for start in range(0, o.n_seeds, chunk):
-        seeds = np.arange(start, min(start + chunk, o.n_seeds))
+    for start in range(0, seeds_all.size, chunk):
+        seeds = seeds_all[start : start + chunk]
         h = o.hash(seeds[:, None], states[None, :])  # (B, K)
         B = seeds.size
         rows = np.arange(B)[:, None]
@@ -192,7 +187,7 @@ def _cross_support(oracle: DiscreteMechanism, k: int, C: int, a: float, b: float
             sumN2 = (N.astype(float) ** 2).sum(axis=1)
             Nv = N[rows, h].astype(float)  # (B, K): N(H(v))
             acc[cc] += (other * (sumN2 - k))[:, None].sum(axis=0) + (p - other) * (Nv**2 - Nv).sum(axis=0)
-    return acc / o.n_seeds, True
+    return acc / seeds_all.size, exact
 
 
 # --- candidates ---------------------------------------------------------------------------------
@@ -276,7 +271,7 @@ class ReleasePlan:
         if top is not None and len(self.candidates) > top:
             lines.append(f"      … {len(self.candidates) - top} more candidates")
         if not all(c.exact for c in rows):
-            lines.append("≈: OLH class-prior moment approximated (pairwise-independent hashing), see the module doc.")
+            lines.append("≈: an OLH class-prior moment averaged over a random subset of hash seeds (module doc).")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -306,33 +301,66 @@ def _reference_tables(reference: Any, ks: tuple[int, ...], C: int) -> tuple[list
     return tables, "the given reference tables"
 
 
-def _score_paired(ks, C, eps, m, n, tables, rho) -> tuple[Candidate, list[str]]:
+def _score_paired(oracles, ks, C, m, n, tables, rho) -> Candidate:
     F = len(ks)
-    built: dict[int, DiscreteMechanism] = {}
-    cells, kinds, moments, exact = [], [], [], True
-    for k, t in zip(ks, tables):
-        o = built.get(k) or built.setdefault(k, frequency_oracle(k * C, eps / m))
-        kinds.append(o.kind)
+    cells, moments, exact = [], [], True
+    for o, t in zip(oracles, tables):
         cells.append(paired_cell_variance(o, t) * F / (m * n))
         mom, ex = paired_column_second_moment(o, t)
         moments.append(mom)
         exact &= ex
     total_second = np.sum(moments, axis=0)
     prior = ((m / F) * total_second + m * (m - 1) * rho - m * m * rho**2) / (n * m * m)
-    return Candidate("paired", m, None, tuple(kinds), None, tuple(cells), prior, exact), kinds
+    kinds = tuple(o.kind for o in oracles)
+    return Candidate("paired", m, None, kinds, None, tuple(cells), prior, exact)
 
 
-def _score_split(ks, C, eps, m, lam, n, tables, rho) -> Candidate:
+def _score_split(oracles, label, lam, ks, m, n, tables, rho) -> Candidate:
     F = len(ks)
-    label = RandomizedResponse(C, epsilon=lam * eps)
-    built: dict[int, DiscreteMechanism] = {}
-    cells, kinds = [], []
-    for k, t in zip(ks, tables):
-        o = built.get(k) or built.setdefault(k, frequency_oracle(k, (1 - lam) * eps / m))
-        kinds.append(o.kind)
-        cells.append(split_cell_variance(o, label, t) * F / (m * n))
+    cells = [split_cell_variance(o, label, t) * F / (m * n) for o, t in zip(oracles, tables)]
     prior = label_prior_variance(label, rho) / n
-    return Candidate("split", m, lam, tuple(kinds), label.kind, tuple(cells), prior)
+    return Candidate("split", m, lam, tuple(o.kind for o in oracles), label.kind, tuple(cells), prior)
+
+
+def _least_variance_oracles(ks: Sequence[int], epsilon: float) -> list[DiscreteMechanism]:
+    built: dict[int, DiscreteMechanism] = {}
+    for k in ks:
+        if k not in built:
+            built[k] = frequency_oracle(k, epsilon)
+    return [built[k] for k in ks]
+
+
+def predicted_variance(
+    mechanism: PairedRecordMechanism | RecordMechanism, n_records: int, *, reference: Sequence[Any] | None = None
+) -> Candidate:
+    """The planner's prediction for a given record mechanism: a ``Candidate`` holding the variance of the
+    unbiased estimate of every pair-table cell P(x_j = s, y = c) and of the class prior from
+    ``n_records`` releases (formulas in the module doc), evaluated at ``reference`` (None: uniform).
+
+    ``mechanism``: a ``PairedRecordMechanism``, or a ``RecordMechanism`` whose fields are each one
+    discrete frequency oracle (k-RR, OUE or OLH) and whose label is randomised response (a split
+    release; without attribute sampling m = F)."""
+    n = check_param("n_records", n_records, _CONSTRAINTS["n_records"])
+    if isinstance(mechanism, PairedRecordMechanism):
+        ks, C = mechanism.n_states, mechanism.n_classes
+        tables, _ = _reference_tables(reference, ks, C)
+        rho = np.mean([t.sum(axis=0) for t in tables], axis=0)
+        return _score_paired(list(mechanism.oracles), ks, C, mechanism.n_sampled, n, tables, rho)
+    if not isinstance(mechanism, RecordMechanism):
+        raise ValidationError(
+            "mechanism", f"must be a PairedRecordMechanism or a RecordMechanism, got {type(mechanism).__name__}"
+        )
+    oracles = [f.mechanism for f in mechanism.fields]
+    if not all(isinstance(o, (RandomizedResponse, UnaryEncoding, LocalHashing)) for o in oracles):
+        raise ValidationError("mechanism", "every field of a split release must be a k-RR, OUE or OLH oracle")
+    if not isinstance(mechanism.label, RandomizedResponse):
+        raise ValidationError("mechanism", "a split release needs a RandomizedResponse label mechanism")
+    ks, C = tuple(o.k for o in oracles), mechanism.label.k
+    tables, _ = _reference_tables(reference, ks, C)
+    rho = np.mean([t.sum(axis=0) for t in tables], axis=0)
+    m = mechanism.n_sampled or len(oracles)
+    lam = mechanism.label.epsilon / mechanism.epsilon
+    return _score_split(oracles, mechanism.label, lam, ks, m, n, tables, rho)
 
 
 def build_mechanism(
@@ -343,7 +371,7 @@ def build_mechanism(
     if candidate.design == "paired":
         return PairedRecordMechanism(n_states, n_classes, epsilon, n_sampled=m, oracle=list(candidate.oracles))
     lam = candidate.label_share
-    feats = [frequency_oracle(k, (1 - lam) * epsilon / m) for k in n_states]
+    feats = _least_variance_oracles(n_states, (1 - lam) * epsilon / m)
     return RecordMechanism(feats, RandomizedResponse(n_classes, epsilon=lam * epsilon), n_sampled=m)
 
 
@@ -388,12 +416,15 @@ def plan_release(
     skipped: list[str] = []
     for m in range(1, top_m + 1):
         try:
-            cands.append(_score_paired(ks, C, eps, m, n, tables, rho)[0])
+            pair_oracles = _least_variance_oracles([k * C for k in ks], eps / m)
+            cands.append(_score_paired(pair_oracles, ks, C, m, n, tables, rho))
         except ValidationError as exc:  # ε/m too small (or large) for an oracle on some domain
             skipped.append(f"paired m={m}: {exc}")
         for lam in shares:
             try:
-                cands.append(_score_split(ks, C, eps, m, lam, n, tables, rho))
+                label = RandomizedResponse(C, epsilon=lam * eps)
+                attr = _least_variance_oracles(ks, (1 - lam) * eps / m)
+                cands.append(_score_split(attr, label, lam, ks, m, n, tables, rho))
             except ValidationError as exc:
                 skipped.append(f"split λ={lam:g} m={m}: {exc}")
     if not cands:
