@@ -191,7 +191,7 @@ def _cross_support(oracle: DiscreteMechanism, k: int, C: int, a: float, b: float
 
 
 # --- candidates ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Candidate:
     """One design the planner scored: ``design`` "paired" or "split", ``n_sampled`` = m attributes per
     person, ``label_share`` = λ (split only), the oracle kind of each attribute (``oracles``) and the
@@ -229,7 +229,7 @@ class Candidate:
         return text + ("" if self.label_oracle is None else f" + label {_SHORT[self.label_oracle]}")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ReleasePlan:
     """What ``plan_release`` returns: the chosen ``mechanism`` (a ``PairedRecordMechanism`` or a
     ``RecordMechanism``), every scored ``candidates`` (best first) and the inputs. ``describe()`` is the
