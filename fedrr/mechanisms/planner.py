@@ -392,7 +392,10 @@ def plan_release(
     ``mechanism`` is the best design's and whose ``describe()`` tabulates every candidate.
 
     ``reference``: None (uniform pair tables) or one (k_j, C) probability table per attribute, the
-    distribution the variances are evaluated at (a public prior; never the private records)."""
+    distribution the variances are evaluated at (a public prior; never the private records).
+
+    Every predicted variance is proportional to 1/``n_records``, so n scales the reported errors but
+    does not change the ranking; plan_release is deterministic (the same plan on every machine)."""
     if isinstance(n_states, np.ndarray):
         n_states = n_states.tolist()
     if isinstance(label_shares, np.ndarray):
