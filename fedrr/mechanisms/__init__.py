@@ -14,6 +14,7 @@ from .numeric import GaussianMechanism, LaplaceMechanism
 from .oracles import frequency_oracle
 from .paired import PairedRecordMechanism
 from .piecewise import DuchiMechanism, PiecewiseMechanism
+from .planner import ReleasePlan, plan_release, predicted_variance
 from .priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
 from .record import RecordMechanism
 from .snapping import SnappingLaplaceMechanism, harden
@@ -34,6 +35,9 @@ __all__ = [
     "DuchiMechanism",
     "RecordMechanism",
     "PairedRecordMechanism",
+    "plan_release",
+    "ReleasePlan",
+    "predicted_variance",
     "CategoricalPrior",
     "GaussianPrior",
     "HistogramPrior",
