@@ -137,6 +137,20 @@ class RunConfig:
     fake_attribute: int = _key("fake_attribute", 0, "the attribute fake clients target", Interval(int, 0, None))
     fake_state: int = _key("fake_state", 0, "the state of fake-attribute fake clients push up", Interval(int, 0, None))
     fake_label: int = _key("fake_label", 1, "the label fake clients push up", Interval(int, 0, None))
+    accept_mechanisms: str = _key(
+        "accept_mechanisms",
+        "population",
+        "which mechanisms the server accepts: population (each client's must be the population's for it: "
+        "simulation) | declared (clients choose their own, up to max-record-epsilon: deployment)",
+        Options("population", "declared"),
+    )
+    max_record_epsilon: float | None = _key(
+        "max_record_epsilon",
+        None,
+        "accept-mechanisms = declared: the largest record ε the server accepts (a reply claiming more is rejected)",
+        _POS,
+        IsNone(),
+    )
     check_alpha: float = _key(
         "check_alpha",
         0.01,
@@ -270,6 +284,12 @@ class RunConfig:
                 f"must be 0 with gaussian-noise = 'joint', got {self.n_sampled}: the joint block releases all "
                 "features as one field; attribute sampling needs gaussian-noise = 'per-feature'",
             )
+        if (self.accept_mechanisms == "declared") != (self.max_record_epsilon is not None):
+            raise ValidationError(
+                "max-record-epsilon",
+                "is required with accept-mechanisms = 'declared' (the largest record ε the server accepts) and "
+                "only then",
+            )
         self._check_population_keys()
 
     def _check_population_keys(self) -> None:
@@ -338,7 +358,7 @@ class RunConfig:
                 v = ",".join(v)
             elif f.name == "budget_mix":
                 v = ",".join(f"{a!r}:{w!r}" for a, w in v)
-            elif v is None:
+            elif v is None:  # an unset budget (or limit): a Flower config file declares every key
                 v = UNSET
             out[key] = v
         for k, v in self.extras.items():
@@ -390,7 +410,7 @@ def _flwr_key(name: str) -> str:
 
 
 def _from_flwr_value(f: dataclasses.Field, key: str, value: Any) -> Any:
-    if f.name in BUDGET_KEYS and value == UNSET and isinstance(value, str):
+    if (f.name in BUDGET_KEYS or f.name == "max_record_epsilon") and isinstance(value, str) and value == UNSET:
         return None
     if f.name == "learners":
         if not isinstance(value, str):

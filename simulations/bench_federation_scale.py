@@ -28,9 +28,10 @@ from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
 
 from fedrr._io import atomic_write_text, command_line, markdown_table, provenance, write_csv
-from fedrr.federation.collect import collect_releases, validate_replies, wait_for_nodes
+from fedrr.federation.collect import ServerSchema, collect_releases, validate_replies, wait_for_nodes
 from fedrr.federation.protocol import MESSAGE_TYPE, query_content
 from fedrr.federation.run import run_federation
+from fedrr.population import build_population
 from fedrr.run_config import RunConfig
 
 POP = "fedrr.examples:TwoBudgetSyntheticPopulation"
@@ -68,7 +69,7 @@ def timing_app(mode: str, box: dict) -> ServerApp:
         else:
             replies, _ = collect_releases(grid, nodes, cfg.wave_size, 3600)
         secs = time.perf_counter() - t0
-        valid, dropped = validate_replies(replies, None, None)
+        valid, dropped = validate_replies(replies, ServerSchema.of_population(build_population(cfg)), None)
         box.update(
             nodes=len(nodes),
             replies=len(replies),

@@ -214,6 +214,8 @@ class Deployment:
             "reply-timeout": 90.0,
             "results-dir": str(self.tmp / "results"),
             "run-name": name,
+            "accept-mechanisms": "declared",  # the nodes hold their own records and mechanisms (record files)
+            "max-record-epsilon": MECH.epsilon,
         }
         res = flwr_run(
             self.app,

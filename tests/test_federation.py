@@ -13,7 +13,7 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from flwr.serverapp import Grid, ServerApp
 
 from fedrr.errors import ValidationError
-from fedrr.federation.collect import validate_replies
+from fedrr.federation.collect import ServerSchema, validate_replies
 from fedrr.federation.protocol import MESSAGE_TYPE, parse_reply, query_content, release_content
 from fedrr.federation.run import run_federation
 from fedrr.federation.server_app import InsufficientReleases, model_arrays, run_server
@@ -266,16 +266,62 @@ def test_parse_reply_rejects_each_fault_with_its_reason(pop, kind):
 
 @pytest.mark.parametrize("kind", sorted(FAULT_KINDS))
 def test_validate_replies_counts_a_fault_under_its_reason_in_any_order(pop, kind):
-    """Without a known width the pool's is the first valid reply's; a too-wide reply that arrived
-    before it was counted as "unknown_mechanism" (its specs did not cover its columns) — a reason
-    that depended on the order the replies came in."""
+    """The schema is the server's own (the population's): a reply's reason does not depend on the
+    order the replies came in, and a bad reply alone is rejected for the same reason."""
+    schema = ServerSchema.of_population(pop)
     bad = _reply(corrupt(release_content(_good(pop, 0)), kind))
     good = [_reply(release_content(_good(pop, c))) for c in (1, 2)]
-    for replies in ([bad, *good], [good[0], bad, good[1]], [*good, bad]):
-        valid, reasons = validate_replies(replies, None, 10)
+    for replies in ([bad, *good], [good[0], bad, good[1]], [*good, bad], [bad]):
+        valid, reasons = validate_replies(replies, schema, 10)
         assert reasons == {FAULT_KINDS[kind]: 1}
-        assert [int(v.client_id[0]) for v in valid] == [1, 2]
-    assert validate_replies([bad], None, 10)[0] == []  # alone it is still rejected (its reason may differ)
+        assert [int(v.client_id[0]) for v in valid] == [1, 2][: len(replies) - 1]
+
+
+def _claiming(rel: Release, mech, x=None) -> Release:
+    """The same reply, claiming ``mech`` (and optionally other release values)."""
+    return Release(
+        rel.x if x is None else x,
+        rel.y,
+        rel.client_id,
+        np.zeros_like(rel.mechanism_index),
+        (json.dumps(mech.to_spec(), sort_keys=True),),
+    )
+
+
+def test_first_reply_of_another_width_is_rejected_and_every_honest_reply_after_it_is_accepted(pop):
+    """The width attack: a malicious first reply of another width used to set the pool's width, and
+    every honest reply after it was rejected as wrong_shape. The server's width comes from its own
+    population, so only the attacker's reply is lost."""
+    from fedrr.mechanisms import RandomizedResponse, RecordMechanism
+
+    wide = RecordMechanism(RandomizedResponse(17, 0.3), RandomizedResponse(2, 0.2), n_features=65)
+    attack = _claiming(_good(pop, 0), wide, x=np.zeros((1, 65)))
+    replies = [_reply(release_content(attack))] + [_reply(release_content(_good(pop, c))) for c in range(1, 10)]
+    valid, reasons = validate_replies(replies, ServerSchema.of_population(pop), 10)
+    assert reasons == {"wrong_shape": 1}
+    assert sorted(int(v.client_id[0]) for v in valid) == list(range(1, 10))
+
+
+def test_misreport_of_a_nearly_noiseless_mechanism_is_rejected_with_its_reason(pop):
+    """The mechanism-misreport attack: a client claims a far larger ε than its configured mechanism
+    (so its crafted release would weigh like a clean record in every likelihood)."""
+    from fedrr.mechanisms import RandomizedResponse, RecordMechanism
+
+    honest = _good(pop, 0)
+    loud = RecordMechanism(RandomizedResponse(17, 1e-9), RandomizedResponse(2, 1e-9), n_features=64)
+    replies = [_reply(release_content(_claiming(honest, loud)))] + [
+        _reply(release_content(_good(pop, c))) for c in range(1, 10)
+    ]
+    valid, reasons = validate_replies(replies, ServerSchema.of_population(pop), 10)
+    assert reasons == {"mechanism_misreport": 1}
+    assert sorted(int(v.client_id[0]) for v in valid) == list(range(1, 10))
+    with pytest.raises(ReplyRejected, match="claims a mechanism of record ε") as exc:
+        ServerSchema.of_population(pop).check(_claiming(honest, loud), {})
+    assert exc.value.reason == "mechanism_misreport"
+    # deployments where clients choose their budgets: a declared limit, anything above it refused
+    limit = ServerSchema(64, max_epsilon=pop.mechanism(0).epsilon)
+    assert validate_replies(replies[:1], limit, 10)[1] == {"epsilon_above_limit": 1}
+    assert len(validate_replies(replies[1:], limit, 10)[0]) == 9
 
 
 def test_parse_reply_rejects_foreign_clients_and_huge_or_empty_arrays(pop):

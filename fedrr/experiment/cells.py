@@ -18,6 +18,7 @@ from .spec import ScenarioSpec
 
 #: run-config keys added after results were first fingerprinted (fake clients, the frequency check)
 _NEW_KEYS = ("fake-fraction", "fake-attack", "fake-attribute", "fake-state", "fake-label", "check-alpha")
+_NEW_KEYS += ("accept-mechanisms", "max-record-epsilon")  # the server's schema (issue 32)
 
 
 @cache

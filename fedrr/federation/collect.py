@@ -1,16 +1,23 @@
 """The server's one collection round: wait for the nodes, query each once in bounded waves, and
-validate every reply (a bad one is dropped and counted with its reason, never pooled)."""
+validate every reply against the server's own schema (a bad one is dropped and counted with its
+reason, never pooled)."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from flwr.app import Message
 from flwr.serverapp import Grid
 
+from ..mechanisms.base import mechanism_from_spec
 from ..pool import ReplyRejected
+from ..release import Release
 from .protocol import MESSAGE_TYPE, parse_reply, query_content
 
 
@@ -55,19 +62,66 @@ def collect_releases(
     return replies, len(pending) + len(in_flight)
 
 
+@dataclass(frozen=True)
+class ServerSchema:
+    """What the server accepts, from its own configuration and never from a reply: the pool's
+    width, and either the mechanism each client must release with (``mechanism_of``: in
+    simulation the population's, the same object the client uses) or, where clients choose their
+    own budgets, the largest record ε accepted (``max_epsilon``). A reply claiming anything else is
+    rejected with its own reason, so a first reply cannot set the width for everyone after it
+    (``first_reply``), nor a client claim a nearly noiseless mechanism (``misreport``)."""
+
+    n_features: int
+    mechanism_of: Callable[[int], Any] | None = None
+    max_epsilon: float | None = None
+
+    @classmethod
+    def of_population(cls, population: Any, max_epsilon: float | None = None) -> ServerSchema:
+        return cls(int(population.mechanism(0).n_features), population.mechanism, max_epsilon)
+
+    def check(self, rel: Release, cache: dict) -> None:
+        """ReplyRejected unless every record's claimed mechanism is the one the server expects."""
+        for j, spec in enumerate(rel.mechanisms):
+            rows = np.flatnonzero(rel.mechanism_index == j)
+            if rows.size == 0:
+                continue
+            claimed = cache.get(spec)
+            if claimed is None:
+                claimed = cache[spec] = mechanism_from_spec(json.loads(spec))
+            if self.max_epsilon is not None and claimed.epsilon > self.max_epsilon * (1 + 1e-12):
+                raise ReplyRejected(
+                    "epsilon_above_limit",
+                    f"a record claims ε {claimed.epsilon:.6g}, above the server's limit {self.max_epsilon:.6g}",
+                )
+            if self.mechanism_of is None:
+                continue
+            for cid in rel.client_id[rows].tolist():
+                mech = self.mechanism_of(int(cid))
+                key = ("expected", id(mech))
+                if key not in cache:
+                    cache[key] = (json.dumps(mech.to_spec(), sort_keys=True), mech)
+                if cache[key][0] != spec:
+                    raise ReplyRejected(
+                        "mechanism_misreport",
+                        f"client {cid} claims a mechanism of record ε {claimed.epsilon:.6g}; the server's "
+                        f"configuration gives it one of ε {mech.epsilon:.6g}",
+                    )
+
+
 def validate_replies(
-    replies: list[Message], n_features: int | None, n_clients: int | None
+    replies: list[Message], schema: ServerSchema | int, n_clients: int | None
 ) -> tuple[list, dict[str, int]]:
     """Valid Releases and a count per rejection reason (duplicated client ids are dropped too).
-    Without ``n_features`` the pool's width is the first valid reply's, and every reply, even one
-    that arrived before it, is checked against it: a reply's reason does not depend on the order."""
-    valid, reasons, seen = [], Counter(), set()
+    ``schema`` (or just the pool's width) comes from the server's own configuration: a reply's
+    reason never depends on which replies came before it."""
+    if not isinstance(schema, ServerSchema):
+        schema = ServerSchema(int(schema))
+    valid, reasons, seen, cache = [], Counter(), set(), {}
     expected = set(range(n_clients)) if n_clients is not None and n_clients <= 10_000_000 else None
-    if n_features is None:
-        n_features = _first_valid_width(replies, expected)
     for r in replies:
         try:
-            rel = parse_reply(r, n_features, expected)
+            rel = parse_reply(r, schema.n_features, expected)
+            schema.check(rel, cache)
         except ReplyRejected as exc:
             reasons[exc.reason] += 1
             continue
@@ -78,12 +132,3 @@ def validate_replies(
         seen |= ids
         valid.append(rel)
     return valid, dict(reasons)
-
-
-def _first_valid_width(replies: list[Message], expected: set[int] | None) -> int | None:
-    for r in replies:
-        try:
-            return int(parse_reply(r, None, expected).x.shape[1])
-        except ReplyRejected:
-            continue
-    return None

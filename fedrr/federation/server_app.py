@@ -26,7 +26,7 @@ from ..pool import Pool
 from ..population import build_population
 from ..run_config import RunConfig
 from ._compat import public_message
-from .collect import collect_releases, validate_replies, wait_for_nodes
+from .collect import ServerSchema, collect_releases, validate_replies, wait_for_nodes
 
 app = ServerApp()
 
@@ -72,7 +72,12 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     t0 = time.perf_counter()
     replies, no_reply = collect_releases(grid, node_ids, cfg.wave_size, cfg.reply_timeout)
     metrics["seconds_collect"] = time.perf_counter() - t0
-    valid, reasons = validate_replies(replies, None, population.n_clients)
+    # the server's own schema, never what a reply claims: the population's mechanism for each client
+    # (simulation), or in a deployment the declared limit on the record ε clients may choose
+    schema = ServerSchema.of_population(population)
+    if cfg.accept_mechanisms == "declared":
+        schema = ServerSchema(schema.n_features, max_epsilon=cfg.max_record_epsilon)
+    valid, reasons = validate_replies(replies, schema, population.n_clients)
     if no_reply:
         reasons["no_reply"] = no_reply
     n_valid = int(sum(len(v.client_id) for v in valid))
