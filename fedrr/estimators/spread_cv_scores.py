@@ -1,7 +1,7 @@
 """Held-out scores of spread-EM's cross-validation (``SpreadLogisticRegressionCV``), computed from
 the releases alone: the noisy log-likelihood of a fitted model composed with the known mechanism,
-the intercept-only model's, the stratified rank test of the fallback, and the clean accuracy of
-the model's decisions estimated without bias through the label mechanism."""
+the intercept-only model's, the clean accuracy of the model's decisions estimated without bias
+through the label mechanism, and the fallback's permutation test on held-out releases."""
 
 from __future__ import annotations
 
@@ -35,7 +35,11 @@ def heldout_loglik(
 
 
 def _rank_test(score: np.ndarray, y: np.ndarray, fold: np.ndarray) -> tuple[float, float]:
-    """(AUC, z) of the one-sided test that records released with label 1 score higher than those
+    """Not the fallback's test any more: on cross-validation folds its folds' statistics are
+    dependent (fold f's model is trained on fold g's labels and vice versa), so it is
+    anti-conservative (sd(z) 1.43 under no signal, issue 29); kept for the scripts that measured it.
+
+    (AUC, z) of the one-sided test that records released with label 1 score higher than those
     released with 0, stratified by fold (van Elteren): each fold's Mann–Whitney U against its own
     null mean and tie-corrected variance, summed. Pooling the folds' scores instead is biased below
     0.5 under "no signal": a fold with more 1s leaves fewer in its training folds, so its model's
