@@ -82,8 +82,8 @@ def pool(n: int, n_classes: int, coef: np.ndarray | None, rng: np.random.Generat
     return ds.X, ds.y
 
 
-def p_value(Xt, yt, rm, seed: int, statistic: str) -> float:
-    est = SpreadLogisticRegressionCV(test_statistic=statistic, random_state=seed, **SMALL)
+def p_value(Xt, yt, rm, seed: int, statistic: str, **changes) -> float:
+    est = SpreadLogisticRegressionCV(test_statistic=statistic, random_state=seed, **(SMALL | changes))
     return float(est.fit(Xt, yt, mechanism=rm).p_value_)
 
 
@@ -113,11 +113,12 @@ def run_level(pools: int, statistic: str, out: Path) -> list[list]:
     return body
 
 
-def run_power(pools: int, out: Path) -> list[list]:
+def run_power(pools: int, out: Path, statistics=STATISTICS, grid=POWER_GRID, **changes) -> list[list]:
+    out_name = "power" + "".join(f"_{k}{v}" for k, v in changes.items())
     rows, body = [], []
-    for n, flip in POWER_GRID:
+    for n, flip in grid:
         rm = record_mechanism("split", 2, flip)
-        ps = {st: [] for st in STATISTICS}
+        ps = {st: [] for st in statistics}
         t = time.perf_counter()
         for s in range(pools):
             seed = 20_000 + s
@@ -125,17 +126,17 @@ def run_power(pools: int, out: Path) -> list[list]:
             X, y = pool(n, 2, POWER_COEF, rng)
             Xt, yt = rm.release(X, y, rng=rng)
             row = {"records": n, "label_flip": flip, "seed": seed}
-            for st in STATISTICS:
-                ps[st].append(p_value(Xt, yt, rm, seed, st))
+            for st in statistics:
+                ps[st].append(p_value(Xt, yt, rm, seed, st, **changes))
                 row[f"p_{st}"] = ps[st][-1]
             rows.append(row)
         line = [n, flip, pools]
-        for st in STATISTICS:
+        for st in statistics:
             p = np.array(ps[st])
             line.append(" / ".join(f"{(p <= a).mean():.2f}" for a in ALPHAS))
         body.append(line)
         print(" | ".join(map(str, line)), f"({time.perf_counter() - t:.0f} s)", flush=True)
-        write_csv(out / "power.csv", rows, command=command_line())
+        write_csv(out / f"{out_name}.csv", rows, command=command_line())
     return body
 
 
@@ -187,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--part", choices=("level", "power", "adult"), required=True)
     ap.add_argument("--pools", type=int, default=400, help="pools per setting (level, power)")
     ap.add_argument("--statistic", default="loglik", choices=STATISTICS, help="the level part's test statistic")
+    ap.add_argument("--statistics", default=",".join(STATISTICS), help="power: the test statistics compared")
+    ap.add_argument("--records", default=None, help="power: numbers of records (default: the grid's)")
+    ap.add_argument("--test-fraction", type=float, default=None, help="power: test_fraction (default: the estimator's)")
+    ap.add_argument("--max-iter", type=int, default=None, help="power: max_iter of the tested fit and refit")
     ap.add_argument("--eps", default="1,2", help="Adult: ε per record")
     ap.add_argument("--seeds", type=int, default=3, help="Adult: seeds per ε")
     ap.add_argument("--config", default=str(ROOT / "configs" / "adult.toml"))
@@ -200,11 +205,19 @@ def main(argv: list[str] | None = None) -> int:
         head = ["release", "classes", "pools", "mean p"] + [f"kept at alpha {a} [95 % CI]" for a in ALPHAS]
         title = f"Fallback level: kept models on no-signal pools (N {N_LEVEL}, D {D}, statistic {args.statistic})"
     elif args.part == "power":
-        body = run_power(args.pools, out)
+        stats = args.statistics.split(",")
+        grid = POWER_GRID
+        if args.records:
+            grid = [(n, f) for n in map(int, args.records.split(",")) for f in sorted({f for _, f in POWER_GRID})]
+        changes = {k: v for k, v in (("test_fraction", args.test_fraction), ("max_iter", args.max_iter)) if v}
+        body = run_power(args.pools, out, stats, grid, **changes)
         head = ["records", "label flip", "pools"] + [
-            f"kept, {st} (alpha {' / '.join(map(str, ALPHAS))})" for st in STATISTICS
+            f"kept, {st} (alpha {' / '.join(map(str, ALPHAS))})" for st in stats
         ]
-        title = f"Fallback power: kept models, synthetic logistic, coef {POWER_COEF.tolist()}, split release"
+        title = f"Fallback power: kept models, synthetic logistic, coef {POWER_COEF.tolist()}, split release" + "".join(
+            f", {k} {v}" for k, v in changes.items()
+        )
+        args.part = "power" + "".join(f"_{k}{v}" for k, v in changes.items())
     else:
         body = run_adult([float(e) for e in args.eps.split(",")], args.seeds, args.config, out)
         head = ["ε", "seed", "spread-plain", "majority", "spread (CV)", "kept", "p-value", "held-out AUC"]

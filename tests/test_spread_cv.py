@@ -37,8 +37,8 @@ def test_signal_is_found_and_c_is_the_best_held_out_conditional():
     assert set(est.scores_) == set(est.cond_scores_) == {(0.01, 0.1), (1.0, 0.1)}
     # the joint adds log p(x̃) ≤ 0 to the conditional
     assert all(est.scores_[k] < est.cond_scores_[k] for k in est.scores_)
-    # the test part: a quarter of the records; the permutation p-value is at its floor 1/(n_perm + 1)
-    assert est.gain_["n_test"] == 375 and est.gain_["n_selection"] == 1125
+    # the test part: half of the records; the permutation p-value is at its floor 1/(n_perm + 1)
+    assert est.gain_["n_test"] == est.gain_["n_selection"] == 750
     assert est.p_value_ == est.gain_["p_value"] == pytest.approx(1 / 2000) and est.p_value_ <= est.alpha
     assert est.gain_["value"] > est.gain_["null_mean"] + 3 * est.gain_["null_sd"] and est.gain_["auc"] > 0.6
     assert est.gain_["mean"] > 0  # the held-out log p(c̃ | x̃) beats the intercept-only model's
@@ -126,6 +126,10 @@ def test_the_permutation_test_is_exact_within_blocks_and_not_across_them():
     assert (across <= 0.1).mean() > 0.9  # the mutation a block-blind permutation would be
     # p is (1 + #{T_perm ≥ T_obs})/(n_perm + 1): a constant statistic has p = 1
     assert permutation_test(np.ones((10, 2)), rng.integers(0, 2, 10), [np.arange(10)], 49, rng)[1] == 1.0
+    # a released label the model calls impossible (log 0) or a NaN is no evidence for it
+    bad = np.c_[np.zeros(10), np.r_[-np.inf, np.zeros(9)]]
+    assert permutation_test(bad, np.r_[1, np.zeros(9, int)], [np.arange(10)], 49, rng)[1] == 1.0
+    assert permutation_test(np.full((10, 2), np.nan), np.zeros(10, int), [np.arange(10)], 49, rng)[1] == 1.0
 
 
 @pytest.mark.parametrize("statistic", ["loglik", "accuracy"])
@@ -182,7 +186,7 @@ def test_too_few_records_for_the_folds():
     assert e.value.field == "cv"
     _, _, Xt, yt = _data(8, 2)  # 2 to test leave 6 to select: enough for 3 folds, not for 4
     with pytest.raises(ValidationError) as e:
-        SpreadLogisticRegressionCV(cv=4).fit(Xt, yt, mechanism=RM)
+        SpreadLogisticRegressionCV(cv=4, test_fraction=0.25).fit(Xt, yt, mechanism=RM)
     assert e.value.field == "test_fraction"
 
 

@@ -153,7 +153,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         cv: int = 3,
         scoring: str = "loglik",
         fallback: bool = True,
-        test_fraction: float = 0.25,
+        test_fraction: float = 0.5,
         test_statistic: str = "loglik",
         alpha: float = 0.05,
         n_permutations: int = 1999,

@@ -177,6 +177,8 @@ def permutation_test(
         for rows in blocks:
             perm = rng.permuted(np.broadcast_to(codes[rows], (m, rows.size)), axis=1)
             t_perm[start : start + m] += M[rows[None, :], perm].sum(axis=1)
+    if not np.isfinite(t_obs):  # -inf (a released label the model calls impossible) or NaN: no evidence
+        return t_obs, 1.0, t_perm
     tol = 1e-9 * (1.0 + abs(t_obs))
     p = (1.0 + float(np.sum(t_perm >= t_obs - tol))) / (n_perm + 1.0)
     return t_obs, p, t_perm
