@@ -11,9 +11,10 @@ models, i.e. of p-values ≤ alpha, with its 95 % Clopper–Pearson interval, fo
 
 for two and three classes. The test is exact given A, so the rate must be ≤ alpha up to chance.
 
-**Power.** On synthetic logistic pools with a real signal (the same releases, two classes,
-coefficients ``POWER_COEF``), per number of records and label flip, the rate of kept models for each
-test statistic (``test_statistic``: "loglik", "accuracy", "auc") at alpha 0.025 and 0.05.
+**Power.** On synthetic logistic pools with a real signal (the same split releases, two classes
+with coefficients ``POWER_COEF``, or three with ``POWER_COEF3``), per number of records and label
+flip, the rate of kept models for each test statistic (``test_statistic``: "loglik", "accuracy",
+"auc") at alpha 0.025 and 0.05.
 
 **Adult** (``--part adult``): the demo's releases of ``configs/adult.toml`` (label at ε/2, one
 sampled attribute at ε/2 by the best frequency oracle), its ``spread`` learner (this estimator) and
@@ -22,9 +23,10 @@ sampled attribute at ε/2 by the best frequency oracle), its ``spread`` learner 
 Each pool is small (a few hundred records, short EM runs): only the decision's p-value is read
 (``p_value_``), with ``fallback=True`` so that a refit on all releases happens only when kept.
 
-    python simulations/spread_fallback_level.py --part level --pools 1000   # ~40 min on 1 core
-    python simulations/spread_fallback_level.py --part power --pools 100
-    python simulations/spread_fallback_level.py --part adult --eps 1,2 --seeds 3
+    python simulations/spread_fallback_level.py --part level --pools 2000   # ~30 min on 2 shared cores
+    python simulations/spread_fallback_level.py --part power --pools 100 --records 300,1000,3000
+    python simulations/spread_fallback_level.py --part power --pools 100 --classes 3 --statistics loglik,accuracy
+    python simulations/spread_fallback_level.py --part adult --eps 1,2,4 --seeds 3
     python simulations/spread_fallback_level.py --part level --pools 5 --out /tmp/lvl   # a smoke run
 """
 
@@ -50,6 +52,7 @@ N_LEVEL = 400
 ALPHAS = (0.025, 0.05)
 STATISTICS = ("loglik", "accuracy", "auc")
 POWER_COEF = np.array([1.0, -1.0, 0.5, 0.0, 0.0])
+POWER_COEF3 = np.array([[1.0, -1.0, 0.5, 0.0, 0.0], [0.0] * 5, [-1.0, 1.0, 0.0, 0.0, 0.0]])  # three classes
 POWER_GRID = [(300, 0.1), (300, 0.3), (1000, 0.1), (1000, 0.3)]  # (records, label flip)
 #: small and fast: two Cs, three folds, short EM runs
 SMALL = dict(Cs=(0.1, 1.0), cv=3, cv_max_iter=5, max_iter=10, n_chains=1, heldout_samples=16, n_permutations=999)
@@ -113,17 +116,17 @@ def run_level(pools: int, statistic: str, out: Path) -> list[list]:
     return body
 
 
-def run_power(pools: int, out: Path, statistics=STATISTICS, grid=POWER_GRID, **changes) -> list[list]:
-    out_name = "power" + "".join(f"_{k}{v}" for k, v in changes.items())
+def run_power(pools: int, out: Path, statistics=STATISTICS, grid=POWER_GRID, classes=2, **changes) -> list[list]:
+    out_name = "power" + ("_3classes" if classes == 3 else "") + "".join(f"_{k}{v}" for k, v in changes.items())
     rows, body = [], []
     for n, flip in grid:
-        rm = record_mechanism("split", 2, flip)
+        rm = record_mechanism("split", classes, flip)
         ps = {st: [] for st in statistics}
         t = time.perf_counter()
         for s in range(pools):
             seed = 20_000 + s
             rng = np.random.default_rng([seed, n, int(flip * 100)])
-            X, y = pool(n, 2, POWER_COEF, rng)
+            X, y = pool(n, classes, POWER_COEF if classes == 2 else POWER_COEF3, rng)
             Xt, yt = rm.release(X, y, rng=rng)
             row = {"records": n, "label_flip": flip, "seed": seed}
             for st in statistics:
@@ -190,6 +193,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--statistic", default="loglik", choices=STATISTICS, help="the level part's test statistic")
     ap.add_argument("--statistics", default=",".join(STATISTICS), help="power: the test statistics compared")
     ap.add_argument("--records", default=None, help="power: numbers of records (default: the grid's)")
+    ap.add_argument("--classes", type=int, default=2, choices=(2, 3), help="power: classes (3: coef POWER_COEF3)")
     ap.add_argument("--test-fraction", type=float, default=None, help="power: test_fraction (default: the estimator's)")
     ap.add_argument("--max-iter", type=int, default=None, help="power: max_iter of the tested fit and refit")
     ap.add_argument("--eps", default="1,2", help="Adult: ε per record")
@@ -210,14 +214,17 @@ def main(argv: list[str] | None = None) -> int:
         if args.records:
             grid = [(n, f) for n in map(int, args.records.split(",")) for f in sorted({f for _, f in POWER_GRID})]
         changes = {k: v for k, v in (("test_fraction", args.test_fraction), ("max_iter", args.max_iter)) if v}
-        body = run_power(args.pools, out, stats, grid, **changes)
+        body = run_power(args.pools, out, stats, grid, args.classes, **changes)
         head = ["records", "label flip", "pools"] + [
             f"kept, {st} (alpha {' / '.join(map(str, ALPHAS))})" for st in stats
         ]
-        title = f"Fallback power: kept models, synthetic logistic, coef {POWER_COEF.tolist()}, split release" + "".join(
+        coef = (POWER_COEF if args.classes == 2 else POWER_COEF3).tolist()
+        title = f"Fallback power: kept models, synthetic logistic, coef {coef}, split release" + "".join(
             f", {k} {v}" for k, v in changes.items()
         )
-        args.part = "power" + "".join(f"_{k}{v}" for k, v in changes.items())
+        args.part = (
+            "power" + ("_3classes" if args.classes == 3 else "") + "".join(f"_{k}{v}" for k, v in changes.items())
+        )
     else:
         body = run_adult([float(e) for e in args.eps.split(",")], args.seeds, args.config, out)
         head = ["ε", "seed", "spread-plain", "majority", "spread (CV)", "kept", "p-value", "held-out AUC"]
