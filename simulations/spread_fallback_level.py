@@ -90,15 +90,18 @@ def p_value(Xt, yt, rm, seed: int, statistic: str, **changes) -> float:
     return float(est.fit(Xt, yt, mechanism=rm).p_value_)
 
 
-def run_level(pools: int, statistic: str, out: Path) -> list[list]:
+def run_level(pools: int, statistic: str, out: Path, seed0: int = 10_000, only: str | None = None) -> list[list]:
     rows, body = [], []
+    name = "level" if only is None else f"level_{only.replace(':', '_')}_seed{seed0}"
     for release in ("split", "sampled"):
         for n_classes in (2, 3):
+            if only is not None and only != f"{release}:{n_classes}":
+                continue
             rm = record_mechanism(release, n_classes)
             ps = []
             t = time.perf_counter()
             for s in range(pools):
-                seed = 10_000 + s
+                seed = seed0 + s
                 rng = np.random.default_rng([seed, n_classes, release == "sampled"])
                 X, y = pool(N_LEVEL, n_classes, None, rng)
                 Xt, yt = rm.release(X, y, rng=rng)
@@ -112,7 +115,7 @@ def run_level(pools: int, statistic: str, out: Path) -> list[list]:
                 line.append(f"{k}/{pools} = {k / pools:.4f} [{lo:.4f}, {hi:.4f}]")
             body.append(line)
             print(" | ".join(map(str, line)), f"({time.perf_counter() - t:.0f} s)", flush=True)
-            write_csv(out / "level.csv", rows, command=command_line())
+            write_csv(out / f"{name}.csv", rows, command=command_line())
     return body
 
 
@@ -191,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--part", choices=("level", "power", "adult"), required=True)
     ap.add_argument("--pools", type=int, default=400, help="pools per setting (level, power)")
     ap.add_argument("--statistic", default="loglik", choices=STATISTICS, help="the level part's test statistic")
+    ap.add_argument("--seed0", type=int, default=10_000, help="level: the first pool's seed")
+    ap.add_argument("--only", default=None, help="level: one setting, release:classes (e.g. sampled:3)")
     ap.add_argument("--statistics", default=",".join(STATISTICS), help="power: the test statistics compared")
     ap.add_argument("--records", default=None, help="power: numbers of records (default: the grid's)")
     ap.add_argument("--classes", type=int, default=2, choices=(2, 3), help="power: classes (3: coef POWER_COEF3)")
@@ -205,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.part == "level":
-        body = run_level(args.pools, args.statistic, out)
+        body = run_level(args.pools, args.statistic, out, args.seed0, args.only)
+        if args.only is not None:
+            args.part = f"level_{args.only.replace(':', '_')}_seed{args.seed0}"
         head = ["release", "classes", "pools", "mean p"] + [f"kept at alpha {a} [95 % CI]" for a in ALPHAS]
         title = f"Fallback level: kept models on no-signal pools (N {N_LEVEL}, D {D}, statistic {args.statistic})"
     elif args.part == "power":

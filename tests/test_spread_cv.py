@@ -269,3 +269,22 @@ def test_accuracy_scoring_chooses_c_by_the_estimated_clean_accuracy():
     with pytest.raises(ValidationError, match="scoring") as e:
         SpreadLogisticRegressionCV(scoring="auc").fit(Xt[:100], yt[:100], mechanism=RM)
     assert e.value.field == "scoring"
+
+
+def test_budget_mixes_are_permuted_within_their_label_mechanisms():
+    """Records with two label mechanisms: the test's blocks are the two mechanisms' records (so a
+    model that tells the blocks apart from x̃ gains nothing under "no signal"), and a clear signal
+    is still kept."""
+    from fedrr.estimators.spread_cv_scores import label_blocks
+
+    X, y, Xt, yt = _data(1200, 4)
+    rm2 = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.25), n_features=D)
+    mechs = [RM if i % 3 else rm2 for i in range(len(y))]
+    Xt2, yt2 = rm2.release(X, y, rng=np.random.default_rng(5))
+    use2 = np.arange(len(y)) % 3 == 0
+    Xt, yt = np.where(use2[:, None], Xt2, Xt), np.where(use2, yt2, yt)
+    blocks = label_blocks(mechs)
+    assert sorted(b.size for b in blocks) == [400, 800] and set(blocks[0]).isdisjoint(blocks[1])
+    est = SpreadLogisticRegressionCV(Cs=(1.0,), cv=3, cv_max_iter=10, max_iter=20, random_state=0)
+    est.fit(Xt, yt, mechanism=mechs)
+    assert not est.fallback_ and est.p_value_ <= est.alpha and est.score(X, y) > 0.7
