@@ -23,6 +23,7 @@ import numpy as np
 import fedrr.estimators.spread_cv as spread_cv
 from fedrr._io import markdown_table, write_report
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
+from fedrr.estimators.spread_cv_scores import _rank_test
 from fedrr.experiment.spec import load_scenario
 from fedrr.pool import Pool
 from fedrr.population import build_population
@@ -43,7 +44,8 @@ def run_cell(cell, tmp: str, max_iter: int | None, cv_max_iter: int) -> dict:
 
     def record(est, X, y, mechs, S, seed):
         out = original(est, X, y, mechs, S, seed)
-        seen.append((est.C, y, out))
+        if est.n_chains == 1:  # a selection fit (the tested fit on the selection part runs n_chains)
+            seen.append((est.C, y, out))
         return out
 
     kw = dict(prior="naive-bayes", random_state=o.random_state, encoding=o.encoding)
@@ -58,7 +60,7 @@ def run_cell(cell, tmp: str, max_iter: int | None, cv_max_iter: int) -> dict:
         runs = [r for r in seen if r[0] == C]
         y = np.concatenate([r[1] for r in runs])
         fold = np.concatenate([np.full(len(r[1]), f) for f, r in enumerate(runs)])
-        _, z = spread_cv._rank_test(np.concatenate([r[2][2][:, 1] for r in runs]), y, fold)
+        _, z = _rank_test(np.concatenate([r[2][2][:, 1] for r in runs]), y, fold)
         est = SpreadLogisticRegression(C=C, max_iter=max_iter or o.spread_max_iter, **kw)
         acc = est.fit(pool.X, pool.y, mechanism=mech).score(Xte, yte)
         per_c[C] = (float(np.concatenate([r[2][1] for r in runs]).mean()), z, float(acc))

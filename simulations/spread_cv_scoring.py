@@ -8,12 +8,13 @@ the label mechanism), on the releases of three committed settings:
 - ``quickstart``: MNIST 7 vs 9, 300 clients, ε per record 1,000 / 3,000 / 10,000, seeds 1000-1004
   as ``simulations/quickstart_targets.py``.
 
-Each fit runs with the fallback off, so both the refit model and the fallback's decision (rank
-test z against its Bonferroni threshold) are recorded; "with fallback" scores the intercept-only
+Each fit runs with the fallback off, so both the refit model and the fallback's decision (the
+held-out permutation test's p-value against alpha; before issue 29 the fold-summed rank test's z
+against its Bonferroni threshold) are recorded; "with fallback" scores the intercept-only
 model where the test fails. naive-cv (logistic regression on the releases, C by 5-fold CV
 accuracy) is fitted on the same releases. Clean test accuracy and AUC.
 
-Each row also records the held-out AUC against the released labels that the rank test saw, and
+Each row also records the held-out AUC against the released labels that the test saw, and
 whether the refit's chains agreed (``converged_``, ``prediction_distance_``): what a fallback rule
 could use besides the test.
 
@@ -85,7 +86,7 @@ def fit_cell(part: str, value, rep, cfg, scorings=("loglik", "accuracy"), cv_max
             scoring=scoring,
             fallback=False,
         ).fit(pool.X, pool.y, mechanism=mech)
-        falls = bool(est.gain_["z_auc"] <= est.gain_["z"])
+        falls = bool(est.p_value_ > est.alpha)  # the held-out permutation test (fallback off: not applied)
         acc = float(est.score(X_test, y_test))
         auc = float(roc_auc_score(y_test, est.decision_function(X_test)))
         rows.append(
@@ -97,8 +98,8 @@ def fit_cell(part: str, value, rep, cfg, scorings=("loglik", "accuracy"), cv_max
                 "C": est.C_,
                 "cv_max_iter": min(cv_max_iter, o.spread_max_iter),
                 "heldout_auc": round(float(est.gain_["auc"]), 4),
-                "z_auc": round(float(est.gain_["z_auc"]), 3),
-                "z_needed": round(float(est.gain_["z"]), 3),
+                "p_value": round(float(est.p_value_), 4),
+                "alpha": est.alpha,
                 "falls_back": falls,
                 "accuracy_refit": acc,
                 "auc_refit": round(auc, 4),
@@ -122,7 +123,7 @@ def _mean_sd(rs: list[dict], k: str) -> str:
 
 def summarise(rows: list[dict]) -> str:
     head = ["setting", "value", "scoring", "refit acc", "with fallback", "falls back", "naive-cv acc"]
-    head += ["min AUC w/ fallback", "min AUC − naive", "held-out AUC", "z", "refit chains agree"]
+    head += ["min AUC w/ fallback", "min AUC − naive", "held-out AUC", "p-value", "refit chains agree"]
     body = []
     keys = sorted({(r["part"], r["grid_value"], r["scoring"]) for r in rows}, key=lambda k: (k[0], k[1], k[2]))
     for part, value, scoring in keys:
@@ -140,7 +141,7 @@ def summarise(rows: list[dict]) -> str:
                 f"{min(r['auc_with_fallback'] for r in rs):.3f}",
                 f"{min(r['auc_with_fallback'] - r['naive_cv_auc'] for r in rs):+.3f}",
                 f"{min(r['heldout_auc'] for r in rs):.3f}–{max(r['heldout_auc'] for r in rs):.3f}",
-                f"{min(r['z_auc'] for r in rs):.2f}–{max(r['z_auc'] for r in rs):.2f}",
+                f"{min(r['p_value'] for r in rs):.3g}–{max(r['p_value'] for r in rs):.3g}",
                 f"{sum(r['refit_chains_agree'] for r in rs)}/{len(rs)}",
             ]
         )

@@ -31,57 +31,123 @@ def test_signal_is_found_and_c_is_the_best_held_out_conditional():
     X, y, Xt, yt = _data(1500, 0)
     est = SpreadLogisticRegressionCV(Cs=(0.01, 1.0), cv=3, cv_max_iter=15, max_iter=30, random_state=0)
     est.fit(Xt, yt, mechanism=RM)
-    assert not est.fallback_ and est.estimator_ is not None
-    # C by the held-out log p(c̃ | x̃), not by the joint
+    assert not est.fallback_ and est.estimator_ is not None and est.fallback_reason_ is None
+    # C by the held-out log p(c̃ | x̃) on the selection part's folds, not by the joint
     assert est.C_ == max((0.01, 1.0), key=lambda C: est.cond_scores_[C, est.prior_strength_])
     assert set(est.scores_) == set(est.cond_scores_) == {(0.01, 0.1), (1.0, 0.1)}
     # the joint adds log p(x̃) ≤ 0 to the conditional
     assert all(est.scores_[k] < est.cond_scores_[k] for k in est.scores_)
-    # two Cs tried: the one-sided 2.5 % threshold, Bonferroni-corrected
-    assert est.gain_["z"] == pytest.approx(norm.ppf(1 - 0.025 / 2))
-    # two classes: the rank test decides; the held-out scores rank the released labels
-    assert est.gain_["z_auc"] > est.gain_["z"] and est.gain_["auc"] > 0.6
+    # the test part: half of the records; the permutation p-value is at its floor 1/(n_perm + 1)
+    assert est.gain_["n_test"] == est.gain_["n_selection"] == 750
+    assert est.p_value_ == est.gain_["p_value"] == pytest.approx(1 / 2000) and est.p_value_ <= est.alpha
+    assert est.gain_["value"] > est.gain_["null_mean"] + 3 * est.gain_["null_sd"] and est.gain_["auc"] > 0.6
+    assert est.gain_["mean"] > 0  # the held-out log p(c̃ | x̃) beats the intercept-only model's
     assert est.score(X, y) > 0.7 and np.sign(est.coef_[0]).tolist() == np.sign(THETA0).tolist()
     d = est.diagnostics()
-    assert d["fallback"] is False and d["C"] == est.C_ and d["heldout_gain"] == est.gain_
+    assert (
+        d["fallback"] is False and d["C"] == est.C_ and d["heldout_gain"] == est.gain_ and d["p_value"] == est.p_value_
+    )
+
+
+def test_cv_results_are_scikit_learn_shaped():
+    _, _, Xt, yt = _data(600, 0)
+    Cs, strengths = (0.01, 1.0, 10.0), (0.1, 1.0)
+    est = SpreadLogisticRegressionCV(
+        Cs=Cs, prior_strengths=strengths, cv=2, cv_max_iter=5, max_iter=5, n_permutations=99, random_state=0
+    ).fit(Xt, yt, mechanism=RM)
+    r = est.cv_results_
+    n = len(Cs) * len(strengths)
+    keys = {"params", "param_C", "param_prior_strength", "split0_test_score", "split1_test_score"}
+    keys |= {"mean_test_score", "std_test_score", "rank_test_score", "mean_test_loglik", "mean_test_marginal"}
+    assert set(r) == keys | {"heldout_statistic", "heldout_p_value"}
+    assert all(len(r[k]) == n for k in r)
+    assert r["params"][0] == {"C": 0.01, "prior_strength": 0.1}
+    assert sorted(zip(r["param_C"], r["param_prior_strength"])) == sorted((C, a) for C in Cs for a in strengths)
+    # the mean is the fold mean weighted by held-out records (folds differ by at most one record)
+    np.testing.assert_allclose(r["mean_test_score"], (r["split0_test_score"] + r["split1_test_score"]) / 2, atol=1e-2)
+    np.testing.assert_allclose(
+        r["mean_test_score"], [est.cond_scores_[C, a] for C, a in zip(r["param_C"], r["param_prior_strength"])]
+    )
+    assert r["rank_test_score"][np.argmax(r["mean_test_score"])] == 1 and r["rank_test_score"].min() == 1
+    # only the chosen candidate is tested, with the decision's p-value
+    chosen = r["params"].index({"C": est.C_, "prior_strength": est.prior_strength_})
+    assert r["heldout_p_value"][chosen] == est.p_value_ and np.isnan(np.delete(r["heldout_p_value"], chosen)).all()
+    assert 1 / 100 <= est.p_value_ <= 1
 
 
 def test_no_signal_falls_back_to_the_debiased_majority_and_says_so():
     X, y, Xt, yt = _data(900, 1, signal=False)  # labels independent of the record, P(c = 1) = 0.35
     est = SpreadLogisticRegressionCV(Cs=(1.0,), cv=3, cv_max_iter=15, random_state=0).fit(Xt, yt, mechanism=RM)
-    assert est.fallback_ and est.estimator_ is None
-    assert est.gain_["z"] == pytest.approx(1.959964, abs=1e-6)
-    assert est.gain_["z_auc"] <= est.gain_["z"]
+    assert est.fallback_ and est.estimator_ is None and est.p_value_ > est.alpha
+    assert "permutation p" in est.fallback_reason_ and "intercept-only" in est.fallback_reason_
     assert not est.coef_.any()
     # the intercept is the label frequency debiased through RR(0.1): released π̃ = 0.1 + 0.8 π
     pi_hat = 1 / (1 + np.exp(-est.intercept_[0]))
     se = np.sqrt(0.35 * 0.65 / len(y)) / 0.8
     assert abs(pi_hat - 0.35) < 4 * se, pi_hat
     assert (est.predict(X) == 0).all()
-    assert "fell back" in est.diagnostics()["convergence"]
+    assert est.fallback_reason_ in est.diagnostics()["convergence"]
 
 
-def test_without_signal_the_fallback_is_the_rule():
-    """The rank test's level: with labels independent of the records a model gets through at most
-    2.5 % of the time (one C); P(more than 3 of 20 | 2.5 %) = 0.0016."""
-    passed = 0
+def test_without_signal_the_p_value_is_not_small():
+    """The decision's level on 20 small no-signal pools, each a fit: kept when p ≤ 0.05, so at most 3
+    of 20 (P(more than 3 | 5 %) = 0.016), and the p-values are centred (mean 0.5 ± 3 SE, SE
+    sqrt(1/12/20) = 0.065). The exactness itself is checked cheaply on the permutation test below."""
+    ps = []
     for seed in range(20):
         _, _, Xt, yt = _data(300, 100 + seed, signal=False)
-        est = SpreadLogisticRegressionCV(Cs=(1.0,), cv=3, cv_max_iter=8, max_iter=8, random_state=seed)
-        passed += not est.fit(Xt, yt, mechanism=RM).fallback_
-    assert passed <= 3, passed
+        est = SpreadLogisticRegressionCV(
+            Cs=(1.0,), cv=3, cv_max_iter=8, max_iter=8, n_permutations=199, random_state=seed
+        )
+        ps.append(est.fit(Xt, yt, mechanism=RM).p_value_)
+    ps = np.array(ps)
+    assert (ps <= 0.05).sum() <= 3 and abs(ps.mean() - 0.5) < 3 * np.sqrt(1 / 12 / 20), ps
 
 
-def test_multiclass_uses_the_likelihood_gain():
+def test_the_permutation_test_is_exact_within_blocks_and_not_across_them():
+    """Labels independent of a fixed score, but the label rate differs between two blocks (label
+    mechanisms) and so does the score: permuting within blocks keeps the level (P(p ≤ 0.1) = 0.1 ±
+    4 SE over 1,000 replications, with p on a grid of 1/100), permuting across them does not."""
+    from fedrr.estimators.spread_cv_scores import permutation_test
+
+    rng = np.random.default_rng(0)
+    n, reps = 120, 1000
+    block = np.r_[np.zeros(n // 2, int), np.ones(n // 2, int)]
+    within, across = [], []
+    for _ in range(reps):
+        codes = (rng.random(n) < np.where(block == 1, 0.8, 0.2)).astype(int)  # label 1 common in block 1
+        score = rng.normal(size=n) + 2.0 * block  # block 1 scores high: no signal within a block
+        M = np.c_[np.zeros(n), score]  # T = Σ score over records released with label 1
+        within.append(permutation_test(M, codes, [np.flatnonzero(block == 0), np.flatnonzero(block == 1)], 99, rng)[1])
+        across.append(permutation_test(M, codes, [np.arange(n)], 99, rng)[1])
+    within, across = np.array(within), np.array(across)
+    se = np.sqrt(0.1 * 0.9 / reps)
+    assert abs((within <= 0.1).mean() - 0.1) < 4 * se, (within <= 0.1).mean()
+    assert (across <= 0.1).mean() > 0.9  # the mutation a block-blind permutation would be
+    # p is (1 + #{T_perm ≥ T_obs})/(n_perm + 1): a constant statistic has p = 1
+    assert permutation_test(np.ones((10, 2)), rng.integers(0, 2, 10), [np.arange(10)], 49, rng)[1] == 1.0
+    # a released label the model calls impossible (log 0) or a NaN is no evidence for it
+    bad = np.c_[np.zeros(10), np.r_[-np.inf, np.zeros(9)]]
+    assert permutation_test(bad, np.r_[1, np.zeros(9, int)], [np.arange(10)], 49, rng)[1] == 1.0
+    assert permutation_test(np.full((10, 2), np.nan), np.zeros(10, int), [np.arange(10)], 49, rng)[1] == 1.0
+
+
+@pytest.mark.parametrize("statistic", ["loglik", "accuracy"])
+def test_multiclass_is_kept_on_signal(statistic):
     rng = np.random.default_rng(3)
     X = rng.integers(0, K, size=(900, D))
     y = X[:, 0].copy()  # three classes, the label is the first attribute
     rm = RecordMechanism(RandomizedResponse(K, 0.2), RandomizedResponse(3, 0.1), n_features=D)
     Xt, yt = rm.release(X, y, rng=rng)
-    est = SpreadLogisticRegressionCV(Cs=(1.0,), cv=3, cv_max_iter=15, max_iter=30, random_state=0)
+    est = SpreadLogisticRegressionCV(
+        Cs=(1.0,), cv=3, cv_max_iter=15, max_iter=30, test_statistic=statistic, random_state=0
+    )
     est.fit(Xt, yt, mechanism=rm)
-    assert "auc" not in est.gain_ and est.gain_["mean"] > est.gain_["z"] * est.gain_["se"]
+    assert "auc" not in est.gain_ and est.p_value_ <= est.alpha and est.gain_["mean"] > 0
     assert not est.fallback_ and est.score(X, y) > 0.8
+    with pytest.raises(ValidationError) as e:  # the rank statistic is for two classes
+        SpreadLogisticRegressionCV(Cs=(1.0,), test_statistic="auc").fit(Xt, yt, mechanism=rm)
+    assert e.value.field == "test_statistic"
 
 
 def test_the_fallback_can_be_switched_off():
@@ -93,7 +159,18 @@ def test_the_fallback_can_be_switched_off():
 
 @pytest.mark.parametrize(
     "param, value",
-    [("Cs", (0.0,)), ("cv", 1), ("heldout_samples", 0), ("fallback", "yes"), ("prior_strengths", (-1.0,))],
+    [
+        ("Cs", (0.0,)),
+        ("cv", 1),
+        ("heldout_samples", 0),
+        ("fallback", "yes"),
+        ("prior_strengths", (-1.0,)),
+        ("test_fraction", 1.0),
+        ("test_fraction", 0.0),
+        ("test_statistic", "z"),
+        ("alpha", 0.0),
+        ("n_permutations", 0),
+    ],
 )
 def test_bad_parameters_name_the_parameter(param, value):
     _, _, Xt, yt = _data(60, 2)
@@ -107,6 +184,10 @@ def test_too_few_records_for_the_folds():
     with pytest.raises(ValidationError) as e:
         SpreadLogisticRegressionCV(cv=3).fit(Xt, yt, mechanism=RM)
     assert e.value.field == "cv"
+    _, _, Xt, yt = _data(8, 2)  # 2 to test leave 6 to select: enough for 3 folds, not for 4
+    with pytest.raises(ValidationError) as e:
+        SpreadLogisticRegressionCV(cv=4, test_fraction=0.25).fit(Xt, yt, mechanism=RM)
+    assert e.value.field == "test_fraction"
 
 
 def test_sklearn_estimator_checks():
@@ -117,6 +198,7 @@ def test_sklearn_estimator_checks():
 
 
 def test_the_rank_test_is_scipys_mann_whitney_within_a_fold_and_stratified_across_folds():
+    """The former fallback test (kept for the scripts that measured it; its folds are dependent)."""
     rng = np.random.default_rng(0)
     s, y = rng.integers(0, 20, 200).astype(float), rng.integers(0, 2, 200)  # many ties
     auc, z = _rank_test(s, y, np.zeros(200, int))
@@ -187,3 +269,22 @@ def test_accuracy_scoring_chooses_c_by_the_estimated_clean_accuracy():
     with pytest.raises(ValidationError, match="scoring") as e:
         SpreadLogisticRegressionCV(scoring="auc").fit(Xt[:100], yt[:100], mechanism=RM)
     assert e.value.field == "scoring"
+
+
+def test_budget_mixes_are_permuted_within_their_label_mechanisms():
+    """Records with two label mechanisms: the test's blocks are the two mechanisms' records (so a
+    model that tells the blocks apart from x̃ gains nothing under "no signal"), and a clear signal
+    is still kept."""
+    from fedrr.estimators.spread_cv_scores import label_blocks
+
+    X, y, Xt, yt = _data(1200, 4)
+    rm2 = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.25), n_features=D)
+    mechs = [RM if i % 3 else rm2 for i in range(len(y))]
+    Xt2, yt2 = rm2.release(X, y, rng=np.random.default_rng(5))
+    use2 = np.arange(len(y)) % 3 == 0
+    Xt, yt = np.where(use2[:, None], Xt2, Xt), np.where(use2, yt2, yt)
+    blocks = label_blocks(mechs)
+    assert sorted(b.size for b in blocks) == [400, 800] and set(blocks[0]).isdisjoint(blocks[1])
+    est = SpreadLogisticRegressionCV(Cs=(1.0,), cv=3, cv_max_iter=10, max_iter=20, random_state=0)
+    est.fit(Xt, yt, mechanism=mechs)
+    assert not est.fallback_ and est.p_value_ <= est.alpha and est.score(X, y) > 0.7
