@@ -16,6 +16,7 @@ from .paired import PairedRecordMechanism
 from .piecewise import DuchiMechanism, PiecewiseMechanism
 from .priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
 from .record import RecordMechanism
+from .records import RECORD_MECHANISMS, is_paired, is_record_mechanism, record_mechanism_from_spec
 from .snapping import SnappingLaplaceMechanism, harden
 from .unary import UnaryEncoding
 
@@ -34,6 +35,10 @@ __all__ = [
     "DuchiMechanism",
     "RecordMechanism",
     "PairedRecordMechanism",
+    "RECORD_MECHANISMS",
+    "is_record_mechanism",
+    "is_paired",
+    "record_mechanism_from_spec",
     "CategoricalPrior",
     "GaussianPrior",
     "HistogramPrior",
