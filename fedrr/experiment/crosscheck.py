@@ -92,8 +92,8 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
     _need(
         "population.fake_fraction",
         pop.fake_fraction == 0 or not is_dataset or priv.mechanism in ("rr", "oracle", "paired"),
-        "fake clients craft releases of discrete fields: privacy.mechanism 'rr', 'oracle' or 'paired', got "
-        f"{priv.mechanism!r}",
+        "fake clients craft releases of discrete fields: privacy.mechanism 'rr' or 'oracle', or 'paired' (pair "
+        f"reports), got {priv.mechanism!r}",
     )
     if priv.mechanism == "paired":
         _paired(pop, priv, is_dataset)
