@@ -153,9 +153,10 @@ def _domain_record(paired: Any) -> Any:
     )
 
 
-def _as_domain(mechanism: Any) -> Any:
-    """``mechanism`` with every paired mechanism replaced by its ``_domain_record`` (shared objects kept
-    shared), record mechanisms unchanged."""
+def record_domain(mechanism: Any) -> Any:
+    """``mechanism`` (one, or a list) with every paired mechanism replaced by its ``_domain_record``
+    (shared objects kept shared), record mechanisms unchanged: for code that needs only the records'
+    clean domain (the ``clean`` oracle's encoding, LDP-SGD's model in sweeps and in its federation)."""
     from .mechanisms import is_paired
 
     made: dict[int, Any] = {}
@@ -365,7 +366,7 @@ def _ldp_sgd(d: FitData, o: FitOptions):
     mechs = list(d.mechanism) if isinstance(d.mechanism, (list, tuple)) else [d.mechanism] * len(d.clean_y)
     from .estimators.ldp_sgd_design import ldp_sgd_design
 
-    n_states, n_classes = ldp_sgd_design(_as_domain(mechs[0]))  # a paired record: its clean domain
+    n_states, n_classes = ldp_sgd_design(record_domain(mechs[0]))  # a paired record: its clean domain
     est = LDPSGDClassifier(C=o.C, n_states=n_states, random_state=o.random_state)
     eps = [m.epsilon for m in mechs]  # each client's ε = its record's ε, by the mechanism's own accounting
     return est.fit(d.clean_X, d.clean_y, client_epsilon=eps, client_ids=d.client_id, classes=np.arange(n_classes))
@@ -380,7 +381,7 @@ def _clean(d: FitData, o: FitOptions):
     return NaiveLogisticRegression(C=o.C, encoding=o.encoding, clean=True).fit(
         d.clean_X,
         d.clean_y,
-        mechanism=_as_domain(_first(d.mechanism)),  # only the records' domain is used
+        mechanism=record_domain(_first(d.mechanism)),  # only the records' domain is used
     )
 
 

@@ -331,23 +331,3 @@ def test_a_paired_cell_gives_the_whole_record_epsilon_to_the_pairs(tmp_path):
     assert rec["eps"]["label"] == 0.0 and rec["params"]["label_epsilon"] is None
     assert "paired" in rec["params"]["text"] and not rec["frequency_check"]["flagged"]
     assert all("error" not in e for e in rec["learners"].values()), rec["learners"]
-
-
-# ------------------------------------------------------------------------------ Flower
-def test_a_federated_paired_pool_equals_the_offline_release_bit_for_bit(tmp_path):
-    from fedrr.federation.run import run_federation
-
-    cfg = {**BASE, "n-clients": 40, "min-valid": 10, "learners": "ldp-nb,majority"}
-    cfg |= {"results-dir": str(tmp_path), "run-name": "paired"}
-    metrics = run_federation(cfg)
-    full = RunConfig.from_flwr(cfg)
-    pop = build_population(full)
-    pool = Pool.load(tmp_path / "paired" / "pool.npz")
-    off = offline_release(pop, full.seed)
-    order = np.argsort(off.client_id)
-    np.testing.assert_array_equal(pool.client_id, off.client_id[order])
-    assert pool.X.tobytes() == off.x[order].tobytes() and pool.y.tobytes() == off.y[order].tobytes()
-    assert all(m == pop.mechanism(int(c)) for m, c in zip(pool.mechanisms, pool.client_id))
-    assert metrics["n_releases"] == 40 and metrics["dropped"] == {} and metrics["status"] == "done"
-    assert metrics["record_epsilon"]["max"] == pytest.approx(2.0) and metrics["budget"]["defaults_used"] == {}
-    assert all("error" not in e for e in metrics["learners"].values()), metrics["learners"]
