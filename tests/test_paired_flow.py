@@ -331,3 +331,32 @@ def test_a_paired_cell_gives_the_whole_record_epsilon_to_the_pairs(tmp_path):
     assert rec["eps"]["label"] == 0.0 and rec["params"]["label_epsilon"] is None
     assert "paired" in rec["params"]["text"] and not rec["frequency_check"]["flagged"]
     assert all("error" not in e for e in rec["learners"].values()), rec["learners"]
+
+
+def test_ldp_sgd_runs_at_each_paired_clients_record_epsilon(pop):
+    """LDP-SGD (its own protocol, simulated from the records) takes its model from the paired record's
+    clean domain and each client's ε from the paired mechanism's own accounting."""
+    rel = offline_release(pop, 7)
+    recs = [pop.record(int(c)) for c in rel.client_id]
+    d = FitData(
+        rel.x,
+        rel.y,
+        pop.mechanism(0),
+        clean_X=np.stack([x for x, _ in recs]),
+        clean_y=np.array([y for _, y in recs]),
+        client_id=rel.client_id,
+    )
+    res = fit_and_score("ldp-sgd", d, pop.test_set())
+    assert "error" not in res.entry, res.entry
+    assert np.allclose(np.asarray(res.entry["diagnostics"]["epsilon"], float), 2.0)
+
+
+def test_a_paired_budget_mix_mixes_whole_record_epsilons(tmp_path):
+    data = _scenario()
+    del data["privacy"]["epsilon_grid"]
+    data["population"]["budget_mix"] = {"values": [0.5, 2.0], "weights": [1, 1]}
+    spec = parse_scenario(data)
+    assert spec.grid_axis == "" and spec.notes == ()
+    pop = build_population(spec.cells()[0].run_config())
+    eps = sorted({round(pop.mechanism(i).epsilon, 9) for i in range(200)})
+    assert eps == [0.5, 2.0] and all(isinstance(pop.mechanism(i), PairedRecordMechanism) for i in range(20))
