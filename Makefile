@@ -12,7 +12,7 @@ export RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO=0
 export MPLBACKEND=Agg
 export NO_MKDOCS_2_WARNING=1
 
-.PHONY: demo test test-slow lint docs install clean
+.PHONY: demo test test-integration test-slow lint docs install clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,10 @@ docs: $(STAMP)
 
 test: lint docs
 	$(PY) -m pytest -q
+
+# Flower simulations, the flwr CLI, deployments, Ray actors and clusters, whole sweeps and scripts
+test-integration: $(STAMP)
+	$(PY) -m pytest -q -m "integration and not slow"
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

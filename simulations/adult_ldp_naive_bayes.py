@@ -62,7 +62,7 @@ def record_epsilon(rm: RecordMechanism, n_sampled: int | None) -> float:
     return rm.label.epsilon + sum(eps[: len(eps) if n_sampled is None else n_sampled])
 
 
-def run(epsilons=EPSILONS, n_seeds: int = 3, *, seed: int = 0, closed: str = "right", alpha: float = 1.0,
+def run(epsilons=EPSILONS, n_seeds: int = 3, *, seed: int = 0, closed: str | None = None, alpha: float = 1.0,
         method: str = "projection", protocols=PROTOCOLS) -> list[dict]:  # fmt: skip
     """One row per (protocol, ε, seed): test accuracy of LDPNaiveBayes fitted on the releases."""
     train, test = load_adult_binned(closed=closed)
@@ -82,7 +82,7 @@ def run(epsilons=EPSILONS, n_seeds: int = 3, *, seed: int = 0, closed: str = "ri
     return rows
 
 
-def clean_references(closed: str = "right", alpha: float = 1.0) -> dict[str, float]:
+def clean_references(closed: str | None = None, alpha: float = 1.0) -> dict[str, float]:
     """Majority class, clean naive Bayes (same smoothing) and clean one-hot logistic regression (C = 1)."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import OneHotEncoder
@@ -114,7 +114,12 @@ def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds per ε (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
-    parser.add_argument("--closed", choices=("right", "left"), default="right", help="load_adult_binned(closed=)")
+    parser.add_argument(
+        "--closed",
+        choices=("right", "left"),
+        default=None,
+        help="load_adult_binned(closed=); default: the loader's (left for the public edges)",
+    )
     parser.add_argument("--alpha", type=float, default=1.0, help="LDPNaiveBayes pseudo-count (default 1)")
     parser.add_argument("--method", choices=("projection", "mle"), default="projection")
     args = parser.parse_args(argv)

@@ -47,3 +47,34 @@ def load_simulation(name: str):
     sys.modules.setdefault(spec.name, mod)
     spec.loader.exec_module(mod)
     return sys.modules[spec.name]
+
+
+#: test files that run Flower (simulations, the flwr CLI, deployments), a Ray cluster or actors, or whole
+#: sweeps and scripts: the integration set (`make test-integration`), kept out of `make test`
+_INTEGRATION_FILES = {
+    "test_federation.py": "flower",
+    "test_federation_deploy.py": "flower",
+    "test_federation_deploy_crash.py": "flower",
+    "test_federation_faults.py": "flower",
+    "test_flwr_run.py": "flower",
+    "test_malicious_server.py": "flower",
+    "test_ray_cluster.py": "ray",
+    "test_ray_executor.py": "ray",
+    "test_ray_pool.py": "ray",
+    "test_simulation.py": "scripts",
+    "test_simulations_smoke.py": "scripts",
+}
+_INTEGRATION_TESTS = {"test_flower_run_equals_the_offline_simulator", "test_attack_through_a_flower_federation"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the integration set: whole files above, single Flower tests elsewhere, and every test
+    marked `flower` or `ray` by hand."""
+    for item in items:
+        kind = _INTEGRATION_FILES.get(item.path.name)
+        if kind in ("flower", "ray"):
+            item.add_marker(getattr(pytest.mark, kind))
+        if item.originalname in _INTEGRATION_TESTS:
+            item.add_marker(pytest.mark.flower)
+        if kind or item.get_closest_marker("flower") or item.get_closest_marker("ray"):
+            item.add_marker(pytest.mark.integration)

@@ -136,5 +136,3 @@ def test_the_core_imports_without_flower_or_ray():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
-
-

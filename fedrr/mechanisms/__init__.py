@@ -14,6 +14,7 @@ from .numeric import GaussianMechanism, LaplaceMechanism
 from .oracles import frequency_oracle
 from .paired import PairedRecordMechanism
 from .piecewise import DuchiMechanism, PiecewiseMechanism
+from .planner import ReleasePlan, plan_release, predicted_variance
 from .priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
 from .record import RecordMechanism
 from .records import RECORD_MECHANISMS, is_paired, is_record_mechanism, record_mechanism_from_spec
@@ -39,6 +40,9 @@ __all__ = [
     "is_record_mechanism",
     "is_paired",
     "record_mechanism_from_spec",
+    "plan_release",
+    "ReleasePlan",
+    "predicted_variance",
     "CategoricalPrior",
     "GaussianPrior",
     "HistogramPrior",
