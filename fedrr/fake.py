@@ -27,6 +27,14 @@ tables and any learner pick up.
   release is distributed exactly like an honest client's with that record: no test on the releases
   can tell it apart, and it is the weaker attack (no amplification).
 
+Paired releases (``PairedRecordMechanism``: each released value is a pair v = x_j·C + y through
+attribute j's pair oracle) are attacked the same way, on the pair v* = s·C + c: ``"output"`` sends
+attribute j's maximal-gain report of v* through j's pair oracle (``crafted_release``), plus n_sampled − 1
+other attributes' pairs drawn uniformly and released honestly; ``"output-sampled"`` draws the released
+attributes uniformly and crafts j's pair only when drawn; ``"input"`` randomises the fake record honestly.
+The label is never sent on its own (y is NaN), as in an honest paired release. (The published attacks
+on frequency oracles, Cao, Jia & Gong 2021, beyond maximal gain on one pair, are left to a later issue.)
+
 Fake clients replace honest ones (N stays the same): client i is fake when
 ``unit_uniform(seed, i, "fake") < fraction``. They hold no clean record, never drop out, and draw
 from the generator an honest client i would use, so a run is reproducible and a Flower simulation's
@@ -41,7 +49,7 @@ import numpy as np
 
 from ._validation import check_int
 from .errors import ValidationError
-from .mechanisms import RecordMechanism
+from .mechanisms import PairedRecordMechanism, RecordMechanism, is_paired
 from .mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
 from .mechanisms.hashing import LocalHashing
 from .mechanisms.unary import UnaryEncoding
@@ -102,6 +110,11 @@ class FakeClients(ClientPopulation):
         self.base, self.fraction, self.attack = base, float(fraction), attack
         self.seed, self.dropout = base.seed, base.dropout
         rm = base.mechanism(0)
+        if is_paired(rm):
+            self.attribute = check_int("attribute", attribute, minimum=0, maximum=rm.n_features - 1)
+            self.state = check_int("state", state, minimum=0, maximum=rm.n_states[self.attribute] - 1)
+            self.label = check_int("label", label, minimum=0, maximum=rm.n_classes - 1)
+            return
         fields = rm.fields
         self.attribute = check_int("attribute", attribute, minimum=0, maximum=len(fields) - 1)
         for i, f in enumerate(fields):
@@ -137,7 +150,7 @@ class FakeClients(ClientPopulation):
             raise ValidationError("client_id", f"client {client_id} is fake: it holds no clean record")
         return self.base.record(client_id)
 
-    def mechanism(self, client_id: int) -> RecordMechanism:
+    def mechanism(self, client_id: int) -> RecordMechanism | PairedRecordMechanism:
         return self.base.mechanism(client_id)
 
     def test_set(self):
@@ -147,6 +160,8 @@ class FakeClients(ClientPopulation):
         if not self.is_fake(client_id):
             return self.base.release_record(client_id, rng)
         rm = self.mechanism(client_id)
+        if is_paired(rm):
+            return self._paired_release(rm, rng)
         if self.attack == "input":
             x = np.array([rng.integers(0, f.mechanism.k) for f in rm.fields], dtype=np.int64)
             x[self.attribute] = self.state
@@ -175,6 +190,30 @@ class FakeClients(ClientPopulation):
         if rm.n_sampled is None and all(isinstance(f.mechanism, _MatrixMechanism) for f in rm.fields):
             x = x.astype(np.int64)  # an honest release of states only is an integer array
         return x, crafted_release(rm.label, self.label, rng)
+
+    def _paired_release(self, rm: PairedRecordMechanism, rng: np.random.Generator) -> tuple[np.ndarray, float]:
+        """A fake client's paired release (see the module doc): the target pair v* = state·C + label of
+        attribute j crafted, or (``"input"``) a fake record with x_j = state, y = label, every other
+        attribute uniform, released honestly."""
+        F, j, C = rm.n_features, self.attribute, rm.n_classes
+        if self.attack == "input":
+            x = np.array([rng.integers(0, k) for k in rm.n_states], dtype=np.int64)
+            x[j] = self.state
+            xt, yt = rm.release(x[None, :], np.array([self.label]), rng=rng)
+            return xt[0], yt[0]
+        if self.attack == "output-sampled":  # the honest sampling distribution: j only when drawn
+            released = rng.permutation(F)[: rm.n_sampled].tolist()
+        else:
+            others = rng.permutation(np.delete(np.arange(F), j))[: rm.n_sampled - 1]
+            released = [j, *others.tolist()]
+        x = np.full(F, np.nan)
+        for f in released:
+            oracle = rm.oracles[f]
+            if f == j:
+                x[f] = float(crafted_release(oracle, self.state * C + self.label, rng))
+            else:
+                x[f] = float(oracle.release(np.array([rng.integers(0, oracle.k)]), rng)[0])
+        return x, np.nan
 
     def describe(self) -> dict:
         out = self.base.describe()

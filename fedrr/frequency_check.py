@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ValidationError
-from .mechanisms import RecordMechanism
+from .mechanisms import RECORD_MECHANISMS, PairedRecordMechanism, RecordMechanism
 from .mechanisms.discrete import DiscreteMechanism
 
 #: fewer reports of a field and it is not tested (the normal approximation is not trusted)
@@ -51,7 +51,7 @@ MIN_REPORTS = 100
 class FieldCheck:
     """One field's debiased frequencies and their worst violation of [0, 1], in standard errors."""
 
-    name: str  # "x<column>" or "label"
+    name: str  # "x<column>", "label", or "pair x<column>" (a paired release's pair reports)
     n: int  # reports that released the field
     estimate: np.ndarray  # (k,) debiased frequencies
     se: np.ndarray  # (k,) standard errors
@@ -129,18 +129,30 @@ def z_critical(alpha: float, n_tests: int) -> float:
 
 
 def frequency_check(
-    X: Any, y: Any, mechanisms: RecordMechanism | list[RecordMechanism], *, alpha: float = 0.01
+    X: Any,
+    y: Any,
+    mechanisms: RecordMechanism | PairedRecordMechanism | list[RecordMechanism | PairedRecordMechanism],
+    *,
+    alpha: float = 0.01,
 ) -> FrequencyCheck:
     """Test pooled releases (X (n, D), y (n,)) against their record mechanisms (one, or one per
     release: ``Pool.mechanism_arg()``); see the module doc. Fields that are not discrete scalar
-    fields in every record mechanism (numeric, blocks) are not tested."""
+    fields in every record mechanism (numeric, blocks) are not tested.
+
+    Paired releases (``PairedRecordMechanism``): each attribute j's pair reports are tested against its
+    pair oracle on the k_j·C values (field ``"pair x<j>"``: the debiased frequencies of the pairs
+    (x_j = s, y = c) at index s·C + c), and column j's release count against Binomial(n, m/F); there is
+    no label field (y is all NaN, the label being inside the pairs)."""
     X = np.asarray(X)
     n = X.shape[0] if X.ndim == 2 else 0
-    mechs = [mechanisms] * n if isinstance(mechanisms, RecordMechanism) else list(mechanisms)
-    if n == 0 or len(mechs) != n or not all(isinstance(m, RecordMechanism) for m in mechs):
-        raise ValidationError("mechanisms", "must be a RecordMechanism or one per release of a non-empty (n, D) X")
+    mechs = [mechanisms] * n if isinstance(mechanisms, RECORD_MECHANISMS) else list(mechanisms)
+    if n == 0 or len(mechs) != n or not all(isinstance(m, RECORD_MECHANISMS) for m in mechs):
+        raise ValidationError(
+            "mechanisms",
+            "must be a RecordMechanism or PairedRecordMechanism, or one per release of a non-empty (n, D) X",
+        )
     groups: dict[int, list[int]] = {}
-    by_id: dict[int, RecordMechanism] = {}
+    by_id: dict[int, Any] = {}
     for i, m in enumerate(mechs):
         groups.setdefault(id(m), []).append(i)
         by_id[id(m)] = m
@@ -151,6 +163,9 @@ def frequency_check(
     for gid, rows in groups.items():
         rm, rows = by_id[gid], np.asarray(rows)
         Xg = X[rows]
+        if isinstance(rm, PairedRecordMechanism):
+            _paired_group(rm, rows, Xg, parts, counts, impossible)
+            continue
         released = rm.released_fields(Xg)
         p = 1.0 if rm.n_sampled is None else rm.n_sampled / len(rm.fields)
         for f, fld in enumerate(rm.fields):
@@ -188,6 +203,22 @@ def frequency_check(
         zs = (count - expected) / sd
         samp.append(SamplingCheck(name, count, expected, zs, abs(zs) > z))
     return FrequencyCheck(float(alpha), z, n_tests, checks, tuple(samp), tuple(skipped), int(impossible.sum()))
+
+
+def _paired_group(
+    rm: PairedRecordMechanism, rows: np.ndarray, Xg: np.ndarray, parts: dict, counts: dict, impossible: np.ndarray
+) -> None:
+    """The reports and release counts of one paired mechanism's releases: per attribute j, its pair
+    reports under field ``"pair x<j>"`` (the oracle on k_j·C values) and its count under ``"x<j>"``
+    (released with probability m/F, whatever the data)."""
+    released = rm.released_attributes(Xg)
+    p = rm.n_sampled / rm.n_features
+    for j, oracle in enumerate(rm.oracles):
+        rel = released[:, j]
+        counts.setdefault(f"x{j}", []).append((len(rows), p, int(rel.sum())))
+        reports = Xg[rel, j]
+        parts.setdefault(f"pair x{j}", []).append((oracle, reports))
+        impossible[rows[rel]] |= _impossible(oracle, reports)
 
 
 def check_pool(pool: Any, alpha: float = 0.01) -> FrequencyCheck:

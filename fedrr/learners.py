@@ -116,6 +116,90 @@ def _first(mechanism: Any) -> Any:
     return mechanism[0] if isinstance(mechanism, (list, tuple)) else mechanism
 
 
+def _mechanisms(mechanism: Any) -> list:
+    """The distinct mechanism objects of ``FitData.mechanism`` (one, or one per record)."""
+    ms = mechanism if isinstance(mechanism, (list, tuple)) else [mechanism]
+    return list({id(m): m for m in ms}.values())
+
+
+def _has_paired(mechanism: Any) -> bool:
+    from .mechanisms import is_paired
+
+    return any(is_paired(m) for m in _mechanisms(mechanism))
+
+
+def _refuse_paired(name: str, mechanism: Any, why: str) -> None:
+    """A clear error for a learner that cannot use paired releases (instead of a crash inside it)."""
+    if _has_paired(mechanism):
+        raise ValidationError(
+            "learners", f"{name!r} cannot learn from paired releases (mechanism 'paired', PairedRecordMechanism): {why}"
+        )
+
+
+def _domain_record(paired: Any) -> Any:
+    """A ``RecordMechanism`` on a paired mechanism's *clean* domain (attribute j with k_j states, the
+    label with C classes, its n_sampled attributes sampled), for learners that need only the domain
+    — the encoding of clean records (``clean``), the point guesses of the ``naive`` learner, the model
+    of ``ldp-sgd``. Its noise (randomised response at ε = 1, whose point guess of a state is the state
+    itself) is never used as a likelihood: that of a paired release is ``paired``'s own."""
+    from .mechanisms import RandomizedResponse, RecordMechanism
+
+    rr = {k: RandomizedResponse(k, epsilon=1.0) for k in set(paired.n_states)}
+    return RecordMechanism(
+        [rr[k] for k in paired.n_states],
+        RandomizedResponse(paired.n_classes, epsilon=1.0),
+        n_features=paired.n_features,
+        n_sampled=paired.n_sampled,
+    )
+
+
+def record_domain(mechanism: Any) -> Any:
+    """``mechanism`` (one, or a list) with every paired mechanism replaced by its ``_domain_record``
+    (shared objects kept shared), record mechanisms unchanged: for code that needs only the records'
+    clean domain (the ``clean`` oracle's encoding, LDP-SGD's model in sweeps and in its federation)."""
+    from .mechanisms import is_paired
+
+    made: dict[int, Any] = {}
+
+    def one(m):
+        if not is_paired(m):
+            return m
+        if id(m) not in made:
+            made[id(m)] = _domain_record(m)
+        return made[id(m)]
+
+    return [one(m) for m in mechanism] if isinstance(mechanism, (list, tuple)) else one(mechanism)
+
+
+def decode_paired(X: Any, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Paired releases read as clean records (the ``naive`` learner): each pair report's point guess
+    v̂ = argmax_v P(report | v) (``decode``; the report itself for randomised response, ties to the
+    lowest value for OUE and OLH) gives x̂_j = v̂ // C and ŷ = v̂ mod C. Returns (X̂ (n, F) with NaN
+    where no pair was released, ŷ (n,) int: the label guess of the row's lowest released attribute)."""
+    from .mechanisms import is_paired
+
+    X = np.asarray(X, dtype=float)
+    mechs = mechanism if isinstance(mechanism, (list, tuple)) else [mechanism] * X.shape[0]
+    out, y = np.full(X.shape, np.nan), np.full(X.shape[0], -1, dtype=np.int64)
+    rows_of: dict[int, list[int]] = {}
+    for i, m in enumerate(mechs):
+        rows_of.setdefault(id(m), []).append(i)
+    by_id = {id(m): m for m in mechs}
+    for key, rows in rows_of.items():
+        pm, rows = by_id[key], np.asarray(rows)
+        if not is_paired(pm):
+            raise ValidationError("mechanism", "decode_paired takes paired mechanisms only (no mix with split ones)")
+        Xg, _ = pm.validate_release(X[rows])
+        released = ~np.isnan(Xg)
+        for j in range(pm.n_features - 1, -1, -1):  # last write wins: the lowest released attribute's label
+            r = np.flatnonzero(released[:, j])
+            if r.size:
+                v = pm.oracles[j].decode(Xg[r, j])
+                out[rows[r], j] = v // pm.n_classes
+                y[rows[r]] = v % pm.n_classes
+    return out, y
+
+
 def _release_prior(mechanism: Any) -> str:
     """The spread learners' prior: "naive-bayes" for records that release sampled attributes through
     discrete oracles with a label (they show nothing else of how attributes co-occur; on Adult it
@@ -186,6 +270,7 @@ def _spread_is(d: FitData, o: FitOptions):
 
 @_learner("classification", "spread-true", "spread-EM with the clean records' own prior (oracle)", oracle=True)
 def _spread_true(d: FitData, o: FitOptions):
+    _refuse_paired("spread-true", d.mechanism, "its prior is a per-feature table of a split release's features")
     mechs = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism]
     ks = {getattr(f.mechanism, "k", None) for m in {id(m): m for m in mechs}.values() for f in m.fields}
     if None in ks or len(ks) != 1:
@@ -200,14 +285,27 @@ def _spread_true(d: FitData, o: FitOptions):
 def _naive(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
 
-    return NaiveLogisticRegression(C=o.C, encoding=o.encoding).fit(d.X, d.y, mechanism=d.mechanism)
+    return NaiveLogisticRegression(C=o.C, encoding=o.encoding).fit(*_naive_data(d))
+
+
+def _naive_data(d: FitData) -> tuple:
+    """(X, y, mechanism=...) for the naive learners: the releases; paired ones read as clean records
+    through ``decode_paired`` (the pair reports' point guesses), on their clean domain."""
+    if not _has_paired(d.mechanism):
+        return d.X, d.y, d.mechanism
+    if isinstance(d.mechanism, (list, tuple)) and len({repr(m.to_spec()) for m in _mechanisms(d.mechanism)}) > 1:
+        raise ValidationError(
+            "learners", "'naive' on paired releases (PairedRecordMechanism) needs one mechanism for every client"
+        )
+    Xd, yd = decode_paired(d.X, d.mechanism)
+    return Xd, yd, _domain_record(_first(d.mechanism))
 
 
 @_learner("classification", "naive-cv", "naive logistic regression with C tuned by 5-fold CV on the releases")
 def _naive_cv(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
 
-    return NaiveLogisticRegression(C=o.C, cv=5, encoding=o.encoding).fit(d.X, d.y, mechanism=d.mechanism)
+    return NaiveLogisticRegression(C=o.C, cv=5, encoding=o.encoding).fit(*_naive_data(d))
 
 
 @_learner("classification", "wdro", "Wasserstein-DRO logistic regression, radius from the LDP noise (Farokhi 2020)")
@@ -216,6 +314,9 @@ def _wdro(d: FitData, o: FitOptions):
     from .estimators.dro_radius import noise_radius
     from .mechanisms import RecordMechanism
 
+    _refuse_paired(
+        "wdro", d.mechanism, "its radius bounds the noise of released features, and a pair report is not one"
+    )
     mechs = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism] * len(d.y)
     radii: dict[int, float] = {}
     for m in mechs:  # ρ = √E‖w‖²: the root mean square over records of each one's own feature noise
@@ -232,6 +333,7 @@ def _wdro(d: FitData, o: FitOptions):
 def _wdro_cv(d: FitData, o: FitOptions):
     from .estimators import WassersteinDROLogisticRegressionCV
 
+    _refuse_paired("wdro-cv", d.mechanism, "it fits on released features and labels, and a paired release has neither")
     ms = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism]
     labels = list({id(m): getattr(m, "label", None) for m in ms}.values())
     # the labels' mechanism when every record shares one (mixed label budgets: labels as they are)
@@ -264,7 +366,7 @@ def _ldp_sgd(d: FitData, o: FitOptions):
     mechs = list(d.mechanism) if isinstance(d.mechanism, (list, tuple)) else [d.mechanism] * len(d.clean_y)
     from .estimators.ldp_sgd_design import ldp_sgd_design
 
-    n_states, n_classes = ldp_sgd_design(mechs[0])
+    n_states, n_classes = ldp_sgd_design(record_domain(mechs[0]))  # a paired record: its clean domain
     est = LDPSGDClassifier(C=o.C, n_states=n_states, random_state=o.random_state)
     eps = [m.epsilon for m in mechs]  # each client's ε = its record's ε, by the mechanism's own accounting
     return est.fit(d.clean_X, d.clean_y, client_epsilon=eps, client_ids=d.client_id, classes=np.arange(n_classes))
@@ -277,7 +379,9 @@ def _clean(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
 
     return NaiveLogisticRegression(C=o.C, encoding=o.encoding, clean=True).fit(
-        d.clean_X, d.clean_y, mechanism=_first(d.mechanism)
+        d.clean_X,
+        d.clean_y,
+        mechanism=record_domain(_first(d.mechanism)),  # only the records' domain is used
     )
 
 
@@ -285,7 +389,27 @@ def _clean(d: FitData, o: FitOptions):
 def _majority(d: FitData, o: FitOptions):
     from .estimators.baselines import MajorityClassifier
 
-    return MajorityClassifier().fit(d.X, d.y, mechanism=d.mechanism)
+    if not _has_paired(d.mechanism):
+        return MajorityClassifier().fit(d.X, d.y, mechanism=d.mechanism)
+    return _paired_majority(d)
+
+
+def _paired_majority(d: FitData):
+    """The majority class of paired releases: the class prior of LDP naive Bayes on the pairs (the
+    maximum-likelihood label frequencies, debiased through the pair oracles), as a fitted
+    ``MajorityClassifier`` (which takes split releases only)."""
+    from .estimators import LDPNaiveBayes
+    from .estimators.baselines import MajorityClassifier
+
+    if isinstance(d.mechanism, (list, tuple)):
+        raise ValidationError(
+            "learners", "'majority' on paired releases (PairedRecordMechanism) needs one mechanism for every client"
+        )
+    nb = LDPNaiveBayes().fit(d.X, d.y, mechanism=d.mechanism)
+    est = MajorityClassifier(mechanism=d.mechanism)
+    est.classes_, est.class_prior_ = np.asarray(nb.classes_), np.asarray(nb.class_prior_, float)
+    est.n_features_in_ = np.shape(d.X)[1]
+    return est
 
 
 @_learner(

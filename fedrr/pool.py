@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .errors import FedrrError, ValidationError
-from .mechanisms import RecordMechanism
+from .mechanisms import PairedRecordMechanism, RecordMechanism, is_paired, record_mechanism_from_spec
 from .release import Release
 
 #: the largest reply one node may send (a cohort); bigger ones are dropped as malformed
@@ -48,8 +48,8 @@ def validate_release_arrays(
     for name, a in (("client_id", cid), ("mechanism_index", midx)):
         if a.dtype.kind not in "iu":
             raise ReplyRejected("wrong_dtype", f"{name} must be integer, got {a.dtype}")
-    if (x.dtype.kind == "f" and np.any(np.isinf(x))) or (y.dtype.kind == "f" and not np.all(np.isfinite(y))):
-        raise ReplyRejected("not_finite", "x holds inf, or y NaN or inf")
+    if (x.dtype.kind == "f" and np.any(np.isinf(x))) or (y.dtype.kind == "f" and np.any(np.isinf(y))):
+        raise ReplyRejected("not_finite", "x or y holds inf")
     if expected_ids is not None and not set(cid.tolist()) <= expected_ids:
         raise ReplyRejected(
             "unexpected_client", f"client ids {sorted(set(cid.tolist()) - expected_ids)[:5]} were not asked"
@@ -64,7 +64,7 @@ def validate_release_arrays(
         for spec in specs:  # before building anything: a spec must cover exactly x's columns
             if not isinstance(spec, dict) or spec.get("n_features") != x.shape[1]:
                 raise ValueError(f"each spec must be a record mechanism on the reply's {x.shape[1]} features")
-        mechs = tuple(RecordMechanism.from_spec(s) for s in specs)
+        mechs = tuple(record_mechanism_from_spec(s) for s in specs)
     except (
         ValueError,
         TypeError,
@@ -81,10 +81,15 @@ def validate_release_arrays(
             continue
         if mech.n_features != x.shape[1]:
             raise ReplyRejected("unknown_mechanism", f"mechanism covers {mech.n_features} features, x has {x.shape[1]}")
-        if mech.n_sampled is None and x.dtype.kind == "f" and np.isnan(x[rows]).any():
-            raise ReplyRejected("not_finite", "x holds NaN, but its mechanism releases every attribute")
+        if is_paired(mech):
+            _check_paired_rows(mech, x[rows], y[rows])
+        else:
+            if y.dtype.kind == "f" and np.isnan(y[rows]).any():
+                raise ReplyRejected("not_finite", "y holds NaN, but its mechanism releases the label")
+            if mech.n_sampled is None and x.dtype.kind == "f" and np.isnan(x[rows]).any():
+                raise ReplyRejected("not_finite", "x holds NaN, but its mechanism releases every attribute")
         try:
-            mech.validate_release(x[rows], y[rows] if mech.label is not None else None)
+            mech.validate_release(x[rows], y[rows] if mech.label is not None or is_paired(mech) else None)
         except ValidationError as exc:
             raise ReplyRejected("out_of_domain", str(exc)[:200]) from None
     return Release(
@@ -92,14 +97,36 @@ def validate_release_arrays(
     )
 
 
+def _check_paired_rows(mech: PairedRecordMechanism, x: np.ndarray, y: np.ndarray) -> None:
+    """The layout of paired releases, each fault under its own reason (the reports themselves are then
+    checked by ``mech.validate_release``, "out_of_domain"): ``label_released`` — y not all NaN (the
+    label travels only inside the pair reports; a separate label value would be a channel no ε pays
+    for); ``wrong_sampling`` — a row whose number of released (non-NaN) attributes is not n_sampled
+    (a NaN where a pair was released, or a value where none was)."""
+    if y.dtype.kind != "f" or not np.all(np.isnan(y)):
+        raise ReplyRejected(
+            "label_released", "y must be all NaN: a paired release sends the label only inside its pair reports"
+        )
+    count = (~np.isnan(x)).sum(axis=1) if x.dtype.kind == "f" else np.full(x.shape[0], x.shape[1])
+    bad = np.flatnonzero(count != mech.n_sampled)
+    if bad.size:
+        raise ReplyRejected(
+            "wrong_sampling",
+            f"row {int(bad[0])} releases {int(count[bad[0]])} attributes, the paired mechanism's n_sampled is "
+            f"{mech.n_sampled} (NaN elsewhere)",
+        )
+
+
 @dataclass
 class Pool:
-    """Validated releases: X (n, D), y (n,), client ids, one RecordMechanism per record."""
+    """Validated releases: X (n, D), y (n,), client ids, one record mechanism per record
+    (``RecordMechanism`` or ``PairedRecordMechanism``; with a paired one, y is all NaN: the label is
+    inside the pair reports of X)."""
 
     X: np.ndarray
     y: np.ndarray
     client_id: np.ndarray
-    mechanisms: list[RecordMechanism]
+    mechanisms: list[RecordMechanism | PairedRecordMechanism]
     counts: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -112,7 +139,7 @@ class Pool:
             raise ValidationError("pool", "no valid releases")
         rel = Release.concat(releases)
         order = np.argsort(rel.client_id, kind="stable")  # canonical order: by client id
-        mechs = [RecordMechanism.from_spec(json.loads(s)) for s in rel.mechanisms]
+        mechs = [record_mechanism_from_spec(json.loads(s)) for s in rel.mechanisms]
         return Pool(
             rel.x[order],
             rel.y[order],
@@ -121,16 +148,17 @@ class Pool:
             dict(counts or {}),
         )
 
-    def mechanism_arg(self) -> RecordMechanism | list[RecordMechanism]:
+    def mechanism_arg(self) -> Any:
         """What estimators take: one mechanism if all records share it, else one per record."""
         first = self.mechanisms[0]
         distinct = {id(m): m for m in self.mechanisms}.values()
         return first if all(m is first or m == first for m in distinct) else list(self.mechanisms)
 
     def accounting(self) -> dict[str, Any]:
-        """Record ε/δ of the pool by the mechanisms' own accounting (``RecordMechanism.epsilon``,
-        ``.delta``, ``.epsilon_breakdown()``): record-weighted means, min and max, distinct values."""
-        by_id: dict[int, RecordMechanism] = {}
+        """Record ε/δ of the pool by the mechanisms' own accounting (``.epsilon``, ``.delta``,
+        ``.epsilon_breakdown()``): record-weighted means, min and max, distinct values. A paired
+        mechanism's breakdown puts its whole ε on the features (its pairs) and 0 on the label."""
+        by_id: dict[int, Any] = {}
         counts: dict[int, int] = {}
         for m in self.mechanisms:
             by_id.setdefault(id(m), m)
@@ -194,7 +222,7 @@ class Pool:
             f = Pool.open(path)
             return Pool(*(np.load(f.array_path(k)) for k in ("X", "y", "client_id")), f.per_record(), f.counts)
         with np.load(path, allow_pickle=False) as f:
-            mechs = [RecordMechanism.from_spec(json.loads(s)) for s in json.loads(str(f["mechanisms"]))]
+            mechs = [record_mechanism_from_spec(json.loads(s)) for s in json.loads(str(f["mechanisms"]))]
             return Pool(
                 f["X"], f["y"], f["client_id"], [mechs[i] for i in f["mechanism_index"]], json.loads(str(f["counts"]))
             )
@@ -257,7 +285,7 @@ class PoolFile:
                 raise ValueError(f"format {meta.get('format')!r}, expected {POOL_FORMAT!r}")
             self.n, self.n_features = int(meta["n"]), int(meta["n_features"])
             self.specs = [str(s) for s in meta["mechanisms"]]
-            self.mechanisms = [RecordMechanism.from_spec(json.loads(s)) for s in self.specs]
+            self.mechanisms = [record_mechanism_from_spec(json.loads(s)) for s in self.specs]
             self.counts = dict(meta.get("counts", {}))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValidationError("path", f"{os.fspath(path)!r}: unreadable {POOL_META}: {exc}") from None
@@ -277,15 +305,15 @@ class PoolFile:
             raise ValidationError("path", f"{name}.npy has {arr.shape[0]} rows, {POOL_META} says {self.n}")
         return arr
 
-    def per_record(self) -> list[RecordMechanism]:
-        """One RecordMechanism per record (shared objects): what :class:`Pool` holds."""
+    def per_record(self) -> list[Any]:
+        """One record mechanism per record (shared objects): what :class:`Pool` holds."""
         return [self.mechanisms[i] for i in self.array("mechanism_index")]
 
     def __repr__(self) -> str:
         return f"PoolFile({os.fspath(self.path)!r}, n={self.n}, n_features={self.n_features})"
 
 
-def _spec_index(specs: list[str], m: RecordMechanism) -> int:
+def _spec_index(specs: list[str], m: Any) -> int:
     s = json.dumps(m.to_spec(), sort_keys=True)
     if s not in specs:
         specs.append(s)

@@ -25,7 +25,15 @@ import numpy as np
 from ._validation import check_int
 from .datasets import LOADERS, Dataset, load, train_test_split_per_class
 from .errors import ValidationError
-from .mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism, RandomizedResponse, RecordMechanism
+from .mechanisms import (
+    RECORD_MECHANISMS,
+    GaussianMechanism,
+    LaplaceMechanism,
+    Mechanism,
+    PairedRecordMechanism,
+    RandomizedResponse,
+    RecordMechanism,
+)
 from .mechanisms.oracles import frequency_oracle
 
 if TYPE_CHECKING:  # typing only: the run config sits above the core stages and imports them
@@ -34,7 +42,7 @@ if TYPE_CHECKING:  # typing only: the run config sits above the core stages and 
 #: RunConfig's budget fields (fedrr.run_config imports this module, so the names are repeated here)
 BUDGET_KEYS = ("feature_flip", "feature_epsilon", "label_flip", "label_epsilon")
 
-MECHANISM_FAMILIES = ("rr", "oracle", "gaussian", "laplace")
+MECHANISM_FAMILIES = ("rr", "oracle", "gaussian", "laplace", "paired")
 GAUSSIAN_NOISE = ("joint", "per-feature")  #: "gaussian" family: one block on all features, or one per feature
 
 
@@ -63,8 +71,9 @@ class ClientPopulation(ABC):
         """Client side only: the clean record (features (D,), label) of one client."""
 
     @abstractmethod
-    def mechanism(self, client_id: int) -> RecordMechanism:
-        """The mechanism this client releases its record with (its own privacy budget)."""
+    def mechanism(self, client_id: int) -> RecordMechanism | PairedRecordMechanism:
+        """The mechanism this client releases its record with (its own privacy budget): a
+        ``RecordMechanism`` or a ``PairedRecordMechanism``."""
 
     def test_set(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Held-out clean (X, y) for evaluating the server's model; None if there is none."""
@@ -110,7 +119,7 @@ def record_mechanism_for(
     delta: float = 1e-5,
     n_sampled: int | None = None,
     gaussian_noise: str = "joint",
-) -> RecordMechanism:
+) -> RecordMechanism | PairedRecordMechanism:
     """A record mechanism from a family name and per-field parameters. ``n_states``: one k for every
     feature, one per feature (a sequence), or None for numeric features in [0, 1]. Families:
     "rr" — k-ary randomised response on each discrete feature (its own k); "oracle" — per feature
@@ -120,9 +129,19 @@ def record_mechanism_for(
     ε_label by basic composition), or by default ("joint") one block on all D features, the analytic
     Gaussian on its L2 sensitivity √D at ε = ``feature_epsilon``, δ = ``delta`` for the whole feature
     vector. The label always uses k-ary randomised response. ``n_sampled``: each client releases that
-    many uniformly drawn features (None: all; not with a joint block, which is one field)."""
+    many uniformly drawn features (None: all; not with a joint block, which is one field).
+
+    "paired" — ``PairedRecordMechanism``: each client releases ``n_sampled`` (None: 1) sampled
+    (attribute, label) pairs, each one value of the k_j·C product domain through the least-variance
+    frequency oracle (``oracle="auto"``). Its budget is ``feature_epsilon`` = the ε of the client's
+    *whole* release (each pair gets ε/n_sampled); the label has no budget of its own (it is paid for
+    inside every pair), so ``label_flip``/``label_epsilon`` are refused, and so is ``feature_flip``."""
     if family not in MECHANISM_FAMILIES:
         raise ValidationError("mechanism", f"must be one of {MECHANISM_FAMILIES}, got {family!r}")
+    if family == "paired":
+        return _paired_for(
+            n_features, n_states, n_classes, feature_flip, feature_epsilon, label_flip, label_epsilon, n_sampled
+        )
     if (label_flip is None) == (label_epsilon is None):
         raise ValidationError("label_flip", "give exactly one of label_flip and label_epsilon")
     label = RandomizedResponse(n_classes, label_flip, epsilon=label_epsilon)  # exactly one of them is given
@@ -163,6 +182,30 @@ def record_mechanism_for(
     return RecordMechanism(feat, label, n_features=n_features, n_sampled=n_sampled)
 
 
+def _paired_for(n_features, n_states, n_classes, feature_flip, feature_epsilon, label_flip, label_epsilon, n_sampled):
+    """``record_mechanism_for``'s "paired" family (see there)."""
+    for name, v in (("label_flip", label_flip), ("label_epsilon", label_epsilon)):
+        if v is not None:
+            raise ValidationError(
+                name,
+                f"must be unset for mechanism 'paired', got {v!r}: the label is released inside every (attribute, "
+                "label) pair and has no budget of its own; feature_epsilon is the ε of the whole release",
+            )
+    if feature_flip is not None:
+        raise ValidationError(
+            "feature_flip", f"must be unset for mechanism 'paired', got {feature_flip!r}: give feature_epsilon"
+        )
+    if feature_epsilon is None:
+        raise ValidationError(
+            "feature_epsilon", "is required for mechanism 'paired': the ε of one client's whole release (> 0)"
+        )
+    if n_states is None:
+        raise ValidationError("mechanism", "'paired' needs discrete features (a dataset with integer states)")
+    ks = [int(k) for k in np.broadcast_to(np.asarray(n_states, dtype=np.int64), (n_features,))]
+    m = 1 if n_sampled is None else max(1, n_sampled)
+    return PairedRecordMechanism(ks, n_classes, feature_epsilon, n_sampled=m, oracle="auto")
+
+
 class DatasetPopulation(ClientPopulation):
     """Clients drawn from a real dataset: a class-balanced clean test split is held out for the
     server's evaluation (or the dataset's own test split, when it has one: ``extra["is_test"]``,
@@ -170,7 +213,8 @@ class DatasetPopulation(ClientPopulation):
     ``order[i mod n_train]`` (rows are reused only when there are more clients than training rows;
     ``describe()`` says so).
 
-    Budgets: one ``RecordMechanism`` for everyone, or a mix — ``mechanisms`` with ``weights``:
+    Budgets: one record mechanism (``RecordMechanism`` or ``PairedRecordMechanism``) for everyone, or
+    a mix — ``mechanisms`` with ``weights``:
     each client gets mechanism j with probability weights[j], reproducibly from ``seed``.
     ``features="states"`` keeps discrete pixels as integer states (for randomised response);
     ``"unit"`` scales them to [0, 1] numbers (for Gaussian / Laplace noise)."""
@@ -179,7 +223,7 @@ class DatasetPopulation(ClientPopulation):
         self,
         dataset: str | Dataset,
         n_clients: int,
-        mechanisms: RecordMechanism | Sequence[RecordMechanism],
+        mechanisms: RecordMechanism | PairedRecordMechanism | Sequence[RecordMechanism | PairedRecordMechanism],
         weights: Sequence[float] | None = None,
         *,
         n_test_per_class: int = 50,
@@ -197,9 +241,11 @@ class DatasetPopulation(ClientPopulation):
         self.features = features
         self._dataset_arg = dataset
         self.n_test_per_class = check_int("n_test_per_class", n_test_per_class, minimum=0)
-        mechs = [mechanisms] if isinstance(mechanisms, RecordMechanism) else list(mechanisms)
-        if not mechs or not all(isinstance(m, RecordMechanism) for m in mechs):
-            raise ValidationError("mechanisms", "must be a RecordMechanism or a non-empty list of them")
+        mechs = [mechanisms] if isinstance(mechanisms, RECORD_MECHANISMS) else list(mechanisms)
+        if not mechs or not all(isinstance(m, RECORD_MECHANISMS) for m in mechs):
+            raise ValidationError(
+                "mechanisms", "must be a RecordMechanism or PairedRecordMechanism, or a non-empty list of them"
+            )
         if weights is None:
             weights = [1.0 / len(mechs)] * len(mechs)
         w = np.asarray(weights, dtype=float)
@@ -253,7 +299,7 @@ class DatasetPopulation(ClientPopulation):
         X, y, _, _ = self._data
         return X[i].copy(), int(y[i])
 
-    def mechanism(self, client_id: int) -> RecordMechanism:
+    def mechanism(self, client_id: int) -> RecordMechanism | PairedRecordMechanism:
         i = self.check_client(client_id)
         if len(self._mechs) == 1:
             return self._mechs[0]
@@ -278,7 +324,9 @@ class DatasetPopulation(ClientPopulation):
 def dataset_population(cfg: RunConfig) -> DatasetPopulation:
     """The built-in population of a run config: clients drawn from ``cfg.dataset``, each releasing
     with the record mechanism of ``cfg.mechanism`` at the configured per-field budgets (or, with
-    ``cfg.budget_mix``, one of several feature budgets drawn per client)."""
+    ``cfg.budget_mix``, one of several feature budgets drawn per client). With ``mechanism =
+    "paired"`` the budget is ``feature-epsilon`` = the ε of each client's whole release (its
+    ``n-sampled`` pairs, 0 meaning 1, share it); a budget mix then mixes whole-record ε."""
     name = cfg.dataset
     if name not in LOADERS:
         raise ValidationError("dataset", f"unknown dataset {name!r}; valid: {', '.join(LOADERS)}")
@@ -286,7 +334,7 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
     ds = load(name)
     states = ds.schema.states()
     discrete = bool(np.all(states > 0))
-    if family in ("rr", "oracle") and not discrete:
+    if family in ("rr", "oracle", "paired") and not discrete:
         raise ValidationError(
             "mechanism", f"{family!r} needs a dataset of discrete features; {name!r} has numeric ones"
         )
@@ -306,13 +354,15 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
     else:
         lv = feature_flip if use_flip else cfg.feature_epsilon
         if lv is None:
-            raise ValidationError(feat_key, f"is required for mechanism {family!r} (ε per released feature)")
+            what = "the ε of one client's whole release" if family == "paired" else "ε per released feature"
+            raise ValidationError(feat_key, f"is required for mechanism {family!r} ({what}, > 0)")
         levels, weights = [lv], [1.0]
     label_flip = cfg.label_flip if cfg.label_flip is not None else defaults.get("label-flip")
     label_epsilon = cfg.label_epsilon
-    # errors of the mechanisms' own parameters (flip_prob, epsilon, ...) are reported by config key
-    with _config_key("label-flip" if label_flip is not None else "label-epsilon"):
-        RandomizedResponse(ds.schema.n_classes, label_flip, epsilon=label_epsilon)
+    if family != "paired":  # a paired release has no label mechanism (RunConfig refuses its label keys)
+        # errors of the mechanisms' own parameters (flip_prob, epsilon, ...) are reported by config key
+        with _config_key("label-flip" if label_flip is not None else "label-epsilon"):
+            RandomizedResponse(ds.schema.n_classes, label_flip, epsilon=label_epsilon)
     mechs = []
     for lv in levels:
         kw = {"feature_flip": lv} if use_flip else {"feature_epsilon": lv}
@@ -321,7 +371,7 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
                 record_mechanism_for(
                     family,
                     ds.schema.n_features,
-                    n_states,
+                    n_states if family != "paired" else states,
                     ds.schema.n_classes,
                     label_flip=label_flip,
                     label_epsilon=label_epsilon,
@@ -338,7 +388,7 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
             mechs,
             weights,
             n_test_per_class=cfg.n_test_per_class,
-            features="states" if family in ("rr", "oracle") else "unit",
+            features="states" if family in ("rr", "oracle", "paired") else "unit",
             dropout=cfg.dropout,
             seed=cfg.seed,
         )
@@ -347,6 +397,7 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
 #: DatasetPopulation's argument names -> run-config keys
 _ARG_KEYS = {"n_clients": "n-clients", "n_test_per_class": "n-test-per-class", "weights": "budget-mix"}
 _ARG_KEYS |= {"n_sampled": "n-sampled", "gaussian_noise": "gaussian-noise"}
+_ARG_KEYS |= {k: k.replace("_", "-") for k in BUDGET_KEYS}
 #: run-config keys whose errors pass through unchanged
 _OWN_KEYS = {"delta", "dropout", "seed", "dataset", "mechanism", "n-clients", "n-test-per-class", "budget-mix"}
 _OWN_KEYS |= {"feature-flip", "feature-epsilon", "label-flip", "label-epsilon", "n-sampled", "gaussian-noise"}

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .errors import FedrrError, ValidationError
-from .mechanisms import RecordMechanism
+from .mechanisms import PairedRecordMechanism, RecordMechanism, is_paired, record_mechanism_from_spec
 from .population import ClientPopulation
 
 
@@ -34,11 +34,11 @@ class ClientUnavailable(FedrrError):
 class Release:
     """The releases of the clients one node hosts (what leaves the node; nothing clean)."""
 
-    x: np.ndarray  # (m, D) released features (NaN where an attribute was not released)
-    y: np.ndarray  # (m,) released labels
+    x: np.ndarray  # (m, D) released features or pair reports (NaN where an attribute was not released)
+    y: np.ndarray  # (m,) released labels (NaN for a paired release: its label is inside the pairs)
     client_id: np.ndarray  # (m,) int64
     mechanism_index: np.ndarray  # (m,) int64 into mechanisms
-    mechanisms: tuple[str, ...]  # JSON specs of RecordMechanism
+    mechanisms: tuple[str, ...]  # JSON specs of record mechanisms (RecordMechanism or PairedRecordMechanism)
 
     @staticmethod
     def concat(parts: list[Release]) -> Release:
@@ -209,9 +209,13 @@ class DiskLedger:
 
 
 # --------------------------------------------------------------------- a deployed node's record
-def write_record_file(path: str | os.PathLike, x: Any, y: Any, mechanism: RecordMechanism, client_id: int = 0) -> None:
-    """Deployment: the node's own clean record and its chosen mechanism (stays on the node)."""
-    mechanism.validate_input(np.asarray(x)[None, :], np.asarray([y]) if mechanism.label is not None else None)
+def write_record_file(
+    path: str | os.PathLike, x: Any, y: Any, mechanism: RecordMechanism | PairedRecordMechanism, client_id: int = 0
+) -> None:
+    """Deployment: the node's own clean record and its chosen mechanism (stays on the node). A paired
+    mechanism needs the label (it is released inside every pair), so it is checked with it."""
+    needs_y = mechanism.label is not None or is_paired(mechanism)
+    mechanism.validate_input(np.asarray(x)[None, :], np.asarray([y]) if needs_y else None)
     np.savez(
         path,
         x=np.asarray(x),
@@ -232,7 +236,7 @@ class FilePopulation(ClientPopulation):
         with np.load(path, allow_pickle=False) as f:
             self._x, self._y = f["x"], f["y"].item()
             self.client_id = int(f["client_id"])
-            self._mech = harden(RecordMechanism.from_spec(json.loads(str(f["mechanism"]))))
+            self._mech = harden(record_mechanism_from_spec(json.loads(str(f["mechanism"]))))
 
     @property
     def n_clients(self) -> int:

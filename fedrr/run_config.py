@@ -71,7 +71,12 @@ class RunConfig:
         "n_test_per_class", 50, "held-out clean test records per class", Interval(int, 0, None)
     )
     mechanism: str = _key(
-        "mechanism", "rr", "feature mechanism family: rr | gaussian | laplace", Options(*MECHANISM_FAMILIES)
+        "mechanism",
+        "rr",
+        "record mechanism family: rr | oracle | gaussian | laplace | paired ((attribute, label) pairs, each one "
+        "value of their product domain through a frequency oracle; feature-epsilon is the whole record's ε, no "
+        "label budget; n-sampled pairs, 0 meaning 1)",
+        Options(*MECHANISM_FAMILIES),
     )
     feature_flip: float | None = _key(
         "feature_flip",
@@ -84,7 +89,8 @@ class RunConfig:
     feature_epsilon: float | None = _key(
         "feature_epsilon",
         None,
-        "ε per feature (rr, oracle, laplace; gaussian per-feature), of all features (gaussian joint)",
+        "ε per feature (rr, oracle, laplace; gaussian per-feature), of all features (gaussian joint), of the "
+        "whole record (paired: its n-sampled pairs share it)",
         _POS,
         IsNone(),
     )
@@ -112,7 +118,7 @@ class RunConfig:
     n_sampled: int = _key(
         "n_sampled",
         0,
-        "features each client releases, drawn uniformly (0: all; attribute sampling)",
+        "features each client releases, drawn uniformly (0: all; attribute sampling; paired: pairs, 0 meaning 1)",
         Interval(int, 0, 10**6),
     )
     budget_mix: tuple = _key(
@@ -266,6 +272,15 @@ class RunConfig:
                 "feature-flip",
                 f"is a flip probability of mechanism 'rr'; mechanism {self.mechanism!r} takes feature-epsilon",
             )
+        if self.mechanism == "paired" and self.population == "dataset":
+            for k in ("label_flip", "label_epsilon"):
+                if getattr(self, k) is not None:
+                    raise ValidationError(
+                        _flwr_key(k),
+                        f"must be unset with mechanism 'paired', got {getattr(self, k)!r}: the label is released "
+                        "inside every (attribute, label) pair and has no budget of its own; feature-epsilon is the "
+                        "ε of the whole release",
+                    )
         if self.protocol == "ldp-sgd" and self.run_mode != "node":
             raise ValidationError("run-mode", "protocol 'ldp-sgd' needs one client per node (run-mode 'node')")
         if self.run_mode == "node" and self.cohort_size != 1:
@@ -326,8 +341,8 @@ class RunConfig:
         feature_unset = self.feature_flip is None and self.feature_epsilon is None
         if self.mechanism == "rr" and not self.budget_mix and feature_unset:
             out["feature-flip"] = DEFAULT_FEATURE_FLIP
-        if self.label_flip is None and self.label_epsilon is None:
-            out["label-flip"] = DEFAULT_LABEL_FLIP
+        if self.label_flip is None and self.label_epsilon is None and self.mechanism != "paired":
+            out["label-flip"] = DEFAULT_LABEL_FLIP  # a paired release has no label budget to default
         return out
 
     def budget_notes(self) -> list[str]:

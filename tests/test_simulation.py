@@ -695,6 +695,7 @@ def test_barber_6_1_config_has_the_papers_noise_variances():
 SHIPPED_REDUCED = [
     "adult",
     "adult_m2",
+    "adult_paired",
     "paper/barber_6_1",
     "paper/barber_fig3_digits",
     "paper/barber_fig3_mnist",

@@ -83,7 +83,7 @@ class CellSpec:
         base = {
             "mechanism": priv.mechanism,
             "delta": priv.delta,
-            "n_sampled": priv.n_sampled,
+            "n_sampled": (priv.n_sampled or 1) if priv.mechanism == "paired" else priv.n_sampled,
             "gaussian_noise": priv.gaussian_noise,
         }
         axis = spec.grid_axis
@@ -191,9 +191,12 @@ def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:
     """ε per record split: the label gets split.label·ε, the features split.features·ε, shared by the
     fields a client releases (all D, or n_sampled of them: each released field gets
     split.features·ε / m; a joint Gaussian block is one field and gets all of it). Randomised
-    response on features with one k becomes a flip probability."""
+    response on features with one k becomes a flip probability. Mechanism "paired": no split — the
+    record's ε is its pairs' (``feature_epsilon`` = ε_record; each of the m pairs gets ε_record/m)."""
     from ..mechanisms import RandomizedResponse
 
+    if spec.privacy.mechanism == "paired":  # all of ε_record to the pairs (the label is inside them)
+        return PrivacyParams(**base, requested_eps_record=v, feature_epsilon=v)
     D, k, _ = dataset_shape(spec.population.dataset)
     s = spec.privacy.split
     joint = spec.privacy.mechanism == "gaussian" and spec.privacy.gaussian_noise == "joint"

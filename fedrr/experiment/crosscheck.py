@@ -13,7 +13,7 @@ from ..learners import check_names
 from ..learners import names as learner_names
 from ..population import population_parameters
 from ..run_config import DEFAULT_LABEL_FLIP, RunConfig
-from .spec import GRID_KEYS, REGRESSION_DATASETS, _key_path
+from .spec import DEFAULT_SPLIT, GRID_KEYS, REGRESSION_DATASETS, _key_path
 
 
 def _need(path: str, ok: bool, msg: str) -> None:
@@ -91,9 +91,12 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
     )
     _need(
         "population.fake_fraction",
-        pop.fake_fraction == 0 or not is_dataset or priv.mechanism in ("rr", "oracle"),
-        f"fake clients craft releases of discrete fields: privacy.mechanism 'rr' or 'oracle', got {priv.mechanism!r}",
+        pop.fake_fraction == 0 or not is_dataset or priv.mechanism in ("rr", "oracle", "paired"),
+        "fake clients craft releases of discrete fields: privacy.mechanism 'rr' or 'oracle', or 'paired' (pair "
+        f"reports), got {priv.mechanism!r}",
     )
+    if priv.mechanism == "paired":
+        _paired(pop, priv, is_dataset)
     grids = [k for k in GRID_KEYS if getattr(priv, k) is not None]
     if len(grids) > 1:
         raise ValidationError(f"privacy.{grids[1]}", f"give exactly one swept axis, not both {grids[0]} and {grids[1]}")
@@ -110,7 +113,7 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         )
         _need(
             "privacy.label_flip",
-            priv.label_flip not in (None, "same") or priv.label_epsilon is not None,
+            priv.label_flip not in (None, "same") or priv.label_epsilon is not None or priv.mechanism == "paired",
             "population.budget_mix needs the label's budget: give label_flip (a number) or label_epsilon",
         )
         axis = ""  # one grid point: the mix is the scenario's budget
@@ -148,7 +151,7 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
             priv.label_flip is None or priv.label_epsilon is None,
             "give one of label_flip and label_epsilon, not both",
         )
-        if priv.label_flip is None and priv.label_epsilon is None and is_dataset:
+        if priv.label_flip is None and priv.label_epsilon is None and is_dataset and fam != "paired":
             secs["privacy"] = priv = dataclasses.replace(priv, label_flip=DEFAULT_LABEL_FLIP)
             notes.append(
                 f"[fedrr] privacy.label_flip not set: using the default label_flip = {DEFAULT_LABEL_FLIP} "
@@ -165,6 +168,39 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         "'spread-true' (spread-EM with the clean data's own prior) needs discrete features: privacy.mechanism = 'rr'",
     )
     return secs, axis
+
+
+def _paired(pop: Any, priv: Any, is_dataset: bool) -> None:
+    """Mechanism "paired": the whole ε_record goes to the pairs (each of the n_sampled pairs gets
+    ε_record/n_sampled; n_sampled unset means 1), and the label, released inside every pair, has no
+    budget of its own. So a key that would set a label budget, or split ε_record between features and
+    label, is refused rather than silently unused; the sweep's axis is epsilon_grid (ε_record), or a
+    budget mix of ε_record values."""
+    for k in ("label_flip", "label_epsilon"):
+        _need(
+            f"privacy.{k}",
+            getattr(priv, k) is None,
+            "cannot be set with mechanism = 'paired': the label is released inside every (attribute, label) pair "
+            "and has no budget of its own",
+        )
+    _need(
+        "privacy.split",
+        dict(priv.split) == DEFAULT_SPLIT,
+        "is not used by mechanism = 'paired' (the whole ε_record goes to the pairs; the label has no budget of "
+        "its own): leave it out",
+    )
+    for k in ("feature_flip_grid", "feature_epsilon_grid"):
+        _need(
+            f"privacy.{k}",
+            getattr(priv, k) is None,
+            "is not used by mechanism = 'paired': give epsilon_grid (the ε of each client's whole release, "
+            "shared by its n_sampled pairs)",
+        )
+    _need(
+        "privacy.epsilon_grid",
+        not is_dataset or priv.epsilon_grid is not None or bool(pop.budget_mix),
+        "is missing: mechanism = 'paired' sweeps the ε of each client's whole release",
+    )
 
 
 def _regression(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:

@@ -176,8 +176,16 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
 
 
 def _mix_text(p) -> str | None:
-    """The per-field parameters of a budget-mix or joint-Gaussian cell, for the summary table (None
-    otherwise: the summary builds it from the row)."""
+    """The per-field parameters of a budget-mix, joint-Gaussian or paired cell, for the summary table
+    (None otherwise: the summary builds it from the row)."""
+    if p.mechanism == "paired":  # one budget: the whole record's, shared by the pairs; no label budget
+        m = p.n_sampled or 1
+        pairs = f"{m} (attribute, label) pair{'s' if m > 1 else ''}"
+        if p.budget_mix:
+            parts = ", ".join(f"{v:.3g} (weight {w:g})" for v, w in p.budget_mix)
+            return f"paired: ε_record mix {parts} over {pairs}, label inside the pairs"
+        each = f" (ε {p.feature_epsilon / m:.3g} each)" if m > 1 else ""
+        return f"paired: ε_record {p.feature_epsilon:.3g} over {pairs}{each}, label inside the pairs"
     joint = p.mechanism == "gaussian" and p.gaussian_noise == "joint"
     label = f"label flip {p.label_flip:.3g}" if p.label_flip else f"label ε {p.label_epsilon:.3g}"
     if joint and not p.budget_mix and p.feature_epsilon:

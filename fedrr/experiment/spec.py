@@ -39,6 +39,8 @@ MODES = ("flower", "cohort", "offline")
 GRID_KEYS = ("epsilon_grid", "feature_flip_grid", "feature_epsilon_grid")
 #: bounds that keep a typo (repeats = 1e9) a config error instead of an out-of-memory kill
 MAX_REPEATS, MAX_CELLS = 10_000, 100_000
+#: privacy.split's default (mechanism "paired" refuses any other: it has no label budget to split off)
+DEFAULT_SPLIT = {"features": 0.9, "label": 0.1}
 _ALL_LEARNERS = tuple(dict.fromkeys(learner_names("classification") + learner_names("regression")))
 
 
@@ -125,8 +127,9 @@ class PopulationSection:
     )
     fake_attack: str = key(
         "output",
-        "output (crafted releases of fake_attribute and the label, maximal gain) | output-sampled (the same, "
-        "the attribute only when the honest sampling draws it) | input (a fake record, honestly randomised)",
+        "output (crafted releases of fake_attribute and the label, maximal gain; paired: of the pair "
+        "(fake_state, fake_label)) | output-sampled (the same, the attribute only when the honest sampling draws "
+        "it) | input (a fake record, honestly randomised)",
         Options(*FAKE_ATTACKS),
     )
     fake_attribute: int = key(0, "the attribute (column) fake clients target", Interval(int, 0, None))
@@ -137,13 +140,26 @@ class PopulationSection:
 @dataclass(frozen=True)
 class PrivacySection:
     mechanism: str = key(
-        "rr", "rr (k-ary randomised response on discrete features) | gaussian | laplace", Options(*MECHANISM_FAMILIES)
+        "rr",
+        "rr (k-ary randomised response on discrete features) | oracle | gaussian | laplace | paired (each "
+        "client releases n_sampled (attribute, label) pairs, each one value of the product domain through a "
+        "frequency oracle: the whole ε_record goes to the pairs, no label budget)",
+        Options(*MECHANISM_FAMILIES),
     )
-    epsilon_grid: tuple | None = key(None, "ε per whole record, split across fields by `split`", ListOf(_POS), IsNone())
+    epsilon_grid: tuple | None = key(
+        None,
+        "ε per whole record, split across fields by `split` (paired: all of it to the pairs)",
+        ListOf(_POS),
+        IsNone(),
+    )
     split: Mapping = field(
-        default_factory=lambda: {"features": 0.9, "label": 0.1},
+        default_factory=lambda: dict(DEFAULT_SPLIT),
         hash=False,
-        metadata={"doc": "shares of ε_record for all features / the label", "constraints": (Split(),)},
+        metadata={
+            "doc": "shares of ε_record for all features / the label (not with mechanism = paired, whose label "
+            "has no budget of its own)",
+            "constraints": (Split(),),
+        },
     )
     feature_flip_grid: tuple | None = key(None, "rr: flip probability per feature", ListOf(_UNIT_OPEN), IsNone())
     feature_epsilon_grid: tuple | None = key(
@@ -156,7 +172,7 @@ class PrivacySection:
     n_sampled: int | None = key(
         None,
         "attribute sampling: each client releases this many features, drawn uniformly, with the whole "
-        "feature budget (None: all)",
+        "feature budget (None: all; paired: pairs, None meaning 1)",
         Interval(int, 1, None),
         IsNone(),
     )

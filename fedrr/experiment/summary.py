@@ -109,6 +109,8 @@ def summary_markdown(out: str | Path) -> str:
         lines += ["Errors:", ""] + [f"- {n}: {e[:300]}" for n, e in errs] + [""]
     if metric == "mse":
         lines += [_regression_text(cfg)]
+    elif cfg.privacy.mechanism == "paired":
+        lines += [_paired_text(cfg)]
     else:
         lines += [
             "**ε axis.** ε per record is the basic composition of every released field's ε (D features, or "
@@ -193,6 +195,26 @@ def _regression_text(cfg: ScenarioSpec) -> str:
 def _joint(cfg: ScenarioSpec) -> bool:
     """The features are one joint Gaussian block (``privacy.gaussian_noise = "joint"``)."""
     return cfg.privacy.mechanism == "gaussian" and cfg.privacy.gaussian_noise == "joint"
+
+
+def _paired_text(cfg: ScenarioSpec) -> str:
+    """The ε axis of a paired release (mechanism "paired"): no split, no label budget."""
+    m = cfg.privacy.n_sampled or 1
+    pairs = f"{m} sampled (attribute, label) pair{'s' if m > 1 else ''}"
+    grid = (
+        "The grid is ε_record, all of it to the pairs"
+        + (f" (ε_record / {m} each)" if m > 1 else "")
+        + "; the label has no budget of its own (the eps_label column is 0)."
+        if cfg.grid_axis == "epsilon_grid"
+        else "`population.budget_mix` draws each client's ε_record from the mix; the x-axis is the mean over the pool."
+        if cfg.population.budget_mix
+        else "The population sets each client's budget; the x-axis is the mean ε per record over the pool."
+    )
+    return (
+        f"**ε axis.** Each client releases {pairs}, each one value x_j·C + y of the product domain through a "
+        "frequency oracle (k-RR, OUE or OLH, the least-variance one for that domain); ε per record is the sum of "
+        f"the {m} largest pair-oracle ε (`PairedRecordMechanism.epsilon`), δ = 0. " + grid
+    )
 
 
 def _split_text(cfg: ScenarioSpec) -> str:

@@ -21,6 +21,7 @@ from flwr.clientapp import ClientApp
 from ..errors import ValidationError
 from ..estimators.ldp_sgd import client_answer, encode
 from ..estimators.ldp_sgd_design import ldp_sgd_design
+from ..learners import record_domain
 from ..release import ClientUnavailable, DiskLedger, FilePopulation, client_generator, release_once
 from ..run_config import RunConfig
 from ._compat import error_reply
@@ -66,7 +67,7 @@ def identify(msg: Message, context: Context) -> Message:
 
 def answer(msg: Message, context: Context) -> Message:
     cid, x, y, rm, cfg, deployed = _client(context)
-    n_states, n_classes = ldp_sgd_design(rm)
+    n_states, n_classes = ldp_sgd_design(record_domain(rm))  # a paired record: its clean domain
 
     def make():
         q = content_query(msg.content, (n_classes - 1, 1 + int(np.sum(np.where(n_states > 0, n_states - 1, 1)))))

@@ -20,6 +20,7 @@ from .._io import write_json
 from ..errors import FedrrError
 from ..estimators.ldp_sgd import LDPSGDClassifier, LDPSGDServer, make_server
 from ..estimators.ldp_sgd_design import ldp_sgd_design
+from ..learners import record_domain
 from ..population import build_population
 from ..run_config import RunConfig
 from .collect import wait_for_nodes
@@ -86,7 +87,7 @@ def run_sgd_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
         metrics["status"] = "failed: too few clients"
         write_json(out / "metrics.json", metrics)
         raise FedrrError(f"only {len(order)} clients answered (min-valid = {cfg.min_valid}); {reasons}")
-    n_states, n_classes = ldp_sgd_design(population.mechanism(cids[0] if cids else 0))
+    n_states, n_classes = ldp_sgd_design(record_domain(population.mechanism(cids[0] if cids else 0)))
     p = {
         "mechanism": cfg.ldp_sgd_mechanism,
         "n_sampled": cfg.ldp_sgd_n_sampled or None,

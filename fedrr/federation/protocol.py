@@ -5,7 +5,8 @@ version: nothing in it can seed, re-budget or re-trigger a client's noise. A nod
 the releases of the clients it hosts (one, or a cohort):
 
     "release" ArrayRecord:  x (m, D), y (m,), client_id (m,) int64, mechanism_index (m,) int64
-    "meta"    ConfigRecord: protocol, mechanisms (JSON list of RecordMechanism specs)
+    "meta"    ConfigRecord: protocol, mechanisms (JSON list of record mechanism specs: RecordMechanism or
+              PairedRecordMechanism; with a paired one, x holds pair reports and y is all NaN)
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from .piecewise import DuchiMechanism, PiecewiseMechanism
 from .planner import ReleasePlan, plan_release, predicted_variance
 from .priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
 from .record import RecordMechanism
+from .records import RECORD_MECHANISMS, is_paired, is_record_mechanism, record_mechanism_from_spec
 from .snapping import SnappingLaplaceMechanism, harden
 from .unary import UnaryEncoding
 
@@ -35,6 +36,10 @@ __all__ = [
     "DuchiMechanism",
     "RecordMechanism",
     "PairedRecordMechanism",
+    "RECORD_MECHANISMS",
+    "is_record_mechanism",
+    "is_paired",
+    "record_mechanism_from_spec",
     "plan_release",
     "ReleasePlan",
     "predicted_variance",
