@@ -17,6 +17,7 @@ from .._params import HasMethods, Interval, IsNone, Options, Satisfies, random_s
 from .._resources import available_bytes
 from .._validation import _as_array, as_float_array
 from ..errors import ValidationError
+from ..mechanisms.paired import PairedRecordMechanism
 from ..mechanisms.priors import EmpiricalPrior
 from ..parallel.executors import ThreadExecutor, shard_bounds
 from ..parallel.shards import traffic_report
@@ -26,6 +27,7 @@ from .spread_em import EMOptions, run_em
 from .spread_joint import joint_prior
 from .spread_mixture import naive_bayes_prior
 from .spread_mstep import fit_soft_logistic, log_class_probs
+from .spread_paired import paired_view
 from .spread_pool import group_records
 from .spread_prior import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
 from .spread_shard import Shard
@@ -191,6 +193,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if n == 0:
             raise ValidationError("X", "needs at least one record")
         groups = group_records(mechanism, n)
+        if any(isinstance(rm, PairedRecordMechanism) for rm, _ in groups):
+            return self._prepare_paired(Xa, y, groups)
         layout = ColumnLayout.from_mechanism(groups[0][0])
         has_label = groups[0][0].label is not None
         ya = _as_array("y", y, f"must be an array of shape ({n},)")
@@ -215,6 +219,25 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         else:  # clean labels with released features: the label values are the classes
             self.classes_, yi = class_labels(ya)
         return Xv, yi, groups, layout
+
+    def _prepare_paired(self, Xa, y, groups):
+        """Paired releases (``spread_paired``): y None or all NaN (the labels are inside the pairs); each
+        group's mechanism becomes a ``PairedView`` whose w is its pair reports' maximum-likelihood p(y | x_j)."""
+        n = Xa.shape[0]
+        first = groups[0][0]
+        if not all(isinstance(rm, PairedRecordMechanism) for rm, _ in groups):
+            raise ValidationError("mechanism", "a pool mixes paired and record mechanisms: spread-EM takes one kind")
+        if any(rm.n_states != first.n_states or rm.n_classes != first.n_classes for rm, _ in groups):
+            raise ValidationError("mechanism", "paired mechanisms in one pool must share n_states and n_classes")
+        if y is not None and np.shape(y) != (n,):
+            raise ValidationError("y", f"must be None or all NaN of shape ({n},) (paired releases), got {np.shape(y)}")
+        Xv = np.empty(Xa.shape, dtype=float)
+        views = []
+        for rm, rows in groups:
+            Xv[rows] = rm.validate_release(Xa[rows], None if y is None else np.asarray(y, float)[rows])[0]
+            views.append((paired_view(rm, Xv[rows]), rows))
+        self.classes_ = np.arange(first.n_classes)
+        return Xv, np.zeros(n, np.int64), views, ColumnLayout.from_mechanism(views[0][0])
 
     def _fit_noisy(self, X, y, mechanism, p):
         Xv, yi, groups, layout = self._prepare(X, y, mechanism, p)
