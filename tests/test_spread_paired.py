@@ -5,6 +5,7 @@ clean model as ε grows and N grows, and executors agree bit for bit."""
 from __future__ import annotations
 
 import itertools
+import sys
 
 import numpy as np
 import pytest
@@ -251,3 +252,29 @@ def test_threads_give_the_serial_result_on_paired_releases(e_step):
         threaded = SpreadLogisticRegression(executor=ex, **kw).fit(Xt, yt, mechanism=mech)
         np.testing.assert_array_equal(serial.coef_, threaded.coef_)
         np.testing.assert_array_equal(serial.intercept_, threaded.intercept_)
+
+
+@pytest.mark.parametrize("split", [True, False])
+def test_ray_gives_the_serial_result_on_paired_releases(split):
+    """Ray actors holding the shards (each chain on its own actor, or shards spread over 2 actors) give
+    the serial fit bit for bit on paired releases, learned prior included."""
+    ray = pytest.importorskip("ray")
+    from fedrr.parallel.ray_executor import RayExecutor
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
+    ds = _data(3000, 7)
+    mech = PairedRecordMechanism(KC, 2, 2.0, n_sampled=2)
+    Xt, yt = mech.release(ds.X, ds.y, rng=np.random.default_rng(8))
+    kw = dict(random_state=3, max_iter=6, burn_in=3, shard_size=700)
+    serial = SpreadLogisticRegression(executor=SerialExecutor(), **kw).fit(Xt, yt, mechanism=mech)
+    if ray.is_initialized():
+        ray.shutdown()
+    ex = RayExecutor(num_cpus=2, n_actors=2)
+    ex.split_chains = split
+    try:
+        par = SpreadLogisticRegression(executor=ex, **kw).fit(Xt, yt, mechanism=mech)
+    finally:
+        ex.shutdown()
+    np.testing.assert_array_equal(par.coef_, serial.coef_)
+    np.testing.assert_array_equal(par.intercept_, serial.intercept_)
+    np.testing.assert_array_equal(par.prior_["categorical"][0], serial.prior_["categorical"][0])

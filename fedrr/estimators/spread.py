@@ -27,7 +27,7 @@ from .spread_em import EMOptions, run_em
 from .spread_joint import joint_prior
 from .spread_mixture import naive_bayes_prior
 from .spread_mstep import fit_soft_logistic, log_class_probs
-from .spread_paired import paired_view
+from .spread_paired import PairedView, paired_view
 from .spread_pool import group_records
 from .spread_prior import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
 from .spread_shard import Shard
@@ -193,7 +193,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if n == 0:
             raise ValidationError("X", "needs at least one record")
         groups = group_records(mechanism, n)
-        if any(isinstance(rm, PairedRecordMechanism) for rm, _ in groups):
+        if any(isinstance(rm, (PairedRecordMechanism, PairedView)) for rm, _ in groups):
             return self._prepare_paired(Xa, y, groups)
         layout = ColumnLayout.from_mechanism(groups[0][0])
         has_label = groups[0][0].label is not None
@@ -222,11 +222,15 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def _prepare_paired(self, Xa, y, groups):
         """Paired releases (``spread_paired``): y None or all NaN (the labels are inside the pairs); each
-        group's mechanism becomes a ``PairedView`` whose w is its pair reports' maximum-likelihood p(y | x_j)."""
+        group's mechanism becomes a ``PairedView`` whose w is its pair reports' maximum-likelihood p(y | x_j).
+        A ``PairedView`` given as the mechanism (a re-fit on a subset, as cross-validation does) is re-derived
+        from its paired mechanism on these releases, and y is not read (its class indices carry nothing)."""
         n = Xa.shape[0]
-        first = groups[0][0]
-        if not all(isinstance(rm, PairedRecordMechanism) for rm, _ in groups):
+        if not all(isinstance(rm, (PairedRecordMechanism, PairedView)) for rm, _ in groups):
             raise ValidationError("mechanism", "a pool mixes paired and record mechanisms: spread-EM takes one kind")
+        if any(isinstance(rm, PairedView) for rm, _ in groups):
+            groups, y = [(rm.paired if isinstance(rm, PairedView) else rm, rows) for rm, rows in groups], None
+        first = groups[0][0]
         if any(rm.n_states != first.n_states or rm.n_classes != first.n_classes for rm, _ in groups):
             raise ValidationError("mechanism", "paired mechanisms in one pool must share n_states and n_classes")
         if y is not None and np.shape(y) != (n,):
