@@ -47,7 +47,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         array, GaussianPrior, HistogramPrior, per-column list), or an EmpiricalPrior: public clean
         rows whose joint distribution is the prior (it keeps how attributes co-occur; not learned),
         or "naive-bayes": the joint p(x) = Σ_c p(c) Π_d p(x_d | c) of naive Bayes fitted on the
-        releases, fixed (discrete oracles and label; for records that release sampled attributes).
+        releases, fixed (discrete oracles and label; for records that release sampled attributes;
+        for paired releases, from the maximum-likelihood pair tables p(x_j, y)).
     prior_strength : weight of the debiased marginals in the learned prior, as a fraction of the
         number of records (Dirichlet pseudo-counts; 0: none).
     e_step : "mcmc" (default; exact-posterior Metropolis chains, labels summed out) or
@@ -154,6 +155,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, mechanism: Any = None):
         """Fit from released features X (n, D) — NaN where an attribute was not released — and
         released labels y (n,) produced by ``mechanism`` (a RecordMechanism, or one per record).
+        Paired releases (a PairedRecordMechanism, or one per record): X holds the pair reports, y is
+        all NaN (or None) — the labels are inside the pairs, and the E-step's posterior runs over the
+        unreleased attributes and the label given them (``spread_paired``); the classes are 0..C−1.
         With no mechanism the data are taken as clean."""
         p = self._params()
         mechanism = self.mechanism if mechanism is None else mechanism
