@@ -17,6 +17,7 @@ from .._params import HasMethods, Interval, IsNone, Options, Satisfies, random_s
 from .._resources import available_bytes
 from .._validation import _as_array, as_float_array
 from ..errors import ValidationError
+from ..mechanisms.paired import PairedRecordMechanism
 from ..mechanisms.priors import EmpiricalPrior
 from ..parallel.executors import ThreadExecutor, shard_bounds
 from ..parallel.shards import traffic_report
@@ -26,6 +27,7 @@ from .spread_em import EMOptions, run_em
 from .spread_joint import joint_prior
 from .spread_mixture import naive_bayes_prior
 from .spread_mstep import fit_soft_logistic, log_class_probs
+from .spread_paired import PairedView, paired_view
 from .spread_pool import group_records
 from .spread_prior import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
 from .spread_shard import Shard
@@ -45,7 +47,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         array, GaussianPrior, HistogramPrior, per-column list), or an EmpiricalPrior: public clean
         rows whose joint distribution is the prior (it keeps how attributes co-occur; not learned),
         or "naive-bayes": the joint p(x) = Σ_c p(c) Π_d p(x_d | c) of naive Bayes fitted on the
-        releases, fixed (discrete oracles and label; for records that release sampled attributes).
+        releases, fixed (discrete oracles and label; for records that release sampled attributes;
+        for paired releases, from the maximum-likelihood pair tables p(x_j, y)).
     prior_strength : weight of the debiased marginals in the learned prior, as a fraction of the
         number of records (Dirichlet pseudo-counts; 0: none).
     e_step : "mcmc" (default; exact-posterior Metropolis chains, labels summed out) or
@@ -152,6 +155,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, mechanism: Any = None):
         """Fit from released features X (n, D) — NaN where an attribute was not released — and
         released labels y (n,) produced by ``mechanism`` (a RecordMechanism, or one per record).
+        Paired releases (a PairedRecordMechanism, or one per record): X holds the pair reports, y is
+        all NaN (or None) — the labels are inside the pairs, and the E-step's posterior runs over the
+        unreleased attributes and the label given them (``spread_paired``); the classes are 0..C−1.
         With no mechanism the data are taken as clean."""
         p = self._params()
         mechanism = self.mechanism if mechanism is None else mechanism
@@ -191,6 +197,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if n == 0:
             raise ValidationError("X", "needs at least one record")
         groups = group_records(mechanism, n)
+        if any(isinstance(rm, (PairedRecordMechanism, PairedView)) for rm, _ in groups):
+            return self._prepare_paired(Xa, y, groups)
         layout = ColumnLayout.from_mechanism(groups[0][0])
         has_label = groups[0][0].label is not None
         ya = _as_array("y", y, f"must be an array of shape ({n},)")
@@ -215,6 +223,29 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         else:  # clean labels with released features: the label values are the classes
             self.classes_, yi = class_labels(ya)
         return Xv, yi, groups, layout
+
+    def _prepare_paired(self, Xa, y, groups):
+        """Paired releases (``spread_paired``): y None or all NaN (the labels are inside the pairs); each
+        group's mechanism becomes a ``PairedView`` whose w is its pair reports' maximum-likelihood p(y | x_j).
+        A ``PairedView`` given as the mechanism (a re-fit on a subset, as cross-validation does) is re-derived
+        from its paired mechanism on these releases, and y is not read (its class indices carry nothing)."""
+        n = Xa.shape[0]
+        if not all(isinstance(rm, (PairedRecordMechanism, PairedView)) for rm, _ in groups):
+            raise ValidationError("mechanism", "a pool mixes paired and record mechanisms: spread-EM takes one kind")
+        if any(isinstance(rm, PairedView) for rm, _ in groups):
+            groups, y = [(rm.paired if isinstance(rm, PairedView) else rm, rows) for rm, rows in groups], None
+        first = groups[0][0]
+        if any(rm.n_states != first.n_states or rm.n_classes != first.n_classes for rm, _ in groups):
+            raise ValidationError("mechanism", "paired mechanisms in one pool must share n_states and n_classes")
+        if y is not None and np.shape(y) != (n,):
+            raise ValidationError("y", f"must be None or all NaN of shape ({n},) (paired releases), got {np.shape(y)}")
+        Xv = np.empty(Xa.shape, dtype=float)
+        views = []
+        for rm, rows in groups:
+            Xv[rows] = rm.validate_release(Xa[rows], None if y is None else np.asarray(y, float)[rows])[0]
+            views.append((paired_view(rm, Xv[rows]), rows))
+        self.classes_ = np.arange(first.n_classes)
+        return Xv, np.zeros(n, np.int64), views, ColumnLayout.from_mechanism(views[0][0])
 
     def _fit_noisy(self, X, y, mechanism, p):
         Xv, yi, groups, layout = self._prepare(X, y, mechanism, p)

@@ -230,6 +230,9 @@ def rr_chain(
     probs,
     lik,
     kcol,
+    pair_cols,
+    pair_off,
+    pair_tab,
 ):
     """S steps of one chain for a block of b records (column-major: records innermost).
 
@@ -244,7 +247,11 @@ def rr_chain(
 
     Columns with ``row_cols[d]`` come from any other discrete oracle: xtT holds the row of ``lik``
     (likelihood p(x̃ | x = s), s < kcol[d]) of the entry's release, and the proposal is drawn from
-    ρ(x) ∝ probs[d, x]·lik[row, x] in O(k) (``_draw_rows``)."""
+    ρ(x) ∝ probs[d, x]·lik[row, x] in O(k) (``_draw_rows``).
+
+    Paired releases (``spread_paired``): record n's label term is yterm[n] plus, for each of its
+    released pairs t (``pair_cols[n, t]`` = column d, −1 for none), pair_tab[pair_off[n, t] + x_d·C + c]
+    at the state x being scored; ``pair_cols`` with no columns leaves yterm as it is."""
     D, b = xtT.shape
     Sp = S if has_state else S + 1
     K = stay.shape[1]
@@ -296,6 +303,8 @@ def rr_chain(
     resp = np.empty(C)
     tmp = np.empty(C)
     zn = np.empty(Rn)
+    yn = np.empty(C)
+    M = pair_cols.shape[1]
     accepted = 0
     for n in range(b):
         cur = -1
@@ -303,11 +312,27 @@ def rr_chain(
             zn[k] = zs[k, n] if has_state else z[0, k, n]
         if not has_state:
             cur = 0
-        lg_cur = _log_g(zn, yterm[n], Rn, C, resp)
+        for c in range(C):
+            yn[c] = yterm[n, c]
+        for t in range(M):
+            d = pair_cols[n, t]
+            if d >= 0:
+                o = pair_off[n, t] + (stateT[d, n] if has_state else props[0, d, n]) * C
+                for c in range(C):
+                    yn[c] += pair_tab[o + c]
+        lg_cur = _log_g(zn, yn, Rn, C, resp)
         for s in range(S):
             for k in range(Rn):
                 zn[k] = z[s + off, k, n]
-            lg_prop = _log_g(zn, yterm[n], Rn, C, tmp)
+            for c in range(C):
+                yn[c] = yterm[n, c]
+            for t in range(M):
+                d = pair_cols[n, t]
+                if d >= 0:
+                    o = pair_off[n, t] + props[s + off, d, n] * C
+                    for c in range(C):
+                        yn[c] += pair_tab[o + c]
+            lg_prop = _log_g(zn, yn, Rn, C, tmp)
             if np.log(_uniform(key, acc_base + s * b + n)) < lg_prop - lg_cur:
                 accepted += 1
                 cur = s + off

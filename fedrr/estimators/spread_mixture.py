@@ -120,6 +120,10 @@ def naive_bayes_prior(X: np.ndarray, y: np.ndarray, groups: list, layout: Column
     if len(groups) != 1:
         raise ValidationError("prior", "'naive-bayes' needs one record mechanism for every record (no budget mix)")
     rm = groups[0][0]
+    from .spread_paired import PairedView, paired_naive_bayes_prior
+
+    if isinstance(rm, PairedView):  # from the pair tables' maximum-likelihood estimates
+        return paired_naive_bayes_prior(rm, layout)
     seen = np.flatnonzero(~np.all(np.isnan(X), axis=0))
     try:
         mechs, label = check_naive_bayes_mechanism(rm)

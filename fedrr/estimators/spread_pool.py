@@ -20,6 +20,7 @@ from threadpoolctl import threadpool_limits
 from ..errors import ValidationError
 from ..mechanisms import RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
+from ..mechanisms.paired import PairedRecordMechanism
 from ..parallel.executors import ThreadExecutor, shard_bounds
 from ._sklearn import class_labels
 from .spread_design import ColumnLayout, Design
@@ -29,7 +30,7 @@ from .spread_shard import Shard
 
 def group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.ndarray]]:
     """[(record mechanism, row indices)]: one mechanism for all rows, or one per row (grouped)."""
-    if isinstance(mechanism, RecordMechanism):
+    if isinstance(mechanism, (RecordMechanism, PairedRecordMechanism)):
         return [(mechanism, np.arange(n))]
     if isinstance(mechanism, (list, tuple, np.ndarray)):
         if len(mechanism) != n:
@@ -41,8 +42,11 @@ def group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.ndar
         for i, m in enumerate(mechanism):
             key = key_of.get(id(m))
             if key is None:
-                if not isinstance(m, RecordMechanism):
-                    raise ValidationError("mechanism", f"entry {i} must be a RecordMechanism, got {type(m).__name__}")
+                if not isinstance(m, (RecordMechanism, PairedRecordMechanism)):
+                    raise ValidationError(
+                        "mechanism",
+                        f"entry {i} must be a RecordMechanism or PairedRecordMechanism, got {type(m).__name__}",
+                    )
                 key = key_of[id(m)] = repr(m.to_spec())  # the list keeps m alive, so its id stays unique
             groups.setdefault(key, (m, []))[1].append(i)
         return [(m, np.asarray(rows)) for m, rows in groups.values()]
@@ -152,6 +156,8 @@ def fit_pool(est, path):
     f = PoolFile(path)
     with threadpool_limits(limits=1, user_api="blas"):
         groups = [(f.mechanisms[j], rows) for j, rows in pool_groups(f)]
+        if any(isinstance(rm, PairedRecordMechanism) for rm, _ in groups):
+            raise ValidationError("path", "fit_pool does not read paired releases yet: load the pool and use fit")
         layout = ColumnLayout.from_mechanism(groups[0][0])
         has_label = groups[0][0].label is not None
         for rm, _ in groups:

@@ -20,12 +20,14 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
+from ..errors import ValidationError
 from ..mechanisms import RandomizedResponse, RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism, guide_table
 from .spread_design import Design
 from .spread_joint import JointSpreadPrior, PatternSampler
 from .spread_mixture import MixtureSpreadPrior
 from .spread_mstep import log_class_probs
+from .spread_paired import PairedView, PairTerms, as_view
 
 _TABLES_LOCK = threading.Lock()
 
@@ -58,16 +60,23 @@ class Shard:
         mode: str = "mcmc",
         n_total: int = 0,
     ):
+        rm = as_view(rm)  # a PairedRecordMechanism as the E-step reads it (uniform w unless given a view)
         self.index, self.rm, self.design, self.C, self.entropy, self.mode = index, rm, design, n_classes, entropy, mode
         self.X = np.asarray(X_tilde, float)
-        self.y = np.asarray(y_tilde, np.int64)
         self.b, self.D = self.X.shape
         self.n_total = n_total or self.b
         self.released = ~np.isnan(self.X)
-        if rm.label is None:  # clean labels: p(c̃ | c) is the identity
-            self.yterm = np.where(np.arange(n_classes) == self.y[:, None], 0.0, -np.inf)
+        #: paired releases: the label terms t_j(x_j, c) of the released pairs (``spread_paired``), else None
+        self.pairs = PairTerms(rm, self.X, self.released) if isinstance(rm, PairedView) else None
+        if self.pairs is not None:  # no label report: the label lives in the pairs (y_tilde is all NaN)
+            self.y = np.zeros(self.b, np.int64)
+            self._yterm = np.zeros((self.b, n_classes))
+        elif rm.label is None:  # clean labels: p(c̃ | c) is the identity
+            self.y = np.asarray(y_tilde, np.int64)
+            self._yterm = np.where(np.arange(n_classes) == self.y[:, None], 0.0, -np.inf)
         else:  # log p(c̃ | c) for every class, from any discrete label oracle
-            self.yterm = np.ascontiguousarray(rm.label.log_likelihood_matrix(self.y), dtype=float)
+            self.y = np.asarray(y_tilde, np.int64)
+            self._yterm = np.ascontiguousarray(rm.label.log_likelihood_matrix(self.y), dtype=float)
         self.compiled = mode == "mcmc" and all(isinstance(m, DiscreteMechanism) for m, _ in rm.groups())
         if self.compiled:
             self._compile_releases()
@@ -108,6 +117,23 @@ class Shard:
             at += block.shape[0]
         self.q, self.r, self.row_cols, self.kcol, self.lik = q, r, row_cols, kcol, lik
         self.xtT = np.ascontiguousarray(xt.T, dtype=np.int32)
+
+    @property
+    def yterm(self) -> np.ndarray:
+        """log p(c̃ | c) per record (b, C): the label term of record releases. Paired releases have no
+        such per-record term (it depends on the sampled attributes): ``label_terms(x)``."""
+        if self.pairs is not None:
+            raise ValidationError(
+                "mechanism", "paired releases have no per-record label term: it depends on x (Shard.label_terms)"
+            )
+        return self._yterm
+
+    def label_terms(self, x: np.ndarray) -> np.ndarray:
+        """The label term of states x (..., b, D): log p(c̃ | c) of record releases, (b, C) broadcast;
+        for paired releases Σ_j t_j(x_j, c) (``spread_paired``), (..., b, C)."""
+        if self.pairs is None:
+            return self._yterm
+        return self.pairs.terms(x)
 
     # ----------------------------------------------------------------------- priors
     def set_prior(self, chain: int, prior) -> None:
@@ -165,7 +191,7 @@ class Shard:
         acc = rr_chain(
             stream,
             self.xtT,
-            self.yterm,
+            self._yterm,
             stateT,
             has,
             S,
@@ -189,12 +215,19 @@ class Shard:
             prior.disc,
             self.lik,
             self.kcol,
+            *self._pair_args(),
         )
         self.state[chain] = new_stateT
         self.Z[chain] = Zt.T if design.scalar else design.decode(statesT.T)
         self.R[chain] = R.reshape(S * b, C)
         self.w[chain] = np.full(S * b, 1.0 / S)
         return {"stats": {"counts": counts}, "accepted": int(acc), "proposed": S * b}
+
+    def _pair_args(self) -> tuple:
+        """The compiled E-step's paired-release tables (``rr_chain``): none for record releases."""
+        if self.pairs is None:
+            return np.zeros((self.b, 0), np.int32), np.zeros((self.b, 0), np.int64), np.zeros(0)
+        return self.pairs.cols, self.pairs.off, self.pairs.tab
 
     def _propose(self, rng, prior, S: int) -> np.ndarray:
         """S draws per record from ρ(x | x̃) (the prior where nothing was released): (S, b, D)."""
@@ -245,7 +278,7 @@ class Shard:
 
     def _log_g(self, x: np.ndarray, coef, intercept) -> tuple[np.ndarray, np.ndarray]:
         """log g(x) and the responsibilities, for samples x (..., D)."""
-        terms = self._log_class_probs(x, coef, intercept) + self.yterm
+        terms = self._log_class_probs(x, coef, intercept) + self.label_terms(x)
         lg = logsumexp(terms, axis=-1)
         return lg, np.exp(terms - lg[..., None])
 
@@ -273,15 +306,17 @@ class Shard:
         return self._keep(chain, kept, R, w, accepted)
 
     def _estep_importance(self, chain, rng, coef, intercept, S) -> dict:
-        """Barber §5.1: S fresh draws c ~ ρ(c | c̃) ∝ p(c̃ | c), x ~ ρ(x | x̃), self-normalised weights
-        ∝ p_θ(c | x) (eq 59)."""
+        """Barber §5.1: S fresh draws x ~ ρ(x | x̃), c ~ ρ(c | c̃) ∝ p(c̃ | c), self-normalised weights
+        ∝ p_θ(c | x) (eq 59). Paired releases: c ~ ∝ exp(Σ_j t_j(x_j, c)), weights ∝ p_θ(c | x) times that
+        term's normaliser (which depends on x), so that the weighted draws target p(x, c | x̃) alike."""
         kept = self._propose(rng, self.prior[chain], S)
         Z = self.design.decode(kept.reshape(-1, self.D)).reshape(S, self.b, -1)
         logp = log_class_probs(Z, coef, intercept)  # (S, b, C)
-        rho = np.exp(self.yterm - logsumexp(self.yterm, axis=-1, keepdims=True))
-        cdf = np.cumsum(rho, axis=-1)
-        c = np.minimum((cdf[None] < rng.random((S, self.b, 1))).sum(-1), self.C - 1)
-        logw = np.take_along_axis(logp, c[..., None], axis=-1)[..., 0]
+        yt = np.broadcast_to(self.label_terms(kept), logp.shape)
+        norm = logsumexp(yt, axis=-1)  # (S, b)
+        cdf = np.cumsum(np.exp(yt - norm[..., None]), axis=-1)
+        c = np.minimum((cdf < rng.random((S, self.b, 1))).sum(-1), self.C - 1)
+        logw = np.take_along_axis(logp, c[..., None], axis=-1)[..., 0] + (norm if self.pairs is not None else 0.0)
         w = np.exp(logw - logsumexp(logw, axis=0, keepdims=True))
         return self._keep(chain, kept, np.eye(self.C)[c], w, 0)
 
@@ -320,7 +355,8 @@ class Shard:
                         mean[rel] = mech.posterior(self.X[rel, c], prior.for_column(c)).mean()
                     Z[:, o] = mean
         self.Z[chain] = Z
-        self.R[chain] = np.eye(self.C)[self.y]
+        # paired releases: the class posterior of each release under the view's pair tables
+        self.R[chain] = np.eye(self.C)[self.y] if self.pairs is None else self.pairs.class_posterior(self.rm.tables)
         self.w[chain] = np.ones(self.b)
 
     def n_samples_weight(self, chain: int) -> float:
