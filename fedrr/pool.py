@@ -88,6 +88,11 @@ def validate_release_arrays(
                 raise ReplyRejected("not_finite", "y holds NaN, but its mechanism releases the label")
             if mech.n_sampled is None and x.dtype.kind == "f" and np.isnan(x[rows]).any():
                 raise ReplyRejected("not_finite", "x holds NaN, but its mechanism releases every attribute")
+            if mech.n_sampled is not None:  # the sampling pattern: whole fields, exactly n_sampled per row
+                try:
+                    mech.released_fields(x[rows])
+                except ValidationError as exc:
+                    raise ReplyRejected("wrong_sampling", str(exc)[:200]) from None
         try:
             mech.validate_release(x[rows], y[rows] if mech.label is not None or is_paired(mech) else None)
         except ValidationError as exc:

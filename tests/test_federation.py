@@ -503,3 +503,23 @@ def test_client_and_server_code_do_not_import_each_other():
         check=True,
     )
     assert client.stdout.strip() == "[]" and server.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("fault", ["nan_where_released", "value_where_not"])
+def test_release_pattern_faults_of_a_sampled_release_are_rejected_with_their_reason(fault):
+    """Attribute sampling: a release must carry exactly n_sampled whole fields, NaN elsewhere; a reply
+    whose pattern does not match its mechanism is rejected as wrong_sampling, honest ones kept."""
+    cfg = RunConfig.from_flwr({**BASE, "n-clients": 10, "n-sampled": 2})
+    pop = build_population(cfg)
+    rels = [_good(pop, c) for c in range(10)]
+    x = rels[0].x.astype(float).copy()
+    released = np.flatnonzero(~np.isnan(x[0]))
+    if fault == "nan_where_released":
+        x[0, released[0]] = np.nan
+    else:
+        x[0, np.flatnonzero(np.isnan(x[0]))[0]] = 3.0
+    bad = Release(x, rels[0].y, rels[0].client_id, rels[0].mechanism_index, rels[0].mechanisms)
+    replies = [_reply(release_content(r)) for r in [bad, *rels[1:]]]
+    valid, reasons = validate_replies(replies, ServerSchema.of_population(pop), 10)
+    assert reasons == {"wrong_sampling": 1}
+    assert sorted(int(v.client_id[0]) for v in valid) == list(range(1, 10))

@@ -143,7 +143,7 @@ def test_a_bad_paired_reply_never_costs_an_honest_one(pop):
     from flwr.app import Message
     from flwr.supercore.task_identity import TaskIdentity
 
-    from fedrr.federation.collect import validate_replies
+    from fedrr.federation.collect import ServerSchema, validate_replies
     from fedrr.federation.protocol import MESSAGE_TYPE, query_content, release_content
     from fedrr.release import Release
 
@@ -156,7 +156,8 @@ def test_a_bad_paired_reply_never_costs_an_honest_one(pop):
         bad_rel = release_clients(pop, [0], lambda c: client_generator(3, c))
         bad = Release(bad_rel.x, np.array([0.0]), bad_rel.client_id, bad_rel.mechanism_index, bad_rel.mechanisms)
         for order in ([bad, *good], [good[0], bad, good[1]], [*good, bad]):
-            valid, reasons = validate_replies([Message(release_content(r), reply_to=q) for r in order], None, 10)
+            msgs = [Message(release_content(r), reply_to=q) for r in order]
+            valid, reasons = validate_replies(msgs, ServerSchema.of_population(pop), 10)
             assert reasons == {"label_released": 1}
             assert sorted(int(v.client_id[0]) for v in valid) == [1, 2]
     finally:
