@@ -651,6 +651,8 @@ def test_reduced_quickstart_in_flower_mode_through_the_cli(tmp_path, capsys):
         assert r["mode"] == "flower" and r["n_releases"] == "30" and r["error"] == ""
         assert float(r["eps_record"]) == pytest.approx(10000, rel=1e-9)
         assert 0.0 <= float(r["accuracy"]) <= 1.0
+    # a Flower cell keeps the learners' diagnostics: whether spread fell back reaches results.csv
+    assert next(r for r in rows if r["learner"] == "spread")["fell_back"] in ("True", "False")
     assert (out / "runs" / "g000-n00-r000" / "metrics.json").exists()  # the Flower server's own record
     assert (out / "accuracy_vs_epsilon.png").exists() and (out / "summary.md").exists()
 
