@@ -355,7 +355,8 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
         lv = feature_flip if use_flip else cfg.feature_epsilon
         if lv is None:
             what = "the ε of one client's whole release" if family == "paired" else "ε per released feature"
-            raise ValidationError(feat_key, f"is required for mechanism {family!r} ({what}, > 0)")
+            why = "; protocol 'ldp-sgd' takes no default budget" if cfg.protocol == "ldp-sgd" else ""
+            raise ValidationError(feat_key, f"is required for mechanism {family!r} ({what}, > 0){why}")
         levels, weights = [lv], [1.0]
     label_flip = cfg.label_flip if cfg.label_flip is not None else defaults.get("label-flip")
     label_epsilon = cfg.label_epsilon

@@ -338,3 +338,11 @@ def test_sweep_without_out_refuses_to_overwrite_tracked_results(tmp_path, monkey
     err = capsys.readouterr().err
     assert "--out" in err and "committed results" in err
     assert (tmp_path / "results" / "demo" / "summary.md").read_text() == "committed\n"
+
+
+def test_ldp_sgd_takes_no_default_budget():
+    cfg = load_run_config({"protocol": "ldp-sgd", "learners": "naive", "n-clients": 10})
+    assert cfg.budget_notes() == []
+    with pytest.raises(ValidationError, match="takes no default budget") as exc:
+        build_population(cfg)
+    assert exc.value.field == "feature-epsilon"
