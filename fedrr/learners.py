@@ -200,7 +200,7 @@ def decode_paired(X: Any, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
     return out, y
 
 
-def _release_prior(mechanism: Any) -> str:
+def release_prior(mechanism: Any) -> str:
     """The spread learners' prior: "naive-bayes" for records that release sampled attributes through
     discrete oracles with a label (they show nothing else of how attributes co-occur; on Adult it
     lifts spread above LDP naive Bayes, docs/results.md), else "learned" (factorised)."""
@@ -229,7 +229,7 @@ def _spread(d: FitData, o: FitOptions):
     Cs = tuple(sorted({0.01, 0.1, 1.0, 10.0, float(o.C)}))
     est = SpreadLogisticRegressionCV(
         Cs=Cs,
-        prior=_release_prior(d.mechanism),
+        prior=release_prior(d.mechanism),
         executor=o.executor,
         random_state=o.random_state,
         max_iter=o.spread_max_iter,
@@ -251,7 +251,7 @@ def _plain(d: FitData, o: FitOptions, **kw):
     "classification", "spread-plain", "spread-EM at the configured C, prior as for spread, no selection or fallback"
 )
 def _spread_plain(d: FitData, o: FitOptions):
-    return _plain(d, o, prior=_release_prior(d.mechanism))
+    return _plain(d, o, prior=release_prior(d.mechanism))
 
 
 @_learner("classification", "spread-flat", "spread-EM with a flat input prior")

@@ -21,10 +21,10 @@ from pathlib import Path
 import numpy as np
 
 import fedrr.estimators.spread_cv as spread_cv
-from fedrr._io import markdown_table, write_report
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
-from fedrr.estimators.spread_cv_scores import _rank_test
+from fedrr.estimators.spread_cv_scores import rank_test
 from fedrr.experiment.spec import load_scenario
+from fedrr.io import markdown_table, write_report
 from fedrr.pool import Pool
 from fedrr.population import build_population
 from fedrr.release import offline_release
@@ -60,7 +60,7 @@ def run_cell(cell, tmp: str, max_iter: int | None, cv_max_iter: int) -> dict:
         runs = [r for r in seen if r[0] == C]
         y = np.concatenate([r[1] for r in runs])
         fold = np.concatenate([np.full(len(r[1]), f) for f, r in enumerate(runs)])
-        _, z = _rank_test(np.concatenate([r[2][2][:, 1] for r in runs]), y, fold)
+        _, z = rank_test(np.concatenate([r[2][2][:, 1] for r in runs]), y, fold)
         est = SpreadLogisticRegression(C=C, max_iter=max_iter or o.spread_max_iter, **kw)
         acc = est.fit(pool.X, pool.y, mechanism=mech).score(Xte, yte)
         per_c[C] = (float(np.concatenate([r[2][1] for r in runs]).mean()), z, float(acc))

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrr._io import markdown_table, write_report
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment.spec import load_scenario
+from fedrr.io import markdown_table, write_report
 from fedrr.learners import FitData, fit_and_score
 from fedrr.mechanisms import EmpiricalPrior
 from fedrr.pool import Pool

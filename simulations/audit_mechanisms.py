@@ -17,8 +17,8 @@ import math
 import time
 from pathlib import Path
 
-from fedrr._io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 from fedrr.audit import DEFAULT_ALPHA
+from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 from fedrr.mechanisms import RandomizedResponse
 from fedrr.testing.audit_suite import run_cases, standard_cases
 

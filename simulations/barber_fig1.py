@@ -37,7 +37,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import binom
 
-from fedrr._io import atomic_write_text, command_line, markdown_table, provenance, write_csv
+from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 
 PFS = (0.1, 0.2, 0.3, 0.4)
 EPS = 1e-9

@@ -27,10 +27,10 @@ from pathlib import Path
 from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
 
-from fedrr._io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 from fedrr.federation.collect import ServerSchema, collect_releases, validate_replies, wait_for_nodes
 from fedrr.federation.protocol import MESSAGE_TYPE, query_content
 from fedrr.federation.run import run_federation
+from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 from fedrr.population import build_population
 from fedrr.run_config import RunConfig
 

@@ -21,9 +21,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrr._io import atomic_write_text, command_line, markdown_table, provenance
 from fedrr.datasets import load_mnist_7_vs_9
 from fedrr.estimators import SpreadLogisticRegression
+from fedrr.io import atomic_write_text, command_line, markdown_table, provenance
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 from fedrr.parallel import RayExecutor, SerialExecutor, ThreadExecutor
 

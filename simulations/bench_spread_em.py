@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 
-from fedrr._io import atomic_write_text, command_line, markdown_table, provenance, rng_for, write_csv
 from fedrr.datasets import load_mnist_7_vs_9, train_test_split_per_class
 from fedrr.estimators import SpreadLogisticRegression
+from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, rng_for, write_csv
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 from fedrr.parallel import SerialExecutor
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrr._io import atomic_write_text, command_line, markdown_table, provenance
 from fedrr.datasets import load
 from fedrr.estimators import WassersteinDROLogisticRegressionCV
+from fedrr.io import atomic_write_text, command_line, markdown_table, provenance
 from fedrr.mechanisms import GaussianMechanism, RandomizedResponse
 from fedrr.parallel import RayExecutor, SerialExecutor, ThreadExecutor
 

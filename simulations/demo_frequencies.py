@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrr._io import command_line, write_csv
 from fedrr.errors import ConvergenceError
 from fedrr.estimators import estimate_frequencies
+from fedrr.io import command_line, write_csv
 from fedrr.mechanisms import RandomizedResponse
 
 EPSILONS = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)

@@ -18,8 +18,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from fedrr._io import atomic_write_text, command_line, provenance, write_csv
 from fedrr.audit.fp_attack import STANDARD_CELLS, attack_cells
+from fedrr.io import atomic_write_text, command_line, provenance, write_csv
 
 FIELDS = [
     "epsilon",

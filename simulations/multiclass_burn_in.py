@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 from scipy.special import logsumexp
 
-from fedrr._io import markdown_table, write_report
 from fedrr.estimators import SpreadLogisticRegression
 from fedrr.estimators.spread_prior import CategoricalPrior
+from fedrr.io import markdown_table, write_report
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 from fedrr.testing.exact_mle import exact_spread_mle
 

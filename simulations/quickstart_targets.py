@@ -20,9 +20,9 @@ from pathlib import Path
 
 from sklearn.metrics import roc_auc_score
 
-from fedrr._io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
+from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 from fedrr.pool import Pool
 from fedrr.population import build_population
 from fedrr.release import offline_release

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrr._io import atomic_write_text, command_line, markdown_table, write_csv
 from fedrr.audit.repeated_release import M_GRID, Field, attack_offline, laplace_field, paper_formula_checks, rr_field
+from fedrr.io import atomic_write_text, command_line, markdown_table, write_csv
 
 #: the Flower federations of part 2: run-config keys on top of digits 7 vs 9
 FEDERATIONS = {

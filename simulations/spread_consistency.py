@@ -35,9 +35,9 @@ import numpy as np
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 
-from fedrr._io import atomic_write_text, command_line, markdown_table, provenance, rng_for, write_csv
 from fedrr.datasets import make_logistic_discrete, make_logistic_gaussian, non_isotropic_cov
 from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegression
+from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, rng_for, write_csv
 from fedrr.mechanisms import GaussianMechanism, RandomizedResponse, RecordMechanism
 
 CASES = ("discrete", "gaussian_corr", "gaussian_indep")

@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from fedrr._io import command_line, markdown_table, write_csv, write_report
 from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegressionCV
-from fedrr.estimators.spread_cv_scores import _class_freqs
+from fedrr.estimators.spread_cv_scores import class_freqs
 from fedrr.estimators.spread_pool import group_records
 from fedrr.experiment import load_scenario
-from fedrr.learners import _release_prior
+from fedrr.io import command_line, markdown_table, write_csv, write_report
+from fedrr.learners import release_prior
 from fedrr.pool import Pool
 from fedrr.population import build_population
 from fedrr.release import offline_release
@@ -71,14 +71,14 @@ def fit_cell(part: str, value, rep, cfg, scorings=("loglik", "accuracy"), cv_max
     pool = Pool.from_releases([offline_release(pop, cfg.seed)])
     mech = pool.mechanism_arg()
     o = cfg.fit_options()
-    majority = int(np.argmax(_class_freqs(pool.y, group_records(mech, pool.n), 2)))
+    majority = int(np.argmax(class_freqs(pool.y, group_records(mech, pool.n), 2)))
     naive = NaiveLogisticRegression(C=o.C, cv=5, encoding=o.encoding).fit(pool.X, pool.y, mechanism=mech)
     rows = []
     for scoring in scorings:
         t = time.perf_counter()
         est = SpreadLogisticRegressionCV(
             Cs=tuple(sorted({0.01, 0.1, 1.0, 10.0, float(o.C)})),
-            prior=_release_prior(mech),
+            prior=release_prior(mech),
             random_state=o.random_state,
             max_iter=o.spread_max_iter,
             cv_max_iter=min(cv_max_iter, o.spread_max_iter),

@@ -41,9 +41,9 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import beta
 
-from fedrr._io import command_line, markdown_table, write_csv, write_report
 from fedrr.datasets import make_logistic_discrete, make_logistic_multiclass_discrete
 from fedrr.estimators import SpreadLogisticRegressionCV
+from fedrr.io import command_line, markdown_table, write_csv, write_report
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrr._io import command_line, markdown_table, write_csv, write_report
 from fedrr.datasets import make_logistic_discrete
 from fedrr.estimators import SpreadLogisticRegressionCV
+from fedrr.io import command_line, markdown_table, write_csv, write_report
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
 ROOT = Path(__file__).resolve().parents[1]

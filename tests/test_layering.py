@@ -17,7 +17,7 @@ PKG = ROOT / "fedrr"
 
 #: the data flow, in order: a module may import its own stage and earlier ones only
 STAGES = [
-    ("base", ["fedrr.errors", "fedrr._validation", "fedrr._params", "fedrr._io", "fedrr._procs", "fedrr"]),
+    ("base", ["fedrr.errors", "fedrr._validation", "fedrr._params", "fedrr.io", "fedrr._procs", "fedrr"]),
     ("inputs", ["fedrr.datasets", "fedrr.mechanisms"]),
     ("population", ["fedrr.population", "fedrr.examples", "fedrr.fake"]),
     ("release", ["fedrr.release"]),

@@ -10,7 +10,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import SpreadLogisticRegressionCV
-from fedrr.estimators.spread_cv_scores import _rank_test
+from fedrr.estimators.spread_cv_scores import rank_test
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
 D, K = 3, 3
@@ -201,7 +201,7 @@ def test_the_rank_test_is_scipys_mann_whitney_within_a_fold_and_stratified_acros
     """The former fallback test (kept for the scripts that measured it; its folds are dependent)."""
     rng = np.random.default_rng(0)
     s, y = rng.integers(0, 20, 200).astype(float), rng.integers(0, 2, 200)  # many ties
-    auc, z = _rank_test(s, y, np.zeros(200, int))
+    auc, z = rank_test(s, y, np.zeros(200, int))
     ref = mannwhitneyu(s[y == 1], s[y == 0], alternative="greater", method="asymptotic", use_continuity=False)
     assert auc == pytest.approx(ref.statistic / ((y == 1).sum() * (y == 0).sum())) and z == pytest.approx(
         norm.isf(ref.pvalue)
@@ -215,10 +215,10 @@ def test_the_rank_test_is_scipys_mann_whitney_within_a_fold_and_stratified_acros
         fold = rng.permutation(300) % 3
         shift = np.array([y[fold != f].mean() for f in range(3)])
         s = 0.01 * rng.random(300) + shift[fold]
-        pooled.append(_rank_test(s, y, np.zeros(300, int))[1])
-        strat.append(_rank_test(s, y, fold)[1])
+        pooled.append(rank_test(s, y, np.zeros(300, int))[1])
+        strat.append(rank_test(s, y, fold)[1])
     assert np.mean(pooled) < -0.5 and abs(np.mean(strat)) < 3 / np.sqrt(400), (np.mean(pooled), np.mean(strat))
-    assert _rank_test(np.ones(10), np.r_[np.ones(5), np.zeros(5)].astype(int), np.zeros(10, int)) == (0.5, 0.0)
+    assert rank_test(np.ones(10), np.r_[np.ones(5), np.zeros(5)].astype(int), np.zeros(10, int)) == (0.5, 0.0)
 
 
 def test_debiased_hits_estimate_the_clean_accuracy_through_an_asymmetric_label_mechanism():

@@ -189,12 +189,12 @@ def test_refused_where_naive_bayes_cannot_be_fitted(tmp_path):
 
 
 def test_the_spread_learners_use_it_for_records_that_release_sampled_attributes():
-    from fedrr.learners import _release_prior
+    from fedrr.learners import release_prior
 
     rr = RandomizedResponse(K, epsilon=2.0)
-    assert _release_prior(_release(0, 10)[2]) == "naive-bayes"
-    assert _release_prior(RecordMechanism([rr] * D, RandomizedResponse(2, epsilon=1.0))) == "learned"  # whole records
-    assert _release_prior([_release(0, 10)[2]] * 2) == "learned"  # a budget mix
-    assert _release_prior(RecordMechanism([rr] * D, None, n_sampled=1)) == "learned"  # no label oracle
+    assert release_prior(_release(0, 10)[2]) == "naive-bayes"
+    assert release_prior(RecordMechanism([rr] * D, RandomizedResponse(2, epsilon=1.0))) == "learned"  # whole records
+    assert release_prior([_release(0, 10)[2]] * 2) == "learned"  # a budget mix
+    assert release_prior(RecordMechanism([rr] * D, None, n_sampled=1)) == "learned"  # no label oracle
     numeric = RecordMechanism([LaplaceMechanism(1.0)] * 2, RandomizedResponse(2, epsilon=1.0), n_sampled=1)
-    assert _release_prior(numeric) == "learned"
+    assert release_prior(numeric) == "learned"

@@ -221,7 +221,7 @@ class MajorityClassifier(ClassifierMixin, BaseEstimator):
         self.mechanism = mechanism
 
     def fit(self, X, y, mechanism: Any = None):
-        from .spread_cv_scores import _class_freqs
+        from .spread_cv_scores import class_freqs
 
         mechanism = self.mechanism if mechanism is None else mechanism
         ya = _as_array("y", y, "must be a 1-d array of labels")
@@ -232,7 +232,7 @@ class MajorityClassifier(ClassifierMixin, BaseEstimator):
         if groups and groups[0][0].label is not None:
             k = groups[0][0].label.k
             self.classes_ = np.arange(k)
-            self.class_prior_ = _class_freqs(np.asarray(ya, np.int64), groups, k)
+            self.class_prior_ = class_freqs(np.asarray(ya, np.int64), groups, k)
         else:
             self.classes_, yi = class_labels(ya)
             self.class_prior_ = np.bincount(yi, minlength=len(self.classes_)) / n

@@ -49,9 +49,9 @@ from .._params import Interval, ListOf, Options, Satisfies, random_state_constra
 from ..errors import ValidationError
 from .spread import SpreadLogisticRegression, check_clean_X
 from .spread_cv_scores import (
-    _class_freqs,
     _mechanism_arg,
     _null_loglik,
+    class_freqs,
     debiased_hits,
     heldout_loglik,
     label_blocks,
@@ -375,7 +375,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         mechanism (maximum likelihood on the simplex)."""
         from .spread_design import Design
 
-        pi = _class_freqs(yi, [(rm, rows) for rm, rows in groups], len(self.classes_))
+        pi = class_freqs(yi, [(rm, rows) for rm, rows in groups], len(self.classes_))
         logit = np.log(np.maximum(pi, 1e-12))
         rows_n = 1 if len(self.classes_) == 2 else len(self.classes_)
         self.design_ = Design(layout, self.encoding)

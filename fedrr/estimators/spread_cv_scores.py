@@ -34,7 +34,7 @@ def heldout_loglik(
     return full, cond, proba
 
 
-def _rank_test(score: np.ndarray, y: np.ndarray, fold: np.ndarray) -> tuple[float, float]:
+def rank_test(score: np.ndarray, y: np.ndarray, fold: np.ndarray) -> tuple[float, float]:
     """Not the fallback's test any more: on cross-validation folds its folds' statistics are
     dependent (fold f's model is trained on fold g's labels and vice versa), so it is
     anti-conservative (sd(z) 1.43 under no signal, issue 29); kept for the scripts that measured it.
@@ -65,7 +65,7 @@ def _rank_test(score: np.ndarray, y: np.ndarray, fold: np.ndarray) -> tuple[floa
 
 def _null_loglik(X_tr, y_tr, X_te, y_te, mech_tr, mech_te, C: int) -> np.ndarray:
     """log p(c̃ | x̃) = log Σ_c p(c̃ | c) π_c of the intercept-only model fitted on the training folds."""
-    pi = _class_freqs(y_tr, group_records(_mechanism_arg(mech_tr), len(y_tr)), C)
+    pi = class_freqs(y_tr, group_records(_mechanism_arg(mech_tr), len(y_tr)), C)
     out = np.empty(len(y_te))
     for rm, rows in group_records(_mechanism_arg(mech_te), len(y_te)):
         L = (
@@ -77,7 +77,7 @@ def _null_loglik(X_tr, y_tr, X_te, y_te, mech_tr, mech_te, C: int) -> np.ndarray
     return out
 
 
-def _class_freqs(y: np.ndarray, groups, C: int, iters: int = 500) -> np.ndarray:
+def class_freqs(y: np.ndarray, groups, C: int, iters: int = 500) -> np.ndarray:
     """Class frequencies debiased through each record's label mechanism: EM on the simplex."""
     Ls = []
     for rm, rows in groups:

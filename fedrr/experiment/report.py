@@ -210,7 +210,7 @@ def write_csv(path: Path, table: list[dict]) -> None:
     w.writeheader()
     for r in table:
         w.writerow({k: ("" if r[k] is None else r[k]) for k in CSV_COLUMNS})
-    from .._io import atomic_write_text
+    from ..io import atomic_write_text
 
     atomic_write_text(path, buf.getvalue())
 
@@ -256,7 +256,7 @@ def write_reports(out: str | Path) -> dict[str, Any]:
     cfg, recs, missing = load_results(out)
     table = rows(recs)
     write_csv(out / "results.csv", table)
-    from .._io import atomic_write_text
+    from ..io import atomic_write_text
     from .summary import summary_markdown
 
     md = summary_markdown(out)

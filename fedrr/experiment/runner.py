@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from .._io import write_json
 from ..errors import FedrrError, ValidationError
 from ..fake import FakeClients
 from ..frequency_check import check_pool
+from ..io import write_json
 from ..learners import FitData, fit_and_score
 from ..learners import get as get_learner
 from ..pool import Pool

@@ -20,8 +20,8 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .._io import write_json
 from ..errors import FedrrError, ValidationError
+from ..io import write_json
 from ..parallel.ray_executor import ray_map_unordered
 from .cells import CellSpec
 from .manifest import manifest

@@ -16,10 +16,10 @@ from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 from .. import __version__
-from .._io import write_json
 from ..errors import FedrrError
 from ..estimators.ldp_sgd import LDPSGDClassifier, LDPSGDServer, make_server
 from ..estimators.ldp_sgd_design import ldp_sgd_design
+from ..io import write_json
 from ..learners import record_domain
 from ..population import build_population
 from ..run_config import RunConfig

@@ -18,9 +18,9 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from .. import __version__
-from .._io import write_json
 from ..errors import FedrrError
 from ..frequency_check import check_pool
+from ..io import write_json
 from ..learners import FitData, fit_and_score
 from ..pool import Pool
 from ..population import build_population

@@ -1,7 +1,8 @@
-"""Result files. Atomic writes: a file is written to a temporary name and renamed, so a run that
-dies part-way leaves either the previous file or the new one, never half of one. And the few
-helpers the scripts in ``simulations/`` share: the command line that made a result, a CSV that
-names it in its first line, markdown tables and per-cell seeding."""
+"""Result files, public as ``fedrr.io``: the scripts in simulations/ use it as a user's own script
+would. Atomic writes: a file is written to a temporary name and renamed, so a run that dies
+part-way leaves either the previous file or the new one, never half of one. And the few helpers
+the scripts share: the command line that made a result, a CSV that names it in its first line,
+markdown tables and per-cell seeding."""
 
 from __future__ import annotations
 
