@@ -25,8 +25,10 @@ mechanism of the attributes (all attributes released, or sampled ones). Then, gi
 the model, whatever the selection did), P(p ≤ alpha) ≤ alpha exactly — no normal approximation and
 no assumption on the model: the kept rate on no-signal releases is at most ``alpha``. This needs the
 label released by its own mechanism, independently of the attributes (``RecordMechanism``'s
-``label``); a mechanism releasing (attribute, label) as one value couples x̃ and c̃ even under no
-signal, and there permuting labels is not a valid null.
+``label``). Paired releases (``PairedRecordMechanism``, the label inside each (attribute, label)
+report) have no released label to permute: there C is chosen by the held-out likelihood of the pair
+reports and the test is ``spread_cv_paired``'s association test (normal approximation; its level is
+measured, not exact).
 
 What it does not guarantee. It tests "the model fitted on A beats the intercept-only model on
 B's releases", not "beats some competitor" (a better model than the one kept may exist), and it
@@ -48,6 +50,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._params import Interval, ListOf, Options, Satisfies, random_state_constraints, validate_params
 from ..errors import ValidationError
 from .spread import SpreadLogisticRegression, check_clean_X
+from .spread_cv_paired import association_test, model_pair_tables, pair_report_loglik, paired_class_prior
 from .spread_cv_scores import (
     _mechanism_arg,
     _null_loglik,
@@ -59,6 +62,8 @@ from .spread_cv_scores import (
     permutation_test,
 )
 from .spread_mstep import log_class_probs
+from .spread_paired import PairedView
+from .spread_pool import group_records
 
 #: the spread-EM parameters this class passes through (the rest are its own)
 PASSED = (
@@ -241,7 +246,16 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             for i in rows:
                 mechs[i] = rm
         n_classes = len(base.classes_)
-        if p["scoring"] == "accuracy" or p["test_statistic"] == "accuracy":  # refuse before any fit
+        paired = isinstance(groups[0][0], PairedView)
+        if paired:  # the label is inside the pairs: no released label to score or permute
+            for field, allowed in (("scoring", "loglik"), ("test_statistic", "loglik")):
+                if p[field] != allowed:
+                    raise ValidationError(
+                        field,
+                        f"must be {allowed!r} for paired releases, got {p[field]!r}: a paired release has no "
+                        "label of its own (the held-out pair likelihood and association test are used)",
+                    )
+        elif p["scoring"] == "accuracy" or p["test_statistic"] == "accuracy":  # refuse before any fit
             field = "scoring" if p["scoring"] == "accuracy" else "test_statistic"
             try:
                 debiased_hits(np.zeros(n, dtype=np.int64), yi, mechs, n_classes)
@@ -263,8 +277,11 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         sel, test = np.sort(order[n_test:]), np.sort(order[:n_test])
         fold = np.full(n, -1)
         fold[sel] = rng.permutation(sel.size) % p["cv"]
-        self._select(p, Xv, yi, mechs, fold, n_classes, seed)
+        self._select(p, Xv, yi, mechs, fold, n_classes, seed, paired)
         best = (self.C_, self.prior_strength_)
+        if paired:
+            self._test_paired(p, Xv, yi, mechs, sel, test, seed)
+            return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, sel.size, n_test, best, base.classes_)
 
         # the test: the chosen candidate fitted on A, scored on B, against B's labels permuted
         mech_a, mech_b = [mechs[i] for i in sel], [mechs[i] for i in test]
@@ -297,18 +314,50 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         chosen = self.cv_results_["params"].index({"C": best[0], "prior_strength": best[1]})
         self.cv_results_["heldout_statistic"][chosen] = self.gain_["value"]
         self.cv_results_["heldout_p_value"][chosen] = p_value
+        return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, sel.size, n_test, best, base.classes_)
 
+    def _test_paired(self, p: dict, Xv, yi, mechs: list, sel, test, seed: int) -> None:
+        """The fallback's test on paired releases (``spread_cv_paired``): the chosen candidate fitted on
+        A predicts each attribute's association with the label; B's debiased pair tables test it."""
+        best = (self.C_, self.prior_strength_)
+        mech_a, mech_b = _mechanism_arg([mechs[i] for i in sel]), _mechanism_arg([mechs[i] for i in test])
+        est_a = self._spread(C=best[0], prior_strength=best[1]).fit(Xv[sel], yi[sel], mechanism=mech_a)
+        tables = model_pair_tables(est_a, seed=seed + p["cv"])
+        res = association_test(tables, group_records(mech_b, test.size), Xv[test])
+        self.p_value_ = res["p_value"]
+        self.gain_ = {
+            "statistic": "association",
+            "value": res["value"],
+            "null_mean": 0.0,
+            "null_sd": res["se"] / test.size,
+            "z": res["z"],
+            "p_value": res["p_value"],
+            "alpha": p["alpha"],
+            "n_selection": int(sel.size),
+            "n_test": int(test.size),
+        }
+        for k in ("heldout_statistic", "heldout_p_value"):
+            self.cv_results_[k] = np.full(len(self.cv_results_["params"]), np.nan)
+        chosen = self.cv_results_["params"].index({"C": best[0], "prior_strength": best[1]})
+        self.cv_results_["heldout_statistic"][chosen] = res["value"]
+        self.cv_results_["heldout_p_value"][chosen] = res["p_value"]
+
+    def _finish(
+        self, p: dict, X, y, mechanism, Xv, yi, groups, layout, n_sel: int, n_test: int, best, classes
+    ) -> SpreadLogisticRegressionCV:
+        """Keep the model (refit on all releases) or fall back, by the test's p-value."""
+        p_value = self.p_value_
         supported = p_value <= p["alpha"]
         self.fallback_ = bool(p["fallback"] and not supported)
         self.fallback_reason_ = (
-            f"on {n_test} held-out releases the model fitted on the other {sel.size} (C = {best[0]:g}, "
-            f"prior strength {best[1]:g}) did not beat the intercept-only model: {p['test_statistic']} "
-            f"{self.gain_['value']:.4g} against {self.gain_['null_mean']:.4g} ± {self.gain_['null_sd']:.2g} with "
-            f"the released labels permuted, permutation p = {p_value:.3g} > alpha = {p['alpha']:g}"
+            f"on {n_test} held-out releases the model fitted on the other {n_sel} (C = {best[0]:g}, "
+            f"prior strength {best[1]:g}) did not beat the intercept-only model: {self.gain_['statistic']} "
+            f"{self.gain_['value']:.4g} against {self.gain_['null_mean']:.4g} ± {self.gain_['null_sd']:.2g} "
+            f"{_NULL[self.gain_['statistic'] == 'association']} p = {p_value:.3g} > alpha = {p['alpha']:g}"
             if self.fallback_
             else None
         )
-        self.classes_ = base.classes_
+        self.classes_ = classes
         if self.fallback_:
             self.estimator_ = None
             self._intercept_only(Xv, yi, groups, layout)
@@ -317,7 +366,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self._copy_from(self.estimator_)
         return self
 
-    def _select(self, p: dict, Xv, yi, mechs: list, fold: np.ndarray, n_classes: int, seed: int) -> None:
+    def _select(self, p: dict, Xv, yi, mechs: list, fold: np.ndarray, n_classes: int, seed: int, paired: bool) -> None:
         """k-fold cross-validation over the records with fold ≥ 0 (the selection part): sets ``C_``,
         ``prior_strength_``, ``scores_``, ``cond_scores_``, ``accuracy_scores_`` and ``cv_results_``."""
         cands = [(C, a) for C in p["Cs"] for a in p["prior_strengths"]]
@@ -333,6 +382,11 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                 # one chain per selection fit: its score needs no agreement check
                 est = self._spread(C=C, prior_strength=a, max_iter=p["cv_max_iter"], n_chains=1)
                 est.fit(Xv[tr], yi[tr], mechanism=_mechanism_arg(mech_tr))
+                if paired:  # the pairs' held-out likelihood: the only score a paired release has
+                    tables = model_pair_tables(est, seed=seed + f)
+                    full = pair_report_loglik(tables, group_records(_mechanism_arg(mech_te), te.size), Xv[te])
+                    full_s[C, a][f] = cond_s[C, a][f] = full.mean()
+                    continue
                 full, c, pr = heldout_loglik(est, Xv[te], yi[te], mech_te, p["heldout_samples"], seed + f)
                 full_s[C, a][f], cond_s[C, a][f] = full.mean(), c.mean()
                 if p["scoring"] == "accuracy":
@@ -343,8 +397,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.accuracy_scores_ = {k: float(w @ v) for k, v in acc_s.items()} if p["scoring"] == "accuracy" else {}
         # prior smoothing on the held-out log p(x̃) (joint − conditional), averaged over the Cs;
         # then C by the scoring at that smoothing
-        marg = {
-            a: np.mean([self.scores_[C, a] - self.cond_scores_[C, a] for C in p["Cs"]]) for a in p["prior_strengths"]
+        marg = {  # paired: the pairs' likelihood is not split into p(x̃) and p(c̃ | x̃); the whole chooses
+            a: np.mean([self.scores_[C, a] - (0.0 if paired else self.cond_scores_[C, a]) for C in p["Cs"]])
+            for a in p["prior_strengths"]
         }
         a_best = max(p["prior_strengths"], key=marg.get)
         chosen = self.accuracy_scores_ if p["scoring"] == "accuracy" else self.cond_scores_
@@ -375,7 +430,10 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         mechanism (maximum likelihood on the simplex)."""
         from .spread_design import Design
 
-        pi = class_freqs(yi, [(rm, rows) for rm, rows in groups], len(self.classes_))
+        if isinstance(groups[0][0], PairedView):
+            pi = paired_class_prior(groups)
+        else:
+            pi = class_freqs(yi, [(rm, rows) for rm, rows in groups], len(self.classes_))
         logit = np.log(np.maximum(pi, 1e-12))
         rows_n = 1 if len(self.classes_) == 2 else len(self.classes_)
         self.design_ = Design(layout, self.encoding)
@@ -420,6 +478,13 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     def predict(self, X):
         lp = self.predict_log_proba(X)  # checks fitted first
         return self.classes_[np.argmax(lp, axis=1)]
+
+
+#: how the test's null is described in ``fallback_reason_`` (permutation, or paired: the association test)
+_NULL = (
+    "with the released labels permuted, permutation",
+    "under independence of the pairs, normal-approximation",
+)
 
 
 def _on_scale(t, statistic: str, n: int, n1: int):

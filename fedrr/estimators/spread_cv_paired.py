@@ -1,0 +1,145 @@
+"""Held-out scores and the fallback's test of ``SpreadLogisticRegressionCV`` on paired releases
+(``PairedRecordMechanism``), where the label travels inside each (attribute, label) report and has
+no release of its own, so neither p(c̃ | x̃) nor a permutation of released labels exists.
+
+What a fitted model says about a paired report. With the model p_θ(c | x) and its prior p(x), the
+pair table of attribute j is q_j(s, c) = p(x_j = s) · E[p_θ(c | x) | x_j = s] (``model_pair_tables``),
+and a report v of attribute j has likelihood Σ_{s,c} P(v | s, c) q_j(s, c). The selection scores a
+held-out record by the sum of these over its released pairs (exact for one pair per record; a
+composite likelihood for several).
+
+The fallback's test (``association_test``). No signal means y independent of x, so every pair table
+is a product m_j(s)·π(c). The model fitted on A predicts a direction of association; on B's reports
+the statistic is
+
+    T = Σ_j n_j Σ_{s,c} a_j(s, c) [Ê_j(s, c) − m̂_j(s) π̂_j(c)],
+
+with Ê_j the mean of the oracle's unbiased one-hot estimates of B's pairs of attribute j and m̂_j,
+π̂_j its margins, and a_j(s, c) = δ_j(s, c) / (g₀ + q_j(s, c)) the model's association δ_j = q_j −
+(its margins' product) weighted by a cell's variance per report (g₀ the oracle's rare-value
+variance): nearly the efficient score direction, where log q_j(c | s) (the chi-square weights) gives
+rare states, whose reports are all noise at small ε, far too much weight (measured: Adult paired ε
+1, p 0.09-0.3 with those weights, 0.0003-0.008 with these). T is unchanged by any part of a_j
+additive in s or in c, and the margins' estimation error enters it only at second order (the
+centring is Neyman-orthogonal), so under no signal T is a sum of n_B independent mean-zero terms t_i
+= Σ_{j released} a'_j(ê_ij) (a'_j the doubly centred table). The p-value is the one-sided normal
+tail of T / √Σ(t_i − t̄)². It is approximate (normal, with estimated margins), so its level is
+measured, not claimed: ``simulations/spread_fallback_level.py --release paired``."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import logsumexp
+from scipy.stats import norm
+
+from ..mechanisms.oracles import rare_value_variance
+from .spread_joint import JointSpreadPrior
+from .spread_mixture import MixtureSpreadPrior
+from .spread_mstep import log_class_probs
+from .spread_paired import PairedView
+
+#: draws from the prior per (attribute, state) for the model's pair tables
+N_DRAWS = 1024
+
+
+def model_pair_tables(est, n_draws: int = N_DRAWS, seed: int = 0) -> list[np.ndarray]:
+    """Per attribute j the fitted model's pair table q_j(s, c) = p(x_j = s)·E[p_θ(c | x) | x_j = s]
+    (k_j, C), the expectation over the fitted prior's x given x_j = s: exact conditional weights for
+    a mixture (p(z | x_j = s) ∝ π_z p(s | z)) or a joint prior (its rows with x_j = s), the other
+    attributes drawn independently of x_j for a factorised prior."""
+    prior, design = est._prior_state, est.design_
+    ks = np.asarray(design.layout.k, np.int64)
+    D, C = ks.size, len(est.classes_)
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(104729,)))
+    z = None
+    if isinstance(prior, JointSpreadPrior):
+        rows = np.asarray(prior.rows)
+        X = rows[rng.integers(rows.shape[0], size=n_draws)] if rows.shape[0] > n_draws else rows
+    elif isinstance(prior, MixtureSpreadPrior):
+        z = rng.choice(len(prior.log_pi), size=n_draws, p=_normalise(np.exp(prior.log_pi)))
+        X = np.empty((n_draws, D))
+        for d in range(D):
+            cdf = np.cumsum(np.exp(prior.log_p[d]), axis=1)
+            u = rng.random(n_draws) * cdf[z, -1]
+            X[:, d] = (cdf[z] < u[:, None]).sum(axis=1)
+    else:
+        X = np.stack([prior.sample_column(d, rng, (n_draws,)) for d in range(D)], axis=1)
+    X = np.minimum(X, ks - 1).astype(float)
+    out = []
+    for j, k in enumerate(ks):
+        Xj = np.repeat(X[None], k, axis=0)  # (k, n, D): every draw with x_j set to s
+        Xj[:, :, j] = np.arange(k)[:, None]
+        pr = np.exp(log_class_probs(design.decode(Xj.reshape(-1, D)), est.coef_, est.intercept_)).reshape(k, -1, C)
+        if isinstance(prior, JointSpreadPrior):
+            w = (X[None, :, j] == np.arange(k)[:, None]).astype(float)
+            w[w.sum(axis=1) == 0] = 1.0  # a state no row has: the other attributes as drawn
+        elif z is not None:
+            w = np.exp(prior.log_p[j][z].T)  # (k, n): p(x_j = s | z_i)
+        else:
+            w = np.ones((k, X.shape[0]))
+        cond = np.einsum("sn,snc->sc", w, pr) / w.sum(axis=1)[:, None]
+        margin = _normalise(np.maximum(prior.disc[j, :k], 0.0))
+        out.append(margin[:, None] * cond)
+    return out
+
+
+def pair_report_loglik(tables: list[np.ndarray], groups: list, X: np.ndarray) -> np.ndarray:
+    """Per record Σ_{j released} log Σ_{s,c} P(v_j | s, c) q_j(s, c): the held-out likelihood of its
+    pair reports under the model's pair tables ``tables`` (``groups``: (paired mechanism or view, rows))."""
+    out = np.zeros(X.shape[0])
+    for rm, rows in groups:
+        paired = rm.paired if isinstance(rm, PairedView) else rm
+        for j, t in enumerate(tables):
+            r = rows[~np.isnan(X[rows, j])]
+            if r.size:
+                L = paired.pair_log_likelihood(j, X[r, j])  # (n_j, k_j, C)
+                with np.errstate(divide="ignore"):
+                    out[r] += logsumexp(L + np.log(t)[None], axis=(1, 2))
+    return out
+
+
+def association_test(tables: list[np.ndarray], groups: list, X: np.ndarray) -> dict:
+    """The fallback's test on held-out paired releases ``X`` (module doc): the statistic T, its
+    standard error, z and the one-sided p-value, and per record the mean statistic (``value``)."""
+    D = len(tables)
+    E = [[] for _ in range(D)]  # per attribute: (record index, unbiased (k_j, C) tables)
+    g0 = np.zeros(D)  # per attribute: the largest rare-value variance of one report among its oracles
+    for rm, rows in groups:
+        paired = rm.paired if isinstance(rm, PairedView) else rm
+        for j in range(D):
+            r = rows[~np.isnan(X[rows, j])]
+            if r.size:
+                E[j].append((r, paired.unbiased_pair_table(j, X[r, j])))
+                g0[j] = max(g0[j], rare_value_variance(paired.oracles[j]))
+    t = np.zeros(X.shape[0])
+    for j, parts in enumerate(E):
+        if not parts:
+            continue
+        rows = np.concatenate([r for r, _ in parts])
+        U = np.concatenate([u for _, u in parts])  # (n_j, k_j, C)
+        Ehat = U.mean(axis=0)
+        m, pi = Ehat.sum(axis=1), Ehat.sum(axis=0)
+        q = tables[j] / tables[j].sum()
+        delta = q - np.outer(q.sum(axis=1), q.sum(axis=0))  # the model's association in this table
+        a = delta / (g0[j] + q)  # ≈ the efficient weights: a cell's noise per report is ≈ g₀ + q
+        a = a - (a @ pi)[:, None] - (m @ a)[None, :] + m @ a @ pi  # doubly centred at B's margins
+        np.add.at(t, rows, np.einsum("nsc,sc->n", U, a))
+    n = X.shape[0]
+    T = float(t.sum())
+    se = float(np.sqrt(max(np.sum((t - t.mean()) ** 2), 0.0)))
+    z = T / se if se > 1e-12 * (1.0 + abs(T)) else 0.0
+    return {"statistic": T, "se": se, "z": z, "p_value": float(norm.sf(z)) if se > 0 else 1.0, "value": T / n}
+
+
+def paired_class_prior(groups: list) -> np.ndarray:
+    """The class prior of paired releases: the class margins of the views' maximum-likelihood pair
+    tables, averaged over attributes and weighted by each group's records (the intercept-only model)."""
+    tot, w = 0.0, 0
+    for rm, rows in groups:
+        pc = np.mean([t.sum(axis=0) for t in rm.tables], axis=0)
+        tot, w = tot + rows.size * _normalise(np.maximum(pc, 1e-12)), w + rows.size
+    return tot / w
+
+
+def _normalise(p: np.ndarray) -> np.ndarray:
+    return p / p.sum()
