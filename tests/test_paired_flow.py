@@ -266,7 +266,7 @@ def test_decode_paired_reads_randomised_response_reports_as_the_pairs():
     assert np.mean(Xd[rel] == X[rel]) > 0.999 and np.mean(yd == y) > 0.999
 
 
-@pytest.mark.parametrize("name", ["ldp-nb", "naive", "majority"])
+@pytest.mark.parametrize("name", ["ldp-nb", "naive", "majority", "spread", "spread-plain"])
 def test_release_learners_fit_paired_releases(pop, name):
     rel = offline_release(pop, 7)
     res = fit_and_score(name, FitData(rel.x, rel.y, pop.mechanism(0)), pop.test_set())
