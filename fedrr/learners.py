@@ -492,6 +492,23 @@ class Scored:
 LEARNER_ERRORS = (FedrrError, ValueError, ArithmeticError)
 
 
+def classification_scores(est: Any, X: np.ndarray, y: np.ndarray) -> dict:
+    """Accuracy, balanced accuracy and AUC (two classes: of p̂(1 | x); more: one-vs-rest, macro) on a
+    clean test set; AUC is None when the estimator gives no probabilities or one class is absent."""
+    from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+
+    out = {"accuracy": float(est.score(X, y)), "balanced_accuracy": float(balanced_accuracy_score(y, est.predict(X)))}
+    out["auc"] = None
+    if hasattr(est, "predict_proba") and len(np.unique(y)) > 1:
+        P = est.predict_proba(X)
+        if P.shape[1] == len(est.classes_) and set(np.unique(y)) <= set(est.classes_.tolist()):
+            pos = P[:, 1] if P.shape[1] == 2 else P
+            out["auc"] = float(
+                roc_auc_score(y, pos, multi_class="ovr", labels=est.classes_ if P.shape[1] > 2 else None)
+            )
+    return out
+
+
 def fit_and_score(
     name: str,
     data: FitData,
@@ -500,7 +517,8 @@ def fit_and_score(
     *,
     task: str = "classification",
 ) -> Scored:
-    """Fit learner ``name`` and score it on the clean ``test`` set (accuracy, or MSE for regression).
+    """Fit learner ``name`` and score it on the clean ``test`` set (``classification_scores``, or MSE
+    for regression).
     A learner that fails is reported as ``{"error": ...}``, never raised: a run keeps the others."""
     learner = get(name, task)
     out = Scored()
@@ -519,7 +537,7 @@ def fit_and_score(
             if task == "regression":
                 out.entry["mse"] = float(np.mean((est.predict(Xte) - yte) ** 2))
             else:
-                out.entry["accuracy"] = float(est.score(Xte, yte))
+                out.entry.update(classification_scores(est, Xte, yte))
         out.estimator = est
     except LEARNER_ERRORS as exc:
         out.entry["error"] = f"{type(exc).__name__}: {exc}"

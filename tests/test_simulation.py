@@ -85,6 +85,7 @@ def test_offline_sweep_writes_everything_and_resumes_without_recomputing(tmp_pat
     for r in rows:
         assert 0.0 <= float(r["accuracy"]) <= 1.0 and float(r["eps_record"]) > 0 and r["n_releases"] == "120"
         assert r["error"] == "" and float(r["seconds"]) >= 0
+        assert 0.0 <= float(r["balanced_accuracy"]) <= 1.0 and 0.0 <= float(r["auc"]) <= 1.0
     man = json.loads((out / "manifest.json").read_text())
     assert man["config"]["privacy"]["feature_flip_grid"] == [0.1, 0.3] and man["seed"] == 3
     assert {"fedrr", "flwr", "ray", "numpy", "scikit-learn"} <= set(man["versions"])
@@ -94,6 +95,7 @@ def test_offline_sweep_writes_everything_and_resumes_without_recomputing(tmp_pat
     assert (out / "accuracy_vs_epsilon.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "summary.md").read_text()
     assert "| naive | spread |" in md and "Honest note" in md  # ε per record of 64 flipped pixels is in the hundreds
+    assert "Balanced accuracy / AUC" in md
     before = _cell_mtimes(out)
     t0 = time.perf_counter()
     assert main(["sweep", str(cfg), "--out", str(out), "--no-progress"]) == 0

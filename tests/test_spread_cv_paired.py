@@ -114,3 +114,23 @@ def test_paired_cv_refuses_statistics_of_a_released_label(field, value):
     with pytest.raises(ValidationError) as exc:
         SpreadLogisticRegressionCV(**{field: value}).fit(Xt, yt, mechanism=mech)
     assert exc.value.field == field and "paired" in exc.value.message
+
+
+def test_classification_scores_are_sklearns():
+    """The sweeps' scores: accuracy, balanced accuracy and AUC as scikit-learn computes them (two
+    classes: AUC of p̂(1 | x); three: one-vs-rest macro)."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import balanced_accuracy_score, roc_auc_score
+
+    from fedrr.learners import classification_scores
+
+    rng = np.random.default_rng(0)
+    for C in (2, 3):
+        X, y = rng.normal(size=(300, 3)), rng.integers(C, size=300)
+        X[:, 0] += y
+        est = LogisticRegression().fit(X, y)
+        got = classification_scores(est, X, y)
+        P = est.predict_proba(X)
+        assert got["accuracy"] == est.score(X, y)
+        assert got["balanced_accuracy"] == balanced_accuracy_score(y, est.predict(X))
+        assert got["auc"] == roc_auc_score(y, P[:, 1] if C == 2 else P, multi_class="ovr")

@@ -123,7 +123,11 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
         seconds_collect = float(metrics.get("seconds_collect", time.perf_counter() - t0))
         pool = Pool.load(out / "runs" / cell.key / "pool.npz")
         learners = {
-            n: {k: v for k, v in e.items() if k in ("accuracy", "seconds", "error", "n_iter", "diagnostics")}
+            n: {
+                k: v
+                for k, v in e.items()
+                if k in ("accuracy", "balanced_accuracy", "auc", "seconds", "error", "n_iter", "diagnostics")
+            }
             for n, e in metrics["learners"].items()
         }
         dropped, n_releases = dict(metrics.get("dropped") or {}), int(metrics["n_releases"])
