@@ -27,7 +27,7 @@ from .base import register
 from .discrete import MAX_STATES, DiscreteMechanism, RandomizedResponse
 from .hashing import LocalHashing
 from .oracles import frequency_oracle
-from .record import MAX_FEATURES
+from .record import MAX_FEATURES, records_array
 from .unary import UnaryEncoding
 
 #: oracle names a PairedRecordMechanism accepts (aliases → the mechanism's registered kind)
@@ -194,12 +194,7 @@ class PairedRecordMechanism:
 
     # --- validation -------------------------------------------------------------------------
     def _check_X(self, X: Any, field: str) -> np.ndarray:
-        arr = _as_array(field, X, f"must be an array of shape (n_records, {self.n_features})")
-        if arr.ndim == 1 and arr.shape[0] == self.n_features:
-            arr = arr[None, :]
-        if arr.ndim != 2 or arr.shape[1] != self.n_features:
-            raise ValidationError(field, f"must have shape (n_records, {self.n_features}), got {np.shape(X)}")
-        return arr
+        return records_array(X, self.n_features, field)
 
     def validate_input(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
         """Clean records: X (n, F) integer states x_j ∈ {0..k_j−1}, y (n,) classes in {0..C−1}."""

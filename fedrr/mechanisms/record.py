@@ -29,6 +29,16 @@ class Field:
     columns: tuple[int, ...]
 
 
+def records_array(X: Any, n_features: int, field: str) -> np.ndarray:
+    """``X`` as a 2-d array (n_records, n_features); one record may come as a 1-d row."""
+    arr = _as_array(field, X, f"must be an array of shape (n_records, {n_features})")
+    if arr.ndim == 1 and arr.shape[0] == n_features:
+        arr = arr[None, :]
+    if arr.ndim != 2 or arr.shape[1] != n_features:
+        raise ValidationError(field, f"must have shape (n_records, {n_features}), got {np.shape(X)}")
+    return arr
+
+
 @register
 class RecordMechanism:
     """Releases (x, y) field by field. ``features`` is one mechanism for every column (a scalar
@@ -175,12 +185,7 @@ class RecordMechanism:
 
     # --- validation -------------------------------------------------------------------------
     def _check_X(self, X: Any, field: str) -> np.ndarray:
-        arr = _as_array(field, X, f"must be an array of shape (n_records, {self.n_features})")
-        if arr.ndim == 1 and arr.shape[0] == self.n_features:
-            arr = arr[None, :]
-        if arr.ndim != 2 or arr.shape[1] != self.n_features:
-            raise ValidationError(field, f"must have shape (n_records, {self.n_features}), got {np.shape(X)}")
-        return arr
+        return records_array(X, self.n_features, field)
 
     def _apply(self, X: np.ndarray, fn, field: str) -> list[np.ndarray]:
         return [fn(mech, X[:, cols], field) for mech, cols in self._groups]
