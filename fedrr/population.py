@@ -16,7 +16,7 @@ import sys
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from contextlib import contextmanager
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,8 @@ from .mechanisms import (
     PairedRecordMechanism,
     RandomizedResponse,
     RecordMechanism,
+    ReleasePlan,
+    plan_release,
 )
 from .mechanisms.oracles import frequency_oracle
 
@@ -42,7 +44,11 @@ if TYPE_CHECKING:  # typing only: the run config sits above the core stages and 
 #: RunConfig's budget fields (fedrr.run_config imports this module, so the names are repeated here)
 BUDGET_KEYS = ("feature_flip", "feature_epsilon", "label_flip", "label_epsilon")
 
-MECHANISM_FAMILIES = ("rr", "oracle", "gaussian", "laplace", "paired")
+MECHANISM_FAMILIES = ("rr", "oracle", "gaussian", "laplace", "paired", "auto")
+#: families whose one budget (feature_epsilon) is the ε of a client's whole release: no label budget, no split
+WHOLE_RECORD_FAMILIES = ("paired", "auto")
+#: families that release discrete states (integer features)
+DISCRETE_FAMILIES = ("rr", "oracle", "paired", "auto")
 GAUSSIAN_NOISE = ("joint", "per-feature")  #: "gaussian" family: one block on all features, or one per feature
 
 
@@ -119,6 +125,7 @@ def record_mechanism_for(
     delta: float = 1e-5,
     n_sampled: int | None = None,
     gaussian_noise: str = "joint",
+    n_records: int | None = None,
 ) -> RecordMechanism | PairedRecordMechanism:
     """A record mechanism from a family name and per-field parameters. ``n_states``: one k for every
     feature, one per feature (a sequence), or None for numeric features in [0, 1]. Families:
@@ -135,13 +142,28 @@ def record_mechanism_for(
     (attribute, label) pairs, each one value of the k_j·C product domain through the least-variance
     frequency oracle (``oracle="auto"``). Its budget is ``feature_epsilon`` = the ε of the client's
     *whole* release (each pair gets ε/n_sampled); the label has no budget of its own (it is paid for
-    inside every pair), so ``label_flip``/``label_epsilon`` are refused, and so is ``feature_flip``."""
+    inside every pair), so ``label_flip``/``label_epsilon`` are refused, and so is ``feature_flip``.
+
+    "auto" — ``plan_release(n_states, n_classes, feature_epsilon, n_records).mechanism``: the release
+    planner's least-variance design (paired, or split with the label at a share of ε) for
+    ``n_records`` records. The same budget rules as "paired"; the planner picks m, so ``n_sampled``
+    is refused."""
     if family not in MECHANISM_FAMILIES:
         raise ValidationError("mechanism", f"must be one of {MECHANISM_FAMILIES}, got {family!r}")
-    if family == "paired":
-        return _paired_for(
-            n_features, n_states, n_classes, feature_flip, feature_epsilon, label_flip, label_epsilon, n_sampled
+    if family in WHOLE_RECORD_FAMILIES:
+        ks = _whole_record_states(
+            family, n_features, n_states, feature_flip, feature_epsilon, label_flip, label_epsilon
         )
+        if family == "paired":
+            m = 1 if n_sampled is None else max(1, n_sampled)
+            return PairedRecordMechanism(ks, n_classes, feature_epsilon, n_sampled=m, oracle="auto")
+        if n_sampled is not None:
+            raise ValidationError(
+                "n_sampled", f"must be unset for mechanism 'auto', got {n_sampled!r}: the planner chooses it"
+            )
+        if n_records is None:
+            raise ValidationError("n_records", "is required for mechanism 'auto' (the records the release plans for)")
+        return planned_release(ks, n_classes, feature_epsilon, n_records).mechanism
     if (label_flip is None) == (label_epsilon is None):
         raise ValidationError("label_flip", "give exactly one of label_flip and label_epsilon")
     label = RandomizedResponse(n_classes, label_flip, epsilon=label_epsilon)  # exactly one of them is given
@@ -182,28 +204,51 @@ def record_mechanism_for(
     return RecordMechanism(feat, label, n_features=n_features, n_sampled=n_sampled)
 
 
-def _paired_for(n_features, n_states, n_classes, feature_flip, feature_epsilon, label_flip, label_epsilon, n_sampled):
-    """``record_mechanism_for``'s "paired" family (see there)."""
+def _whole_record_states(family, n_features, n_states, feature_flip, feature_epsilon, label_flip, label_epsilon):
+    """The budget checks of a whole-record family ("paired", "auto"): only ``feature_epsilon`` (the ε
+    of the whole release), discrete features. Returns the k of every feature."""
+    why = {
+        "paired": "the label is released inside every (attribute, label) pair and has no budget of its own",
+        "auto": "the planner decides how the label is released (inside pairs, or at a share of feature_epsilon)",
+    }[family]
     for name, v in (("label_flip", label_flip), ("label_epsilon", label_epsilon)):
         if v is not None:
             raise ValidationError(
                 name,
-                f"must be unset for mechanism 'paired', got {v!r}: the label is released inside every (attribute, "
-                "label) pair and has no budget of its own; feature_epsilon is the ε of the whole release",
+                f"must be unset for mechanism {family!r}, got {v!r}: {why}; feature_epsilon is the ε of the "
+                "whole release",
             )
     if feature_flip is not None:
         raise ValidationError(
-            "feature_flip", f"must be unset for mechanism 'paired', got {feature_flip!r}: give feature_epsilon"
+            "feature_flip", f"must be unset for mechanism {family!r}, got {feature_flip!r}: give feature_epsilon"
         )
     if feature_epsilon is None:
         raise ValidationError(
-            "feature_epsilon", "is required for mechanism 'paired': the ε of one client's whole release (> 0)"
+            "feature_epsilon", f"is required for mechanism {family!r}: the ε of one client's whole release (> 0)"
         )
     if n_states is None:
-        raise ValidationError("mechanism", "'paired' needs discrete features (a dataset with integer states)")
-    ks = [int(k) for k in np.broadcast_to(np.asarray(n_states, dtype=np.int64), (n_features,))]
-    m = 1 if n_sampled is None else max(1, n_sampled)
-    return PairedRecordMechanism(ks, n_classes, feature_epsilon, n_sampled=m, oracle="auto")
+        raise ValidationError("mechanism", f"{family!r} needs discrete features (a dataset with integer states)")
+    return [int(k) for k in np.broadcast_to(np.asarray(n_states, dtype=np.int64), (n_features,))]
+
+
+def planned_release(n_states: Sequence[int], n_classes: int, epsilon: float, n_records: int) -> ReleasePlan:
+    """``plan_release`` from public inputs only, planned once per process (mechanism "auto": every
+    client, and every population built from the same config, gets the same mechanism object)."""
+    ks = tuple(n_states.tolist() if isinstance(n_states, np.ndarray) else n_states)
+    return _planned(ks, n_classes, epsilon, n_records)  # plan_release checks every argument
+
+
+@lru_cache(maxsize=64)
+def _planned(ks: tuple[int, ...], n_classes: int, epsilon: float, n_records: int) -> ReleasePlan:
+    return plan_release(list(ks), n_classes, epsilon, n_records)
+
+
+def plan_line(plan: ReleasePlan) -> str:
+    """The one-line announcement of mechanism "auto"'s choice."""
+    return (
+        f"mechanism auto: planned {plan.best.name()} ({plan.best.oracle_summary()}) -> {plan.mechanism!r} "
+        f"for ε={plan.epsilon:g} n={plan.n_records}"
+    )
 
 
 class DatasetPopulation(ClientPopulation):
@@ -218,6 +263,9 @@ class DatasetPopulation(ClientPopulation):
     each client gets mechanism j with probability weights[j], reproducibly from ``seed``.
     ``features="states"`` keeps discrete pixels as integer states (for randomised response);
     ``"unit"`` scales them to [0, 1] numbers (for Gaussian / Laplace noise)."""
+
+    #: one line per planned mechanism (mechanism "auto", ``plan_line``), shown by ``describe()``
+    release_plans: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -318,6 +366,8 @@ class DatasetPopulation(ClientPopulation):
             rows_reused=self._n > self.n_train,
             features=self.features,
         )
+        if self.release_plans:
+            out["release_plans"] = list(self.release_plans)
         return out
 
 
@@ -326,7 +376,8 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
     with the record mechanism of ``cfg.mechanism`` at the configured per-field budgets (or, with
     ``cfg.budget_mix``, one of several feature budgets drawn per client). With ``mechanism =
     "paired"`` the budget is ``feature-epsilon`` = the ε of each client's whole release (its
-    ``n-sampled`` pairs, 0 meaning 1, share it); a budget mix then mixes whole-record ε."""
+    ``n-sampled`` pairs, 0 meaning 1, share it); a budget mix then mixes whole-record ε. ``"auto"``
+    likewise, the release planned for ``n-clients`` records (``plan_release``)."""
     name = cfg.dataset
     if name not in LOADERS:
         raise ValidationError("dataset", f"unknown dataset {name!r}; valid: {', '.join(LOADERS)}")
@@ -334,7 +385,7 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
     ds = load(name)
     states = ds.schema.states()
     discrete = bool(np.all(states > 0))
-    if family in ("rr", "oracle", "paired") and not discrete:
+    if family in DISCRETE_FAMILIES and not discrete:
         raise ValidationError(
             "mechanism", f"{family!r} needs a dataset of discrete features; {name!r} has numeric ones"
         )
@@ -354,13 +405,14 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
     else:
         lv = feature_flip if use_flip else cfg.feature_epsilon
         if lv is None:
-            what = "the ε of one client's whole release" if family == "paired" else "ε per released feature"
+            whole = family in WHOLE_RECORD_FAMILIES
+            what = "the ε of one client's whole release" if whole else "ε per released feature"
             why = "; protocol 'ldp-sgd' takes no default budget" if cfg.protocol == "ldp-sgd" else ""
             raise ValidationError(feat_key, f"is required for mechanism {family!r} ({what}, > 0){why}")
         levels, weights = [lv], [1.0]
     label_flip = cfg.label_flip if cfg.label_flip is not None else defaults.get("label-flip")
     label_epsilon = cfg.label_epsilon
-    if family != "paired":  # a paired release has no label mechanism (RunConfig refuses its label keys)
+    if family not in WHOLE_RECORD_FAMILIES:  # no label budget of their own (RunConfig refuses the label keys)
         # errors of the mechanisms' own parameters (flip_prob, epsilon, ...) are reported by config key
         with _config_key("label-flip" if label_flip is not None else "label-epsilon"):
             RandomizedResponse(ds.schema.n_classes, label_flip, epsilon=label_epsilon)
@@ -372,27 +424,33 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
                 record_mechanism_for(
                     family,
                     ds.schema.n_features,
-                    n_states if family != "paired" else states,
+                    n_states if family not in WHOLE_RECORD_FAMILIES else states,
                     ds.schema.n_classes,
                     label_flip=label_flip,
                     label_epsilon=label_epsilon,
                     delta=cfg.delta,
                     n_sampled=cfg.n_sampled or None,
                     gaussian_noise=cfg.gaussian_noise,
+                    n_records=cfg.n_clients,
                     **kw,
                 )
             )
     with _config_key(None):
-        return DatasetPopulation(
+        pop = DatasetPopulation(
             name,
             cfg.n_clients,
             mechs,
             weights,
             n_test_per_class=cfg.n_test_per_class,
-            features="states" if family in ("rr", "oracle", "paired") else "unit",
+            features="states" if family in DISCRETE_FAMILIES else "unit",
             dropout=cfg.dropout,
             seed=cfg.seed,
         )
+    if family == "auto":
+        pop.release_plans = tuple(
+            plan_line(planned_release(states, ds.schema.n_classes, lv, cfg.n_clients)) for lv in levels
+        )
+    return pop
 
 
 #: DatasetPopulation's argument names -> run-config keys

@@ -15,7 +15,7 @@ from typing import Any
 from ._params import Boolean, Constraint, Interval, IsNone, Options, Satisfies, Text, check_param, unknown_key
 from .errors import ValidationError
 from .fake import FAKE_ATTACKS
-from .population import BUDGET_KEYS, GAUSSIAN_NOISE, MECHANISM_FAMILIES
+from .population import BUDGET_KEYS, GAUSSIAN_NOISE, MECHANISM_FAMILIES, WHOLE_RECORD_FAMILIES
 
 EXECUTORS = ("serial", "threads", "ray")
 PROTOCOLS = ("record", "ldp-sgd")
@@ -75,7 +75,8 @@ class RunConfig:
         "rr",
         "record mechanism family: rr | oracle | gaussian | laplace | paired ((attribute, label) pairs, each one "
         "value of their product domain through a frequency oracle; feature-epsilon is the whole record's ε, no "
-        "label budget; n-sampled pairs, 0 meaning 1)",
+        "label budget; n-sampled pairs, 0 meaning 1) | auto (the release planner's least-variance design for "
+        "n-clients records, fedrr.mechanisms.plan_release; budgets as paired, n-sampled left at 0)",
         Options(*MECHANISM_FAMILIES),
     )
     feature_flip: float | None = _key(
@@ -90,7 +91,7 @@ class RunConfig:
         "feature_epsilon",
         None,
         "ε per feature (rr, oracle, laplace; gaussian per-feature), of all features (gaussian joint), of the "
-        "whole record (paired: its n-sampled pairs share it)",
+        "whole record (paired: its n-sampled pairs share it; auto: all of it to the planned release)",
         _POS,
         IsNone(),
     )
@@ -118,7 +119,8 @@ class RunConfig:
     n_sampled: int = _key(
         "n_sampled",
         0,
-        "features each client releases, drawn uniformly (0: all; attribute sampling; paired: pairs, 0 meaning 1)",
+        "features each client releases, drawn uniformly (0: all; attribute sampling; paired: pairs, 0 meaning 1; "
+        "auto: 0, the planner picks it)",
         Interval(int, 0, 10**6),
     )
     budget_mix: tuple = _key(
@@ -272,15 +274,25 @@ class RunConfig:
                 "feature-flip",
                 f"is a flip probability of mechanism 'rr'; mechanism {self.mechanism!r} takes feature-epsilon",
             )
-        if self.mechanism == "paired" and self.population == "dataset":
+        if self.mechanism in WHOLE_RECORD_FAMILIES and self.population == "dataset":
+            why = (
+                "the label is released inside every (attribute, label) pair and has no budget of its own"
+                if self.mechanism == "paired"
+                else "the planner decides how the label is released (inside pairs, or at a share of feature-epsilon)"
+            )
             for k in ("label_flip", "label_epsilon"):
                 if getattr(self, k) is not None:
                     raise ValidationError(
                         _flwr_key(k),
-                        f"must be unset with mechanism 'paired', got {getattr(self, k)!r}: the label is released "
-                        "inside every (attribute, label) pair and has no budget of its own; feature-epsilon is the "
-                        "ε of the whole release",
+                        f"must be unset with mechanism {self.mechanism!r}, got {getattr(self, k)!r}: {why}; "
+                        "feature-epsilon is the ε of the whole release",
                     )
+            if self.mechanism == "auto" and self.n_sampled:
+                raise ValidationError(
+                    "n-sampled",
+                    f"must be 0 with mechanism 'auto', got {self.n_sampled}: the planner chooses how many "
+                    "attributes each client releases",
+                )
         if self.protocol == "ldp-sgd" and self.run_mode != "node":
             raise ValidationError("run-mode", "protocol 'ldp-sgd' needs one client per node (run-mode 'node')")
         if self.run_mode == "node" and self.cohort_size != 1:
@@ -341,8 +353,8 @@ class RunConfig:
         feature_unset = self.feature_flip is None and self.feature_epsilon is None
         if self.mechanism == "rr" and not self.budget_mix and feature_unset:
             out["feature-flip"] = DEFAULT_FEATURE_FLIP
-        if self.label_flip is None and self.label_epsilon is None and self.mechanism != "paired":
-            out["label-flip"] = DEFAULT_LABEL_FLIP  # a paired release has no label budget to default
+        if self.label_flip is None and self.label_epsilon is None and self.mechanism not in WHOLE_RECORD_FAMILIES:
+            out["label-flip"] = DEFAULT_LABEL_FLIP  # a paired or planned release has no label budget to default
         return out
 
     def budget_notes(self) -> list[str]:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ValidationError
+from ..population import WHOLE_RECORD_FAMILIES
 from ..run_config import DEFAULTS, UNSET, RunConfig
 from .spec import ScenarioSpec
 
@@ -191,11 +192,12 @@ def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:
     """ε per record split: the label gets split.label·ε, the features split.features·ε, shared by the
     fields a client releases (all D, or n_sampled of them: each released field gets
     split.features·ε / m; a joint Gaussian block is one field and gets all of it). Randomised
-    response on features with one k becomes a flip probability. Mechanism "paired": no split — the
-    record's ε is its pairs' (``feature_epsilon`` = ε_record; each of the m pairs gets ε_record/m)."""
+    response on features with one k becomes a flip probability. Mechanisms "paired" and "auto": no
+    split — ``feature_epsilon`` = ε_record, all of it to the pairs (each of m gets ε_record/m) or to
+    the planned release."""
     from ..mechanisms import RandomizedResponse
 
-    if spec.privacy.mechanism == "paired":  # all of ε_record to the pairs (the label is inside them)
+    if spec.privacy.mechanism in WHOLE_RECORD_FAMILIES:  # all of ε_record to the release (no label budget)
         return PrivacyParams(**base, requested_eps_record=v, feature_epsilon=v)
     D, k, _ = dataset_shape(spec.population.dataset)
     s = spec.privacy.split

@@ -11,7 +11,7 @@ from .._params import unknown_key
 from ..errors import ValidationError
 from ..learners import check_names
 from ..learners import names as learner_names
-from ..population import population_parameters
+from ..population import DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES, population_parameters
 from ..run_config import DEFAULT_LABEL_FLIP, RunConfig
 from .spec import DEFAULT_SPLIT, GRID_KEYS, REGRESSION_DATASETS, _key_path
 
@@ -91,12 +91,12 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
     )
     _need(
         "population.fake_fraction",
-        pop.fake_fraction == 0 or not is_dataset or priv.mechanism in ("rr", "oracle", "paired"),
+        pop.fake_fraction == 0 or not is_dataset or priv.mechanism in DISCRETE_FAMILIES,
         "fake clients craft releases of discrete fields: privacy.mechanism 'rr' or 'oracle', or 'paired' (pair "
-        f"reports), got {priv.mechanism!r}",
+        f"reports) or 'auto', got {priv.mechanism!r}",
     )
-    if priv.mechanism == "paired":
-        _paired(pop, priv, is_dataset)
+    if priv.mechanism in WHOLE_RECORD_FAMILIES:
+        _whole_record(pop, priv, is_dataset)
     grids = [k for k in GRID_KEYS if getattr(priv, k) is not None]
     if len(grids) > 1:
         raise ValidationError(f"privacy.{grids[1]}", f"give exactly one swept axis, not both {grids[0]} and {grids[1]}")
@@ -113,7 +113,9 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         )
         _need(
             "privacy.label_flip",
-            priv.label_flip not in (None, "same") or priv.label_epsilon is not None or priv.mechanism == "paired",
+            priv.label_flip not in (None, "same")
+            or priv.label_epsilon is not None
+            or priv.mechanism in WHOLE_RECORD_FAMILIES,
             "population.budget_mix needs the label's budget: give label_flip (a number) or label_epsilon",
         )
         axis = ""  # one grid point: the mix is the scenario's budget
@@ -151,7 +153,7 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
             priv.label_flip is None or priv.label_epsilon is None,
             "give one of label_flip and label_epsilon, not both",
         )
-        if priv.label_flip is None and priv.label_epsilon is None and is_dataset and fam != "paired":
+        if priv.label_flip is None and priv.label_epsilon is None and is_dataset and fam not in WHOLE_RECORD_FAMILIES:
             secs["privacy"] = priv = dataclasses.replace(priv, label_flip=DEFAULT_LABEL_FLIP)
             notes.append(
                 f"[fedrr] privacy.label_flip not set: using the default label_flip = {DEFAULT_LABEL_FLIP} "
@@ -170,36 +172,45 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
     return secs, axis
 
 
-def _paired(pop: Any, priv: Any, is_dataset: bool) -> None:
-    """Mechanism "paired": the whole ε_record goes to the pairs (each of the n_sampled pairs gets
-    ε_record/n_sampled; n_sampled unset means 1), and the label, released inside every pair, has no
-    budget of its own. So a key that would set a label budget, or split ε_record between features and
-    label, is refused rather than silently unused; the sweep's axis is epsilon_grid (ε_record), or a
-    budget mix of ε_record values."""
+def _whole_record(pop: Any, priv: Any, is_dataset: bool) -> None:
+    """Mechanisms "paired" and "auto": the whole ε_record goes to the release (paired: each of the
+    n_sampled pairs gets ε_record/n_sampled, unset meaning 1; auto: the planned design), and the label
+    has no budget of its own. So a key that would set a label budget, or split ε_record between
+    features and label, is refused rather than silently unused; the sweep's axis is epsilon_grid
+    (ε_record), or a budget mix of ε_record values. "auto" also refuses n_sampled (the planner picks m)."""
+    fam = priv.mechanism
+    where = (
+        "the pairs; the label is released inside every (attribute, label) pair"
+        if fam == "paired"
+        else "the planned release; the planner decides how the label is released"
+    )
     for k in ("label_flip", "label_epsilon"):
         _need(
             f"privacy.{k}",
             getattr(priv, k) is None,
-            "cannot be set with mechanism = 'paired': the label is released inside every (attribute, label) pair "
-            "and has no budget of its own",
+            f"cannot be set with mechanism = {fam!r}: the whole ε_record goes to {where} (no budget of its own)",
         )
     _need(
         "privacy.split",
         dict(priv.split) == DEFAULT_SPLIT,
-        "is not used by mechanism = 'paired' (the whole ε_record goes to the pairs; the label has no budget of "
-        "its own): leave it out",
+        f"is not used by mechanism = {fam!r} (the whole ε_record goes to {where}, with no budget of its own): "
+        "leave it out",
+    )
+    _need(
+        "privacy.n_sampled",
+        fam != "auto" or priv.n_sampled is None,
+        "is not used by mechanism = 'auto': the planner chooses how many attributes each client releases",
     )
     for k in ("feature_flip_grid", "feature_epsilon_grid"):
         _need(
             f"privacy.{k}",
             getattr(priv, k) is None,
-            "is not used by mechanism = 'paired': give epsilon_grid (the ε of each client's whole release, "
-            "shared by its n_sampled pairs)",
+            f"is not used by mechanism = {fam!r}: give epsilon_grid (the ε of each client's whole release)",
         )
     _need(
         "privacy.epsilon_grid",
         not is_dataset or priv.epsilon_grid is not None or bool(pop.budget_mix),
-        "is missing: mechanism = 'paired' sweeps the ε of each client's whole release",
+        f"is missing: mechanism = {fam!r} sweeps the ε of each client's whole release",
     )
 
 

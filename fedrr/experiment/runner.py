@@ -182,6 +182,11 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
 def _mix_text(p) -> str | None:
     """The per-field parameters of a budget-mix, joint-Gaussian or paired cell, for the summary table
     (None otherwise: the summary builds it from the row)."""
+    if p.mechanism == "auto":  # one budget: the whole record's, to the planned release
+        if p.budget_mix:
+            parts = ", ".join(f"{v:.3g} (weight {w:g})" for v, w in p.budget_mix)
+            return f"auto: ε_record mix {parts}, each to its planned release"
+        return f"auto: ε_record {p.feature_epsilon:.3g} to the planned release"
     if p.mechanism == "paired":  # one budget: the whole record's, shared by the pairs; no label budget
         m = p.n_sampled or 1
         pairs = f"{m} (attribute, label) pair{'s' if m > 1 else ''}"

@@ -39,7 +39,7 @@ MODES = ("flower", "cohort", "offline")
 GRID_KEYS = ("epsilon_grid", "feature_flip_grid", "feature_epsilon_grid")
 #: bounds that keep a typo (repeats = 1e9) a config error instead of an out-of-memory kill
 MAX_REPEATS, MAX_CELLS = 10_000, 100_000
-#: privacy.split's default (mechanism "paired" refuses any other: it has no label budget to split off)
+#: privacy.split's default (mechanisms "paired" and "auto" refuse any other: no label budget to split off)
 DEFAULT_SPLIT = {"features": 0.9, "label": 0.1}
 _ALL_LEARNERS = tuple(dict.fromkeys(learner_names("classification") + learner_names("regression")))
 
@@ -143,12 +143,15 @@ class PrivacySection:
         "rr",
         "rr (k-ary randomised response on discrete features) | oracle | gaussian | laplace | paired (each "
         "client releases n_sampled (attribute, label) pairs, each one value of the product domain through a "
-        "frequency oracle: the whole ε_record goes to the pairs, no label budget)",
+        "frequency oracle: the whole ε_record goes to the pairs, no label budget) | auto (the release planner's "
+        "least-variance design for n_clients records, fedrr.mechanisms.plan_release: the whole ε_record goes to "
+        "it, no label budget, no split, no n_sampled)",
         Options(*MECHANISM_FAMILIES),
     )
     epsilon_grid: tuple | None = key(
         None,
-        "ε per whole record, split across fields by `split` (paired: all of it to the pairs)",
+        "ε per whole record, split across fields by `split` (paired: all of it to the pairs; auto: all of it to "
+        "the planned release)",
         ListOf(_POS),
         IsNone(),
     )
@@ -156,8 +159,8 @@ class PrivacySection:
         default_factory=lambda: dict(DEFAULT_SPLIT),
         hash=False,
         metadata={
-            "doc": "shares of ε_record for all features / the label (not with mechanism = paired, whose label "
-            "has no budget of its own)",
+            "doc": "shares of ε_record for all features / the label (not with mechanism = paired or auto, whose "
+            "label has no budget of its own)",
             "constraints": (Split(),),
         },
     )
@@ -172,7 +175,7 @@ class PrivacySection:
     n_sampled: int | None = key(
         None,
         "attribute sampling: each client releases this many features, drawn uniformly, with the whole "
-        "feature budget (None: all; paired: pairs, None meaning 1)",
+        "feature budget (None: all; paired: pairs, None meaning 1; auto: unset, the planner picks it)",
         Interval(int, 1, None),
         IsNone(),
     )

@@ -113,6 +113,8 @@ def summary_markdown(out: str | Path) -> str:
         lines += [_regression_text(cfg)]
     elif cfg.privacy.mechanism == "paired":
         lines += [_paired_text(cfg)]
+    elif cfg.privacy.mechanism == "auto":
+        lines += [_auto_text(cfg)]
     else:
         lines += [
             "**ε axis.** ε per record is the basic composition of every released field's ε (D features, or "
@@ -235,6 +237,15 @@ def _paired_text(cfg: ScenarioSpec) -> str:
         f"**ε axis.** Each client releases {pairs}, each one value x_j·C + y of the product domain through a "
         "frequency oracle (k-RR, OUE or OLH, the least-variance one for that domain); ε per record is the sum of "
         f"the {m} largest pair-oracle ε (`PairedRecordMechanism.epsilon`), δ = 0. " + grid
+    )
+
+
+def _auto_text(cfg: ScenarioSpec) -> str:
+    """The ε axis of a planned release (mechanism "auto"): the whole ε_record to the plan's design."""
+    return (
+        "**ε axis.** Each client releases with the release planner's least-variance design for the cell's ε_record "
+        "and n_clients (`fedrr.mechanisms.plan_release`: paired, or split with the label at a share of ε); "
+        "ε per record is that mechanism's own accounting. Each cell's `population.release_plans` names the design."
     )
 
 

@@ -57,6 +57,8 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
         f"[fedrr] budget asked: {_asked(cfg)}; record ε of the population's mechanisms: "
         + ", ".join(f"{e:.6g}" for e in described.get("record_epsilons", []))
     )
+    for line in described.get("release_plans", []):  # mechanism "auto": the planner's choice, one line each
+        log(f"[fedrr] {line}")
     t0 = time.perf_counter()
     node_ids = wait_for_nodes(grid, cfg.n_nodes, cfg.node_wait_timeout)
     metrics.update(
