@@ -8,8 +8,14 @@ models, i.e. of p-values ≤ alpha, with its 95 % Clopper–Pearson interval, fo
 
 - ``split``: every attribute (K = 3 states) by k-RR (flip 0.2) and the label by k-RR (flip 0.1);
 - ``sampled``: the same, each record releasing one attribute drawn at random (``n_sampled=1``);
+- ``paired``: each record releasing one sampled (attribute, label) pair as one value of the product
+  domain (``PairedRecordMechanism``, ε ``PAIRED_EPS`` = 2 per record, the oracle chosen by "auto";
+  no label of its own, y_tilde all NaN), fitted with the ``spread`` learner's prior on paired
+  releases (``prior="naive-bayes"``, ``release_prior``);
 
-for two and three classes. The test is exact given A, so the rate must be ≤ alpha up to chance.
+for two and three classes. The test is exact given A for split and sampled releases, so the rate
+must be ≤ alpha up to chance; on paired releases it is ``spread_cv_paired``'s association test, a
+normal approximation, whose level is what this measures (its z per pool is in the CSV).
 
 **Power.** On synthetic logistic pools with a real signal (the same split releases, two classes
 with coefficients ``POWER_COEF``, or three with ``POWER_COEF3``), per number of records and label
@@ -23,10 +29,11 @@ sampled attribute at ε/2 by the best frequency oracle), its ``spread`` learner 
 Each pool is small (a few hundred records, short EM runs): only the decision's p-value is read
 (``p_value_``), with ``fallback=True`` so that a refit on all releases happens only when kept.
 
-    python simulations/spread_fallback_level.py --part level --pools 2000   # ~30 min on 2 shared cores
+    python simulations/spread_fallback_level.py --part level --pools 2000   # split, sampled ~30 min; paired +20 min
     python simulations/spread_fallback_level.py --part power --pools 100 --records 300,1000,3000
     python simulations/spread_fallback_level.py --part power --pools 100 --classes 3 --statistics loglik,accuracy
     python simulations/spread_fallback_level.py --part adult --eps 1,2,4 --seeds 3
+    python simulations/spread_fallback_level.py --part level --pools 1000 --only paired:3
     python simulations/spread_fallback_level.py --part level --pools 5 --out /tmp/lvl   # a smoke run
 """
 
@@ -44,11 +51,14 @@ from scipy.stats import beta
 from fedrr.datasets import make_logistic_discrete, make_logistic_multiclass_discrete
 from fedrr.estimators import SpreadLogisticRegressionCV
 from fedrr.io import command_line, markdown_table, write_csv, write_report
-from fedrr.mechanisms import RandomizedResponse, RecordMechanism
+from fedrr.mechanisms import PairedRecordMechanism, RandomizedResponse, RecordMechanism
 
 ROOT = Path(__file__).resolve().parents[1]
 D, K = 5, 3
 N_LEVEL = 400
+RELEASES = ("split", "sampled", "paired")
+#: ε per record of the paired releases (one sampled (attribute, label) pair of 3·C values)
+PAIRED_EPS = 2.0
 ALPHAS = (0.025, 0.05)
 STATISTICS = ("loglik", "accuracy", "auc")
 POWER_COEF = np.array([1.0, -1.0, 0.5, 0.0, 0.0])
@@ -65,7 +75,9 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return lo, hi
 
 
-def record_mechanism(release: str, n_classes: int, label_flip: float = 0.1) -> RecordMechanism:
+def record_mechanism(release: str, n_classes: int, label_flip: float = 0.1) -> RecordMechanism | PairedRecordMechanism:
+    if release == "paired":
+        return PairedRecordMechanism([K] * D, n_classes, PAIRED_EPS, n_sampled=1)
     return RecordMechanism(
         RandomizedResponse(K, 0.2),
         RandomizedResponse(n_classes, label_flip),
@@ -85,28 +97,50 @@ def pool(n: int, n_classes: int, coef: np.ndarray | None, rng: np.random.Generat
     return ds.X, ds.y
 
 
-def p_value(Xt, yt, rm, seed: int, statistic: str, **changes) -> float:
+def fitted(Xt, yt, rm, seed: int, statistic: str, **changes) -> SpreadLogisticRegressionCV:
+    """The estimator at SMALL (with ``changes``) fitted on the releases; paired releases with the
+    ``spread`` learner's prior for them (naive Bayes)."""
+    if isinstance(rm, PairedRecordMechanism):
+        changes = {"prior": "naive-bayes"} | changes
     est = SpreadLogisticRegressionCV(test_statistic=statistic, random_state=seed, **(SMALL | changes))
-    return float(est.fit(Xt, yt, mechanism=rm).p_value_)
+    return est.fit(Xt, yt, mechanism=rm)
 
 
-def run_level(pools: int, statistic: str, out: Path, seed0: int = 10_000, only: str | None = None) -> list[list]:
-    rows, body = [], []
+def p_value(Xt, yt, rm, seed: int, statistic: str, **changes) -> float:
+    return float(fitted(Xt, yt, rm, seed, statistic, **changes).p_value_)
+
+
+def level_name(only: str | None, seed0: int, n: int) -> str:
+    """The level part's file name (without suffix)."""
     name = "level" if only is None else f"level_{only.replace(':', '_')}_seed{seed0}"
-    for release in ("split", "sampled"):
+    return name if n == N_LEVEL else f"{name}_records{n}"
+
+
+def run_level(
+    pools: int, statistic: str, out: Path, seed0: int = 10_000, only: str | None = None, n: int = N_LEVEL
+) -> list[list]:
+    rows, body = [], []
+    name = level_name(only, seed0, n)
+    for release in RELEASES:
         for n_classes in (2, 3):
             if only is not None and only != f"{release}:{n_classes}":
                 continue
             rm = record_mechanism(release, n_classes)
-            ps = []
+            ps, zs = [], []
             t = time.perf_counter()
             for s in range(pools):
                 seed = seed0 + s
-                rng = np.random.default_rng([seed, n_classes, release == "sampled"])
-                X, y = pool(N_LEVEL, n_classes, None, rng)
-                Xt, yt = rm.release(X, y, rng=rng)
-                ps.append(p_value(Xt, yt, rm, seed, statistic))
-                rows.append({"release": release, "classes": n_classes, "seed": seed, "p_value": ps[-1]})
+                rng = np.random.default_rng([seed, n_classes, RELEASES.index(release)])
+                X, y = pool(n, n_classes, None, rng)
+                Xt, yt = rm.release(X, y, rng=rng)  # paired: yt all NaN, passed as is
+                t0 = time.perf_counter()
+                est = fitted(Xt, yt, rm, seed, statistic)
+                ps.append(float(est.p_value_))
+                row = {"release": release, "classes": n_classes, "seed": seed, "p_value": ps[-1]}
+                if "z" in est.gain_:  # paired: the association test's z
+                    zs.append(float(est.gain_["z"]))
+                    row["z"] = zs[-1]
+                rows.append(row | {"seconds": round(time.perf_counter() - t0, 3)})
             ps = np.array(ps)
             line = [release, n_classes, pools, f"{ps.mean():.3f}"]
             for a in ALPHAS:
@@ -114,7 +148,8 @@ def run_level(pools: int, statistic: str, out: Path, seed0: int = 10_000, only: 
                 lo, hi = clopper_pearson(k, pools)
                 line.append(f"{k}/{pools} = {k / pools:.4f} [{lo:.4f}, {hi:.4f}]")
             body.append(line)
-            print(" | ".join(map(str, line)), f"({time.perf_counter() - t:.0f} s)", flush=True)
+            z = f" z mean {np.mean(zs):.3f} sd {np.std(zs, ddof=1):.3f}" if len(zs) > 1 else ""
+            print(" | ".join(map(str, line)), f"({time.perf_counter() - t:.0f} s){z}", flush=True)
             write_csv(out / f"{name}.csv", rows, command=command_line())
     return body
 
@@ -195,9 +230,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pools", type=int, default=400, help="pools per setting (level, power)")
     ap.add_argument("--statistic", default="loglik", choices=STATISTICS, help="the level part's test statistic")
     ap.add_argument("--seed0", type=int, default=10_000, help="level: the first pool's seed")
-    ap.add_argument("--only", default=None, help="level: one setting, release:classes (e.g. sampled:3)")
+    ap.add_argument(
+        "--only",
+        default=None,
+        choices=[f"{r}:{c}" for r in RELEASES for c in (2, 3)],
+        help="level: one setting, release:classes (e.g. sampled:3, paired:2)",
+    )
     ap.add_argument("--statistics", default=",".join(STATISTICS), help="power: the test statistics compared")
-    ap.add_argument("--records", default=None, help="power: numbers of records (default: the grid's)")
+    ap.add_argument(
+        "--records",
+        default=None,
+        help=f"power: numbers of records (default: the grid's); level: the records per pool (default {N_LEVEL})",
+    )
     ap.add_argument("--classes", type=int, default=2, choices=(2, 3), help="power: classes (3: coef POWER_COEF3)")
     ap.add_argument("--test-fraction", type=float, default=None, help="power: test_fraction (default: the estimator's)")
     ap.add_argument("--max-iter", type=int, default=None, help="power: max_iter of the tested fit and refit")
@@ -210,11 +254,11 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.part == "level":
-        body = run_level(args.pools, args.statistic, out, args.seed0, args.only)
-        if args.only is not None:
-            args.part = f"level_{args.only.replace(':', '_')}_seed{args.seed0}"
+        n = int(args.records) if args.records else N_LEVEL
+        body = run_level(args.pools, args.statistic, out, args.seed0, args.only, n)
+        args.part = level_name(args.only, args.seed0, n)
         head = ["release", "classes", "pools", "mean p"] + [f"kept at alpha {a} [95 % CI]" for a in ALPHAS]
-        title = f"Fallback level: kept models on no-signal pools (N {N_LEVEL}, D {D}, statistic {args.statistic})"
+        title = f"Fallback level: kept models on no-signal pools (N {n}, D {D}, statistic {args.statistic})"
     elif args.part == "power":
         stats = args.statistics.split(",")
         grid = POWER_GRID

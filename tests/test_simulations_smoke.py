@@ -67,6 +67,27 @@ def test_script_small_run(script, tmp_path):
             assert f"python simulations/{script}" in path.read_text(), name
 
 
+def test_spread_fallback_level_paired(tmp_path):
+    """The level part on paired releases (issue 29): one p-value and z per pool, the command named."""
+    out = tmp_path / "out"
+    script = "spread_fallback_level.py"
+    args = ["--part", "level", "--only", "paired:2", "--pools", "2", "--out", str(out)]
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "simulations" / script), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("level_paired_2_seed10000.md", "level_paired_2_seed10000.csv"):
+        assert f"python simulations/{script}" in (out / name).read_text(), name
+    lines = [x for x in (out / "level_paired_2_seed10000.csv").read_text().splitlines() if not x.startswith("#")]
+    assert lines[0].split(",")[:5] == ["release", "classes", "seed", "p_value", "z"]
+    assert len(lines) == 3 and all(x.startswith("paired,2,") for x in lines[1:])
+
+
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
 def test_scripts_are_thin_and_name_their_command(path):
     """≤ 400 lines, a module docstring that gives the command, imports from fedrr and libraries
