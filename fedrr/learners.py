@@ -201,21 +201,10 @@ def decode_paired(X: Any, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def release_prior(mechanism: Any) -> str:
-    """The spread learners' prior: "naive-bayes" for records that release sampled attributes through
-    discrete oracles with a label (they show nothing else of how attributes co-occur; on Adult it
-    lifts spread above LDP naive Bayes, docs/results.md), else "learned" (factorised)."""
-    from .estimators.naive_bayes import check_naive_bayes_mechanism
-    from .mechanisms import is_paired
+    """The spread learners' prior: the estimators' ``prior="auto"`` (``auto_prior``), resolved."""
+    from .estimators.spread import auto_prior
 
-    if not isinstance(mechanism, (list, tuple)) and is_paired(mechanism):
-        return "naive-bayes"  # the pair tables' naive Bayes (results/adult_paired_spread: chosen at 4 of 5 ε)
-    if isinstance(mechanism, (list, tuple)) or getattr(mechanism, "n_sampled", None) is None:
-        return "learned"
-    try:
-        check_naive_bayes_mechanism(mechanism)
-    except ValidationError:
-        return "learned"
-    return "naive-bayes"
+    return auto_prior(mechanism)
 
 
 @_learner(

@@ -42,7 +42,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     C : inverse L2 penalty on ``coef_`` as in scikit-learn (np.inf: none; at least 1e-12, so 1/C is finite).
-    prior : "learned" (from the releases, refined during EM, pulled toward the mechanism-debiased
+    prior : "auto" (the default: "naive-bayes" where it applies, records releasing sampled attributes
+        through discrete oracles with a label, or paired releases; else "learned"; ``auto_prior``),
+        "learned" (from the releases, refined during EM, pulled toward the mechanism-debiased
         marginals by ``prior_strength``), "flat", or a given prior (CategoricalPrior / (D, k)
         array, GaussianPrior, HistogramPrior, per-column list), or an EmpiricalPrior: public clean
         rows whose joint distribution is the prior (it keeps how attributes co-occur; not learned),
@@ -76,7 +78,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
     _parameter_constraints = {
         "C": [Interval(float, 1e-12, None, closed="left", inf=True)],  # 1/C must stay finite
-        "prior": [Options("learned", "flat", "naive-bayes"), Satisfies(lambda v: not isinstance(v, str), "a prior")],
+        "prior": [
+            Options("auto", "learned", "flat", "naive-bayes"),
+            Satisfies(lambda v: not isinstance(v, str), "a prior"),
+        ],
         "prior_strength": [Interval(float, 0, None)],
         "e_step": [Options(*E_STEPS)],
         "n_chains": [_INT1],
@@ -102,7 +107,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self,
         C: float = 1.0,
         *,
-        prior: Any = "learned",
+        prior: Any = "auto",
         prior_strength: float = 0.1,
         e_step: str = "mcmc",
         n_chains: int = 2,
@@ -161,6 +166,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         With no mechanism the data are taken as clean."""
         p = self._params()
         mechanism = self.mechanism if mechanism is None else mechanism
+        if isinstance(p["prior"], str) and p["prior"] == "auto":
+            p["prior"] = auto_prior(mechanism)
         # the work is matrix-vector products on shards: multi-threaded BLAS only contends
         with threadpool_limits(limits=1, user_api="blas"):
             if mechanism is None:
@@ -429,3 +436,29 @@ def _mean_prior(priors: list[SpreadPrior]) -> SpreadPrior:
     for i, p in enumerate(priors[1:], start=2):
         out = out.blend(p, 1.0 / i)
     return out
+
+
+def auto_prior(mechanism: Any) -> str:
+    """``prior="auto"``: "naive-bayes" for one mechanism whose records release sampled attributes
+    through discrete oracles with a label, or pairs (they show nothing else of how attributes
+    co-occur; on Adult it lifts spread above LDP naive Bayes, docs/results.md), else "learned"
+    (factorised; also for per-record mechanisms that differ, and for clean data)."""
+    from .naive_bayes import check_naive_bayes_mechanism
+
+    if isinstance(mechanism, (list, tuple, np.ndarray)):  # one mechanism for every record: as that one
+        distinct = list({id(m): m for m in mechanism}.values())
+        same = len(distinct) > 0 and all(hasattr(m, "to_spec") for m in distinct)
+        if not same or len({repr(m.to_spec()) for m in distinct}) != 1:
+            return "learned"
+        mechanism = distinct[0]
+    if mechanism is None:
+        return "learned"
+    if isinstance(mechanism, (PairedRecordMechanism, PairedView)):
+        return "naive-bayes"
+    if getattr(mechanism, "n_sampled", None) is None:
+        return "learned"
+    try:
+        check_naive_bayes_mechanism(mechanism)
+    except ValidationError:
+        return "learned"
+    return "naive-bayes"

@@ -49,7 +49,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._params import Interval, ListOf, Options, Satisfies, random_state_constraints, validate_params
 from ..errors import ValidationError
-from .spread import SpreadLogisticRegression, check_clean_X
+from .spread import SpreadLogisticRegression, auto_prior, check_clean_X
 from .spread_cv_paired import association_test, model_pair_tables, pair_report_loglik, paired_class_prior
 from .spread_cv_scores import (
     _mechanism_arg,
@@ -168,7 +168,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         n_permutations: int = 1999,
         heldout_samples: int = 32,
         cv_max_iter: int = 40,
-        prior: Any = "learned",
+        prior: Any = "auto",
         e_step: str = "mcmc",
         n_chains: int = 2,
         n_samples: int | None = None,
@@ -223,12 +223,17 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
 
     def _spread(self, **changes) -> SpreadLogisticRegression:
         kw = {k: getattr(self, k) for k in PASSED}
+        kw["prior"] = getattr(self, "_prior", kw["prior"])  # "auto" resolved once, on the whole pool
         kw.update(changes)
         return SpreadLogisticRegression(random_state=self.random_state, **kw)
 
     def fit(self, X, y, mechanism: Any = None):
         p = validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)
         mechanism = self.mechanism if mechanism is None else mechanism
+        prior = self.prior
+        if isinstance(prior, str) and prior == "auto":
+            prior = auto_prior(mechanism)  # one prior for every fit of the selection, the test and the refit
+        self._prior = prior
         if mechanism is None:  # clean data: spread-EM is ordinary logistic regression; no selection to make
             self.estimator_ = self._spread(C=p["Cs"][0]).fit(X, y)
             self._copy_from(self.estimator_)

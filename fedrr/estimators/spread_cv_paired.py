@@ -24,7 +24,7 @@ additive in s or in c, and the margins' estimation error enters it only at secon
 centring is Neyman-orthogonal), so under no signal T is a sum of n_B independent mean-zero terms t_i
 = Σ_{j released} a'_j(ê_ij) (a'_j the doubly centred table). The p-value is the one-sided normal
 tail of T / √Σ(t_i − t̄)². It is approximate (normal, with estimated margins), so its level is
-measured, not claimed: ``simulations/spread_fallback_level.py --release paired``."""
+measured, not claimed: ``simulations/spread_fallback_level.py --part level --only paired:2`` (and ``paired:3``)."""
 
 from __future__ import annotations
 

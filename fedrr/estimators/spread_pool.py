@@ -153,6 +153,8 @@ def fit_pool(est, path):
     from .spread import _entropy
 
     p = est._params()
+    if isinstance(p["prior"], str) and p["prior"] == "auto":  # naive-bayes needs the releases: learned here
+        p["prior"] = "learned"
     f = PoolFile(path)
     with threadpool_limits(limits=1, user_api="blas"):
         groups = [(f.mechanisms[j], rows) for j, rows in pool_groups(f)]
