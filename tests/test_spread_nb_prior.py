@@ -194,7 +194,8 @@ def test_the_spread_learners_use_it_for_records_that_release_sampled_attributes(
     rr = RandomizedResponse(K, epsilon=2.0)
     assert release_prior(_release(0, 10)[2]) == "naive-bayes"
     assert release_prior(RecordMechanism([rr] * D, RandomizedResponse(2, epsilon=1.0))) == "learned"  # whole records
-    assert release_prior([_release(0, 10)[2]] * 2) == "learned"  # a budget mix
+    assert release_prior([_release(0, 10)[2], _release(0, 10, eps=1.0)[2]]) == "learned"  # a budget mix
+    assert release_prior([_release(0, 10)[2]] * 2) == "naive-bayes"  # one mechanism for every record
     assert release_prior(RecordMechanism([rr] * D, None, n_sampled=1)) == "learned"  # no label oracle
     numeric = RecordMechanism([LaplaceMechanism(1.0)] * 2, RandomizedResponse(2, epsilon=1.0), n_sampled=1)
     assert release_prior(numeric) == "learned"
