@@ -12,6 +12,7 @@ from .._validation import check_open_unit
 from ..errors import ValidationError
 from ..mechanisms.base import Mechanism
 from ..mechanisms.record import RecordMechanism
+from ..mechanisms.records import is_paired
 from .bounds import (
     _CHUNK_ELEMENTS,
     _N_LEVELS,
@@ -287,9 +288,9 @@ def audit_mechanism(
 
     ``alpha`` is the overall false-alarm probability: a mechanism that satisfies its claim fails
     with probability ≤ α (union bound over all ``n_intervals`` confidence intervals)."""
-    from .paired import _is_paired, audit_paired  # reuses this module's threshold pipeline
+    from .paired import audit_paired  # reuses this module's threshold pipeline
 
-    if _is_paired(mech):
+    if is_paired(mech):
         return audit_paired(
             mech, n_samples=n_samples, rng=rng, alpha=alpha, pair=inputs, pilot_fraction=pilot_fraction, label=label
         )

@@ -11,13 +11,11 @@ import numpy as np
 from .._validation import check_open_unit
 from ..errors import ValidationError
 from ..mechanisms.paired import PairedRecordMechanism
+from ..mechanisms.records import is_paired
 from .bounds import DEFAULT_ALPHA, AuditResult
 from .exact import _check_common, _is_oracle, _label, exact_discrete_epsilon, exact_oracle_epsilon
-from .mechanism import _threshold_pipeline, _witness_from
-
-
-def _is_paired(m: Any) -> bool:
-    return isinstance(m, PairedRecordMechanism)
+from .mechanism import _witness_from
+from .record import llr_threshold_test, neighbour_pair
 
 
 def exact_paired_epsilon(mech: PairedRecordMechanism, v: np.ndarray, v_prime: np.ndarray) -> float:
@@ -47,7 +45,7 @@ def audit_paired(
     n_features); default x = 0, y = 0 vs x' = 1, y' = 1, so every pair value differs (v_j = 0 vs C + 1)
     and the exact loss is the claimed sum of the n_sampled largest pair ε. Test sets: thresholds of the
     LLR log P(x̃ | r) − log P(x̃ | r') chosen on a pilot of ``pilot_fraction``·n draws per record."""
-    if not _is_paired(mech):
+    if not is_paired(mech):
         raise ValidationError("mechanism", f"must be a PairedRecordMechanism, got {type(mech).__name__}")
     n, rng, alpha = _check_common(n_samples, rng, alpha)
     pilot_fraction = check_open_unit("pilot_fraction", pilot_fraction)
@@ -56,37 +54,9 @@ def audit_paired(
     if pair is None:
         X, y, Xp, yp = np.zeros(d, np.int64), 0, np.ones(d, np.int64), 1
     else:
-        if (
-            not isinstance(pair, (tuple, list))
-            or len(pair) != 2
-            or not all(isinstance(r, (tuple, list)) and len(r) == 2 for r in pair)
-        ):
-            raise ValidationError("pair", "must be ((X, y), (X_prime, y_prime))")
-        (X, y), (Xp, yp) = pair
-        rows = []
-        for nm, v, lab in (("pair[0]", X, y), ("pair[1]", Xp, yp)):
-            try:
-                rows.append(mech.validate_input(np.asarray(v).reshape(1, -1), np.asarray([lab])))
-            except ValidationError as e:
-                raise ValidationError(nm, e.message) from None
-        (Xa, ya), (Xpa, ypa) = rows
-        X, y, Xp, yp = Xa[0], int(ya[0]), Xpa[0], int(ypa[0])
-        if np.array_equal(X, Xp) and y == yp:
-            raise ValidationError("pair", "the two neighbouring records must differ")
-
-    def draw_at(row, lab):
-        def draw(b, g):
-            return mech.release(np.broadcast_to(row, (b, d)), np.full(b, lab), rng=g)
-
-        return draw
-
-    def stat(out):
-        Xt, yt = out
-        b = Xt.shape[0]
-        lx = mech.log_likelihood(Xt, yt, np.broadcast_to(X, (b, d)), np.full(b, y))
-        return lx - mech.log_likelihood(Xt, yt, np.broadcast_to(Xp, (b, d)), np.full(b, yp))
-
-    res, n_cert = _threshold_pipeline(draw_at(X, y), draw_at(Xp, yp), stat, n, rng, alpha, pilot_fraction, 0.0, d + 1)
+        (X, y), (Xp, yp) = neighbour_pair(pair, mech, np.int64)
+        y, yp = int(y), int(yp)
+    res, n_cert = llr_threshold_test(mech, (X, y), (Xp, yp), n, rng, alpha, pilot_fraction, 0.0)
     witness = _witness_from(res, (np.asarray(X).copy(), y), (np.asarray(Xp).copy(), yp), n_cert, "paired LLR")
     v, vp = np.asarray(X) * C + y, np.asarray(Xp) * C + yp
     exact = max(exact_paired_epsilon(mech, v, vp), exact_paired_epsilon(mech, vp, v))

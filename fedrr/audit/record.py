@@ -54,6 +54,48 @@ def _field_sup(mech: Mechanism, a: np.ndarray, b: np.ndarray) -> float | None:
     return None
 
 
+def neighbour_pair(pair: Any, mech: Any, dtype: type) -> tuple[tuple, tuple]:
+    """A user's ``pair`` = ((X, y), (X', y')) checked against ``mech.validate_input``: two records of
+    ``dtype`` states (y None for a record without a label) that differ; the errors name pair[i]."""
+    if (
+        not isinstance(pair, (tuple, list))
+        or len(pair) != 2
+        or not all(isinstance(r, (tuple, list)) and len(r) == 2 for r in pair)
+    ):
+        raise ValidationError("pair", "must be ((X, y), (X_prime, y_prime))")
+    out = []
+    for i, (X, lab) in enumerate(pair):
+        X = np.asarray(X).reshape(-1)
+        try:
+            mech.validate_input(X[None, :], None if lab is None else np.asarray([lab]))
+        except ValidationError as e:
+            raise ValidationError(f"pair[{i}]", e.message) from None
+        out.append((X.astype(dtype), lab))  # cast once valid (a state 1.5 is refused, not truncated)
+    (X, y), (Xp, yp) = out
+    if np.array_equal(X, Xp) and y == yp:
+        raise ValidationError("pair", "the two neighbouring records must differ")
+    return (X, y), (Xp, yp)
+
+
+def llr_threshold_test(mech: Any, r: tuple, rp: tuple, n: int, rng, alpha: float, pilot: float, delta: float):
+    """``_threshold_pipeline`` on a record release's log-likelihood ratio log p(x̃, ỹ | r) − log p(x̃, ỹ | r')
+    (the optimal distinguisher) between the records r = (X, y) and r' (y None: no label)."""
+    d = len(r[0])
+
+    def rows(rec, b):
+        return np.broadcast_to(rec[0], (b, d)), None if rec[1] is None else np.full(b, rec[1])
+
+    def draw_at(rec):
+        return lambda b, g: mech.release(*rows(rec, b), rng=g)
+
+    def stat(out):
+        Xt, yt = out
+        b = Xt.shape[0]
+        return mech.log_likelihood(Xt, yt, *rows(r, b)) - mech.log_likelihood(Xt, yt, *rows(rp, b))
+
+    return _threshold_pipeline(draw_at(r), draw_at(rp), stat, n, rng, alpha, pilot, delta, d + 1)
+
+
 def audit_record(
     record: RecordMechanism,
     *,
@@ -91,44 +133,13 @@ def audit_record(
         else:
             y = yp = None
     else:
-        if (
-            not isinstance(pair, (tuple, list))
-            or len(pair) != 2
-            or not all(isinstance(r, (tuple, list)) and len(r) == 2 for r in pair)
-        ):
-            raise ValidationError("pair", "must be ((X, y), (X_prime, y_prime))")
-        (X, y), (Xp, yp) = pair
-        X, Xp = np.asarray(X, float).reshape(-1), np.asarray(Xp, float).reshape(-1)
-        for nm, v, lab in (("pair[0]", X, y), ("pair[1]", Xp, yp)):
-            try:
-                record.validate_input(v[None, :], None if lab is None else np.asarray([lab]))
-            except ValidationError as e:
-                raise ValidationError(nm, e.message) from None
-        if np.array_equal(X, Xp) and y == yp:
-            raise ValidationError("pair", "the two neighbouring records must differ")
+        (X, y), (Xp, yp) = neighbour_pair(pair, record, float)
     yv = None if y is None else np.asarray([y])
     ypv = None if yp is None else np.asarray([yp])
     record.validate_input(X[None, :], yv)
     record.validate_input(Xp[None, :], ypv)
-
-    def draw_at(row, lab):
-        def draw(b, g):
-            Xb = np.broadcast_to(row, (b, d))
-            yb = None if lab is None else np.full(b, lab)
-            return record.release(Xb, yb, rng=g)
-
-        return draw
-
-    def stat(out):
-        Xt, yt = out
-        b = Xt.shape[0]
-        Xb, Xpb = np.broadcast_to(X, (b, d)), np.broadcast_to(Xp, (b, d))
-        yb = None if y is None else np.full(b, y)
-        ypb = None if yp is None else np.full(b, yp)
-        return record.log_likelihood(Xt, yt, Xb, yb) - record.log_likelihood(Xt, yt, Xpb, ypb)
-
     delta = float(record.delta)
-    res, n_cert = _threshold_pipeline(draw_at(X, y), draw_at(Xp, yp), stat, n, rng, alpha, pilot_fraction, delta, d + 1)
+    res, n_cert = llr_threshold_test(record, (X, y), (Xp, yp), n, rng, alpha, pilot_fraction, delta)
     x_desc = (X.copy(), y) if y is not None else X.copy()
     xp_desc = (Xp.copy(), yp) if yp is not None else Xp.copy()
     witness = _witness_from(res, x_desc, xp_desc, n_cert, "record LLR")
