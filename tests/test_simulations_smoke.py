@@ -47,12 +47,10 @@ QUICK = {
 }
 
 
-@pytest.mark.parametrize("script", sorted(QUICK))
-def test_script_small_run(script, tmp_path):
-    args, outputs = QUICK[script]
-    out = tmp_path / "out"
+def _run(script: str, args: list) -> None:
+    """Run simulations/``script`` with ``args`` as a user would (repository root, Agg backend); it must exit 0."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "simulations" / script), *args, *(["--out", str(out)] if outputs else [])],
+        [sys.executable, str(ROOT / "simulations" / script), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -60,6 +58,13 @@ def test_script_small_run(script, tmp_path):
         env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("script", sorted(QUICK))
+def test_script_small_run(script, tmp_path):
+    args, outputs = QUICK[script]
+    out = tmp_path / "out"
+    _run(script, [*args, *(["--out", str(out)] if outputs else [])])
     for name in outputs:
         path = out / name
         assert path.stat().st_size > 0, name
@@ -71,16 +76,7 @@ def test_spread_fallback_level_paired(tmp_path):
     """The level part on paired releases (issue 29): one p-value and z per pool, the command named."""
     out = tmp_path / "out"
     script = "spread_fallback_level.py"
-    args = ["--part", "level", "--only", "paired:2", "--pools", "2", "--out", str(out)]
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "simulations" / script), *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": str(ROOT)},
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    _run(script, ["--part", "level", "--only", "paired:2", "--pools", "2", "--out", str(out)])
     for name in ("level_paired_2_seed10000.md", "level_paired_2_seed10000.csv"):
         assert f"python simulations/{script}" in (out / name).read_text(), name
     lines = [x for x in (out / "level_paired_2_seed10000.csv").read_text().splitlines() if not x.startswith("#")]
