@@ -176,17 +176,12 @@ def decode_paired(X: Any, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
     v̂ = argmax_v P(report | v) (``decode``; the report itself for randomised response, ties to the
     lowest value for OUE and OLH) gives x̂_j = v̂ // C and ŷ = v̂ mod C. Returns (X̂ (n, F) with NaN
     where no pair was released, ŷ (n,) int: the label guess of the row's lowest released attribute)."""
+    from .estimators.spread_pool import group_records
     from .mechanisms import is_paired
 
     X = np.asarray(X, dtype=float)
-    mechs = mechanism if isinstance(mechanism, (list, tuple)) else [mechanism] * X.shape[0]
     out, y = np.full(X.shape, np.nan), np.full(X.shape[0], -1, dtype=np.int64)
-    rows_of: dict[int, list[int]] = {}
-    for i, m in enumerate(mechs):
-        rows_of.setdefault(id(m), []).append(i)
-    by_id = {id(m): m for m in mechs}
-    for key, rows in rows_of.items():
-        pm, rows = by_id[key], np.asarray(rows)
+    for pm, rows in group_records(mechanism, X.shape[0]):
         if not is_paired(pm):
             raise ValidationError("mechanism", "decode_paired takes paired mechanisms only (no mix with split ones)")
         Xg, _ = pm.validate_release(X[rows])

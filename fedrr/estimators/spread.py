@@ -43,7 +43,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     ----------
     C : inverse L2 penalty on ``coef_`` as in scikit-learn (np.inf: none; at least 1e-12, so 1/C is finite).
     prior : "auto" (the default: "naive-bayes" where it applies, records releasing sampled attributes
-        through discrete oracles with a label, or paired releases; else "learned"; ``auto_prior``),
+        through discrete oracles with a label, or paired releases; else "learned"; ``auto_prior``;
+        ``fit_pool``, which streams the pool and cannot fit naive Bayes on it, uses "learned"),
         "learned" (from the releases, refined during EM, pulled toward the mechanism-debiased
         marginals by ``prior_strength``), "flat", or a given prior (CategoricalPrior / (D, k)
         array, GaussianPrior, HistogramPrior, per-column list), or an EmpiricalPrior: public clean

@@ -314,11 +314,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         if n_classes == 2:  # the held-out AUC against the released labels, for the reader
             Ma, ca = label_terms("auc", proba, yi[test], mech_b, 2)
             self.gain_["auc"] = float(_on_scale(Ma[np.arange(n_test), ca].sum(), "auc", n_test, n1))
-        for k in ("heldout_statistic", "heldout_p_value"):
-            self.cv_results_[k] = np.full(len(self.cv_results_["params"]), np.nan)
-        chosen = self.cv_results_["params"].index({"C": best[0], "prior_strength": best[1]})
-        self.cv_results_["heldout_statistic"][chosen] = self.gain_["value"]
-        self.cv_results_["heldout_p_value"][chosen] = p_value
         return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, sel.size, n_test, best, base.classes_)
 
     def _test_paired(self, p: dict, Xv, yi, mechs: list, sel, test, seed: int) -> None:
@@ -341,17 +336,18 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             "n_selection": int(sel.size),
             "n_test": int(test.size),
         }
-        for k in ("heldout_statistic", "heldout_p_value"):
-            self.cv_results_[k] = np.full(len(self.cv_results_["params"]), np.nan)
-        chosen = self.cv_results_["params"].index({"C": best[0], "prior_strength": best[1]})
-        self.cv_results_["heldout_statistic"][chosen] = res["value"]
-        self.cv_results_["heldout_p_value"][chosen] = res["p_value"]
 
     def _finish(
         self, p: dict, X, y, mechanism, Xv, yi, groups, layout, n_sel: int, n_test: int, best, classes
     ) -> SpreadLogisticRegressionCV:
-        """Keep the model (refit on all releases) or fall back, by the test's p-value."""
+        """Record the test in ``cv_results_`` (the chosen candidate's row; the others are not tested), then
+        keep the model (refit on all releases) or fall back, by the test's p-value."""
         p_value = self.p_value_
+        for k in ("heldout_statistic", "heldout_p_value"):
+            self.cv_results_[k] = np.full(len(self.cv_results_["params"]), np.nan)
+        chosen = self.cv_results_["params"].index({"C": best[0], "prior_strength": best[1]})
+        self.cv_results_["heldout_statistic"][chosen] = self.gain_["value"]
+        self.cv_results_["heldout_p_value"][chosen] = p_value
         supported = p_value <= p["alpha"]
         self.fallback_ = bool(p["fallback"] and not supported)
         self.fallback_reason_ = (

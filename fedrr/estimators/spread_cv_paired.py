@@ -18,8 +18,9 @@ with Ê_j the mean of the oracle's unbiased one-hot estimates of B's pairs of at
 π̂_j its margins, and a_j(s, c) = δ_j(s, c) / (g₀ + q_j(s, c)) the model's association δ_j = q_j −
 (its margins' product) weighted by a cell's variance per report (g₀ the oracle's rare-value
 variance): nearly the efficient score direction, where log q_j(c | s) (the chi-square weights) gives
-rare states, whose reports are all noise at small ε, far too much weight (measured: Adult paired ε
-1, p 0.09-0.3 with those weights, 0.0003-0.008 with these). T is unchanged by any part of a_j
+rare states, whose reports are all noise at small ε, far too much weight (on Adult paired ε 1 they
+let the test fall back on fits that these weights keep; a one-off check, not a committed script).
+T is unchanged by any part of a_j
 additive in s or in c, and the margins' estimation error enters it only at second order (the
 centring is Neyman-orthogonal), so under no signal T is a sum of n_B independent mean-zero terms t_i
 = Σ_{j released} a'_j(ê_ij) (a'_j the doubly centred table). The p-value is the one-sided normal

@@ -233,12 +233,20 @@ def aggregate(table: list[dict]) -> dict[tuple[int, int, str], dict]:
             "count": int(acc.size),
             "errors": sum(1 for r in rs if r["error"]),
             "fell_back": sum(1 for r in rs if r.get("fell_back")),
+            "balanced_accuracy": _mean_of(rs, "balanced_accuracy"),
+            "auc": _mean_of(rs, "auc"),
             "eps": float(np.mean([r["eps_record"] for r in rs])),
             "delta": float(np.mean([r["delta_record"] for r in rs])),
             "n": rs[0]["n_clients"],
             "row": rs[0],
         }
     return out
+
+
+def _mean_of(rows: list[dict], key: str) -> float | None:
+    """The mean of a column over rows that have it (None when none does: older results, regression)."""
+    vals = [float(r[key]) for r in rows if r.get(key) not in (None, "")]
+    return float(np.mean(vals)) if vals else None
 
 
 def _learner_order(cfg: ScenarioSpec) -> list[str]:

@@ -97,7 +97,7 @@ def summary_markdown(out: str | Path) -> str:
             )
         lines.append("")
         if metric == "accuracy":
-            lines += _balanced_auc_table(table, learners, G, j)
+            lines += _balanced_auc_table(agg, learners, G, j)
     fell = sum(1 for x in table if x.get("fell_back"))
     if fell:
         lines += [
@@ -168,19 +168,18 @@ def summary_markdown(out: str | Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _balanced_auc_table(table: list, learners: list, G: int, j: int) -> list[str]:
+def _balanced_auc_table(agg: dict, learners: list, G: int, j: int) -> list[str]:
     """Balanced accuracy / AUC per grid point and learner (means over repeats), when the rows have them."""
     rows = []
     for g in range(G):
-        cells, eps = [], None
-        for n in learners:
-            xs = [x for x in table if x["grid_index"] == g and x["n_index"] == j and x["learner"] == n]
-            eps = eps if eps is not None or not xs else xs[0]["eps_record"]
-            bal = [float(x["balanced_accuracy"]) for x in xs if x.get("balanced_accuracy") not in (None, "")]
-            auc = [float(x["auc"]) for x in xs if x.get("auc") not in (None, "")]
-            cells.append((f"{np.mean(bal):.3f}" if bal else "–") + " / " + (f"{np.mean(auc):.3f}" if auc else "–"))
-        if eps is not None and any(c != "– / –" for c in cells):
-            rows.append(f"| {_fmt_eps(eps)} | " + " | ".join(cells) + " |")
+        cells = [agg.get((g, j, n)) for n in learners]
+        first = next((a for a in cells if a is not None), None)
+        txt = [
+            " / ".join("–" if a is None or a[k] is None else f"{a[k]:.3f}" for k in ("balanced_accuracy", "auc"))
+            for a in cells
+        ]
+        if first is not None and any(t != "– / –" for t in txt):
+            rows.append(f"| {_fmt_eps(first['eps'])} | " + " | ".join(txt) + " |")
     if not rows:
         return []
     head = ["Balanced accuracy / AUC (means over repeats):", "", "| ε per record | " + " | ".join(learners) + " |"]
