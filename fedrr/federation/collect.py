@@ -15,7 +15,7 @@ import numpy as np
 from flwr.app import Message
 from flwr.serverapp import Grid
 
-from ..mechanisms.base import mechanism_from_spec
+from ..mechanisms.records import record_mechanism_from_spec
 from ..pool import ReplyRejected
 from ..release import Release
 from .protocol import MESSAGE_TYPE, parse_reply, query_content
@@ -87,7 +87,7 @@ class ServerSchema:
                 continue
             claimed = cache.get(spec)
             if claimed is None:
-                claimed = cache[spec] = mechanism_from_spec(json.loads(spec))
+                claimed = cache[spec] = record_mechanism_from_spec(json.loads(spec))
             if self.max_epsilon is not None and claimed.epsilon > self.max_epsilon * (1 + 1e-12):
                 raise ReplyRejected(
                     "epsilon_above_limit",
@@ -109,13 +109,11 @@ class ServerSchema:
 
 
 def validate_replies(
-    replies: list[Message], schema: ServerSchema | int, n_clients: int | None
+    replies: list[Message], schema: ServerSchema, n_clients: int | None
 ) -> tuple[list, dict[str, int]]:
     """Valid Releases and a count per rejection reason (duplicated client ids are dropped too).
     ``schema`` (or just the pool's width) comes from the server's own configuration: a reply's
     reason never depends on which replies came before it."""
-    if not isinstance(schema, ServerSchema):
-        schema = ServerSchema(int(schema))
     valid, reasons, seen, cache = [], Counter(), set(), {}
     expected = set(range(n_clients)) if n_clients is not None and n_clients <= 10_000_000 else None
     for r in replies:

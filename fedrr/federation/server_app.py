@@ -76,9 +76,10 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     metrics["seconds_collect"] = time.perf_counter() - t0
     # the server's own schema, never what a reply claims: the population's mechanism for each client
     # (simulation), or in a deployment the declared limit on the record ε clients may choose
-    schema = ServerSchema.of_population(population)
     if cfg.accept_mechanisms == "declared":
-        schema = ServerSchema(schema.n_features, max_epsilon=cfg.max_record_epsilon)
+        schema = ServerSchema(int(population.mechanism(0).n_features), max_epsilon=cfg.max_record_epsilon)
+    else:
+        schema = ServerSchema.of_population(population)
     valid, reasons = validate_replies(replies, schema, population.n_clients)
     if no_reply:
         reasons["no_reply"] = no_reply
