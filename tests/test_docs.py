@@ -143,3 +143,34 @@ def test_make_test_runs_lint_docs_and_pytest_and_ci_runs_make_test():
     ci = [ln.strip() for ln in (ROOT / ".ci" / "run").read_text().splitlines() if ln.strip() and not ln.startswith("#")]
     assert "make test" in ci
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
+
+
+#: packages whose ``__all__`` is fedrr's public surface: every name must be in the API reference
+PUBLIC_PACKAGES = (
+    "fedrr",
+    "fedrr.estimators",
+    "fedrr.mechanisms",
+    "fedrr.audit",
+    "fedrr.experiment",
+    "fedrr.datasets",
+    "fedrr.parallel",
+)
+
+
+@pytest.mark.parametrize("package", PUBLIC_PACKAGES)
+def test_api_reference_documents_every_public_name(package):
+    """A name in a public package's ``__all__`` is rendered by the API reference: ``::: pkg.Name``,
+    the whole package (``::: pkg``), or the module that defines it (``::: module`` or
+    ``::: module.Name``); a plain value (``__version__``) is named in the text."""
+    import importlib
+
+    api = "\n".join(p.read_text(encoding="utf-8") for p in sorted((DOCS / "reference" / "api").glob("*.md")))
+    targets = set(re.findall(r"^::: ([\w.]+)", api, re.M))
+    mod = importlib.import_module(package)
+    missing = []
+    for name in mod.__all__:
+        home = getattr(getattr(mod, name), "__module__", None)
+        keys = {package, f"{package}.{name}"} | ({home, f"{home}.{name}"} if isinstance(home, str) else set())
+        if not (keys & targets or (name.startswith("__") and f"`{package}.{name}`" in api)):
+            missing.append(name)
+    assert not missing, f"{package}: not in docs/reference/api: {missing}"
