@@ -20,7 +20,9 @@ normal approximation, whose level is what this measures (its z per pool is in th
 **Power.** On synthetic logistic pools with a real signal (the same split releases, two classes
 with coefficients ``POWER_COEF``, or three with ``POWER_COEF3``), per number of records and label
 flip, the rate of kept models for each test statistic (``test_statistic``: "loglik", "accuracy",
-"auc") at alpha 0.025 and 0.05.
+"auc") at alpha 0.025 and 0.05; ``--release paired``: the same coefficients on paired releases (one
+sampled (attribute, label) pair per record) per number of records and ε per record, the
+association test.
 
 **Adult** (``--part adult``): the demo's releases of ``configs/adult.toml`` (label at ε/2, one
 sampled attribute at ε/2 by the best frequency oracle), its ``spread`` learner (this estimator) and
@@ -32,6 +34,8 @@ Each pool is small (a few hundred records, short EM runs): only the decision's p
     python simulations/spread_fallback_level.py --part level --pools 2000   # split, sampled ~30 min; paired +20 min
     python simulations/spread_fallback_level.py --part power --pools 100 --records 300,1000,3000
     python simulations/spread_fallback_level.py --part power --pools 100 --classes 3 --statistics loglik,accuracy
+    python simulations/spread_fallback_level.py --part power --pools 100 --release paired --records 300,1000,3000 \
+        --eps 1,2,4
     python simulations/spread_fallback_level.py --part adult --eps 1,2,4 --seeds 3
     python simulations/spread_fallback_level.py --part level --pools 1000 --only paired:3
     python simulations/spread_fallback_level.py --part level --pools 5 --out /tmp/lvl   # a smoke run
@@ -75,9 +79,11 @@ def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:
     return lo, hi
 
 
-def record_mechanism(release: str, n_classes: int, label_flip: float = 0.1) -> RecordMechanism | PairedRecordMechanism:
+def record_mechanism(
+    release: str, n_classes: int, label_flip: float = 0.1, eps: float = PAIRED_EPS
+) -> RecordMechanism | PairedRecordMechanism:
     if release == "paired":
-        return PairedRecordMechanism([K] * D, n_classes, PAIRED_EPS, n_sampled=1)
+        return PairedRecordMechanism([K] * D, n_classes, eps, n_sampled=1)
     return RecordMechanism(
         RandomizedResponse(K, 0.2),
         RandomizedResponse(n_classes, label_flip),
@@ -154,11 +160,24 @@ def run_level(
     return body
 
 
-def run_power(pools: int, out: Path, statistics=STATISTICS, grid=POWER_GRID, classes=2, **changes) -> list[list]:
-    out_name = "power" + ("_3classes" if classes == 3 else "") + "".join(f"_{k}{v}" for k, v in changes.items())
+def power_name(classes: int, release: str, changes: dict) -> str:
+    """The power part's file name (without suffix)."""
+    extra = ("_3classes" if classes == 3 else "") + ("_paired" if release == "paired" else "")
+    return "power" + extra + "".join(f"_{k}{v}" for k, v in changes.items())
+
+
+def run_power(
+    pools: int, out: Path, statistics=STATISTICS, grid=POWER_GRID, classes=2, release="split", **changes
+) -> list[list]:
+    """Kept models per (records, label flip) of split releases, or per (records, ε per record) of
+    paired releases (``release="paired"``: the association test, so the statistic is "loglik" only)."""
+    out_name = power_name(classes, release, changes)
     rows, body = [], []
     for n, flip in grid:
-        rm = record_mechanism("split", classes, flip)
+        if release == "paired":
+            rm = record_mechanism("paired", classes, eps=flip)
+        else:
+            rm = record_mechanism("split", classes, flip)
         ps = {st: [] for st in statistics}
         t = time.perf_counter()
         for s in range(pools):
@@ -166,7 +185,7 @@ def run_power(pools: int, out: Path, statistics=STATISTICS, grid=POWER_GRID, cla
             rng = np.random.default_rng([seed, n, int(flip * 100)])
             X, y = pool(n, classes, POWER_COEF if classes == 2 else POWER_COEF3, rng)
             Xt, yt = rm.release(X, y, rng=rng)
-            row = {"records": n, "label_flip": flip, "seed": seed}
+            row = {"records": n, ("epsilon" if release == "paired" else "label_flip"): flip, "seed": seed}
             for st in statistics:
                 ps[st].append(p_value(Xt, yt, rm, seed, st, **changes))
                 row[f"p_{st}"] = ps[st][-1]
@@ -245,7 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--classes", type=int, default=2, choices=(2, 3), help="power: classes (3: coef POWER_COEF3)")
     ap.add_argument("--test-fraction", type=float, default=None, help="power: test_fraction (default: the estimator's)")
     ap.add_argument("--max-iter", type=int, default=None, help="power: max_iter of the tested fit and refit")
-    ap.add_argument("--eps", default="1,2", help="Adult: ε per record")
+    ap.add_argument("--eps", default="1,2", help="Adult, and the power of paired releases: ε per record")
+    ap.add_argument("--release", default="split", choices=("split", "paired"), help="power: the release")
     ap.add_argument("--seeds", type=int, default=3, help="Adult: seeds per ε")
     ap.add_argument("--config", default=str(ROOT / "configs" / "adult.toml"))
     ap.add_argument("--out", default=str(ROOT / "results" / "spread_fallback_level"))
@@ -260,22 +280,23 @@ def main(argv: list[str] | None = None) -> int:
         head = ["release", "classes", "pools", "mean p"] + [f"kept at alpha {a} [95 % CI]" for a in ALPHAS]
         title = f"Fallback level: kept models on no-signal pools (N {n}, D {D}, statistic {args.statistic})"
     elif args.part == "power":
-        stats = args.statistics.split(",")
+        paired = args.release == "paired"
+        stats = ["loglik"] if paired else args.statistics.split(",")
         grid = POWER_GRID
-        if args.records:
-            grid = [(n, f) for n in map(int, args.records.split(",")) for f in sorted({f for _, f in POWER_GRID})]
+        if args.records or paired:
+            second = [float(e) for e in args.eps.split(",")] if paired else sorted({f for _, f in POWER_GRID})
+            records = args.records or ",".join(str(n) for n in sorted({n for n, _ in POWER_GRID}))
+            grid = [(n, f) for n in map(int, records.split(",")) for f in second]
         changes = {k: v for k, v in (("test_fraction", args.test_fraction), ("max_iter", args.max_iter)) if v}
-        body = run_power(args.pools, out, stats, grid, args.classes, **changes)
-        head = ["records", "label flip", "pools"] + [
+        body = run_power(args.pools, out, stats, grid, args.classes, args.release, **changes)
+        head = ["records", "ε per record" if paired else "label flip", "pools"] + [
             f"kept, {st} (alpha {' / '.join(map(str, ALPHAS))})" for st in stats
         ]
         coef = (POWER_COEF if args.classes == 2 else POWER_COEF3).tolist()
-        title = f"Fallback power: kept models, synthetic logistic, coef {coef}, split release" + "".join(
+        title = f"Fallback power: kept models, synthetic logistic, coef {coef}, {args.release} release" + "".join(
             f", {k} {v}" for k, v in changes.items()
         )
-        args.part = (
-            "power" + ("_3classes" if args.classes == 3 else "") + "".join(f"_{k}{v}" for k, v in changes.items())
-        )
+        args.part = power_name(args.classes, args.release, changes)
     else:
         body = run_adult([float(e) for e in args.eps.split(",")], args.seeds, args.config, out)
         head = ["ε", "seed", "spread-plain", "majority", "spread (CV)", "kept", "p-value", "held-out AUC"]

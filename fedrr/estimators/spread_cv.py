@@ -50,7 +50,14 @@ from sklearn.utils.validation import check_is_fitted
 from .._params import Interval, ListOf, Options, Satisfies, random_state_constraints, validate_params
 from ..errors import ValidationError
 from .spread import SpreadLogisticRegression, auto_prior, check_clean_X
-from .spread_cv_paired import association_test, model_pair_tables, pair_report_loglik, paired_class_prior
+from .spread_cv_paired import (
+    association_test,
+    attribute_statistics,
+    model_pair_tables,
+    pair_report_loglik,
+    paired_class_prior,
+    weights,
+)
 from .spread_cv_scores import (
     _mechanism_arg,
     _null_loglik,
@@ -323,7 +330,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         mech_a, mech_b = _mechanism_arg([mechs[i] for i in sel]), _mechanism_arg([mechs[i] for i in test])
         est_a = self._spread(C=best[0], prior_strength=best[1]).fit(Xv[sel], yi[sel], mechanism=mech_a)
         tables = model_pair_tables(est_a, seed=seed + p["cv"])
-        res = association_test(tables, group_records(mech_b, test.size), Xv[test])
+        stats = self._attribute_stats[best]
+        w = weights(stats)
+        res = association_test(tables, group_records(mech_b, test.size), Xv[test], weights=w)
         self.p_value_ = res["p_value"]
         self.gain_ = {
             "statistic": "association",
@@ -335,6 +344,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             "alpha": p["alpha"],
             "n_selection": int(sel.size),
             "n_test": int(test.size),
+            # per attribute: its association's z held out over the selection's folds, and its weight
+            "attribute_z": [float(T / np.sqrt(V)) if V > 0 else 0.0 for T, V, _ in stats],
+            "attribute_weights": [float(v) for v in w],
         }
 
     def _finish(
@@ -355,6 +367,11 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             f"prior strength {best[1]:g}) did not beat the intercept-only model: {self.gain_['statistic']} "
             f"{self.gain_['value']:.4g} against {self.gain_['null_mean']:.4g} ± {self.gain_['null_sd']:.2g} "
             f"{_NULL[self.gain_['statistic'] == 'association']} p = {p_value:.3g} > alpha = {p['alpha']:g}"
+            + (
+                " (no attribute's association held out in the selection's folds: every weight is 0)"
+                if not any(self.gain_.get("attribute_weights", [1.0]))
+                else ""
+            )
             if self.fallback_
             else None
         )
@@ -371,6 +388,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         """k-fold cross-validation over the records with fold ≥ 0 (the selection part): sets ``C_``,
         ``prior_strength_``, ``scores_``, ``cond_scores_``, ``accuracy_scores_`` and ``cv_results_``."""
         cands = [(C, a) for C in p["Cs"] for a in p["prior_strengths"]]
+        self._attribute_stats: dict = {}
         full_s = {k: np.empty(p["cv"]) for k in cands}  # per fold: mean held-out log p(x̃, c̃)
         cond_s = {k: np.empty(p["cv"]) for k in cands}  # log p(c̃ | x̃)
         acc_s = {k: np.empty(p["cv"]) for k in cands}  # debiased clean accuracy
@@ -385,8 +403,12 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                 est.fit(Xv[tr], yi[tr], mechanism=_mechanism_arg(mech_tr))
                 if paired:  # the pairs' held-out likelihood: the only score a paired release has
                     tables = model_pair_tables(est, seed=seed + f)
-                    full = pair_report_loglik(tables, group_records(_mechanism_arg(mech_te), te.size), Xv[te])
-                    full_s[C, a][f] = cond_s[C, a][f] = full.mean()
+                    held = group_records(_mechanism_arg(mech_te), te.size)
+                    full_s[C, a][f] = cond_s[C, a][f] = pair_report_loglik(tables, held, Xv[te]).mean()
+                    # cross-fitted per-attribute association: the test's weights (spread_cv_paired.weights)
+                    self._attribute_stats[C, a] = self._attribute_stats.get((C, a), 0.0) + attribute_statistics(
+                        tables, held, Xv[te]
+                    )
                     continue
                 full, c, pr = heldout_loglik(est, Xv[te], yi[te], mech_te, p["heldout_samples"], seed + f)
                 full_s[C, a][f], cond_s[C, a][f] = full.mean(), c.mean()

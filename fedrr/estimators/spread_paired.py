@@ -136,6 +136,13 @@ def pair_tables(paired: PairedRecordMechanism, X: np.ndarray, tol: float = 1e-7,
     return out
 
 
+def class_margin(tables: list) -> np.ndarray:
+    """The class prior p(c) that pair tables imply: their class margins averaged over attributes,
+    floored at 1e-12 and normalised."""
+    pc = np.maximum(np.mean([t.sum(axis=0) for t in tables], axis=0), 1e-12)
+    return pc / pc.sum()
+
+
 def paired_view(paired: PairedRecordMechanism, X: np.ndarray) -> PairedView:
     """The view whose w_j is the conditional of attribute j's maximum-likelihood pair table."""
     return PairedView(paired, pair_tables(paired, X))
@@ -187,8 +194,7 @@ class PairTerms:
         """p(c | x̃) (b, C) under the pair tables ``tables`` with the attributes independent given the
         class: ∝ p(c) Π_j [Σ_s p_j(s, c) P(v̂_j | s, c) / p(c)] — the EM's starting responsibilities."""
         b = self.cols.shape[0]
-        pc = np.mean([t.sum(axis=0) for t in tables], axis=0)
-        logpc = np.log(np.maximum(pc / pc.sum(), 1e-300))
+        logpc = np.log(class_margin(tables))
         out = np.tile(logpc, (b, 1))
         for rows, T, lbar, t in zip(self.rows, self.tabs, self.lbar, tables):
             if rows.size:
@@ -204,8 +210,7 @@ def paired_naive_bayes_prior(view: PairedView, layout: ColumnLayout):
     from .spread_prior import SpreadPrior, _empty
 
     tabs = view.tables
-    pi = np.mean([t.sum(axis=0) for t in tabs], axis=0)
-    pi = np.maximum(pi, 1e-12) / np.maximum(pi, 1e-12).sum()
+    pi = class_margin(tabs)
     log_p = []
     for t in tabs:
         cond = np.maximum(t, 1e-12).T  # (C, k)
