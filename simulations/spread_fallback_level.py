@@ -44,6 +44,7 @@ Each pool is small (a few hundred records, short EM runs): only the decision's p
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 import warnings
@@ -300,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         body = run_adult([float(e) for e in args.eps.split(",")], args.seeds, args.config, out)
         head = ["ε", "seed", "spread-plain", "majority", "spread (CV)", "kept", "p-value", "held-out AUC"]
-        title = "Fallback on Adult: the demo's releases (configs/adult.toml)"
+        title = f"Fallback on Adult: the releases of {os.path.relpath(Path(args.config).resolve(), ROOT)}"
     print(write_report(out / f"{args.part}.md", title, markdown_table(head, body), argv))
     return 0
 

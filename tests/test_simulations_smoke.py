@@ -84,6 +84,18 @@ def test_spread_fallback_level_paired(tmp_path):
     assert len(lines) == 3 and all(x.startswith("paired,2,") for x in lines[1:])
 
 
+def test_spread_fallback_power_paired(tmp_path):
+    """The power part on paired releases: kept rates per (records, ε per record), the command named."""
+    out = tmp_path / "out"
+    script = "spread_fallback_level.py"
+    args = ["--part", "power", "--release", "paired", "--pools", "2", "--records", "200", "--eps", "2,4"]
+    _run(script, [*args, "--out", str(out)])
+    md = (out / "power_paired.md").read_text()
+    assert f"python simulations/{script}" in md and "| 200 | 2.0 | 2 |" in md and "| 200 | 4.0 | 2 |" in md
+    lines = [x for x in (out / "power_paired.csv").read_text().splitlines() if not x.startswith("#")]
+    assert lines[0].split(",")[:3] == ["records", "epsilon", "seed"] and len(lines) == 5
+
+
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
 def test_scripts_are_thin_and_name_their_command(path):
     """≤ 400 lines, a module docstring that gives the command, imports from fedrr and libraries
