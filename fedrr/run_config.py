@@ -139,7 +139,10 @@ class RunConfig:
     fake_attack: str = _key(
         "fake_attack",
         "output",
-        "output: crafted releases bypassing the randomiser (maximal gain) | input: a fake record, honestly randomised",
+        "output: crafted releases bypassing the randomiser (maximal gain, unpadded) | output-sampled: the same at "
+        "the honest sampling rate | mga: Cao-Jia-Gong's maximal gain attack (OUE padded to the honest number of "
+        "ones, OLH best of sampled seeds) | mga-sampled: the same at the honest sampling rate | input: a fake "
+        "record, honestly randomised",
         Options(*FAKE_ATTACKS),
     )
     fake_attribute: int = _key("fake_attribute", 0, "the attribute fake clients target", Interval(int, 0, None))
