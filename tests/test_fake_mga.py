@@ -202,3 +202,18 @@ def test_padded_mga_bad_targets_name_the_field_and_range():
     with pytest.raises(ValidationError, match=r"\[0, 4\]") as err:
         mga_release(RandomizedResponse(5, epsilon=1.0), [5], np.random.default_rng(0))
     assert err.value.field == "targets"
+
+
+@pytest.mark.parametrize("k, eps, r", [(5, 1.0, 1), (12, 2.0, 3), (30, 0.5, 2)])
+def test_padded_mga_krr_gain_is_the_papers_formula(k, eps, r):
+    """k-RR: a fake's expected debiased contribution, its report drawn uniformly from T, summed over T
+    is 1 + (k − r)/(e^ε − 1) (CJG's G = β(1 − f_T) + β(k − r)/(e^ε − 1)); each target gets
+    (1/r − q)/(p − q). Exact, from the mechanism's inverse."""
+    mech = RandomizedResponse(k, epsilon=eps)
+    T = list(range(r))
+    U = mech.unbiased_onehot(np.arange(k))  # (report, state)
+    per_fake = U[T].mean(axis=0)  # the report is a uniformly drawn target
+    p, q = mech.matrix[0, 0], mech.matrix[1, 0]
+    e = math.exp(mech.epsilon)
+    assert per_fake[T].sum() == pytest.approx(1 + (k - r) / (e - 1), rel=1e-9)
+    np.testing.assert_allclose(per_fake[T], (1 / r - q) / (p - q), rtol=1e-9)
