@@ -217,3 +217,14 @@ def test_padded_mga_krr_gain_is_the_papers_formula(k, eps, r):
     e = math.exp(mech.epsilon)
     assert per_fake[T].sum() == pytest.approx(1 + (k - r) / (e - 1), rel=1e-9)
     np.testing.assert_allclose(per_fake[T], (1 / r - q) / (p - q), rtol=1e-9)
+
+
+def test_padded_mga_olh_gain_when_every_target_shares_the_bucket():
+    """OLH: when a seed maps all r targets to one bucket (possible here: g = 4 < P = 11), each
+    target's debiased value is (1 − q*)/(p − q*), fedrr's exact q* (CJG's ideal-hash value uses 1/g)."""
+    mech = LocalHashing(11, 1.0)
+    assert mech.g < mech.prime
+    rng = np.random.default_rng(3)
+    T = [0, 4, 7]
+    u = mech.unbiased_onehot(np.array([mga_release(mech, T, rng) for _ in range(50)]))
+    np.testing.assert_allclose(u[:, T], (1 - mech.q_star) / (mech.p - mech.q_star), rtol=1e-12)
