@@ -81,6 +81,7 @@ _KEYS = {
     "attack": "fake-attack",
     "attribute": "fake-attribute",
     "state": "fake-state",
+    "targets": "fake-targets",
     "label": "fake-label",
 }
 
@@ -335,8 +336,16 @@ def with_fake_clients(population: ClientPopulation, cfg: RunConfig) -> ClientPop
             cfg.fake_fraction,
             attack=cfg.fake_attack,
             attribute=cfg.fake_attribute,
-            state=cfg.fake_state,
+            state=cfg.fake_state
+            if cfg.fake_targets == 1
+            else list(range(cfg.fake_state, cfg.fake_state + cfg.fake_targets)),
             label=cfg.fake_label,
         )
     except ValidationError as exc:
+        if exc.field == "state" and cfg.fake_targets > 1:  # the target states fake-state .. + r − 1
+            last = cfg.fake_state + cfg.fake_targets - 1
+            raise ValidationError(
+                "fake-targets",
+                f"targets fake-state {cfg.fake_state} to {last} (fake-targets {cfg.fake_targets}): {exc.message}",
+            ) from None
         raise ValidationError(_KEYS.get(exc.field, exc.field), exc.message) from None

@@ -147,6 +147,12 @@ class RunConfig:
     )
     fake_attribute: int = _key("fake_attribute", 0, "the attribute fake clients target", Interval(int, 0, None))
     fake_state: int = _key("fake_state", 0, "the state of fake-attribute fake clients push up", Interval(int, 0, None))
+    fake_targets: int = _key(
+        "fake_targets",
+        1,
+        "mga, mga-sampled, input: the number r of target states, fake-state to fake-state + r - 1 (output: 1)",
+        Interval(int, 1, None),
+    )
     fake_label: int = _key("fake_label", 1, "the label fake clients push up", Interval(int, 0, None))
     accept_mechanisms: str = _key(
         "accept_mechanisms",

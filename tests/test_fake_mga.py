@@ -228,3 +228,24 @@ def test_padded_mga_olh_gain_when_every_target_shares_the_bucket():
     T = [0, 4, 7]
     u = mech.unbiased_onehot(np.array([mga_release(mech, T, rng) for _ in range(50)]))
     np.testing.assert_allclose(u[:, T], (1 - mech.q_star) / (mech.p - mech.q_star), rtol=1e-12)
+
+
+def test_padded_mga_targets_from_the_run_config():
+    """fake-targets r: the states fake-state .. fake-state + r − 1; errors name fake-targets."""
+    from fedrr.experiment.spec import parse_scenario
+    from fedrr.population import build_population
+    from fedrr.run_config import RunConfig
+
+    cfg = {"dataset": "adult_binned", "mechanism": "paired", "feature-epsilon": 4.0, "n-clients": 200}
+    cfg.update({"fake-fraction": 0.1, "fake-attack": "mga", "fake-attribute": 7, "fake-state": 2, "fake-targets": 3})
+    pop = build_population(RunConfig.from_flwr(cfg))
+    assert pop.states == (2, 3, 4) and pop.describe()["fake_clients"]["state"] == [2, 3, 4]
+    for bad, text in [({"fake-targets": 13}, "<= 13"), ({"fake-attack": "output"}, "targets one state")]:
+        with pytest.raises(ValidationError, match=text) as err:
+            build_population(RunConfig.from_flwr({**cfg, **bad}))
+        assert err.value.field == "fake-targets"
+    with pytest.raises(ValidationError) as err:
+        RunConfig.from_flwr({**cfg, "fake-targets": 0})
+    assert err.value.field == "fake-targets"
+    spec = parse_scenario({"population": {"fake_targets": 2}, "privacy": {"epsilon_grid": [1.0]}})
+    assert spec.population.fake_targets == 2

@@ -137,6 +137,11 @@ class PopulationSection:
     )
     fake_attribute: int = key(0, "the attribute (column) fake clients target", Interval(int, 0, None))
     fake_state: int = key(0, "the state of fake_attribute fake clients push up", Interval(int, 0, None))
+    fake_targets: int = key(
+        1,
+        "mga, mga-sampled, input: the number r of target states, fake_state to fake_state + r - 1 (output: 1)",
+        Interval(int, 1, None),
+    )
     fake_label: int = key(1, "the label fake clients push up", Interval(int, 0, None))
 
 
