@@ -412,6 +412,36 @@ def _ldp_nb(d: FitData, o: FitOptions):
     return LDPNaiveBayes().fit(d.X, d.y, mechanism=d.mechanism)
 
 
+@_learner(
+    "classification",
+    "ldp-nb-normsub",
+    "ldp-nb with Norm-Sub consistency (Wang et al. 2020): each debiased table's negative cells to 0, the same "
+    "amount taken off the others so that it sums to 1 (the Euclidean projection onto the simplex), no likelihood fit",
+)
+def _ldp_nb_normsub(d: FitData, o: FitOptions):
+    from .estimators import LDPNaiveBayes
+
+    if isinstance(d.mechanism, (list, tuple)):
+        raise ValidationError(
+            "learners", "'ldp-nb-normsub' needs one record mechanism for every client (no budget mix)"
+        )
+    return LDPNaiveBayes(method="projection").fit(d.X, d.y, mechanism=d.mechanism)
+
+
+@_learner(
+    "classification",
+    "ldp-nb-robust",
+    "ldp-nb with the fake-client defence robust='margins': attributes whose table's class margin disagrees with "
+    "the others' (attribute sampling) are dropped, the class prior pooled over the rest",
+)
+def _ldp_nb_robust(d: FitData, o: FitOptions):
+    from .estimators import LDPNaiveBayes
+
+    if isinstance(d.mechanism, (list, tuple)):
+        raise ValidationError("learners", "'ldp-nb-robust' needs one record mechanism for every client (no budget mix)")
+    return LDPNaiveBayes(robust="margins").fit(d.X, d.y, mechanism=d.mechanism)
+
+
 # -------------------------------------------------------------------------------- regression
 @_learner("regression", "ls", "least squares on the noisy inputs (= W-DRO with ρ = 0)")
 def _ls(d: FitData, o: FitOptions):

@@ -139,11 +139,20 @@ class RunConfig:
     fake_attack: str = _key(
         "fake_attack",
         "output",
-        "output: crafted releases bypassing the randomiser (maximal gain) | input: a fake record, honestly randomised",
+        "output: crafted releases bypassing the randomiser (maximal gain, unpadded) | output-sampled: the same at "
+        "the honest sampling rate | mga: Cao-Jia-Gong's maximal gain attack (OUE padded to the honest number of "
+        "ones, OLH best of sampled seeds) | mga-sampled: the same at the honest sampling rate | input: a fake "
+        "record, honestly randomised",
         Options(*FAKE_ATTACKS),
     )
     fake_attribute: int = _key("fake_attribute", 0, "the attribute fake clients target", Interval(int, 0, None))
     fake_state: int = _key("fake_state", 0, "the state of fake-attribute fake clients push up", Interval(int, 0, None))
+    fake_targets: int = _key(
+        "fake_targets",
+        1,
+        "mga, mga-sampled, input: the number r of target states, fake-state to fake-state + r - 1 (output: 1)",
+        Interval(int, 1, None),
+    )
     fake_label: int = _key("fake_label", 1, "the label fake clients push up", Interval(int, 0, None))
     accept_mechanisms: str = _key(
         "accept_mechanisms",

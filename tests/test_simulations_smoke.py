@@ -44,6 +44,7 @@ QUICK = {
         ["--quick", "--seeds", "1", "--flag-seeds", "1"],
         ["fake_clients.csv", "fake_clients_flags.csv", "fake_clients.md", "fake_clients.png"],
     ),
+    "fake_attacks.py": (["--quick"], ["attacks.md", "attacks_accuracy.csv", "attacks_flags.csv"]),
 }
 
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,8 @@ from ._sklearn import class_labels, validate
 from .frequencies import clip_table, project_to_simplex, simplex_mle
 
 METHODS = ("auto", "mle", "projection", "clip")
+#: robust="margins": drop the attributes whose table's class margin disagrees with the others'
+ROBUST = ("none", "margins")
 #: log of the smallest positive double: the floor for log-probabilities estimated as exactly 0
 LOG_FLOOR = math.log(np.finfo(float).tiny)
 
@@ -213,6 +216,36 @@ def mle_tables(
     return out, p, max(steps, it)
 
 
+# --------------------------------------------------------------------------- defence
+
+
+def margin_consistency(per_report: list[np.ndarray], alpha: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """The cross-attribute consistency test behind ``robust="margins"``. ``per_report[j]`` (n_j, C):
+    each report's unbiased contribution to attribute j's class margin P̂_j(c) = Σ_s P̂_j(s, c), whose
+    mean is the margin. Honest clients choose which attribute to release independently of their
+    data (uniform attribute sampling), so every table estimates the same P(y): m_j = P̂_j(·) differ
+    only by sampling noise. Reference: the per-class median over attributes, m̄; statistic
+    z_j = max_c |m_j,c − m̄_c| / √(se_j,c² + se_m̄,c²), se_j,c the sample standard deviation of the
+    per-report values over √n_j, se_m̄,c² = (π/2)·mean_j se_j,c² / F (the large-sample variance of a
+    median). Attribute j is inconsistent when z_j > Φ⁻¹(1 − α/(2FC)) (two-sided, Bonferroni over the
+    F attributes and C classes: an honest pool drops an attribute with probability ≈ α at most).
+    Returns (consistent (F,) bool, z (F,), the critical z). If every attribute were inconsistent
+    (impossible with a true median unless F < 3) all are kept."""
+    m = np.array([r.mean(axis=0) for r in per_report])  # (F, C)
+    se2 = np.array([r.var(axis=0, ddof=1) / r.shape[0] if r.shape[0] > 1 else np.full(r.shape[1], np.inf)
+                    for r in per_report])  # fmt: skip
+    F, C = m.shape
+    med = np.median(m, axis=0)
+    se2_med = (math.pi / 2) * se2.mean(axis=0) / F
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.nan_to_num(np.abs(m - med) / np.sqrt(se2 + se2_med), nan=0.0).max(axis=1)
+    crit = NormalDist().inv_cdf(1.0 - alpha / (2 * F * C))
+    keep = z <= crit
+    if F < 3 or not keep.any():
+        keep[:] = True
+    return keep, z, crit
+
+
 # --------------------------------------------------------------------------- estimator
 
 
@@ -243,6 +276,24 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     impossible under every class shifts all classes alike; a class with no mass in a table gets
     a uniform p(x_j | c). The class prior is not smoothed (as in CategoricalNB), only floored.
 
+    robust="margins" (a defence against fake clients, ``fedrr.fake``; default "none"): before the
+    tables are cleaned, the attributes whose table's class margin disagrees with the other tables'
+    (``margin_consistency`` at level ``robust_alpha``) are dropped — their p(x_j | c) is uniform, so
+    they do not vote — and the class prior is the pooled margin of the kept tables (n_j-weighted; for
+    split releases too, instead of the label reports' own estimate, so the labels of the dropped
+    attribute's clients do not count either). It acts on attacks that put their crafted reports on
+    one attribute more than on the others — the maximal-gain and output attacks, which release the
+    target attribute at every fake client, push that table's class margin towards the target label.
+    It does NOT defend: (i) releases without attribute sampling (every client releases every
+    attribute: all tables share the fakes, their margins agree); (ii) fakes that release at the
+    honest sampling rate ("output-sampled", "mga-sampled": every table gets the same share of fakes)
+    or spread their targets over more than half of the attributes (the median moves); (iii) fakes
+    whose crafted reports leave the target table's class margin where it was (pairs promoted with the
+    labels at the honest class frequencies); (iv) the input attack below the test's power; (v) any
+    damage to the kept attributes. A dropped attribute's information is lost, and an honest pool
+    loses one with probability ≈ robust_alpha. Learned: ``consistent_`` (F,) bool, ``margin_z_`` (F,)
+    and ``margin_z_critical_`` (all attributes consistent, z 0, when robust="none").
+
     Learned: ``classes_``, ``n_states_`` (k_j), ``n_released_`` (n_j), ``joint_unbiased_`` and
     ``class_prior_unbiased_`` (debiased, before projection), ``joint_`` and ``class_prior_`` (on the
     simplex), ``feature_log_prob_`` (per attribute (C, k_j)), ``class_log_prior_``, ``n_iter_`` (1 for
@@ -257,12 +308,16 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         tol: float = 1e-7,
         max_iter: int = 1000,
         mechanism: Any = None,
+        robust: str = "none",
+        robust_alpha: float = 0.01,
     ):
         self.alpha = alpha
         self.method = method
         self.tol = tol
         self.max_iter = max_iter
         self.mechanism = mechanism
+        self.robust = robust
+        self.robust_alpha = robust_alpha
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -284,6 +339,11 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         m = self.max_iter
         if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
             raise ValidationError("max_iter", f"must be an integer >= 1, got {m!r}")
+        if self.robust not in ROBUST:
+            raise ValidationError("robust", f"must be one of {ROBUST}, got {self.robust!r}")
+        ra = self.robust_alpha
+        if isinstance(ra, (bool, str)) or not isinstance(ra, (int, float, np.integer, np.floating)) or not 0 < ra < 1:
+            raise ValidationError("robust_alpha", f"must be a number in (0, 1), got {ra!r}")
 
     def fit(self, X, y, mechanism: Any = None):
         """Fit on releases (with a mechanism) or on clean integer data (without one)."""
@@ -296,6 +356,14 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         method = "mle" if self.method == "auto" else self.method
         rel = check_releases(X, y, mechanism)
         tables, n_released, freq = _unbiased(rel)
+        if self.robust == "margins":
+            V = rel.label.unbiased_onehot(rel.y)
+            per_report = [
+                m.unbiased_onehot(x).sum(axis=1)[:, None] * V[r] for m, x, r in zip(rel.mechs, rel.values, rel.rows)
+            ]
+            self._robust_test(per_report)
+        else:
+            self._robust_test(None, len(tables))
         if method == "clip":
             joint = [clip_table(t) for t in tables]
             prior, n_iter = clip_table(freq), 1
@@ -304,6 +372,10 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
             prior, n_iter = project_to_simplex(freq), 1
         if method == "mle":
             joint, prior, n_iter = mle_tables(rel, joint, prior, tol=self.tol, max_iter=self.max_iter)
+        if self.robust == "margins":  # the kept tables' pooled class margin: the dropped clients' labels do not count
+            prior = clip_table(
+                _pooled_margin([t for t, k in zip(tables, self.consistent_) if k], n_released[self.consistent_])
+            )
         if hasattr(self, "feature_names_in_"):  # left by an earlier clean fit on a DataFrame
             del self.feature_names_in_
         self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, freq, n_iter
@@ -319,14 +391,20 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         method = "clip" if self.method == "auto" else self.method
         rel = check_paired_releases(X_tilde, y_tilde, mechanism)
         tables, n_released, freq = _paired_unbiased(rel)
-        n_iter, prior = 1, clip_table(freq)  # the unbiased pooled margin, negative entries clipped
+        if self.robust == "margins":
+            self._robust_test([mechanism.unbiased_pair_table(j, v).sum(axis=1) for j, v in enumerate(rel.values)])
+        else:
+            self._robust_test(None, len(tables))
+        keep = self.consistent_
+        # the unbiased pooled margin (of the kept tables), negative entries clipped
+        n_iter, prior = 1, clip_table(_pooled_margin([t for t, k in zip(tables, keep) if k], n_released[keep]))
         if method == "clip":
             joint = [clip_table(t) for t in tables]
         else:
             joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
             if method == "mle":  # the maximum-likelihood tables' own pooled margin
                 joint, n_iter = paired_mle_tables(rel, joint, tol=self.tol, max_iter=self.max_iter)
-                prior = _pooled_margin(joint, n_released)
+                prior = _pooled_margin([t for t, k in zip(joint, keep) if k], n_released[keep])
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, freq, n_iter
@@ -335,6 +413,16 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = mechanism.n_features
         self._set_model(joint, prior, n_released)
         return self
+
+    def _robust_test(self, per_report: list[np.ndarray] | None, n_features: int = 0) -> None:
+        """Set ``consistent_``, ``margin_z_``, ``margin_z_critical_`` (see ``margin_consistency``)."""
+        if per_report is None:
+            self.consistent_ = np.ones(n_features, dtype=bool)
+            self.margin_z_, self.margin_z_critical_ = np.zeros(n_features), math.inf
+            return
+        self.consistent_, self.margin_z_, self.margin_z_critical_ = margin_consistency(
+            per_report, float(self.robust_alpha)
+        )
 
     def _fit_clean(self, X, y):
         X, y = validate(self, X, y)
@@ -347,6 +435,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
             joint.append(np.bincount(X[:, j] * C + yi, minlength=k * C).reshape(k, C) / n)
         prior = np.bincount(yi, minlength=C) / n
         self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = joint, prior, 1
+        self._robust_test(None, X.shape[1])
         self._set_model(joint, prior, np.full(X.shape[1], n))
         return self
 
@@ -357,10 +446,14 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         with np.errstate(divide="ignore", invalid="ignore"):
             self.class_log_prior_ = np.maximum(np.log(prior), LOG_FLOOR)
             self.feature_log_prob_ = []
-            for t, nj in zip(joint, n_released):
+            keep = getattr(self, "consistent_", None)
+            keep = np.ones(len(joint), dtype=bool) if keep is None or len(keep) != len(joint) else keep
+            for t, nj, kept in zip(joint, n_released, keep):
                 num = nj * t.T + a  # (C, k_j)
                 den = num.sum(axis=1, keepdims=True)
                 logp = np.where(den > 0, np.log(num) - np.log(den), -math.log(t.shape[0]))
+                if not kept:  # robust="margins" dropped it: uniform, it does not vote
+                    logp = np.full(logp.shape, -math.log(t.shape[0]))
                 self.feature_log_prob_.append(np.maximum(logp, LOG_FLOOR))
 
     # --- prediction ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from .spec import ScenarioSpec
 
 #: run-config keys added after results were first fingerprinted (fake clients, the frequency check)
 _NEW_KEYS = ("fake-fraction", "fake-attack", "fake-attribute", "fake-state", "fake-label", "check-alpha")
-_NEW_KEYS += ("accept-mechanisms", "max-record-epsilon")  # the server's schema (issue 32)
+_NEW_KEYS += ("accept-mechanisms", "max-record-epsilon", "fake-targets")  # the server's schema, MGA (issue 32)
 
 
 @cache
@@ -133,6 +133,7 @@ class CellSpec:
             fake_attack=pop.fake_attack,
             fake_attribute=pop.fake_attribute,
             fake_state=pop.fake_state,
+            fake_targets=pop.fake_targets,
             fake_label=pop.fake_label,
             check_alpha=run.check_alpha,
             mechanism=p.mechanism,

@@ -45,6 +45,7 @@ _FIELD_PATHS = {
     "fake-attack": "population.fake_attack",
     "fake-attribute": "population.fake_attribute",
     "fake-state": "population.fake_state",
+    "fake-targets": "population.fake_targets",
     "fake-label": "population.fake_label",
     "check-alpha": "run.check_alpha",
 }

@@ -127,13 +127,21 @@ class PopulationSection:
     )
     fake_attack: str = key(
         "output",
-        "output (crafted releases of fake_attribute and the label, maximal gain; paired: of the pair "
-        "(fake_state, fake_label)) | output-sampled (the same, the attribute only when the honest sampling draws "
-        "it) | input (a fake record, honestly randomised)",
+        "output (crafted releases of fake_attribute and the label, maximal gain, an OUE report with only the "
+        "target bit; paired: of the pair (fake_state, fake_label)) | output-sampled (the same, the attribute only "
+        "when the honest sampling draws it) | mga (Cao, Jia & Gong's maximal gain attack: k-RR the target, OUE "
+        "the target bit padded with random ones to the honest expected number, OLH the best of 1,000 sampled "
+        "seeds) | mga-sampled (mga, the attribute only when the honest sampling draws it) | input (a fake "
+        "record, honestly randomised)",
         Options(*FAKE_ATTACKS),
     )
     fake_attribute: int = key(0, "the attribute (column) fake clients target", Interval(int, 0, None))
     fake_state: int = key(0, "the state of fake_attribute fake clients push up", Interval(int, 0, None))
+    fake_targets: int = key(
+        1,
+        "mga, mga-sampled, input: the number r of target states, fake_state to fake_state + r - 1 (output: 1)",
+        Interval(int, 1, None),
+    )
     fake_label: int = key(1, "the label fake clients push up", Interval(int, 0, None))
 
 

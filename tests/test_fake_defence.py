@@ -1,0 +1,135 @@
+"""The fake-client defence LDPNaiveBayes(robust="margins") (learner ldp-nb-robust): it drops the
+attribute whose table's class margin the maximal-gain fakes moved, and only it; honest pools lose an
+attribute at most at the stated rate; it does nothing where it is documented not to act (releases
+without attribute sampling, fakes at the honest sampling rate); bad parameters name their field."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedrr.datasets import load
+from fedrr.errors import ValidationError
+from fedrr.estimators import LDPNaiveBayes
+from fedrr.estimators.naive_bayes import margin_consistency
+from fedrr.learners import FitData, FitOptions, get
+from fedrr.mechanisms import PairedRecordMechanism
+from fedrr.population import build_population, record_mechanism_for
+from fedrr.release import offline_release
+from fedrr.run_config import RunConfig
+
+
+def _pool(mechanism: str, fraction: float, attack: str, *, n: int = 4000, seed: int = 0, n_sampled: int = 1):
+    cfg = {"dataset": "adult_binned", "mechanism": mechanism, "n-clients": n, "seed": seed}
+    if mechanism == "paired":
+        cfg["feature-epsilon"] = 4.0
+    else:
+        cfg.update({"feature-epsilon": 2.0, "label-epsilon": 2.0, "n-sampled": n_sampled})
+    cfg.update({"fake-fraction": fraction, "fake-attack": attack, "fake-attribute": 11, "fake-state": 38})
+    pop = build_population(RunConfig.from_flwr(cfg))
+    rel = offline_release(pop, seed=seed)
+    return rel.x, rel.y, pop.mechanism(0)
+
+
+@pytest.mark.parametrize("mechanism", ["paired", "oracle"])
+@pytest.mark.parametrize("attack", ["mga", "output"])
+def test_robust_margins_drops_the_attacked_attribute_only(mechanism, attack):
+    """5 % maximal-gain fakes on (native country = US, >50K): attribute 11's table is dropped, no
+    other; the class prior is then the honest pool's own pooled margin of the kept tables, within
+    4 standard errors (the honest clients' releases are the same in both pools)."""
+    X, y, rm = _pool(mechanism, 0.05, attack)
+    nb = LDPNaiveBayes(robust="margins").fit(X, y, mechanism=rm)
+    assert np.flatnonzero(~nb.consistent_).tolist() == [11]
+    assert nb.margin_z_[11] > nb.margin_z_critical_ + 2
+    assert np.allclose(nb.feature_log_prob_[11], -np.log(nb.n_states_[11]))  # it does not vote
+    plain = LDPNaiveBayes().fit(X, y, mechanism=rm)
+    Xh, yh, _ = _pool(mechanism, 0.0, attack)
+    honest = LDPNaiveBayes(robust="margins").fit(Xh, yh, mechanism=rm)
+    assert honest.consistent_.all()
+    se = _prior_se(Xh, yh, rm)
+    assert abs(nb.class_prior_[1] - honest.class_prior_[1]) < 4 * se
+    assert plain.class_prior_[1] - honest.class_prior_[1] > 3 * se  # without the defence it moves (~4.5 se split)
+
+
+def _prior_se(X, y, rm) -> float:
+    """The standard error of the pooled class-1 margin: the sd of the reports' unbiased contributions
+    to it (each report's table margin) over √n."""
+    if isinstance(rm, PairedRecordMechanism):
+        rel = [(j, X[~np.isnan(X[:, j]), j]) for j in range(rm.n_features)]
+        vals = np.concatenate([rm.unbiased_pair_table(j, v).sum(axis=1)[:, 1] for j, v in rel])
+    else:
+        V = rm.label.unbiased_onehot(y)[:, 1]
+        vals = np.concatenate(
+            [f.mechanism.unbiased_onehot(X[r, f.columns[0]]).sum(axis=1) * V[r]
+             for f in rm.fields for r in [~np.isnan(X[:, f.columns[0]])]]
+        )  # fmt: skip
+    return float(vals.std() / np.sqrt(vals.size))
+
+
+def test_robust_margins_false_drops_on_honest_pools_stay_under_alpha():
+    """200 honest paired pools of 3,000 Adult clients (ε 4, one pair each): at robust_alpha = 0.2 the
+    share of pools losing an attribute must be ≤ 0.2 + 3 binomial standard errors."""
+    ds = load("adult_binned")
+    train = np.flatnonzero(~np.asarray(ds.extra["is_test"], bool))[:3000]
+    X, y = ds.X[train], ds.y[train]
+    rm = PairedRecordMechanism(ds.schema.states(), 2, 4.0)
+    rng = np.random.default_rng(32)
+    runs, alpha, drops, zmax = 200, 0.2, 0, []
+    for _ in range(runs):
+        Xt, yt = rm.release(X, y, rng=rng)
+        nb = LDPNaiveBayes(robust="margins", robust_alpha=alpha).fit(Xt, yt, mechanism=rm)
+        drops += not nb.consistent_.all()
+        zmax.append(nb.margin_z_.max())
+    assert drops <= alpha * runs + 3 * np.sqrt(runs * alpha * (1 - alpha)), drops
+    assert np.median(zmax) > 1.0  # the statistic is not trivially small: the test can fail
+
+
+def test_robust_margins_does_not_act_where_documented():
+    """(i) split release without attribute sampling: every client releases every attribute, all
+    tables share the fakes; (ii) mga-sampled: fakes at the honest sampling rate. Nothing dropped."""
+    X, y, rm = _pool("oracle", 0.05, "mga", n=3000, n_sampled=0)
+    assert rm.n_sampled is None
+    assert LDPNaiveBayes(robust="margins").fit(X, y, mechanism=rm).consistent_.all()
+    X, y, rm = _pool("paired", 0.05, "mga-sampled", n=3000)
+    assert LDPNaiveBayes(robust="margins").fit(X, y, mechanism=rm).consistent_.all()
+
+
+def test_robust_none_is_the_plain_fit_and_the_learners_use_their_options():
+    X, y, rm = _pool("paired", 0.05, "mga", n=1500)
+    plain, none = LDPNaiveBayes().fit(X, y, mechanism=rm), LDPNaiveBayes(robust="none").fit(X, y, mechanism=rm)
+    for a, b in zip(plain.feature_log_prob_, none.feature_log_prob_):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(plain.class_prior_, none.class_prior_)
+    assert none.consistent_.all() and none.margin_z_critical_ == np.inf
+    d = FitData(X, y, mechanism=rm)
+    assert get("ldp-nb-robust").fit(d, FitOptions()).robust == "margins"
+    assert get("ldp-nb-normsub").fit(d, FitOptions()).method == "projection"
+
+
+def test_margin_consistency_flags_a_shifted_table():
+    rng = np.random.default_rng(0)
+    per = [np.stack([v := rng.binomial(1, 0.25, 500).astype(float), 1 - v], axis=1) for _ in range(9)]
+    keep, z, crit = margin_consistency(per, 0.01)
+    assert keep.all() and z.max() < crit
+    per[4] = np.stack([v := rng.binomial(1, 0.5, 500).astype(float), 1 - v], axis=1)
+    keep, z, _ = margin_consistency(per, 0.01)
+    assert np.flatnonzero(~keep).tolist() == [4]
+
+
+@pytest.mark.parametrize(
+    "kw, field, text",
+    [
+        ({"robust": "median"}, "robust", "('none', 'margins')"),
+        ({"robust_alpha": 0.0}, "robust_alpha", "(0, 1)"),
+        ({"robust_alpha": 1.0}, "robust_alpha", "(0, 1)"),
+        ({"robust_alpha": True}, "robust_alpha", "(0, 1)"),
+    ],
+)
+def test_robust_bad_parameters_name_the_field_and_range(kw, field, text):
+    ds = load("adult_binned")
+    rm = record_mechanism_for("oracle", 12, ds.schema.states(), 2, feature_epsilon=2.0, label_epsilon=2.0)
+    est = LDPNaiveBayes(**kw)
+    assert est.get_params()[field] == kw[field]  # stored unchanged, validated at fit
+    with pytest.raises(ValidationError) as err:
+        est.fit(np.zeros((3, 12)), np.zeros(3), mechanism=rm)
+    assert err.value.field == field and text in err.value.message
