@@ -114,6 +114,14 @@ def test_margin_consistency_flags_a_shifted_table():
     per[4] = np.stack([v := rng.binomial(1, 0.5, 500).astype(float), 1 - v], axis=1)
     keep, z, _ = margin_consistency(per, 0.01)
     assert np.flatnonzero(~keep).tolist() == [4]
+    # attributes with 0 or 1 reports are left out of the median and the test (kept, z 0), instead of
+    # making the median's variance infinite and switching the test off for every attribute
+    sparse = [*per, per[0][:1], per[0][:0]]
+    keep, z, _ = margin_consistency(sparse, 0.01)
+    assert np.flatnonzero(~keep).tolist() == [4] and z[-2:].tolist() == [0.0, 0.0]
+    # fewer than 3 attributes with reports to compare: nothing is dropped
+    keep, z, _ = margin_consistency([per[0], per[4], per[0][:1]], 0.01)
+    assert keep.all() and not z.any()
 
 
 @pytest.mark.parametrize(

@@ -164,3 +164,23 @@ def test_classification_scores_are_sklearns():
         assert got["accuracy"] == est.score(X, y)
         assert got["balanced_accuracy"] == balanced_accuracy_score(y, est.predict(X))
         assert got["auc"] == roc_auc_score(y, P[:, 1] if C == 2 else P, multi_class="ovr")
+
+
+def test_the_attribute_weights_do_not_see_the_test_part():
+    """The weights come from the selection part A only: replacing every release of the test part B
+    (the estimator's own split, seeded by random_state) leaves C, the weights and the per-attribute
+    held-out z as they were, while the test's statistic changes."""
+    Xt, yt, mech = _pool(1500, 11)
+    kw = dict(Cs=(0.1, 1.0), cv_max_iter=5, max_iter=10, n_chains=1, random_state=3)
+    a = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=mech)
+    n = Xt.shape[0]
+    order = np.random.default_rng(np.random.SeedSequence(3, spawn_key=(7919,))).permutation(n)
+    test = order[: int(round(a.test_fraction * n))]  # the estimator's part B
+    other, _, _ = _pool(1500, 12)  # other records, other noise
+    Xb = Xt.copy()
+    Xb[test] = other[test]
+    b = SpreadLogisticRegressionCV(**kw).fit(Xb, yt, mechanism=mech)
+    assert (a.C_, a.prior_strength_) == (b.C_, b.prior_strength_)
+    assert a.gain_["attribute_weights"] == b.gain_["attribute_weights"]
+    assert a.gain_["attribute_z"] == b.gain_["attribute_z"]
+    assert a.gain_["z"] != b.gain_["z"]

@@ -229,19 +229,28 @@ def margin_consistency(per_report: list[np.ndarray], alpha: float) -> tuple[np.n
     per-report values over √n_j, se_m̄,c² = (π/2)·mean_j se_j,c² / F (the large-sample variance of a
     median). Attribute j is inconsistent when z_j > Φ⁻¹(1 − α/(2FC)) (two-sided, Bonferroni over the
     F attributes and C classes: an honest pool drops an attribute with probability ≈ α at most).
-    Returns (consistent (F,) bool, z (F,), the critical z). If every attribute were inconsistent
-    (impossible with a true median unless F < 3) all are kept."""
-    m = np.array([r.mean(axis=0) for r in per_report])  # (F, C)
-    se2 = np.array([r.var(axis=0, ddof=1) / r.shape[0] if r.shape[0] > 1 else np.full(r.shape[1], np.inf)
-                    for r in per_report])  # fmt: skip
-    F, C = m.shape
-    med = np.median(m, axis=0)
-    se2_med = (math.pi / 2) * se2.mean(axis=0) / F
-    with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.nan_to_num(np.abs(m - med) / np.sqrt(se2 + se2_med), nan=0.0).max(axis=1)
+    Only attributes with at least 2 reports enter the median and are tested (one report has no
+    variance; the others are kept, z 0). Returns (consistent (F,) bool, z (F,), the critical z).
+    With fewer than 3 tested attributes, or if every tested one is inconsistent (possible when the
+    margins split into two camps, e.g. half the attributes attacked), nothing is dropped: there is
+    no majority to hold the others to."""
+    C = per_report[0].shape[1]
+    F = len(per_report)
+    tested = np.array([r.shape[0] > 1 for r in per_report])
+    z = np.zeros(F)
     crit = NormalDist().inv_cdf(1.0 - alpha / (2 * F * C))
+    keep = np.ones(F, dtype=bool)
+    if tested.sum() < 3:
+        return keep, z, crit
+    rs = [r for r, t in zip(per_report, tested) if t]
+    m = np.array([r.mean(axis=0) for r in rs])  # (F', C)
+    se2 = np.array([r.var(axis=0, ddof=1) / r.shape[0] for r in rs])
+    med = np.median(m, axis=0)
+    se2_med = (math.pi / 2) * se2.mean(axis=0) / len(rs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z[tested] = np.nan_to_num(np.abs(m - med) / np.sqrt(se2 + se2_med), nan=0.0).max(axis=1)
     keep = z <= crit
-    if F < 3 or not keep.any():
+    if not keep[tested].any():
         keep[:] = True
     return keep, z, crit
 
@@ -286,8 +295,10 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     target attribute at every fake client, push that table's class margin towards the target label.
     It does NOT defend: (i) releases without attribute sampling (every client releases every
     attribute: all tables share the fakes, their margins agree); (ii) fakes that release at the
-    honest sampling rate ("output-sampled", "mga-sampled": every table gets the same share of fakes)
-    or spread their targets over more than half of the attributes (the median moves); (iii) fakes
+    honest sampling rate ("output-sampled", "mga-sampled": every table gets the same share of fakes;
+    on paired releases it still acts a little on fedrr's fakes, whose other pairs carry a uniform
+    label, and not on ones that put the target label in every pair) or spread their targets over
+    more than half of the attributes (the median moves); (iii) fakes
     whose crafted reports leave the target table's class margin where it was (pairs promoted with the
     labels at the honest class frequencies); (iv) the input attack below the test's power; (v) any
     damage to the kept attributes. A dropped attribute's information is lost, and an honest pool

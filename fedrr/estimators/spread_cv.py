@@ -143,7 +143,10 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     None), ``gain_`` (on B: the mean gain in log p(c̃ | x̃) over the intercept-only model fitted on A
     and its standard error, the statistic's name, its value and its permutation mean and sd (per
     record, or as an AUC), the p-value, alpha, the sizes of A and B, and with two classes the AUC
-    against the released labels), ``estimator_`` (the refit spread-EM, or None after a fallback).
+    against the released labels; on paired releases the association statistic per record, its null
+    sd, ``z``, and per attribute ``attribute_z`` (its held-out z over A's folds) and
+    ``attribute_weights`` (its weight in the test)), ``estimator_`` (the refit spread-EM, or None after
+    a fallback).
     """
 
     _parameter_constraints = {

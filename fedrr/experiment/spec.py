@@ -129,10 +129,10 @@ class PopulationSection:
         "output",
         "output (crafted releases of fake_attribute and the label, maximal gain, an OUE report with only the "
         "target bit; paired: of the pair (fake_state, fake_label)) | output-sampled (the same, the attribute only "
-        "when the honest sampling draws it) | mga (Cao, Jia & Gong's maximal gain attack: k-RR the target, OUE "
-        "the target bit padded with random ones to the honest expected number, OLH the best of 1,000 sampled "
-        "seeds) | mga-sampled (mga, the attribute only when the honest sampling draws it) | input (a fake "
-        "record, honestly randomised)",
+        "when the honest sampling draws it) | mga (Cao, Jia & Gong's maximal gain attack: k-RR a target drawn "
+        "uniformly, OUE the target bits padded with random ones to the honest expected number, OLH the best of "
+        "1,000 sampled seeds) | mga-sampled (mga, the attribute only when the honest sampling draws it) | input "
+        "(a fake record, honestly randomised)",
         Options(*FAKE_ATTACKS),
     )
     fake_attribute: int = key(0, "the attribute (column) fake clients target", Interval(int, 0, None))
