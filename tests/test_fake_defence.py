@@ -100,6 +100,13 @@ def test_robust_none_is_the_plain_fit_and_the_learners_use_their_options():
     for a, b in zip(plain.feature_log_prob_, none.feature_log_prob_):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(plain.class_prior_, none.class_prior_)
+    # and it is the former protocol's prior, computed here from the pair reports directly: the
+    # pooled class margin of the unbiased pair tables, negative entries clipped (Yilmaz et al.)
+    from fedrr.estimators.frequencies import clip_table
+
+    rows = [np.flatnonzero(~np.isnan(X[:, j])) for j in range(X.shape[1])]
+    margins = [rm.unbiased_pair_table(j, X[r, j]).sum(axis=(0, 1)) for j, r in enumerate(rows)]
+    np.testing.assert_allclose(none.class_prior_, clip_table(sum(margins) / sum(r.size for r in rows)), rtol=1e-12)
     assert none.consistent_.all() and none.margin_z_critical_ == np.inf
     d = FitData(X, y, mechanism=rm)
     assert get("ldp-nb-robust").fit(d, FitOptions()).robust == "margins"
