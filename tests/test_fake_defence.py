@@ -134,7 +134,7 @@ def test_margin_consistency_flags_a_shifted_table():
 @pytest.mark.parametrize(
     "kw, field, text",
     [
-        ({"robust": "median"}, "robust", "('none', 'margins')"),
+        ({"robust": "median"}, "robust", "valid: none, margins"),
         ({"robust_alpha": 0.0}, "robust_alpha", "(0, 1)"),
         ({"robust_alpha": 1.0}, "robust_alpha", "(0, 1)"),
         ({"robust_alpha": True}, "robust_alpha", "(0, 1)"),

@@ -33,6 +33,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
+from .._params import Interval, Options, validate_params
 from .._validation import _as_array, as_state_array
 from ..errors import ValidationError
 from ..mechanisms.discrete import DiscreteMechanism
@@ -330,35 +331,24 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self.robust = robust
         self.robust_alpha = robust_alpha
 
+    _parameter_constraints = {
+        "alpha": [Interval(float, 0, None, closed="left")],
+        "method": [Options(*METHODS)],
+        "tol": [Interval(float, 0, None, closed="neither")],
+        "max_iter": [Interval(int, 1, None)],
+        "robust": [Options(*ROBUST)],
+        "robust_alpha": [Interval(float, 0, 1, closed="neither")],
+    }
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.categorical = True  # integer states
         tags.input_tags.positive_only = True
         return tags
 
-    def _check_params(self) -> None:
-        a = self.alpha
-        if isinstance(a, (bool, str)) or not isinstance(a, (int, float, np.integer, np.floating)):
-            raise ValidationError("alpha", f"must be a finite real number >= 0, got {a!r}")
-        if not (math.isfinite(a) and a >= 0):
-            raise ValidationError("alpha", f"must be a finite real number >= 0, got {a!r}")
-        if self.method not in METHODS:
-            raise ValidationError("method", f"must be one of {METHODS}, got {self.method!r}")
-        t = self.tol
-        if isinstance(t, (bool, str)) or not isinstance(t, (int, float, np.integer, np.floating)) or not t > 0:
-            raise ValidationError("tol", f"must be a real number > 0, got {t!r}")
-        m = self.max_iter
-        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 1:
-            raise ValidationError("max_iter", f"must be an integer >= 1, got {m!r}")
-        if self.robust not in ROBUST:
-            raise ValidationError("robust", f"must be one of {ROBUST}, got {self.robust!r}")
-        ra = self.robust_alpha
-        if isinstance(ra, (bool, str)) or not isinstance(ra, (int, float, np.integer, np.floating)) or not 0 < ra < 1:
-            raise ValidationError("robust_alpha", f"must be a number in (0, 1), got {ra!r}")
-
     def fit(self, X, y, mechanism: Any = None):
         """Fit on releases (with a mechanism) or on clean integer data (without one)."""
-        self._check_params()
+        validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)
         mechanism = self.mechanism if mechanism is None else mechanism
         if mechanism is None:
             return self._fit_clean(X, y)
