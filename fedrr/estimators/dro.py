@@ -23,15 +23,14 @@ Estimators: :class:`WassersteinDRORegression` (squared / absolute loss),
 from __future__ import annotations
 
 import math
-import numbers
-from typing import Any
 
 import cvxpy as cp
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import as_float_array, check_open_unit
+from .._params import Boolean, Interval, Options, validate_params
+from .._validation import as_float_array
 from ..errors import ValidationError
 from ._sklearn import validate
 from .dro_radius import input_box, wasserstein_radius
@@ -53,41 +52,22 @@ _validate = validate  # sklearn's validate_data, re-raised as ValidationError na
 RESCALE_ABOVE = 1e6
 
 
-def _check_rho(rho: Any) -> float | str:
-    if isinstance(rho, str):
-        if rho != "auto":
-            raise ValidationError("rho", f"must be 'auto' or a real number >= 0, got {rho!r}")
-        return rho
-    if isinstance(rho, bool) or not isinstance(rho, numbers.Real):
-        raise ValidationError("rho", f"must be 'auto' or a real number >= 0, got {rho!r}")
-    try:
-        r = float(rho)
-    except OverflowError:  # an int too large for a float
-        r = math.inf
-    if math.isnan(r) or r < 0 or math.isinf(r):
-        raise ValidationError("rho", f"must be 'auto' or a finite real number >= 0, got {rho!r}")
-    return r
-
-
-def _check_choice(field: str, value: Any, allowed: tuple) -> Any:
-    if not isinstance(value, str) or value not in allowed:
-        raise ValidationError(field, f"must be one of {allowed}, got {value!r}")
-    return value
-
-
-def _check_bool(field: str, value: Any) -> bool:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValidationError(field, f"must be True or False, got {value!r}")
-    return bool(value)
+#: the radius: "auto" (from the mechanism, Thm 5) or a finite real number >= 0
+RHO = [Options("auto"), Interval(float, 0, None, closed="left")]
+#: the radius's confidence level 1 - β (rho="auto"): a real number in (0, 1)
+BETA = [Interval(float, 0, 1, closed="neither")]
 
 
 class _WassersteinBase(BaseEstimator):
-    """Shared parameter checks and the radius."""
+    """Shared parameter validation (each class's ``_parameter_constraints``) and the radius."""
 
-    def _common_checks(self, n_samples: int, n_features: int) -> None:
-        rho = _check_rho(self.rho)
-        _check_bool("fit_intercept", self.fit_intercept)
-        beta = check_open_unit("beta", getattr(self, "beta", 0.05))
+    _parameter_constraints: dict = {}
+
+    def _params(self) -> dict:
+        return validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)
+
+    def _common_checks(self, n_samples: int, n_features: int, params: dict) -> None:
+        rho, beta = params["rho"], params.get("beta", 0.05)
         if rho == "auto":
             self.rho_, self.rho_parts_ = wasserstein_radius(
                 self.mechanism, n_features, n_samples, beta=beta, zeta_constants=getattr(self, "zeta_constants", None)
@@ -194,14 +174,22 @@ class WassersteinDRORegression(RegressorMixin, _WassersteinBase):
         self.solver = solver
         self.solver_options = solver_options
 
+    _parameter_constraints = {
+        "loss": [Options(*LOSSES)],
+        "rho": RHO,
+        "beta": BETA,
+        "fit_intercept": [Boolean()],
+        "lipschitz": [Options(*LIPSCHITZ)],
+    }
+
     def fit(self, X, y):
-        loss = _check_choice("loss", self.loss, LOSSES)
-        lipschitz = _check_choice("lipschitz", self.lipschitz, LIPSCHITZ)
+        params = self._params()
+        loss, lipschitz = params["loss"], params["lipschitz"]
         if lipschitz == "remark2" and loss != "squared":
             raise ValidationError("lipschitz", "'remark2' is only defined for loss='squared'")
         X, y = _validate(self, X, y, y_numeric=True, dtype=np.float64)
         n, p = X.shape
-        self._common_checks(n, p)
+        self._common_checks(n, p, params)
         rho = self.rho_
         theta = cp.Variable(p, name="theta")
         b = cp.Variable(name="b") if self.fit_intercept else None
@@ -311,13 +299,16 @@ class GaussianDROLinearRegression(RegressorMixin, _WassersteinBase):
         self.solver = solver
         self.solver_options = solver_options
 
+    _parameter_constraints = {"rho": RHO, "method": [Options(*GAUSSIAN_METHODS)], "fit_intercept": [Boolean()]}
+
     def fit(self, X, y):
-        method = _check_choice("method", self.method, GAUSSIAN_METHODS)
+        params = self._params()
+        method = params["method"]
         X, y = _validate(self, X, y, y_numeric=True, dtype=np.float64)
         n, p = X.shape
         if n < 2:
             raise ValidationError("X", f"needs at least 2 samples to estimate a covariance; got n_samples = {n}")
-        self._common_checks(n, p)
+        self._common_checks(n, p, params)
         xi = np.column_stack([X, y])
         mu = xi.mean(axis=0)
         Sigma = np.atleast_2d(np.cov(xi, rowvar=False, ddof=1))

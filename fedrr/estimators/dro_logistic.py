@@ -11,8 +11,9 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted
 
+from .._params import Boolean
 from ..errors import ValidationError
-from .dro import RESCALE_ABOVE, _validate, _WassersteinBase
+from .dro import BETA, RESCALE_ABOVE, RHO, _validate, _WassersteinBase
 from .dro_sdp import _values, solve_problem
 
 
@@ -82,12 +83,15 @@ class WassersteinDROLogisticRegression(ClassifierMixin, _WassersteinBase):
         tags.classifier_tags.multi_class = False
         return tags
 
+    _parameter_constraints = {"rho": RHO, "beta": BETA, "fit_intercept": [Boolean()]}
+
     def fit(self, X, y):
+        params = self._params()
         X, y = _validate(self, X, y, dtype=np.float64)
         classes, _ = binary_labels(y)
         self.classes_ = classes
         n, p = X.shape
-        self._common_checks(n, p)
+        self._common_checks(n, p, params)
         s = np.where(y == classes[1], 1.0, -1.0)
         # columns with huge inputs are solved for θ'_j = c_j θ_j on X_j / c_j (the same problem:
         # Xθ = (X/c)θ', ‖θ‖ = ‖θ'/c‖); c = 1 for ordinary columns
