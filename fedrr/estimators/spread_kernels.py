@@ -21,13 +21,15 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def rr_tables(probs, q, r):
     """Sampling tables per column d and released value x̃: stay[d, x̃] = a (see module doc),
-    jump[d, x̃] = K/(1 − a), and Walker alias tables (P, A) of π_d (probs rows, any scale)."""
+    jump[d, x̃] = K/(1 − a), and Walker alias tables (P, A) of π_d (probs rows, any scale).
+    (``error_model="numpy"``: a division by zero gives inf/NaN instead of a check per division,
+    so the per-state loop vectorises; the selects below discard those values, as the branches did.)"""
     D, K = probs.shape
-    stay = np.zeros((D, K))
-    jump = np.zeros((D, K))
+    stay = np.empty((D, K))
+    jump = np.empty((D, K))
     P = np.ones((D, K))
     A = np.empty((D, K), np.int32)
     small = np.empty(K, np.int64)
@@ -37,14 +39,16 @@ def rr_tables(probs, q, r):
         tot = 0.0
         for k in range(K):
             tot += probs[d, k]
+        qd, rd = q[d], r[d]
+        rr = qd >= rd
         for k in range(K):
             A[d, k] = k
             pi = probs[d, k] / tot
-            den = r[d] + (q[d] - r[d]) * pi  # 0 only for a state of prior mass 0 in a non-RR column (unused)
-            if q[d] >= r[d] and den > 0.0:
-                a = (q[d] - r[d]) * pi / den
-                stay[d, k] = a
-                jump[d, k] = K / (1.0 - a) if a < 1.0 else 0.0
+            den = rd + (qd - rd) * pi  # 0 only for a state of prior mass 0 in a non-RR column (unused)
+            a = (qd - rd) * pi / den
+            ok = rr and den > 0.0
+            stay[d, k] = a if ok else 0.0
+            jump[d, k] = K / (1.0 - a) if ok and a < 1.0 else 0.0
         # Vose's alias construction: bucket k holds k with probability P[d, k], else A[d, k]
         ns = 0
         nl = 0
