@@ -29,7 +29,9 @@ from .spread_mixture import MixtureSpreadPrior
 from .spread_mstep import log_class_probs
 from .spread_paired import PairedView, PairTerms, as_view
 
-_TABLES_LOCK = threading.Lock()
+#: guards the table cache of a prior (``_estep_compiled``), by the prior's id: not a lock in the
+#: prior itself, which is pickled to Ray actors
+_TABLES_LOCKS = tuple(threading.Lock() for _ in range(16))
 
 
 def _posterior_mean(mech, x_tilde: np.ndarray, pi: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -164,7 +166,8 @@ class Shard:
         key = (self.q.tobytes(), self.r.tobytes())
         entry = prior.__dict__.get("_rr_tables", {}).get(key)
         if entry is None:  # one table build per prior, shared by the shards (also on other threads)
-            with _TABLES_LOCK:
+            # striped locks: the chains' priors (different objects) are built at the same time
+            with _TABLES_LOCKS[id(prior) % len(_TABLES_LOCKS)]:
                 cache = prior.__dict__.setdefault("_rr_tables", {})
                 if key not in cache:
                     stay, jump, P, A = rr_tables(prior.disc, self.q, self.r)
