@@ -9,6 +9,7 @@ taken in shard order, so every group gives the same numbers."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import zlib
 from collections.abc import Callable, Sequence
@@ -28,6 +29,8 @@ def nbytes(obj: Any) -> int:
         return sum(nbytes(v) for v in obj.values())
     if isinstance(obj, (list, tuple)):
         return sum(nbytes(v) for v in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # a prior: its fields (repr was slow)
+        return sum(nbytes(getattr(obj, f.name)) for f in dataclasses.fields(obj))
     return 8 if isinstance(obj, (int, float, np.number, bool)) or obj is None else len(repr(obj))
 
 
