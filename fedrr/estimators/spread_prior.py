@@ -108,6 +108,9 @@ class SpreadPrior:
         Gaussian-noise columns under a Gaussian prior (exact); other numeric columns add 0."""
         out = np.zeros(X.shape[0])
         for mech, cols in rm.column_groups():
+            if isinstance(mech, RandomizedResponse) and len(cols):  # p(x̃) = r·Σπ + (q − r)·π(x̃), all columns at once
+                out += self._rr_log_marginal(mech, np.asarray(cols), X, released)
+                continue
             for c in cols:
                 rel = np.flatnonzero(released[:, c])
                 if not rel.size:
@@ -121,6 +124,18 @@ class SpreadPrior:
                     v = self.var[c] + mech.sigma**2
                     out[rel] += -0.5 * (X[rel, c] - self.mean[c]) ** 2 / v - 0.5 * np.log(2 * np.pi * v)
         return out
+
+    def _rr_log_marginal(self, mech: RandomizedResponse, cols: np.ndarray, X: np.ndarray, released: np.ndarray):
+        """Σ over ``cols`` of log p(x̃_d) per record for randomised response: Σ_x π(x)·p(x̃ | x) =
+        r·Σ_x π(x) + (q − r)·π(x̃) in closed form (what the log-sum-exp over the k states gives,
+        to round-off, in O(1) per release instead of O(k))."""
+        rel = released[:, cols]
+        xi = np.where(rel, X[:, cols], 0).astype(np.int64)
+        pi = self.disc[cols, : mech.k]
+        q, r = mech.keep_prob, mech.other_prob
+        with np.errstate(divide="ignore"):
+            lp = np.log(r * pi.sum(axis=1) + (q - r) * pi[np.arange(len(cols)), xi])
+        return np.where(rel, lp, 0.0).sum(axis=1)
 
     def copy(self) -> SpreadPrior:
         c = lambda a: None if a is None else a.copy()  # noqa: E731
