@@ -515,6 +515,37 @@ def test_rr_log_marginal_is_the_sum_over_states():
     assert got[3] == pytest.approx(row, rel=1e-12)
 
 
+@pytest.mark.parametrize("k, flip", [(256, 0.9), (5, 0.3)])
+def test_rr_proposals_are_the_per_column_posterior_draws(k, flip):
+    """The randomised-response proposals of ``Shard._propose`` (tables for all columns, compiled
+    search) are, draw for draw, ``RRPosterior.sample`` column by column from the same stream, then
+    the prior's draws for records that did not release."""
+    D, n, S = 6, 70, 5
+    rm = RecordMechanism(RandomizedResponse(k, flip), RandomizedResponse(2, 0.2), n_features=D)
+    layout = ColumnLayout.from_mechanism(rm)
+    rng = np.random.default_rng(3)
+    disc = rng.dirichlet(np.full(k, 0.2), D)
+    disc[0, :2] = 0.0  # states of prior mass 0
+    disc[1] = 0.0
+    disc[1, 1] = 1.0  # all the mass on one state
+    disc /= disc.sum(axis=1, keepdims=True)
+    prior = given_prior(layout, disc)
+    X = rng.integers(0, k, (n, D)).astype(float)
+    X[rng.random(X.shape) < 0.15] = np.nan
+    shard = Shard(0, rm, X, np.zeros(n), Design(layout, "unit"), 2, 0, 1)
+    stream = np.random.default_rng(11)
+    got = shard._propose(stream, prior, S)
+    want = np.empty((S, n, D))
+    ref = np.random.default_rng(11)
+    mech = rm.column_groups()[0][0]
+    for c in range(D):
+        rel, miss = np.flatnonzero(~np.isnan(X[:, c])), np.flatnonzero(np.isnan(X[:, c]))
+        want[:, rel, c] = mech.posterior(X[rel, c].astype(np.int64), prior.for_column(c)).sample(ref, S)
+        want[:, miss, c] = prior.sample_column(c, ref, (S, miss.size))
+    np.testing.assert_array_equal(got, want)
+    assert stream.random() == ref.random()  # as many uniforms used
+
+
 def test_a_prior_is_counted_by_its_arrays_in_a_local_groups_traffic():
     """A local group counts a prior (a dataclass) by the bytes of its arrays, not its repr."""
     from fedrr.parallel.shards import nbytes

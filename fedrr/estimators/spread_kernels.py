@@ -385,6 +385,30 @@ def rr_chain(
 
 
 @njit(cache=True, nogil=True)
+def rr_excluding(cdf, guide, xt, u):
+    """x ~ π(x | x ≠ x̃) per entry by inverse CDF on one column's normalised CDF with x̃'s mass cut
+    out, from the uniforms u: ``RRPosterior._sample_excluding`` (the same arithmetic, so the same
+    states), its guide-table search compiled."""
+    k = cdf.shape[0]
+    out = np.empty(xt.size, np.int64)
+    for i in range(xt.size):
+        x = xt[i]
+        hi = cdf[x]
+        lo = cdf[x - 1] if x > 0 else 0.0
+        mass = hi - lo
+        rest = 1.0 - mass
+        v = u[i] * rest
+        if not v < lo:
+            v = v + mass
+        j = int(v * k)
+        s = guide[j if j < k - 1 else k - 1]
+        while cdf[s] <= v and s < k - 1:
+            s += 1
+        out[i] = s if rest > 0 else x
+    return out
+
+
+@njit(cache=True, nogil=True)
 def mixture_draw(u, cls_cdf, base, kd, relidx, relcdf, out):
     """Draws from a latent-class prior's posterior (``spread_mixture.MixtureSampler``), by the
     uniforms u (S, n, D + 1): the class is the number of entries of the record's class CDF
