@@ -388,6 +388,8 @@ def _discrete_em(layout: ColumnLayout, counts_tasks, row_tasks, start: np.ndarra
     """The EM of ``_discrete_mle`` on [(mechanism, columns, counts)] and [(column, likelihood rows)]."""
     pis = start.copy()
     num = np.zeros_like(pis)
+    # a contiguous run of columns (one mechanism for all: the usual case) as a slice: views, not copies
+    counts_tasks = [(m, _as_slice(cols), counts) for m, cols, counts in counts_tasks]
     for _ in range(max_iter):
         num[:] = 0.0
         for mech, cols, counts in counts_tasks:
@@ -412,3 +414,11 @@ def _discrete_em(layout: ColumnLayout, counts_tasks, row_tasks, start: np.ndarra
         if delta < tol:
             break
     return pis
+
+
+def _as_slice(cols: np.ndarray):
+    """``cols`` as a slice when it is a run of consecutive columns (indexing gives views), else as is."""
+    cols = np.asarray(cols)
+    if cols.size and np.array_equal(cols, np.arange(cols[0], cols[0] + cols.size)):
+        return slice(int(cols[0]), int(cols[0]) + cols.size)
+    return cols
