@@ -264,6 +264,9 @@ def rr_chain(
     write_z = E.shape[0] > 0
     write_states = statesT.shape[0] > 0
     props = np.empty((Sp, D, b), np.int32)
+    tt = np.empty(b)  # the moving records' alias coordinates (``q >= r`` columns)
+    moved = np.empty(b, np.int64)
+    Kf = float(K)
     z = np.empty((Sp, Rn, b))
     zs = np.empty((Rn, b))
     for k in range(Rn):
@@ -280,10 +283,33 @@ def rr_chain(
                     u = _uniform(key, base + n)
                     pr[n] = _draw_prior(d, u, P, A, K) if x < 0 else _draw_rows(d, x, u, probs, lik, kcol[d])
             elif q[d] >= r[d]:
+                # ``_draw_alias`` in two passes: x̃ is kept with probability a (u < a); only the
+                # records that move (their index compacted into ``moved``) get the alias-table draw.
+                # The same states as one pass, without its unpredictable branch per record. An
+                # attribute not released (x̃ = −1) is a draw from π_d: the alias draw with a = 0 and
+                # jump K, as ``_draw_prior``.
+                st = stay[d]
+                jp = jump[d]
+                m = 0
                 for n in range(b):
                     x = xr[n]
                     u = _uniform(key, base + n)
-                    pr[n] = _draw_prior(d, u, P, A, K) if x < 0 else _draw_alias(d, x, u, stay, jump, P, A, K)
+                    rel = x >= 0
+                    xs = x if rel else 0
+                    a = st[xs] if rel else 0.0
+                    jk = jp[xs] if rel else Kf
+                    pr[n] = x
+                    tt[m] = (u - a) * jk  # U(0, K) given u >= a
+                    moved[m] = n
+                    m += u >= a
+                Pd = P[d]
+                Ad = A[d]
+                for i in range(m):
+                    t = tt[i]
+                    j = min(max(int(t), 0), K - 1)
+                    pj = Pd[j]
+                    aj = Ad[j]
+                    pr[moved[i]] = j if t - j < pj else aj
             else:
                 for n in range(b):
                     x = xr[n]
@@ -294,12 +320,11 @@ def rr_chain(
                 zk = z[s, k]
                 for n in range(b):
                     zk[n] += Wkd[pr[n]]
-    if has_state:
-        for d in range(D):
-            for k in range(Rn):
-                Wkd = W[k, d]
-                for n in range(b):
-                    zs[k, n] += Wkd[stateT[d, n]]
+                if s == 0 and has_state:  # the current states' logits, in the same pass over d
+                    zsk = zs[k]
+                    sd = stateT[d]
+                    for n in range(b):
+                        zsk[n] += Wkd[sd[n]]
     # the Metropolis chain per record; src[s, n] = proposal index held after step s (-1: old state)
     src = np.empty((S, b), np.int64)
     off = 0 if has_state else 1
