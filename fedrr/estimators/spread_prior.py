@@ -164,6 +164,7 @@ class SpreadPrior:
         layout, a, c = self.layout, self.strength, self.center
         disc = np.flatnonzero(layout.discrete)
         if disc.size:
+            disc = _as_slice(disc)  # consecutive columns (all of them, usually): a slice, views not copies
             counts = stats["counts"] + (a * c.disc[disc] if c is not None and a > 0 else 0.0)
             out.disc[disc] = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1e-300)
         num = np.flatnonzero(~layout.discrete)
