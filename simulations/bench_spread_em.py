@@ -16,9 +16,10 @@ which adds up every thread of the process, so a threaded fit's CPU time counts b
     grow) and ru_maxrss (the process high-water mark).
 ``--rounds R`` runs the fits R times, round-robin (sklearn, spread threads, spread serial, then
 again), so that a load that comes and goes weighs on every fit alike: each row is the median
-round, the ratio to sklearn the median of the per-round ratios (with their range). Every row gives
-the whole fit's wall time (what a user waits for: validation, the prior, the shards, the EM,
-the diagnostics) beside its wall seconds per EM iteration (whole fit / iterations).
+round (the faster of the middle two for an even count), the ratio to sklearn the median of the
+per-round ratios (with their range). Every row gives the whole fit's wall time (what a user
+waits for: validation, the prior, the shards, the EM, the diagnostics) beside its wall seconds
+per EM iteration (whole fit / iterations).
 Writes bench_spread_em.txt (the printed table, command first), .csv and .png to --out.
 
     python simulations/bench_spread_em.py                          # a few minutes, writes results/barber/
@@ -243,7 +244,8 @@ def main(argv=None) -> int:
             "CPU s = time.process_time() of the whole process: a threaded fit counts every thread; spread fits run "
             "BLAS on 1 thread, sklearn with the BLAS default",
             (
-                f"{rounds} rounds, round-robin: each row is its median round (wall s of every round in the .csv); "
+                f"{rounds} rounds, round-robin: each row is its median round (the faster middle one for an even count; "
+                "wall s of every round in the .csv); "
                 "wall / sklearn is the median of the per-round ratios (their range in brackets)"
                 if rounds > 1
                 else "one round"
