@@ -55,10 +55,11 @@ def ray_kept_up():
     simulation; inside this block it only stops the run's ClientApp actors, so the next simulation
     starts no Ray instance (a sweep's Flower cells, one after another). Ray is shut down when the
     block ends, if it was not running before it."""
-    import ray
     from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
 
-    was_up = ray.is_initialized()
+    from ...parallel.ray_executor import ray_ready, ray_stop
+
+    was_up = ray_ready()
     original = RayBackend.terminate
 
     def terminate(self) -> None:  # RayBackend.terminate without its ray.shutdown()
@@ -70,8 +71,8 @@ def ray_kept_up():
         yield
     finally:
         RayBackend.terminate = original
-        if not was_up and ray.is_initialized():
-            ray.shutdown()
+        if not was_up:
+            ray_stop()
 
 
 def simulate(
