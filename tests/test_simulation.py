@@ -659,6 +659,29 @@ def test_reduced_quickstart_in_flower_mode_through_the_cli(tmp_path, capsys):
     assert (out / "accuracy_vs_epsilon.png").exists() and (out / "summary.md").exists()
 
 
+def test_a_flower_sweeps_cells_share_one_ray_instance_shut_down_at_the_end(tmp_path, monkeypatch):
+    """Flower's backend starts Ray for a simulation unless it runs, and stops it after: a sweep's
+    Flower cells start it once (``_compat.ray_kept_up``), and the sweep leaves it stopped."""
+    import ray
+
+    text = (
+        (ROOT / "configs" / "quickstart.toml")
+        .read_text()
+        .replace("n_clients = 300 ", "n_clients = 24 ")
+        .replace("n_test_per_class = 100", "n_test_per_class = 10")
+        .replace("epsilon_grid = [1000, 3000, 10000]", "epsilon_grid = [10000]")
+        .replace('names = ["spread", "naive", "clean"]', 'names = ["naive", "clean"]')
+    )
+    assert "repeats = 2 " in text and "n_clients = 24 " in text
+    starts = []
+    real_init = ray.init
+    monkeypatch.setattr(ray, "init", lambda *a, **k: starts.append(1) or real_init(*a, **k))
+    assert not ray.is_initialized()
+    res = sweep(parse_scenario(__import__("tomllib").loads(text)), tmp_path / "qs", progress=False, log=lambda s: None)
+    assert sorted(res.computed) == ["g000-n00-r000", "g000-n00-r001"] and not res.failed
+    assert len(starts) == 1 and not ray.is_initialized()
+
+
 # ------------------------------------------------------------- every shipped config, reduced
 GRID_KEYS_ = ("epsilon_grid", "feature_flip_grid", "feature_epsilon_grid")
 

@@ -486,6 +486,76 @@ def test_rr_alias_sampler_draws_the_exact_rr_posterior():
             assert chi2.sf(stat, keep.sum() - 1) > 1e-4, (d, xt, counts, exact * u.size)
 
 
+def test_rr_log_marginal_is_the_sum_over_states():
+    """The closed form of log p(x̃) for randomised response (r·Σπ + (q − r)·π(x̃)) equals the
+    log-sum-exp over the k states of any oracle's path, with unreleased entries and zero-mass states."""
+    from fedrr.mechanisms.discrete import TransitionMatrix
+
+    k, D = 5, 4
+    rr = RandomizedResponse(k, 0.35)
+    same_as_matrix = TransitionMatrix(rr.matrix)  # the generic per-state path, same likelihood
+    layout = ColumnLayout.from_mechanism(RecordMechanism(rr, None, n_features=D))
+    rng = np.random.default_rng(1)
+    disc = rng.dirichlet(np.ones(k), D)
+    disc[1, 2] = 0.0
+    disc /= disc.sum(axis=1, keepdims=True)
+    prior = given_prior(layout, disc)
+    X = rng.integers(0, k, (40, D)).astype(float)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    X[0, 1] = 2  # a released state of prior mass 0
+    got = prior.log_marginal(RecordMechanism(rr, None, n_features=D), X, ~np.isnan(X))
+    want = prior.log_marginal(RecordMechanism(same_as_matrix, None, n_features=D), X, ~np.isnan(X))
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    pi = disc / disc.sum(axis=1, keepdims=True)
+    row = sum(
+        np.log((pi[d] * np.where(np.arange(k) == X[3, d], rr.keep_prob, rr.other_prob)).sum())
+        for d in range(D)
+        if not np.isnan(X[3, d])
+    )
+    assert got[3] == pytest.approx(row, rel=1e-12)
+
+
+@pytest.mark.parametrize("k, flip", [(256, 0.9), (5, 0.3)])
+def test_rr_proposals_are_the_per_column_posterior_draws(k, flip):
+    """The randomised-response proposals of ``Shard._propose`` (tables for all columns, compiled
+    search) are, draw for draw, ``RRPosterior.sample`` column by column from the same stream, then
+    the prior's draws for records that did not release."""
+    D, n, S = 6, 70, 5
+    rm = RecordMechanism(RandomizedResponse(k, flip), RandomizedResponse(2, 0.2), n_features=D)
+    layout = ColumnLayout.from_mechanism(rm)
+    rng = np.random.default_rng(3)
+    disc = rng.dirichlet(np.full(k, 0.2), D)
+    disc[0, :2] = 0.0  # states of prior mass 0
+    disc[1] = 0.0
+    disc[1, 1] = 1.0  # all the mass on one state
+    disc /= disc.sum(axis=1, keepdims=True)
+    prior = given_prior(layout, disc)
+    X = rng.integers(0, k, (n, D)).astype(float)
+    X[rng.random(X.shape) < 0.15] = np.nan
+    shard = Shard(0, rm, X, np.zeros(n), Design(layout, "unit"), 2, 0, 1)
+    stream = np.random.default_rng(11)
+    got = shard._propose(stream, prior, S)
+    want = np.empty((S, n, D))
+    ref = np.random.default_rng(11)
+    mech = rm.column_groups()[0][0]
+    for c in range(D):
+        rel, miss = np.flatnonzero(~np.isnan(X[:, c])), np.flatnonzero(np.isnan(X[:, c]))
+        want[:, rel, c] = mech.posterior(X[rel, c].astype(np.int64), prior.for_column(c)).sample(ref, S)
+        want[:, miss, c] = prior.sample_column(c, ref, (S, miss.size))
+    np.testing.assert_array_equal(got, want)
+    assert stream.random() == ref.random()  # as many uniforms used
+
+
+def test_a_prior_is_counted_by_its_arrays_in_a_local_groups_traffic():
+    """A local group counts a prior (a dataclass) by the bytes of its arrays, not its repr."""
+    from fedrr.parallel.shards import nbytes
+
+    layout = ColumnLayout.from_mechanism(RecordMechanism(RandomizedResponse(4, 0.2), None, n_features=3))
+    prior = given_prior(layout, np.full((3, 4), 0.25))
+    assert nbytes(prior) >= prior.disc.nbytes + layout.k.nbytes
+    assert nbytes(prior) < prior.disc.nbytes + 4096
+
+
 def test_kernel_uniforms_are_splitmix64_and_uniform():
     """The kernel's uniforms are SplitMix64's outputs (checked against a plain-Python reference of
     Steele et al.'s generator), the same in the compiled kernel and in numpy, and uniform."""

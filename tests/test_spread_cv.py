@@ -288,3 +288,32 @@ def test_budget_mixes_are_permuted_within_their_label_mechanisms():
     est = SpreadLogisticRegressionCV(Cs=(1.0,), cv=3, cv_max_iter=10, max_iter=20, random_state=0)
     est.fit(Xt, yt, mechanism=mechs)
     assert not est.fallback_ and est.p_value_ <= est.alpha and est.score(X, y) > 0.7
+
+
+def test_candidates_of_a_fold_share_one_prior_center_and_give_the_same_fit(monkeypatch):
+    """The learned prior's center depends on the releases only: one ``marginal_mle_prior`` per fold,
+    the test part and the refit (not one per candidate), and the fit is the one computed without sharing."""
+    import fedrr.estimators.spread as spread
+
+    X, y, Xt, yt = _data(600, 3)
+    kw = dict(Cs=(0.01, 0.1, 1.0), cv=3, cv_max_iter=8, max_iter=16, prior="learned", random_state=0)
+    calls = []
+    real = spread.marginal_mle_prior
+    monkeypatch.setattr(spread, "marginal_mle_prior", lambda *a, **k: calls.append(1) or real(*a, **k))
+    shared = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=RM)
+    assert len(calls) == 3 + 2  # the folds, the selection part's tested fit, the refit on all
+    assert shared._centers is None  # not kept after the fit
+
+    def alone(self, **changes):  # every fit computes its own center
+        est = type(self)._spread_orig(self, **changes)
+        est._center_memo = None
+        return est
+
+    monkeypatch.setattr(SpreadLogisticRegressionCV, "_spread_orig", SpreadLogisticRegressionCV._spread, raising=False)
+    monkeypatch.setattr(SpreadLogisticRegressionCV, "_spread", alone)
+    calls.clear()
+    own = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=RM)
+    assert len(calls) == 3 * 3 + 2
+    assert own.C_ == shared.C_ and own.scores_ == shared.scores_ and own.p_value_ == shared.p_value_
+    np.testing.assert_array_equal(own.coef_, shared.coef_)
+    np.testing.assert_array_equal(own.intercept_, shared.intercept_)

@@ -329,7 +329,13 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if isinstance(p["prior"], str) and p["prior"] == "flat":
             return flat_prior(layout, p["numeric_prior"], 1 if p["numeric_prior"] == "histogram" else p["n_bins"])
         if isinstance(p["prior"], str):  # learned: start at, and pull toward, the debiased marginals
-            center = marginal_mle_prior(layout, pools, p["numeric_prior"], p["n_bins"])
+            memo = getattr(self, "_center_memo", None)  # a CV's candidates on one fold share it
+            key = _pools_key(pools, p["numeric_prior"], p["n_bins"]) if memo is not None else None
+            center = memo.get(key) if memo is not None else None
+            if center is None:
+                center = marginal_mle_prior(layout, pools, p["numeric_prior"], p["n_bins"])
+                if memo is not None:
+                    memo[key] = center
             return center.smoothed(center, p["prior_strength"] * n)
         if isinstance(p["prior"], EmpiricalPrior):  # a joint prior: the public rows' distribution
             return joint_prior(layout, p["prior"])
@@ -423,6 +429,17 @@ def check_memory(
             f"{avail / 2**30:.1f} GiB available; lower {knob}",
         )
     return need
+
+
+def _pools_key(pools, numeric_prior: str, n_bins: int) -> tuple:
+    """What ``marginal_mle_prior`` depends on: each group's mechanism (the object: the key lives
+    for one cross-validation, which holds them) and a digest of its releases."""
+    import hashlib
+
+    return tuple(
+        (id(rm), hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest(), X.shape)
+        for rm, X in pools
+    ) + (numeric_prior, n_bins)
 
 
 def _entropy(random_state) -> int:

@@ -235,9 +235,20 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         kw = {k: getattr(self, k) for k in PASSED}
         kw["prior"] = getattr(self, "_prior", kw["prior"])  # "auto" resolved once, on the whole pool
         kw.update(changes)
-        return SpreadLogisticRegression(random_state=self.random_state, **kw)
+        est = SpreadLogisticRegression(random_state=self.random_state, **kw)
+        est._center_memo = getattr(self, "_centers", None)
+        return est
 
     def fit(self, X, y, mechanism: Any = None):
+        # the learned prior's center (``marginal_mle_prior``) depends on the releases only: the
+        # candidates of a fold share one, computed once (the same numbers, a fraction of the time)
+        self._centers: dict | None = {}
+        try:
+            return self._fit(X, y, mechanism)
+        finally:
+            self._centers = None
+
+    def _fit(self, X, y, mechanism: Any = None):
         p = validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)
         mechanism = self.mechanism if mechanism is None else mechanism
         prior = self.prior

@@ -21,13 +21,15 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, error_model="numpy")
 def rr_tables(probs, q, r):
     """Sampling tables per column d and released value x̃: stay[d, x̃] = a (see module doc),
-    jump[d, x̃] = K/(1 − a), and Walker alias tables (P, A) of π_d (probs rows, any scale)."""
+    jump[d, x̃] = K/(1 − a), and Walker alias tables (P, A) of π_d (probs rows, any scale).
+    (``error_model="numpy"``: a division by zero gives inf/NaN instead of a check per division,
+    so the per-state loop vectorises; the selects below discard those values, as the branches did.)"""
     D, K = probs.shape
-    stay = np.zeros((D, K))
-    jump = np.zeros((D, K))
+    stay = np.empty((D, K))
+    jump = np.empty((D, K))
     P = np.ones((D, K))
     A = np.empty((D, K), np.int32)
     small = np.empty(K, np.int64)
@@ -37,14 +39,16 @@ def rr_tables(probs, q, r):
         tot = 0.0
         for k in range(K):
             tot += probs[d, k]
+        qd, rd = q[d], r[d]
+        rr = qd >= rd
         for k in range(K):
             A[d, k] = k
             pi = probs[d, k] / tot
-            den = r[d] + (q[d] - r[d]) * pi  # 0 only for a state of prior mass 0 in a non-RR column (unused)
-            if q[d] >= r[d] and den > 0.0:
-                a = (q[d] - r[d]) * pi / den
-                stay[d, k] = a
-                jump[d, k] = K / (1.0 - a) if a < 1.0 else 0.0
+            den = rd + (qd - rd) * pi  # 0 only for a state of prior mass 0 in a non-RR column (unused)
+            a = (qd - rd) * pi / den
+            ok = rr and den > 0.0
+            stay[d, k] = a if ok else 0.0
+            jump[d, k] = K / (1.0 - a) if ok and a < 1.0 else 0.0
         # Vose's alias construction: bucket k holds k with probability P[d, k], else A[d, k]
         ns = 0
         nl = 0
@@ -260,6 +264,9 @@ def rr_chain(
     write_z = E.shape[0] > 0
     write_states = statesT.shape[0] > 0
     props = np.empty((Sp, D, b), np.int32)
+    tt = np.empty(b)  # the moving records' alias coordinates (``q >= r`` columns)
+    moved = np.empty(b, np.int64)
+    Kf = float(K)
     z = np.empty((Sp, Rn, b))
     zs = np.empty((Rn, b))
     for k in range(Rn):
@@ -276,10 +283,33 @@ def rr_chain(
                     u = _uniform(key, base + n)
                     pr[n] = _draw_prior(d, u, P, A, K) if x < 0 else _draw_rows(d, x, u, probs, lik, kcol[d])
             elif q[d] >= r[d]:
+                # ``_draw_alias`` in two passes: x̃ is kept with probability a (u < a); only the
+                # records that move (their index compacted into ``moved``) get the alias-table draw.
+                # The same states as one pass, without its unpredictable branch per record. An
+                # attribute not released (x̃ = −1) is a draw from π_d: the alias draw with a = 0 and
+                # jump K, as ``_draw_prior``.
+                st = stay[d]
+                jp = jump[d]
+                m = 0
                 for n in range(b):
                     x = xr[n]
                     u = _uniform(key, base + n)
-                    pr[n] = _draw_prior(d, u, P, A, K) if x < 0 else _draw_alias(d, x, u, stay, jump, P, A, K)
+                    rel = x >= 0
+                    xs = x if rel else 0
+                    a = st[xs] if rel else 0.0
+                    jk = jp[xs] if rel else Kf
+                    pr[n] = x
+                    tt[m] = (u - a) * jk  # U(0, K) given u >= a
+                    moved[m] = n
+                    m += u >= a
+                Pd = P[d]
+                Ad = A[d]
+                for i in range(m):
+                    t = tt[i]
+                    j = min(max(int(t), 0), K - 1)
+                    pj = Pd[j]
+                    aj = Ad[j]
+                    pr[moved[i]] = j if t - j < pj else aj
             else:
                 for n in range(b):
                     x = xr[n]
@@ -290,12 +320,11 @@ def rr_chain(
                 zk = z[s, k]
                 for n in range(b):
                     zk[n] += Wkd[pr[n]]
-    if has_state:
-        for d in range(D):
-            for k in range(Rn):
-                Wkd = W[k, d]
-                for n in range(b):
-                    zs[k, n] += Wkd[stateT[d, n]]
+                if s == 0 and has_state:  # the current states' logits, in the same pass over d
+                    zsk = zs[k]
+                    sd = stateT[d]
+                    for n in range(b):
+                        zsk[n] += Wkd[sd[n]]
     # the Metropolis chain per record; src[s, n] = proposal index held after step s (-1: old state)
     src = np.empty((S, b), np.int64)
     off = 0 if has_state else 1
@@ -378,6 +407,30 @@ def rr_chain(
             counts[d, k] += w * (hist[0, k] + hist[1, k] + hist[2, k] + hist[3, k])
         new_stateT[d] = cur_d
     return accepted
+
+
+@njit(cache=True, nogil=True)
+def rr_excluding(cdf, guide, xt, u):
+    """x ~ π(x | x ≠ x̃) per entry by inverse CDF on one column's normalised CDF with x̃'s mass cut
+    out, from the uniforms u: ``RRPosterior._sample_excluding`` (the same arithmetic, so the same
+    states), its guide-table search compiled."""
+    k = cdf.shape[0]
+    out = np.empty(xt.size, np.int64)
+    for i in range(xt.size):
+        x = xt[i]
+        hi = cdf[x]
+        lo = cdf[x - 1] if x > 0 else 0.0
+        mass = hi - lo
+        rest = 1.0 - mass
+        v = u[i] * rest
+        if not v < lo:
+            v = v + mass
+        j = int(v * k)
+        s = guide[j if j < k - 1 else k - 1]
+        while cdf[s] <= v and s < k - 1:
+            s += 1
+        out[i] = s if rest > 0 else x
+    return out
 
 
 @njit(cache=True, nogil=True)

@@ -108,6 +108,9 @@ class SpreadPrior:
         Gaussian-noise columns under a Gaussian prior (exact); other numeric columns add 0."""
         out = np.zeros(X.shape[0])
         for mech, cols in rm.column_groups():
+            if isinstance(mech, RandomizedResponse) and len(cols):  # p(x̃) = r·Σπ + (q − r)·π(x̃), all columns at once
+                out += self._rr_log_marginal(mech, np.asarray(cols), X, released)
+                continue
             for c in cols:
                 rel = np.flatnonzero(released[:, c])
                 if not rel.size:
@@ -121,6 +124,18 @@ class SpreadPrior:
                     v = self.var[c] + mech.sigma**2
                     out[rel] += -0.5 * (X[rel, c] - self.mean[c]) ** 2 / v - 0.5 * np.log(2 * np.pi * v)
         return out
+
+    def _rr_log_marginal(self, mech: RandomizedResponse, cols: np.ndarray, X: np.ndarray, released: np.ndarray):
+        """Σ over ``cols`` of log p(x̃_d) per record for randomised response: Σ_x π(x)·p(x̃ | x) =
+        r·Σ_x π(x) + (q − r)·π(x̃) in closed form (what the log-sum-exp over the k states gives,
+        to round-off, in O(1) per release instead of O(k))."""
+        rel = released[:, cols]
+        xi = np.where(rel, X[:, cols], 0).astype(np.int64)
+        pi = self.disc[cols, : mech.k]
+        q, r = mech.keep_prob, mech.other_prob
+        with np.errstate(divide="ignore"):
+            lp = np.log(r * pi.sum(axis=1) + (q - r) * pi[np.arange(len(cols)), xi])
+        return np.where(rel, lp, 0.0).sum(axis=1)
 
     def copy(self) -> SpreadPrior:
         c = lambda a: None if a is None else a.copy()  # noqa: E731
@@ -149,6 +164,7 @@ class SpreadPrior:
         layout, a, c = self.layout, self.strength, self.center
         disc = np.flatnonzero(layout.discrete)
         if disc.size:
+            disc = _as_slice(disc)  # consecutive columns (all of them, usually): a slice, views not copies
             counts = stats["counts"] + (a * c.disc[disc] if c is not None and a > 0 else 0.0)
             out.disc[disc] = counts / np.maximum(counts.sum(axis=1, keepdims=True), 1e-300)
         num = np.flatnonzero(~layout.discrete)
@@ -373,6 +389,8 @@ def _discrete_em(layout: ColumnLayout, counts_tasks, row_tasks, start: np.ndarra
     """The EM of ``_discrete_mle`` on [(mechanism, columns, counts)] and [(column, likelihood rows)]."""
     pis = start.copy()
     num = np.zeros_like(pis)
+    # a contiguous run of columns (one mechanism for all: the usual case) as a slice: views, not copies
+    counts_tasks = [(m, _as_slice(cols), counts) for m, cols, counts in counts_tasks]
     for _ in range(max_iter):
         num[:] = 0.0
         for mech, cols, counts in counts_tasks:
@@ -397,3 +415,11 @@ def _discrete_em(layout: ColumnLayout, counts_tasks, row_tasks, start: np.ndarra
         if delta < tol:
             break
     return pis
+
+
+def _as_slice(cols: np.ndarray):
+    """``cols`` as a slice when it is a run of consecutive columns (indexing gives views), else as is."""
+    cols = np.asarray(cols)
+    if cols.size and np.array_equal(cols, np.arange(cols[0], cols[0] + cols.size)):
+        return slice(int(cols[0]), int(cols[0]) + cols.size)
+    return cols

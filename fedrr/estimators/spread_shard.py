@@ -28,8 +28,11 @@ from .spread_joint import JointSpreadPrior, PatternSampler
 from .spread_mixture import MixtureSpreadPrior
 from .spread_mstep import log_class_probs
 from .spread_paired import PairedView, PairTerms, as_view
+from .spread_prior import SpreadPrior
 
-_TABLES_LOCK = threading.Lock()
+#: guards the table cache of a prior (``_estep_compiled``), by the prior's id: not a lock in the
+#: prior itself, which is pickled to Ray actors
+_TABLES_LOCKS = tuple(threading.Lock() for _ in range(16))
 
 
 def _posterior_mean(mech, x_tilde: np.ndarray, pi: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -164,7 +167,8 @@ class Shard:
         key = (self.q.tobytes(), self.r.tobytes())
         entry = prior.__dict__.get("_rr_tables", {}).get(key)
         if entry is None:  # one table build per prior, shared by the shards (also on other threads)
-            with _TABLES_LOCK:
+            # striped locks: the chains' priors (different objects) are built at the same time
+            with _TABLES_LOCKS[id(prior) % len(_TABLES_LOCKS)]:
                 cache = prior.__dict__.setdefault("_rr_tables", {})
                 if key not in cache:
                     stay, jump, P, A = rr_tables(prior.disc, self.q, self.r)
@@ -239,6 +243,9 @@ class Shard:
             return self._joint[1].draw(rng.random((S, self.b, self.D + 1)))
         out = np.empty((S, self.b, self.D))
         for mech, cols in self.rm.column_groups():
+            if type(mech) is RandomizedResponse and isinstance(prior, SpreadPrior):
+                self._propose_rr(rng, prior, S, mech, np.asarray(cols), out)
+                continue
             for c in cols:
                 pri = prior.for_column(c)
                 rel = np.flatnonzero(self.released[:, c])
@@ -250,6 +257,39 @@ class Shard:
                 if miss.size:
                     out[:, miss, c] = prior.sample_column(c, rng, (S, miss.size))
         return out
+
+    def _propose_rr(self, rng, prior: SpreadPrior, S: int, mech: RandomizedResponse, cols, out) -> None:
+        """``_propose`` for randomised-response columns: the same draws, from the same stream in the
+        same order, as ``RRPosterior.sample`` column by column (then ``sample_column`` for records
+        that did not release), with the prior's tables built once for all the columns and the
+        inverse-CDF search compiled (``rr_excluding``)."""
+        from .spread_kernels import rr_excluding
+
+        k = mech.k
+        raw = prior.disc[cols, :k]
+        pi = raw / raw.sum(axis=1, keepdims=True)  # as CategoricalPrior: each row over its sum
+        cdf = np.cumsum(pi, axis=1)
+        cdf = cdf / cdf[:, -1:]
+        guide = np.minimum(np.stack([np.searchsorted(row, np.arange(k) / k, side="right") for row in cdf]), k - 1)
+        q, r = mech.keep_prob, mech.other_prob
+        for j, c in enumerate(cols):
+            rel = np.flatnonzero(self.released[:, c])
+            miss = np.flatnonzero(~self.released[:, c])
+            if rel.size:
+                xt = self.X[rel, c].astype(np.int64)
+                pi_xt = pi[j, xt]
+                stay = pi_xt * q / (pi_xt * q + (1.0 - pi_xt) * r)
+                draw = np.empty((S, rel.size), np.int64)
+                draw[...] = xt
+                flat = draw.reshape(-1)
+                move = np.flatnonzero(
+                    rng.random((S, rel.size)).reshape(-1) >= np.broadcast_to(stay, (S, rel.size)).reshape(-1)
+                )
+                if move.size:
+                    flat[move] = rr_excluding(cdf[j], guide[j], flat[move], rng.random(move.size))
+                out[:, rel, c] = draw
+            if miss.size:
+                out[:, miss, c] = prior.sample_column(c, rng, (S, miss.size))
 
     def _propose_joint(self, rng, prior: JointSpreadPrior, S: int) -> np.ndarray:
         """S exact draws per record from ρ(x | x̃) ∝ p(x̃ | x)·p(x) under an empirical joint prior:

@@ -210,6 +210,14 @@ def ray_ready() -> bool:
     return ray.is_initialized()
 
 
+def ray_stop() -> None:
+    """Shut this process's Ray down (or disconnect from a cluster), if it is up."""
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
 def ray_map_unordered(
     fn: Callable[[Any], Any],
     tasks: dict[Any, Any],

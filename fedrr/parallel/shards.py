@@ -9,6 +9,7 @@ taken in shard order, so every group gives the same numbers."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import zlib
 from collections.abc import Callable, Sequence
@@ -28,6 +29,8 @@ def nbytes(obj: Any) -> int:
         return sum(nbytes(v) for v in obj.values())
     if isinstance(obj, (list, tuple)):
         return sum(nbytes(v) for v in obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):  # a prior: its fields (repr was slow)
+        return sum(nbytes(getattr(obj, f.name)) for f in dataclasses.fields(obj))
     return 8 if isinstance(obj, (int, float, np.number, bool)) or obj is None else len(repr(obj))
 
 
@@ -128,7 +131,8 @@ class LocalShards:
     def __init__(self, factories: Sequence[Callable[[], Any]], n_threads: int = 1):
         self.shards = [f() for f in factories]
         self.n_threads = max(1, int(n_threads))
-        self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 and len(self.shards) > 1 else None
+        # also for one shard: the chains' calls on it are separate tasks (``reduce_each``)
+        self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
         self.bytes = 0
 
     def __len__(self) -> int:
@@ -139,7 +143,7 @@ class LocalShards:
         group compresses for the wire; nothing to do in-process)."""
         self.bytes += nbytes(args)
         fn = lambda s: getattr(s, method)(*args)  # noqa: E731
-        out = list(self._pool.map(fn, self.shards)) if self._pool is not None else [fn(s) for s in self.shards]
+        out = self._map(fn, self.shards)
         self.bytes += sum(nbytes(r) for r in out)
         return out
 
@@ -170,10 +174,16 @@ class LocalShards:
         self.bytes += sum(nbytes(a) for a in arg_lists)
         tasks = [(a, s) for a in arg_lists for s in self.shards]
         fn = lambda t: getattr(t[1], method)(*t[0])  # noqa: E731
-        out = list(self._pool.map(fn, tasks)) if self._pool is not None else [fn(t) for t in tasks]
+        out = self._map(fn, tasks)
         self.bytes += sum(nbytes(r) for r in out)
         n = len(self.shards)
         return [total(out[i * n : (i + 1) * n]) for i in range(len(arg_lists))]
+
+    def _map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+        """``fn`` over ``items`` in order: on the threads if there are several items."""
+        if self._pool is None or len(items) < 2:
+            return [fn(x) for x in items]
+        return list(self._pool.map(fn, items))
 
     def close(self) -> None:
         if self._pool is not None:

@@ -5,6 +5,7 @@ and fail with a clear message on another one."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import logging
@@ -46,6 +47,32 @@ def _check_version() -> None:
             f"fedrr's simulation runner is written for flwr {TESTED_FLWR}, found {flwr.__version__}; "
             f"install flwr=={TESTED_FLWR} or use `flwr run` (fedrr.federation.flwr_cli)"
         )
+
+
+@contextlib.contextmanager
+def ray_kept_up():
+    """Flower's Ray backend starts Ray when it is not running and shuts it down at the end of every
+    simulation; inside this block it only stops the run's ClientApp actors, so the next simulation
+    starts no Ray instance (a sweep's Flower cells, one after another). Ray is shut down when the
+    block ends, if it was not running before it."""
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+
+    from ...parallel.ray_executor import ray_ready, ray_stop
+
+    was_up = ray_ready()
+    original = RayBackend.terminate
+
+    def terminate(self) -> None:  # RayBackend.terminate without its ray.shutdown()
+        if self.pool:
+            self.pool.terminate_all_actors()
+
+    RayBackend.terminate = terminate
+    try:
+        yield
+    finally:
+        RayBackend.terminate = original
+        if not was_up:
+            ray_stop()
 
 
 def simulate(
