@@ -113,7 +113,7 @@ def _sample_states(probs: list[np.ndarray], n: int, rng: np.random.Generator) ->
 
 
 def encode_states(X: np.ndarray, values: list[np.ndarray]) -> np.ndarray:
-    """Map integer states to their numeric encoding: out[i, j] = values[j][X[i, j]]."""
+    """Map integer states to their numeric encoding: ``out[i, j] = values[j][X[i, j]]``."""
     table = np.full((len(values), max(v.size for v in values)), np.nan)
     for j, v in enumerate(values):
         table[j, : v.size] = v
@@ -166,7 +166,7 @@ def make_logistic_discrete(
 ) -> Dataset:
     """Independent categorical features; y ~ Bernoulli(sigmoid(coef . value(x) + intercept)).
 
-    X holds integer states. value(x)_j = values[j][x_j], by default x_j / (K_j - 1) (state index scaled
+    X holds integer states. ``value(x)_j = values[j][x_j]``, by default x_j / (K_j - 1) (state index scaled
     to [0, 1]). feature_probs defaults to a per-feature Dirichlet(1, ..., 1) draw from rng.
     extra: coef, intercept, prior (per-feature state probabilities), values (the encoding).
     """

@@ -238,9 +238,10 @@ class Shard:
         if isinstance(prior, JointSpreadPrior):
             return self._propose_joint(rng, prior, S)
         if isinstance(prior, MixtureSpreadPrior):  # exact: class from p(c | x̃), then each attribute
-            if self._joint is None or self._joint[0] is not prior.log_p:  # fixed prior: CDFs kept
-                self._joint = (prior.log_p, prior.sampler(self.rm, self.X, self.released))
-            return self._joint[1].draw(rng.random((S, self.b, self.D + 1)))
+            joint = self._joint  # read once: another chain's thread may replace it meanwhile
+            if joint is None or joint[0] is not prior.log_p:  # fixed prior: CDFs kept
+                joint = self._joint = (prior.log_p, prior.sampler(self.rm, self.X, self.released))
+            return joint[1].draw(rng.random((S, self.b, self.D + 1)))
         out = np.empty((S, self.b, self.D))
         for mech, cols in self.rm.column_groups():
             if type(mech) is RandomizedResponse and isinstance(prior, SpreadPrior):
@@ -297,8 +298,9 @@ class Shard:
         they would take more than 64 MB: then built per call, 512 records at a time)."""
         u = rng.random((S, self.b))
         out = np.empty((S, self.b, self.D))
-        if self._joint is not None and self._joint[0] is prior.rows:
-            samplers = self._joint[1]
+        joint = self._joint  # read once (see _propose)
+        if joint is not None and joint[0] is prior.rows:
+            samplers = joint[1]
         else:
             step = self.b if PatternSampler.size(self.X, self.released, len(prior.rows)) <= 2**26 else 512
             blocks = [slice(a, min(a + step, self.b)) for a in range(0, self.b, step)]
