@@ -419,13 +419,7 @@ def _ldp_nb(d: FitData, o: FitOptions):
     "amount taken off the others so that it sums to 1 (the Euclidean projection onto the simplex), no likelihood fit",
 )
 def _ldp_nb_normsub(d: FitData, o: FitOptions):
-    from .estimators import LDPNaiveBayes
-
-    if isinstance(d.mechanism, (list, tuple)):
-        raise ValidationError(
-            "learners", "'ldp-nb-normsub' needs one record mechanism for every client (no budget mix)"
-        )
-    return LDPNaiveBayes(method="projection").fit(d.X, d.y, mechanism=d.mechanism)
+    return _ldp_nb_variant("ldp-nb-normsub", d, method="projection")
 
 
 @_learner(
@@ -435,11 +429,16 @@ def _ldp_nb_normsub(d: FitData, o: FitOptions):
     "the others' (attribute sampling) are dropped, the class prior pooled over the rest",
 )
 def _ldp_nb_robust(d: FitData, o: FitOptions):
+    return _ldp_nb_variant("ldp-nb-robust", d, robust="margins")
+
+
+def _ldp_nb_variant(name: str, d: FitData, **params):
+    """``LDPNaiveBayes(**params)`` on one record mechanism for every client (no budget mix)."""
     from .estimators import LDPNaiveBayes
 
     if isinstance(d.mechanism, (list, tuple)):
-        raise ValidationError("learners", "'ldp-nb-robust' needs one record mechanism for every client (no budget mix)")
-    return LDPNaiveBayes(robust="margins").fit(d.X, d.y, mechanism=d.mechanism)
+        raise ValidationError("learners", f"{name!r} needs one record mechanism for every client (no budget mix)")
+    return LDPNaiveBayes(**params).fit(d.X, d.y, mechanism=d.mechanism)
 
 
 # -------------------------------------------------------------------------------- regression

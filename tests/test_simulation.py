@@ -676,10 +676,38 @@ def test_a_flower_sweeps_cells_share_one_ray_instance_shut_down_at_the_end(tmp_p
     starts = []
     real_init = ray.init
     monkeypatch.setattr(ray, "init", lambda *a, **k: starts.append(1) or real_init(*a, **k))
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+
+    original_terminate = RayBackend.terminate
     assert not ray.is_initialized()
     res = sweep(parse_scenario(__import__("tomllib").loads(text)), tmp_path / "qs", progress=False, log=lambda s: None)
     assert sorted(res.computed) == ["g000-n00-r000", "g000-n00-r001"] and not res.failed
     assert len(starts) == 1 and not ray.is_initialized()
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+
+    assert RayBackend.terminate is original_terminate  # Flower's own, restored
+
+
+def test_ray_kept_up_restarts_only_the_ray_it_started():
+    """After a failed cell the sweep calls the block's restart: it shuts down a Ray the block started
+    (the next cell starts a fresh one) and leaves a Ray that was up before the block."""
+    import ray
+
+    from fedrr.federation._compat import ray_kept_up
+
+    assert not ray.is_initialized()
+    with ray_kept_up() as restart:
+        ray.init(num_cpus=1, include_dashboard=False)
+        restart()
+        assert not ray.is_initialized()
+    ray.init(num_cpus=1, include_dashboard=False)
+    try:
+        with ray_kept_up() as restart:
+            restart()
+            assert ray.is_initialized()
+        assert ray.is_initialized()
+    finally:
+        ray.shutdown()
 
 
 # ------------------------------------------------------------- every shipped config, reduced
@@ -735,6 +763,7 @@ SHIPPED_REDUCED = [
     "paper/farokhi_wdro_adult",
     "scaling",
     "spread_cv_mnist",
+    "spread_cv_mnist_records",
 ]
 
 

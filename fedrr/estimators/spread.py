@@ -331,11 +331,14 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if isinstance(p["prior"], str):  # learned: start at, and pull toward, the debiased marginals
             memo = getattr(self, "_center_memo", None)  # a CV's candidates on one fold share it
             key = _pools_key(pools, p["numeric_prior"], p["n_bins"]) if memo is not None else None
-            center = memo.get(key) if memo is not None else None
-            if center is None:
+            hit = memo.get(key) if memo is not None else None
+            # the entry holds the mechanisms it was computed for: an id in the key cannot be reused
+            if hit is not None and all(a is b for a, b in zip(hit[0], (rm for rm, _ in pools))):
+                center = hit[1]
+            else:
                 center = marginal_mle_prior(layout, pools, p["numeric_prior"], p["n_bins"])
                 if memo is not None:
-                    memo[key] = center
+                    memo[key] = (tuple(rm for rm, _ in pools), center)
             return center.smoothed(center, p["prior_strength"] * n)
         if isinstance(p["prior"], EmpiricalPrior):  # a joint prior: the public rows' distribution
             return joint_prior(layout, p["prior"])
@@ -437,7 +440,7 @@ def _pools_key(pools, numeric_prior: str, n_bins: int) -> tuple:
     import hashlib
 
     return tuple(
-        (id(rm), hashlib.blake2b(np.ascontiguousarray(X).tobytes(), digest_size=16).digest(), X.shape)
+        (id(rm), hashlib.blake2b(np.ascontiguousarray(X), digest_size=16).digest(), X.shape)
         for rm, X in pools
     ) + (numeric_prior, n_bins)
 

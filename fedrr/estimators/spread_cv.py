@@ -245,8 +245,11 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self._centers: dict | None = {}
         try:
             return self._fit(X, y, mechanism)
-        finally:
+        finally:  # the memo lives for this fit only: nothing it holds is kept or pickled
+            self._centers.clear()
             self._centers = None
+            if getattr(self, "estimator_", None) is not None:
+                self.estimator_._center_memo = None
 
     def _fit(self, X, y, mechanism: Any = None):
         p = validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)

@@ -168,7 +168,7 @@ class Shard:
         entry = prior.__dict__.get("_rr_tables", {}).get(key)
         if entry is None:  # one table build per prior, shared by the shards (also on other threads)
             # striped locks: the chains' priors (different objects) are built at the same time
-            with _TABLES_LOCKS[id(prior) % len(_TABLES_LOCKS)]:
+            with _TABLES_LOCKS[(id(prior) >> 4) % len(_TABLES_LOCKS)]:  # ids are 16-byte aligned
                 cache = prior.__dict__.setdefault("_rr_tables", {})
                 if key not in cache:
                     stay, jump, P, A = rr_tables(prior.disc, self.q, self.r)

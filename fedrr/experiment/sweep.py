@@ -122,7 +122,7 @@ def _one_ray(mode: str):
     """Flower cells, one after another, on one Ray instance (``_compat.ray_kept_up``: Flower would
     start and stop Ray for every cell); nothing to keep for offline cells."""
     if mode == "offline":
-        return contextlib.nullcontext()
+        return contextlib.nullcontext(lambda: None)
     from ..federation._compat import ray_kept_up
 
     return ray_kept_up()
@@ -225,7 +225,7 @@ def sweep(
                         f.cancel()
                     raise
         else:
-            with _one_ray(mode if tasks else "offline"):
+            with _one_ray(mode if tasks else "offline") as restart:
                 for key, t in tasks.items():
                     try:
                         rec = run_cell(t["cell"], t["out"], t["executor"])
@@ -233,6 +233,7 @@ def sweep(
                         raise
                     except Exception as exc:  # one failed cell must not lose the others
                         done(key, None, exc)
+                        restart()  # nor leave them a Ray instance it may have broken
                     else:
                         done(key, rec, None)
     finally:

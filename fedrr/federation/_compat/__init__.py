@@ -54,7 +54,9 @@ def ray_kept_up():
     """Flower's Ray backend starts Ray when it is not running and shuts it down at the end of every
     simulation; inside this block it only stops the run's ClientApp actors, so the next simulation
     starts no Ray instance (a sweep's Flower cells, one after another). Ray is shut down when the
-    block ends, if it was not running before it."""
+    block ends, if it was not running before it. The block's value restarts it: called after a
+    failed cell, it shuts down the Ray this block started (a cell may have broken it; the next
+    Flower simulation starts a fresh one), and leaves alone a Ray that was up before."""
     from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
 
     from ...parallel.ray_executor import ray_ready, ray_stop
@@ -66,9 +68,13 @@ def ray_kept_up():
         if self.pool:
             self.pool.terminate_all_actors()
 
+    def restart() -> None:
+        if not was_up:
+            ray_stop()
+
     RayBackend.terminate = terminate
     try:
-        yield
+        yield restart
     finally:
         RayBackend.terminate = original
         if not was_up:
