@@ -440,8 +440,7 @@ def _pools_key(pools, numeric_prior: str, n_bins: int) -> tuple:
     import hashlib
 
     return tuple(
-        (id(rm), hashlib.blake2b(np.ascontiguousarray(X), digest_size=16).digest(), X.shape)
-        for rm, X in pools
+        (id(rm), hashlib.blake2b(np.ascontiguousarray(X), digest_size=16).digest(), X.shape) for rm, X in pools
     ) + (numeric_prior, n_bins)
 
 
