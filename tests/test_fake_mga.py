@@ -217,6 +217,12 @@ def test_padded_mga_krr_gain_is_the_papers_formula(k, eps, r):
     e = math.exp(mech.epsilon)
     assert per_fake[T].sum() == pytest.approx(1 + (k - r) / (e - 1), rel=1e-9)
     np.testing.assert_allclose(per_fake[T], (1 / r - q) / (p - q), rtol=1e-9)
+    # and mga_release sends exactly that: a target, uniformly over T (each count within 4 s.e.)
+    n = 2000
+    reports = np.array([mga_release(mech, T, np.random.default_rng([k, r, i])) for i in range(n)])
+    assert set(reports.tolist()) <= set(T)
+    counts = np.bincount(reports, minlength=k)[T]
+    assert np.all(np.abs(counts - n / r) <= 4 * np.sqrt(n * (1 / r) * (1 - 1 / r)) + 1e-9)
 
 
 def test_padded_mga_olh_gain_when_every_target_shares_the_bucket():

@@ -17,9 +17,9 @@ from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionC
 from fedrr.estimators.spread_cv_paired import (
     association_test,
     attribute_statistics,
+    attribute_weights,
     model_pair_tables,
     paired_class_prior,
-    weights,
 )
 from fedrr.estimators.spread_paired import paired_view
 from fedrr.mechanisms import PairedRecordMechanism
@@ -92,11 +92,11 @@ def test_association_statistic_is_the_formula_and_standard_normal_without_signal
 
 
 def test_attribute_weights_are_held_out_z_over_sd_and_scale_the_statistic():
-    """``weights`` is max(z_j, 0)/s_j of the folds' per-attribute statistics (0 for an attribute whose
+    """``attribute_weights`` is max(z_j, 0)/s_j of the folds' per-attribute statistics (0 for an attribute whose
     association did not hold out, or that nothing released); ``association_test`` with weights sums
     w_j·T_j, its z does not change when every weight is scaled, and weights all 0 give p = 1."""
     stats = np.array([[6.0, 4.0, 100.0], [-3.0, 9.0, 100.0], [0.0, 0.0, 0.0]])
-    np.testing.assert_allclose(weights(stats), [3.0 / np.sqrt(0.04), 0.0, 0.0])
+    np.testing.assert_allclose(attribute_weights(stats), [3.0 / np.sqrt(0.04), 0.0, 0.0])
     rng = np.random.default_rng(4)
     tables = [rng.dirichlet(np.ones(k * 2)).reshape(k, 2) for k in KC]
     Xt, _, mech = _pool(900, 7, eps=1.0)

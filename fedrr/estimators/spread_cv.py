@@ -53,10 +53,11 @@ from .spread import SpreadLogisticRegression, auto_prior, check_clean_X
 from .spread_cv_paired import (
     association_test,
     attribute_statistics,
+    attribute_weights,
+    heldout_z,
     model_pair_tables,
     pair_report_loglik,
     paired_class_prior,
-    weights,
 )
 from .spread_cv_scores import (
     _mechanism_arg,
@@ -248,6 +249,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         finally:  # the memo lives for this fit only: nothing it holds is kept or pickled
             self._centers.clear()
             self._centers = None
+            self._attribute_stats = None  # the selection's per-attribute statistics: the test's only
             if getattr(self, "estimator_", None) is not None:
                 self.estimator_._center_memo = None
 
@@ -348,7 +350,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         est_a = self._spread(C=best[0], prior_strength=best[1]).fit(Xv[sel], yi[sel], mechanism=mech_a)
         tables = model_pair_tables(est_a, seed=seed + p["cv"])
         stats = self._attribute_stats[best]
-        w = weights(stats)
+        w = attribute_weights(stats)
         res = association_test(tables, group_records(mech_b, test.size), Xv[test], weights=w)
         self.p_value_ = res["p_value"]
         self.gain_ = {
@@ -362,7 +364,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             "n_selection": int(sel.size),
             "n_test": int(test.size),
             # per attribute: its association's z held out over the selection's folds, and its weight
-            "attribute_z": [float(T / np.sqrt(V)) if V > 0 else 0.0 for T, V, _ in stats],
+            "attribute_z": heldout_z(stats).tolist(),
             "attribute_weights": [float(v) for v in w],
         }
 
@@ -422,7 +424,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                     tables = model_pair_tables(est, seed=seed + f)
                     held = group_records(_mechanism_arg(mech_te), te.size)
                     full_s[C, a][f] = cond_s[C, a][f] = pair_report_loglik(tables, held, Xv[te]).mean()
-                    # cross-fitted per-attribute association: the test's weights (spread_cv_paired.weights)
+                    # cross-fitted per-attribute association: the test's weights (attribute_weights)
                     self._attribute_stats[C, a] = self._attribute_stats.get((C, a), 0.0) + attribute_statistics(
                         tables, held, Xv[te]
                     )

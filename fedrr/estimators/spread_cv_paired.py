@@ -27,7 +27,7 @@ w_j the attribute's weight below). The p-value is the one-sided normal tail of T
 It is approximate (normal, with estimated margins), so its level is measured, not claimed:
 ``simulations/spread_fallback_level.py --part level --only paired:2`` (and ``paired:3``).
 
-The attributes' weights w_j (``weights``). A model fitted on noisy pairs predicts some attributes'
+The attributes' weights w_j (``attribute_weights``). A model fitted on noisy pairs predicts some attributes'
 association wrongly: on Adult paired ε 1 (seed 0 of ``configs/adult_paired.toml``) the model on A
 had capital_loss's association reversed, and with w_j = 1 such attributes' parts of T drowned the
 rest (z 0.66, where the clean tables' association as the direction gives 4.5). The selection's
@@ -148,7 +148,7 @@ def attribute_terms(tables: list[np.ndarray], groups: list, X: np.ndarray) -> li
 
 def attribute_statistics(tables: list[np.ndarray], groups: list, X: np.ndarray) -> np.ndarray:
     """Per attribute j the part T_j of the statistic, its sum of squared centred terms and its number
-    of reports: a (D, 3) array, summed over the selection's folds to weigh the attributes (``weights``)."""
+    of reports: a (D, 3) array, summed over the selection's folds to weigh the attributes (``attribute_weights``)."""
     return np.array(
         [
             [t.sum(), np.sum((t - t.mean()) ** 2) if t.size else 0.0, t.size]
@@ -157,18 +157,24 @@ def attribute_statistics(tables: list[np.ndarray], groups: list, X: np.ndarray) 
     )
 
 
-def weights(stats: np.ndarray) -> np.ndarray:
+def heldout_z(stats: np.ndarray) -> np.ndarray:
+    """Per attribute its held-out z over the selection's folds, T_j / √V_j, from the summed
+    ``attribute_statistics`` (0 for an attribute with no variance: nothing, or one report, released)."""
+    T, V, _ = stats.T
+    return np.where(V > 0, T / np.sqrt(np.where(V > 0, V, 1.0)), 0.0)
+
+
+def attribute_weights(stats: np.ndarray) -> np.ndarray:
     """The attributes' weights in the test from the selection's cross-fitted ``attribute_statistics``
-    (summed over folds): w_j = max(z_j, 0) / s_j, z_j = T_j / √V_j the attribute's held-out z and s_j =
+    (summed over folds): w_j = max(z_j, 0) / s_j, z_j the attribute's ``heldout_z`` and s_j =
     √(V_j / n_j) its terms' sd per report: attribute j's terms on B scaled to unit noise per report,
     weighted by the drift the folds measured (optimal up to a common factor when the attributes are
     sampled uniformly; module doc); an attribute whose association did not hold out gets 0. A
     function of part A only: the level stands."""
-    T, V, n = stats.T
+    _, V, n = stats.T
     ok = (V > 0) & (n > 0)
-    z = np.where(ok, T / np.sqrt(np.where(ok, V, 1.0)), 0.0)
     s = np.sqrt(np.where(ok, V, 1.0) / np.where(ok, n, 1.0))
-    return np.where(ok, np.maximum(z, 0.0) / s, 0.0)
+    return np.where(ok, np.maximum(heldout_z(stats), 0.0) / s, 0.0)
 
 
 def association_test(tables: list[np.ndarray], groups: list, X: np.ndarray, weights: np.ndarray | None = None) -> dict:
