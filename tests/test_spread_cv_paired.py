@@ -1,7 +1,8 @@
 """SpreadLogisticRegressionCV on paired releases: the model's pair tables are the prior's exact
-conditional expectations, the association test is centred and scaled under no signal (its level over
-many pools: simulations/spread_fallback_level.py, results/spread_fallback_level/level_paired.md), the
-estimator keeps a model with signal and falls back without, and refuses label-based statistics."""
+conditional expectations, the independence test is Hotelling's T² of the linearised interaction and
+its p-values are uniform under no signal (its level over many pools of the estimator:
+simulations/spread_fallback_level.py, results/spread_fallback_level/level_paired.md), the estimator
+keeps a model with signal and falls back without, and refuses label-based statistics."""
 
 from __future__ import annotations
 
@@ -15,9 +16,8 @@ from fedrr.datasets import make_logistic_discrete, make_logistic_multiclass_disc
 from fedrr.errors import ValidationError
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.estimators.spread_cv_paired import (
-    association_test,
-    attribute_statistics,
-    attribute_weights,
+    independence_terms,
+    independence_test,
     model_pair_tables,
     paired_class_prior,
 )
@@ -28,14 +28,14 @@ KC = (3, 3, 2)
 COEF = np.array([2.0, -1.5, 1.0])
 
 
-def _pool(n, seed, signal=True, eps=2.0, classes=2):
+def _pool(n, seed, signal=True, eps=2.0, classes=2, n_sampled=1):
     rng = np.random.default_rng(seed)
     if classes == 2:
         ds = make_logistic_discrete(n, KC, COEF if signal else 0 * COEF, -0.3, rng=rng)
     else:
         coef = np.array([COEF, 0 * COEF, -COEF]) * (1.0 if signal else 0.0)
         ds = make_logistic_multiclass_discrete(n, KC, coef, rng=rng)
-    mech = PairedRecordMechanism(KC, classes, eps)
+    mech = PairedRecordMechanism(KC, classes, eps, n_sampled=n_sampled)
     Xt, yt = mech.release(ds.X, ds.y, rng=rng)
     return Xt, yt, mech
 
@@ -65,51 +65,58 @@ def test_model_pair_tables_are_the_priors_conditional_expectations(prior):
         np.testing.assert_allclose(tables[j].sum(axis=1), prior_state.disc[j, :k] / prior_state.disc[j, :k].sum())
 
 
-def test_association_statistic_is_the_formula_and_standard_normal_without_signal():
-    """With fixed tables (independent of the pools), over 400 no-signal pools of 1,500 records: T is
-    Σ_j n_j Σ a_j (Ê_j − m̂_j π̂_j) computed directly, and z has mean 0 ± 0.15 and sd 1 ± 0.1 (3 s.e.
-    of a mean and an sd of 400 standard normals)."""
-    rng = np.random.default_rng(3)
-    tables = [rng.dirichlet(np.ones(k * 2)).reshape(k, 2) for k in KC]
-    zs = []
-    for seed in range(400):
-        Xt, _, mech = _pool(1500, 100 + seed, signal=False, eps=1.0)
-        res = association_test(tables, [(mech, np.arange(len(Xt)))], Xt)
-        zs.append(res["z"])
-        if seed == 0:  # the formula, written out
-            from fedrr.mechanisms.oracles import rare_value_variance
-
-            T = 0.0
-            for j in range(3):
-                r = ~np.isnan(Xt[:, j])
-                E = mech.unbiased_pair_table(j, Xt[r, j]).mean(axis=0)
-                q = tables[j] / tables[j].sum()
-                a = (q - np.outer(q.sum(1), q.sum(0))) / (rare_value_variance(mech.oracles[j]) + q)
-                T += r.sum() * np.sum(a * (E - np.outer(E.sum(1), E.sum(0))))
-            assert res["statistic"] == pytest.approx(T, rel=1e-9, abs=1e-9)
-    zs = np.array(zs)
-    assert abs(zs.mean()) < 0.15 and 0.9 < zs.std() < 1.1, (zs.mean(), zs.std())
+def _contrasts(k):
+    Q, _ = np.linalg.qr(np.c_[np.ones(k), np.eye(k)[:, : k - 1]])
+    return Q[:, 1:]
 
 
-def test_attribute_weights_are_held_out_z_over_sd_and_scale_the_statistic():
-    """``attribute_weights`` is max(z_j, 0)/s_j of the folds' per-attribute statistics (0 for an attribute whose
-    association did not hold out, or that nothing released); ``association_test`` with weights sums
-    w_j·T_j, its z does not change when every weight is scaled, and weights all 0 give p = 1."""
-    stats = np.array([[6.0, 4.0, 100.0], [-3.0, 9.0, 100.0], [0.0, 0.0, 0.0]])
-    np.testing.assert_allclose(attribute_weights(stats), [3.0 / np.sqrt(0.04), 0.0, 0.0])
-    rng = np.random.default_rng(4)
-    tables = [rng.dirichlet(np.ones(k * 2)).reshape(k, 2) for k in KC]
-    Xt, _, mech = _pool(900, 7, eps=1.0)
+def test_independence_terms_are_the_linearised_interaction_and_t2_is_hotellings():
+    """Per attribute the terms' mean is the interaction Ê − (2 − ΣÊ) m̂ π̂ᵀ of the debiased pair table in
+    contrast coordinates, written out here; T² is n z̄ᵀ S⁻¹ z̄ with the terms' covariance, on
+    Σ (k_j − 1)(C − 1) degrees of freedom, and the p-value its F tail."""
+    from scipy.stats import f as f_dist
+
+    Xt, _, mech = _pool(1200, 5, eps=1.0, classes=3, n_sampled=2)
     groups = [(mech, np.arange(len(Xt)))]
-    parts = attribute_statistics(tables, groups, Xt)
-    assert parts[:, 2].sum() == len(Xt)  # one pair per record
-    w = np.array([0.5, 2.0, 0.0])
-    res = association_test(tables, groups, Xt, weights=w)
-    assert res["statistic"] == pytest.approx(w @ parts[:, 0], rel=1e-9)
-    assert association_test(tables, groups, Xt, weights=7 * w)["z"] == pytest.approx(res["z"], rel=1e-9)
-    assert association_test(tables, groups, Xt)["statistic"] == pytest.approx(parts[:, 0].sum(), rel=1e-9)
-    none = association_test(tables, groups, Xt, weights=np.zeros(3))
-    assert none["p_value"] == 1.0 and none["z"] == 0.0
+    Z = independence_terms(groups, Xt)
+    assert Z.shape == (1200, sum((k - 1) * 2 for k in KC))
+    col = 0
+    for j, k in enumerate(KC):
+        r = ~np.isnan(Xt[:, j])
+        E = mech.unbiased_pair_table(j, Xt[r, j]).mean(axis=0)
+        inter = E - (2 - E.sum()) * np.outer(E.sum(1), E.sum(0))
+        want = (_contrasts(k).T @ inter @ _contrasts(3)).ravel()
+        w = (k - 1) * 2
+        np.testing.assert_allclose(Z[r, col : col + w].mean(axis=0), want, atol=1e-12)
+        assert np.all(Z[~r, col : col + w] == 0)
+        col += w
+    res = independence_test(groups, Xt)
+    n, d = Z.shape
+    zbar = Z.mean(axis=0)
+    T2 = n * zbar @ np.linalg.solve(np.cov(Z, rowvar=False), zbar)
+    assert res["df"] == d and res["statistic"] == pytest.approx(T2, rel=1e-8)
+    assert res["p_value"] == pytest.approx(f_dist.sf((n - d) / (d * (n - 1)) * T2, d, n - d), rel=1e-8)
+
+
+@pytest.mark.parametrize("classes, n_sampled, conservative", [(2, 1, False), (3, 2, True)])
+def test_independence_p_values_without_signal(classes, n_sampled, conservative):
+    """Over 400 no-signal pools of 600 records at ε 1: the rate of p ≤ 0.05 is at most 0.05 + 3
+    binomial s.e. (33 of 400). One pair per record, two classes: also at least 0.05 − 3 s.e. (7) and
+    a mean p of 0.5 within 3 s.e. (0.289/√400). Two pairs at ε 0.5 each and three classes are
+    conservative at this size, so only the upper bound is claimed (0.014 over 1,000 pools, 0.043 at
+    3,000 records; the heavy-tailed terms of ε 0.5 reports)."""
+    pools = (_pool(600, 100 + s, False, 1.0, classes, n_sampled) for s in range(400))
+    ps = np.array([independence_test([(m, np.arange(len(X)))], X)["p_value"] for X, _, m in pools])
+    kept = int(np.sum(ps <= 0.05))
+    assert kept <= 33, kept
+    if not conservative:
+        assert kept >= 7 and abs(ps.mean() - 0.5) < 3 * 0.289 / 20, (kept, ps.mean())
+
+
+def test_independence_test_sees_the_signal():
+    Xt, _, mech = _pool(1500, 7, eps=1.0)
+    res = independence_test([(mech, np.arange(len(Xt)))], Xt)
+    assert res["p_value"] < 1e-3 and res["df"] == sum(k - 1 for k in KC)
 
 
 @pytest.mark.parametrize("classes", [2, 3])
@@ -117,11 +124,10 @@ def test_paired_cv_keeps_a_model_with_signal_and_falls_back_without(classes):
     Xt, yt, mech = _pool(3000, 1, classes=classes)
     est = SpreadLogisticRegressionCV(Cs=(0.1, 1.0), cv_max_iter=10, max_iter=30, random_state=0)
     est.fit(Xt, yt, mechanism=mech)
-    # z 3.05 / 3.27 with the folds' weights (3.31 / 3.40 with every attribute at weight 1: weighing by
-    # noisy held-out z costs a little here, where all three attributes carry signal)
     assert not est.fallback_ and est.p_value_ < 0.005 and est.fallback_reason_ is None
-    assert est.gain_["statistic"] == "association" and est.gain_["z"] > 2.5
-    assert sum(w > 0 for w in est.gain_["attribute_weights"]) >= 2  # the folds saw the signal attributes
+    assert est.gain_["statistic"] == "independence" and est.gain_["z"] > 2.5
+    assert est.gain_["n_selection"] == est.gain_["n_test"] == len(Xt)  # nothing held out
+    assert est.p_value_ == independence_test([(mech, np.arange(len(Xt)))], Xt)["p_value"]
     chosen = np.flatnonzero(~np.isnan(est.cv_results_["heldout_p_value"]))
     assert chosen.size == 1 and est.cv_results_["heldout_p_value"][chosen[0]] == est.p_value_
     assert np.all(np.isfinite(est.cv_results_["mean_test_score"]))
@@ -129,7 +135,7 @@ def test_paired_cv_keeps_a_model_with_signal_and_falls_back_without(classes):
     Xt, yt, mech = _pool(3000, 2, signal=False, classes=classes)
     est.fit(Xt, yt, mechanism=mech)
     assert est.fallback_ and est.p_value_ > est.alpha and est.estimator_ is None
-    assert "normal-approximation p" in est.fallback_reason_
+    assert "no association between the label and any attribute" in est.fallback_reason_
     # the intercept-only model: the class prior of the pairs' maximum-likelihood tables
     pi = paired_class_prior([(paired_view(mech, Xt), np.arange(len(Xt)))])
     np.testing.assert_allclose(est.predict_proba(np.zeros((1, 3)))[0], pi, atol=1e-9)
@@ -166,21 +172,12 @@ def test_classification_scores_are_sklearns():
         assert got["auc"] == roc_auc_score(y, P[:, 1] if C == 2 else P, multi_class="ovr")
 
 
-def test_the_attribute_weights_do_not_see_the_test_part():
-    """The weights come from the selection part A only: replacing every release of the test part B
-    (the estimator's own split, seeded by random_state) leaves C, the weights and the per-attribute
-    held-out z as they were, while the test's statistic changes."""
+def test_paired_cv_holds_nothing_out():
+    """On paired releases the test needs no model: the selection's folds run over all the releases, so
+    ``test_fraction`` changes nothing (the same C, cross-validation scores and p-value)."""
     Xt, yt, mech = _pool(1500, 11)
     kw = dict(Cs=(0.1, 1.0), cv_max_iter=5, max_iter=10, n_chains=1, random_state=3)
-    a = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=mech)
-    n = Xt.shape[0]
-    order = np.random.default_rng(np.random.SeedSequence(3, spawn_key=(7919,))).permutation(n)
-    test = order[: int(round(a.test_fraction * n))]  # the estimator's part B
-    other, _, _ = _pool(1500, 12)  # other records, other noise
-    Xb = Xt.copy()
-    Xb[test] = other[test]
-    b = SpreadLogisticRegressionCV(**kw).fit(Xb, yt, mechanism=mech)
-    assert (a.C_, a.prior_strength_) == (b.C_, b.prior_strength_)
-    assert a.gain_["attribute_weights"] == b.gain_["attribute_weights"]
-    assert a.gain_["attribute_z"] == b.gain_["attribute_z"]
-    assert a.gain_["z"] != b.gain_["z"]
+    a = SpreadLogisticRegressionCV(test_fraction=0.3, **kw).fit(Xt, yt, mechanism=mech)
+    b = SpreadLogisticRegressionCV(test_fraction=0.7, **kw).fit(Xt, yt, mechanism=mech)
+    assert (a.C_, a.prior_strength_, a.p_value_) == (b.C_, b.prior_strength_, b.p_value_)
+    np.testing.assert_array_equal(a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"])

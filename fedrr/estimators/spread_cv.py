@@ -26,9 +26,10 @@ the model, whatever the selection did), P(p ≤ alpha) ≤ alpha exactly — no 
 no assumption on the model: the kept rate on no-signal releases is at most ``alpha``. This needs the
 label released by its own mechanism, independently of the attributes (``RecordMechanism``'s
 ``label``). Paired releases (``PairedRecordMechanism``, the label inside each (attribute, label)
-report) have no released label to permute: there C is chosen by the held-out likelihood of the pair
-reports and the test is ``spread_cv_paired``'s association test (normal approximation; its level is
-measured, not exact).
+report) have no released label to permute: there nothing is held out, C is chosen by the held-out
+likelihood of the pair reports in folds over all the releases, and the test is
+``spread_cv_paired``'s test of independence of the label and the attributes on all the releases
+(Hotelling's T², F approximation; its level is measured, not exact).
 
 What it does not guarantee. It tests "the model fitted on A beats the intercept-only model on
 B's releases", not "beats some competitor" (a better model than the one kept may exist), and it
@@ -50,15 +51,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._params import Interval, ListOf, Options, Satisfies, random_state_constraints, validate_params
 from ..errors import ValidationError
 from .spread import SpreadLogisticRegression, auto_prior, check_clean_X
-from .spread_cv_paired import (
-    association_test,
-    attribute_statistics,
-    attribute_weights,
-    heldout_z,
-    model_pair_tables,
-    pair_report_loglik,
-    paired_class_prior,
-)
+from .spread_cv_paired import independence_test, model_pair_tables, pair_report_loglik, paired_class_prior
 from .spread_cv_scores import (
     _mechanism_arg,
     _null_loglik,
@@ -115,6 +108,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         False the test still runs and reports ``p_value_``, but the model is always kept.
     test_fraction : the share of the records held out to test (part B); the rest (A) selects and
         fits the tested model. Both parts must be large enough: B at least 2 records, A 2 per fold.
+        Not used on paired releases, whose test needs no model and so no held-out part.
     test_statistic : the permutation test's statistic on B: "loglik", Σ log p(c̃ | x̃) (the default:
         the likelihood ratio against the intercept-only model, with the model fixed), "accuracy",
         the debiased clean accuracy of the model's decisions (needs randomised-response labels; it
@@ -144,10 +138,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     None), ``gain_`` (on B: the mean gain in log p(c̃ | x̃) over the intercept-only model fitted on A
     and its standard error, the statistic's name, its value and its permutation mean and sd (per
     record, or as an AUC), the p-value, alpha, the sizes of A and B, and with two classes the AUC
-    against the released labels; on paired releases the association statistic per record, its null
-    sd, ``z``, and per attribute ``attribute_z`` (its held-out z over A's folds) and
-    ``attribute_weights`` (its weight in the test)), ``estimator_`` (the refit spread-EM, or None after
-    a fallback).
+    against the released labels; on paired releases Hotelling's T² of independence on all the
+    releases, its degrees of freedom ``df``, ``z`` (the p-value as a normal quantile), the p-value
+    and alpha), ``estimator_`` (the refit spread-EM, or None after a fallback).
     """
 
     _parameter_constraints = {
@@ -249,7 +242,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         finally:  # the memo lives for this fit only: nothing it holds is kept or pickled
             self._centers.clear()
             self._centers = None
-            self._attribute_stats = None  # the selection's per-attribute statistics: the test's only
             if getattr(self, "estimator_", None) is not None:
                 self.estimator_._center_memo = None
 
@@ -298,8 +290,10 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7919,)))
         # the one split: selection part A (cross-validation, the tested fit), test part B (the test only)
         order = rng.permutation(n)
-        n_test = int(round(p["test_fraction"] * n))
-        if n_test < 2 or n - n_test < 2 * p["cv"]:
+        n_test = 0 if paired else int(round(p["test_fraction"] * n))  # paired: the test needs no held-out part
+        if paired and n < 2 * p["cv"]:
+            raise ValidationError("cv", f"{p['cv']} folds need at least {2 * p['cv']} records, got {n}")
+        if not paired and (n_test < 2 or n - n_test < 2 * p["cv"]):
             raise ValidationError(
                 "test_fraction",
                 f"{p['test_fraction']} of {n} records leaves {n_test} to test and {n - n_test} to select with "
@@ -311,8 +305,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self._select(p, Xv, yi, mechs, fold, n_classes, seed, paired)
         best = (self.C_, self.prior_strength_)
         if paired:
-            self._test_paired(p, Xv, yi, mechs, sel, test, seed)
-            return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, sel.size, n_test, best, base.classes_)
+            self._test_paired(p, Xv, groups)
+            return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, n, n, best, base.classes_)
 
         # the test: the chosen candidate fitted on A, scored on B, against B's labels permuted
         mech_a, mech_b = [mechs[i] for i in sel], [mechs[i] for i in test]
@@ -342,30 +336,20 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self.gain_["auc"] = float(_on_scale(Ma[np.arange(n_test), ca].sum(), "auc", n_test, n1))
         return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, sel.size, n_test, best, base.classes_)
 
-    def _test_paired(self, p: dict, Xv, yi, mechs: list, sel, test, seed: int) -> None:
-        """The fallback's test on paired releases (``spread_cv_paired``): the chosen candidate fitted on
-        A predicts each attribute's association with the label; B's debiased pair tables test it."""
-        best = (self.C_, self.prior_strength_)
-        mech_a, mech_b = _mechanism_arg([mechs[i] for i in sel]), _mechanism_arg([mechs[i] for i in test])
-        est_a = self._spread(C=best[0], prior_strength=best[1]).fit(Xv[sel], yi[sel], mechanism=mech_a)
-        tables = model_pair_tables(est_a, seed=seed + p["cv"])
-        stats = self._attribute_stats[best]
-        w = attribute_weights(stats)
-        res = association_test(tables, group_records(mech_b, test.size), Xv[test], weights=w)
+    def _test_paired(self, p: dict, Xv, groups: list) -> None:
+        """The fallback's test on paired releases (``spread_cv_paired.independence_test``): is the label
+        associated with any attribute in the pair tables of all the releases? No model enters it."""
+        res = independence_test(groups, Xv)
         self.p_value_ = res["p_value"]
         self.gain_ = {
-            "statistic": "association",
-            "value": res["value"],
-            "null_mean": 0.0,
-            "null_sd": res["se"] / test.size,
-            "z": res["z"],
+            "statistic": "independence",
+            "value": res["statistic"],  # Hotelling's T²
+            "df": res["df"],
+            "z": res["z"],  # the p-value as a one-sided normal quantile, for the reader
             "p_value": res["p_value"],
             "alpha": p["alpha"],
-            "n_selection": int(sel.size),
-            "n_test": int(test.size),
-            # per attribute: its association's z held out over the selection's folds, and its weight
-            "attribute_z": heldout_z(stats).tolist(),
-            "attribute_weights": [float(v) for v in w],
+            "n_selection": int(Xv.shape[0]),
+            "n_test": int(Xv.shape[0]),
         }
 
     def _finish(
@@ -381,19 +365,21 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.cv_results_["heldout_p_value"][chosen] = p_value
         supported = p_value <= p["alpha"]
         self.fallback_ = bool(p["fallback"] and not supported)
-        self.fallback_reason_ = (
-            f"on {n_test} held-out releases the model fitted on the other {n_sel} (C = {best[0]:g}, "
-            f"prior strength {best[1]:g}) did not beat the intercept-only model: {self.gain_['statistic']} "
-            f"{self.gain_['value']:.4g} against {self.gain_['null_mean']:.4g} ± {self.gain_['null_sd']:.2g} "
-            f"{_NULL[self.gain_['statistic'] == 'association']} p = {p_value:.3g} > alpha = {p['alpha']:g}"
-            + (
-                " (no attribute's association held out in the selection's folds: every weight is 0)"
-                if not any(self.gain_.get("attribute_weights", [1.0]))
-                else ""
+        if not self.fallback_:
+            self.fallback_reason_ = None
+        elif self.gain_["statistic"] == "independence":
+            self.fallback_reason_ = (
+                f"the {n_test} paired releases show no association between the label and any attribute: "
+                f"Hotelling's T² {self.gain_['value']:.4g} on {self.gain_['df']} degrees of freedom, "
+                f"F-approximation p = {p_value:.3g} > alpha = {p['alpha']:g}"
             )
-            if self.fallback_
-            else None
-        )
+        else:
+            self.fallback_reason_ = (
+                f"on {n_test} held-out releases the model fitted on the other {n_sel} (C = {best[0]:g}, "
+                f"prior strength {best[1]:g}) did not beat the intercept-only model: {self.gain_['statistic']} "
+                f"{self.gain_['value']:.4g} against {self.gain_['null_mean']:.4g} ± {self.gain_['null_sd']:.2g} "
+                f"with the released labels permuted, permutation p = {p_value:.3g} > alpha = {p['alpha']:g}"
+            )
         self.classes_ = classes
         if self.fallback_:
             self.estimator_ = None
@@ -407,7 +393,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         """k-fold cross-validation over the records with fold ≥ 0 (the selection part): sets ``C_``,
         ``prior_strength_``, ``scores_``, ``cond_scores_``, ``accuracy_scores_`` and ``cv_results_``."""
         cands = [(C, a) for C in p["Cs"] for a in p["prior_strengths"]]
-        self._attribute_stats: dict = {}
         full_s = {k: np.empty(p["cv"]) for k in cands}  # per fold: mean held-out log p(x̃, c̃)
         cond_s = {k: np.empty(p["cv"]) for k in cands}  # log p(c̃ | x̃)
         acc_s = {k: np.empty(p["cv"]) for k in cands}  # debiased clean accuracy
@@ -424,10 +409,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                     tables = model_pair_tables(est, seed=seed + f)
                     held = group_records(_mechanism_arg(mech_te), te.size)
                     full_s[C, a][f] = cond_s[C, a][f] = pair_report_loglik(tables, held, Xv[te]).mean()
-                    # cross-fitted per-attribute association: the test's weights (attribute_weights)
-                    self._attribute_stats[C, a] = self._attribute_stats.get((C, a), 0.0) + attribute_statistics(
-                        tables, held, Xv[te]
-                    )
                     continue
                 full, c, pr = heldout_loglik(est, Xv[te], yi[te], mech_te, p["heldout_samples"], seed + f)
                 full_s[C, a][f], cond_s[C, a][f] = full.mean(), c.mean()
@@ -520,13 +501,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     def predict(self, X):
         lp = self.predict_log_proba(X)  # checks fitted first
         return self.classes_[np.argmax(lp, axis=1)]
-
-
-#: how the test's null is described in ``fallback_reason_`` (permutation, or paired: the association test)
-_NULL = (
-    "with the released labels permuted, permutation",
-    "under independence of the pairs, normal-approximation",
-)
 
 
 def _on_scale(t, statistic: str, n: int, n1: int):

@@ -8,50 +8,45 @@ and a report v of attribute j has likelihood Σ_{s,c} P(v | s, c) q_j(s, c). The
 held-out record by the sum of these over its released pairs (exact for one pair per record; a
 composite likelihood for several).
 
-The fallback's test (``association_test``). No signal means y independent of x, so every pair table
-is a product m_j(s)·π(c). The model fitted on A predicts a direction of association; on B's reports
-the statistic is
+The fallback's test (``independence_test``). No signal means y independent of x, so every pair
+table is a product m_j(s)·π(c): its interaction Ê_j − m̂_j π̂_jᵀ is 0 up to noise. Each report's
+unbiased one-hot estimate ê_ij (the oracle's, E[ê_ij | x_j, y] = e_(x_j, y)) gives the record a term:
+the linearisation of that interaction at the table's margins,
 
-    T = Σ_j n_j Σ_{s,c} a_j(s, c) [Ê_j(s, c) − m̂_j(s) π̂_j(c)],
+    u_ij = ê_ij − (ê_ij 1) π̂_jᵀ − m̂_j (1ᵀ ê_ij) + (1ᵀ ê_ij 1) m̂_j π̂_jᵀ,
 
-with Ê_j the mean of the oracle's unbiased one-hot estimates of B's pairs of attribute j and m̂_j,
-π̂_j its margins, and a_j(s, c) = δ_j(s, c) / (g₀ + q_j(s, c)) the model's association δ_j = q_j −
-(its margins' product) weighted by a cell's variance per report (g₀ the oracle's rare-value
-variance): nearly the efficient score direction, where log q_j(c | s) (the chi-square weights) gives
-rare states, whose reports are all noise at small ε, far too much weight (on Adult paired ε 1 they
-let the test fall back on fits that these weights keep; a one-off check, not a committed script).
-T is unchanged by any part of a_j additive in s or in c, and the margins' estimation error enters it
-only at second order (the centring is Neyman-orthogonal), so under no signal T is a sum of n_B
-independent mean-zero terms t_i = Σ_{j released} w_j a'_j(ê_ij) (a'_j the doubly centred table,
-w_j the attribute's weight below). The p-value is the one-sided normal tail of T / √Σ(t_i − t̄)².
-It is approximate (normal, with estimated margins), so its level is measured, not claimed:
-``simulations/spread_fallback_level.py --part level --only paired:2`` (and ``paired:3``).
+whose rows and columns sum to 0, so it has (k_j − 1)(C − 1) coordinates (``independence_terms``),
+mean 0 under no signal and mean m_j's and π's interaction otherwise. The records' terms, stacked
+over the attributes (0 where a record released nothing), are independent across records, and the
+test is Hotelling's T² of their mean against 0 with their empirical covariance (so several pairs
+per record, and records under different oracles, need nothing more), its p-value from the F
+distribution. The margins are estimated, but the centring is Neyman-orthogonal: their error enters
+only at second order. The test uses every record's reports and no model, so nothing is held out
+for it: the selection's folds run over all the releases.
 
-The attributes' weights w_j (``attribute_weights``). A model fitted on noisy pairs predicts some attributes'
-association wrongly: on Adult paired ε 1 (seed 0 of ``configs/adult_paired.toml``) the model on A
-had capital_loss's association reversed, and with w_j = 1 such attributes' parts of T drowned the
-rest (z 0.66, where the clean tables' association as the direction gives 4.5). The selection's
-folds, which fit each candidate on part of A and hold out the rest, therefore also measure each
-attribute's held-out statistic, and w_j = max(z_j, 0) / s_j weighs attribute j by the drift its
-folds showed (z_j) per unit of its noise (s_j, its terms' sd per report), 0 for an attribute whose
-association did not hold out. For independent normal parts the optimal weights are mean/variance,
-estimated by T_j/V_j = z_j/(s_j √n_j); w_j drops the factor 1/√n_j, which is the same for every
-attribute when they are sampled uniformly (as every fedrr mechanism samples them), so there w_j is
-optimal up to a constant and sampling noise in n_j. (The s_j are the fold models' terms, applied to
-the model on A, whose a_j are of about the same size.) The weights depend on part A only, so under
-no signal T given A is still a sum of independent mean-zero terms. On that seed the estimator's z
-is 2.1 (p 0.017); over the five seeds at ε 1 z ranged from 1.6 (seed 1, dropped at p 0.055, which
-the unweighted test kept at z 1.8) to above 3.7 (``results/spread_fallback_level/adult_paired``).
-On the tests' well-specified pools, where every attribute carries signal, the noisy weights cost a
-little (z 3.05 against 3.31)."""
+Why not a direction from a fitted model. The former test (git 586430b) fitted the chosen model on
+half the releases (A), took its predicted association as a direction and tested it on the other
+half (B), each attribute weighted by how its association held out in A's folds. Its level was 0.040
+[0.029, 0.054] at alpha 0.05, but it saw half the data through a noisy direction: on Adult paired ε 1
+it dropped seed 1 at p 0.055 while the model beat the majority class by 2.3 points. T² on all the
+releases gives p ≤ 0.006 on all five seeds at ε 1 (``results/spread_fallback_level/adult_paired``).
+Its price is degrees of freedom: a signal in one attribute of many is diluted (at ε 0.5 it keeps
+fewer fits than the directed test did, 0 of 5 against 1 of 5).
+
+What it guarantees, and what not. Under no signal the level is approximate (T² with estimated
+covariance and margins), so it is measured, not claimed:
+``simulations/spread_fallback_level.py --part level --only paired:2`` (and ``paired:3``). It tests
+"the releases carry an association between the label and some attribute", not "the fitted model
+beats the intercept-only one": a model kept on a weak association may still predict no better than
+the majority class (the selection's held-out likelihood then chooses a strong penalty)."""
 
 from __future__ import annotations
 
 import numpy as np
 from scipy.special import logsumexp
+from scipy.stats import f as f_dist
 from scipy.stats import norm
 
-from ..mechanisms.oracles import rare_value_variance
 from .spread_joint import JointSpreadPrior
 from .spread_mixture import MixtureSpreadPrior
 from .spread_mstep import log_class_probs
@@ -117,78 +112,62 @@ def pair_report_loglik(tables: list[np.ndarray], groups: list, X: np.ndarray) ->
     return out
 
 
-def attribute_terms(tables: list[np.ndarray], groups: list, X: np.ndarray) -> list:
-    """Per attribute j the records that released it and their terms a'_j(ê_ij) of the statistic T
-    (module doc): ``[(rows, terms)]``, ``(empty, empty)`` for an attribute no record released."""
-    D = len(tables)
-    E = [[] for _ in range(D)]  # per attribute: (record index, unbiased (k_j, C) tables)
-    g0 = np.zeros(D)  # per attribute: the largest rare-value variance of one report among its oracles
-    for rm, rows in groups:
-        paired = rm.paired if isinstance(rm, PairedView) else rm
-        for j in range(D):
+def _contrasts(k: int) -> np.ndarray:
+    """(k, k − 1): an orthonormal basis of the vectors that sum to 0 (the doubly centred tables'
+    coordinates are those of a (k_j − 1)(C − 1) space)."""
+    Q, _ = np.linalg.qr(np.c_[np.ones(k), np.eye(k)[:, : k - 1]])
+    return Q[:, 1:k]
+
+
+def independence_terms(groups: list, X: np.ndarray) -> np.ndarray:
+    """(n, Σ_j (k_j − 1)(C − 1)): per record its terms u_i of the independence test (module doc), the
+    doubly centred unbiased estimates of its released pairs in each attribute's contrast coordinates
+    (0 in the attributes it did not release)."""
+    n, D = X.shape
+    blocks = []
+    for j in range(D):
+        parts = []
+        for rm, rows in groups:
+            paired = rm.paired if isinstance(rm, PairedView) else rm
             r = rows[~np.isnan(X[rows, j])]
             if r.size:
-                E[j].append((r, paired.unbiased_pair_table(j, X[r, j])))
-                g0[j] = max(g0[j], rare_value_variance(paired.oracles[j]))
-    out = []
-    for j, parts in enumerate(E):
+                parts.append((r, paired.unbiased_pair_table(j, X[r, j])))
         if not parts:
-            out.append((np.zeros(0, np.int64), np.zeros(0)))
             continue
         U = np.concatenate([u for _, u in parts])  # (n_j, k_j, C)
-        Ehat = U.mean(axis=0)
-        m, pi = Ehat.sum(axis=1), Ehat.sum(axis=0)
-        q = tables[j] / tables[j].sum()
-        delta = q - np.outer(q.sum(axis=1), q.sum(axis=0))  # the model's association in this table
-        a = delta / (g0[j] + q)  # ≈ the efficient weights: a cell's noise per report is ≈ g₀ + q
-        a = a - (a @ pi)[:, None] - (m @ a)[None, :] + m @ a @ pi  # doubly centred at this part's margins
-        out.append((np.concatenate([r for r, _ in parts]), np.einsum("nsc,sc->n", U, a)))
-    return out
+        E = U.mean(axis=0)
+        m, pi = E.sum(axis=1), E.sum(axis=0)  # the table's margins, plugged in
+        k, C = E.shape
+        if k < 2:
+            continue
+        row, col, tot = U.sum(axis=2), U.sum(axis=1), U.sum(axis=(1, 2))
+        # the linearisation of Ê − m̂ π̂ᵀ at the margins: rows and columns sum to 0, mean 0 under independence
+        Uc = U - row[:, :, None] * pi[None, None, :] - m[None, :, None] * col[:, None, :]
+        Uc += tot[:, None, None] * np.outer(m, pi)[None]
+        out = np.zeros((n, (k - 1) * (C - 1)))
+        coords = np.einsum("nsc,sa,cb->nab", Uc, _contrasts(k), _contrasts(C))
+        out[np.concatenate([r for r, _ in parts])] = coords.reshape(U.shape[0], -1)
+        blocks.append(out)
+    return np.concatenate(blocks, axis=1) if blocks else np.zeros((n, 0))
 
 
-def attribute_statistics(tables: list[np.ndarray], groups: list, X: np.ndarray) -> np.ndarray:
-    """Per attribute j the part T_j of the statistic, its sum of squared centred terms and its number
-    of reports: a (D, 3) array, summed over the selection's folds to weigh the attributes (``attribute_weights``)."""
-    return np.array(
-        [
-            [t.sum(), np.sum((t - t.mean()) ** 2) if t.size else 0.0, t.size]
-            for _, t in attribute_terms(tables, groups, X)
-        ]
-    )
-
-
-def heldout_z(stats: np.ndarray) -> np.ndarray:
-    """Per attribute its held-out z over the selection's folds, T_j / √V_j, from the summed
-    ``attribute_statistics`` (0 for an attribute with no variance: nothing, or one report, released)."""
-    T, V, _ = stats.T
-    return np.where(V > 0, T / np.sqrt(np.where(V > 0, V, 1.0)), 0.0)
-
-
-def attribute_weights(stats: np.ndarray) -> np.ndarray:
-    """The attributes' weights in the test from the selection's cross-fitted ``attribute_statistics``
-    (summed over folds): w_j = max(z_j, 0) / s_j, z_j the attribute's ``heldout_z`` and s_j =
-    √(V_j / n_j) its terms' sd per report: attribute j's terms on B scaled to unit noise per report,
-    weighted by the drift the folds measured (optimal up to a common factor when the attributes are
-    sampled uniformly; module doc); an attribute whose association did not hold out gets 0. A
-    function of part A only: the level stands."""
-    _, V, n = stats.T
-    ok = (V > 0) & (n > 0)
-    s = np.sqrt(np.where(ok, V, 1.0) / np.where(ok, n, 1.0))
-    return np.where(ok, np.maximum(heldout_z(stats), 0.0) / s, 0.0)
-
-
-def association_test(tables: list[np.ndarray], groups: list, X: np.ndarray, weights: np.ndarray | None = None) -> dict:
-    """The fallback's test on held-out paired releases ``X`` (module doc), attribute j's terms scaled
-    by ``weights[j]`` (default 1): the statistic T, its standard error, z and the one-sided p-value,
-    and per record the mean statistic (``value``)."""
-    t = np.zeros(X.shape[0])
-    for j, (rows, terms) in enumerate(attribute_terms(tables, groups, X)):
-        np.add.at(t, rows, terms * (1.0 if weights is None else weights[j]))
-    n = X.shape[0]
-    T = float(t.sum())
-    se = float(np.sqrt(max(np.sum((t - t.mean()) ** 2), 0.0)))
-    z = T / se if se > 1e-12 * (1.0 + abs(T)) else 0.0
-    return {"statistic": T, "se": se, "z": z, "p_value": float(norm.sf(z)) if se > 0 else 1.0, "value": T / n}
+def independence_test(groups: list, X: np.ndarray) -> dict:
+    """The fallback's test on paired releases ``X`` (module doc): Hotelling's T² of the records'
+    ``independence_terms`` against mean 0 (the label independent of every attribute), its degrees of
+    freedom (the rank of the terms' covariance) and the F-distribution p-value."""
+    Z = independence_terms(groups, X)
+    n = Z.shape[0]
+    zbar = Z.mean(axis=0)
+    if Z.shape[1] == 0 or n < 3:
+        return {"statistic": 0.0, "df": 0, "p_value": 1.0, "z": 0.0}
+    w, V = np.linalg.eigh(np.cov(Z, rowvar=False).reshape(Z.shape[1], Z.shape[1]))
+    keep = w > 1e-10 * max(w.max(), 1e-300)
+    df = int(keep.sum())
+    if df == 0 or n - df < 1:
+        return {"statistic": 0.0, "df": df, "p_value": 1.0, "z": 0.0}
+    T2 = float(n * np.sum((V[:, keep].T @ zbar) ** 2 / w[keep]))
+    p_value = float(f_dist.sf((n - df) / (df * (n - 1)) * T2, df, n - df))
+    return {"statistic": T2, "df": df, "p_value": p_value, "z": float(norm.isf(max(p_value, 1e-300)))}
 
 
 def paired_class_prior(groups: list) -> np.ndarray:
