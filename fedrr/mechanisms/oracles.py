@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .._validation import check_int, check_positive
 from ..errors import ValidationError
 from .discrete import MAX_STATES, DiscreteMechanism, RandomizedResponse
@@ -29,20 +31,69 @@ from .unary import MAX_UNARY_STATES, UnaryEncoding
 RULES = ("variance", "wang")
 
 
+def support_probabilities(mech: DiscreteMechanism) -> tuple[float, float, bool]:
+    """(a, b, exclusive) of a pure frequency oracle: a = P(report supports s | x = s), b = the same for
+    x ≠ s, and whether a report supports exactly one value (RR) or supports values independently
+    given x (OUE's bits; OLH's hashes of distinct values, for a pairwise-independent family)."""
+    if isinstance(mech, RandomizedResponse):
+        return mech.keep_prob, mech.other_prob, True
+    if isinstance(mech, UnaryEncoding):
+        return mech.p, mech.q, False
+    if isinstance(mech, LocalHashing):
+        return mech.p, mech.q_star, False
+    raise ValidationError(
+        "mechanism", f"must be RandomizedResponse, UnaryEncoding or LocalHashing, got {type(mech).__name__}"
+    )
+
+
 def rare_value_variance(mech: DiscreteMechanism) -> float:
     """Exact Var* of one report: the variance of the unbiased frequency estimate of a value with true
     frequency 0, b(1 − b)/(a − b)², a = P(report supports s | x = s), b = the same for x ≠ s."""
-    if isinstance(mech, RandomizedResponse):
-        a, b = mech.keep_prob, mech.other_prob
-    elif isinstance(mech, UnaryEncoding):
-        a, b = mech.p, mech.q
-    elif isinstance(mech, LocalHashing):
-        a, b = mech.p, mech.q_star
-    else:
-        raise ValidationError(
-            "mechanism", f"must be RandomizedResponse, UnaryEncoding or LocalHashing, got {type(mech).__name__}"
-        )
+    a, b, _ = support_probabilities(mech)
     return b * (1 - b) / (a - b) ** 2
+
+
+def unbiased_onehot_covariance(mech: DiscreteMechanism, pi) -> np.ndarray:
+    """(k, k): the covariance of one report's unbiased one-hot estimate (``unbiased_onehot``,
+    (1{supports s} − b)/(a − b)) when x is drawn from ``pi``: (E[1_s 1_t] − b μ_s − b μ_t + b²)/(a − b)²
+    − π_s π_t, μ_s = E[1_s]. Given x the support indicators have means a (s = x) or b, and are
+    exclusive for RR (E[1_s 1_t] = 0 for s ≠ t) and independent for OUE's bits. OLH's are neither: two
+    values are supported together when their hashes collide, and the family's three-way collisions
+    are not those of an ideal hash, so E[1_s 1_t] is averaged over the hash seeds: all of them when
+    P(P − 1)·k² ≤ 2²⁷, else a fixed sample of 2¹⁶ (then it is a Monte-Carlo value). The diagonal is
+    ``frequency_variance(1, pi)``."""
+    a, b, exclusive = support_probabilities(mech)
+    pi = np.asarray(pi, dtype=float)
+    k = pi.size
+    if isinstance(mech, LocalHashing):
+        M = _hashing_support_moments(mech, pi)
+        mu = np.diag(M).copy()
+    else:
+        mu = b + (a - b) * pi
+        # off the diagonal: 0 (RR), or Σ_x π_x P_s(x) P_t(x) = b² + (a − b) b (π_s + π_t) (OUE)
+        off = 0.0 if exclusive else b * b + (a - b) * b * (pi[:, None] + pi[None, :])
+        M = np.where(np.eye(k, dtype=bool), mu[:, None], off)
+    return (M - b * mu[:, None] - b * mu[None, :] + b * b) / (a - b) ** 2 - np.outer(pi, pi)
+
+
+def _hashing_support_moments(mech: LocalHashing, pi: np.ndarray) -> np.ndarray:
+    """E[1{H(s) = y} 1{H(t) = y}] of OLH with x ~ pi: for one seed, both are supported iff H(s) = H(t)
+    = y, and y = H(s) with probability p·Q + other·(1 − Q), Q the mass of pi hashed into s's bucket."""
+    k = pi.size
+    if mech.n_seeds * k * k <= 2**27:
+        seeds = np.arange(mech.n_seeds)
+    else:
+        seeds = np.random.default_rng(0).integers(0, mech.n_seeds, size=2**16)
+    M = np.zeros((k, k))
+    step = max(1, 2**22 // (k * k))
+    for lo in range(0, seeds.size, step):
+        H = mech.hash(seeds[lo : lo + step, None], np.arange(k))  # (S, k)
+        Q = np.zeros((H.shape[0], mech.g))
+        np.add.at(Q, (np.repeat(np.arange(H.shape[0]), k), H.ravel()), np.tile(pi, H.shape[0]))
+        Qs = np.take_along_axis(Q, H, axis=1)  # (S, k): the mass of pi in s's bucket
+        W = mech.p * Qs + mech.other * (1.0 - Qs)  # P(y = H(s))
+        M += np.einsum("sij,si->ij", (H[:, :, None] == H[:, None, :]).astype(float), W)
+    return M / seeds.size
 
 
 def candidates(k: int, epsilon: float) -> list[DiscreteMechanism]:
