@@ -14,15 +14,16 @@ models, i.e. of p-values ≤ alpha, with its 95 % Clopper–Pearson interval, fo
   releases (``prior="naive-bayes"``, ``release_prior``);
 
 for two and three classes. The test is exact given A for split and sampled releases, so the rate
-must be ≤ alpha up to chance; on paired releases it is ``spread_cv_paired``'s association test, a
-normal approximation, whose level is what this measures (its z per pool is in the CSV).
+must be ≤ alpha up to chance; on paired releases it is ``spread_cv_paired``'s independence test, a
+chi-square approximation, whose level is what this measures (its z, the p-value as a normal
+quantile, per pool is in the CSV).
 
 **Power.** On synthetic logistic pools with a real signal (the same split releases, two classes
 with coefficients ``POWER_COEF``, or three with ``POWER_COEF3``), per number of records and label
 flip, the rate of kept models for each test statistic (``test_statistic``: "loglik", "accuracy",
 "auc") at alpha 0.025 and 0.05; ``--release paired``: the same coefficients on paired releases (one
 sampled (attribute, label) pair per record) per number of records and ε per record, the
-association test.
+independence test.
 
 **Adult** (``--part adult``): the demo's releases of ``configs/adult.toml`` (label at ε/2, one
 sampled attribute at ε/2 by the best frequency oracle), its ``spread`` learner (this estimator) and
@@ -144,7 +145,7 @@ def run_level(
                 est = fitted(Xt, yt, rm, seed, statistic)
                 ps.append(float(est.p_value_))
                 row = {"release": release, "classes": n_classes, "seed": seed, "p_value": ps[-1]}
-                if "z" in est.gain_:  # paired: the association test's z
+                if "z" in est.gain_:  # paired: the independence test's p-value as a normal quantile
                     zs.append(float(est.gain_["z"]))
                     row["z"] = zs[-1]
                 rows.append(row | {"seconds": round(time.perf_counter() - t0, 3)})
@@ -171,7 +172,7 @@ def run_power(
     pools: int, out: Path, statistics=STATISTICS, grid=POWER_GRID, classes=2, release="split", **changes
 ) -> list[list]:
     """Kept models per (records, label flip) of split releases, or per (records, ε per record) of
-    paired releases (``release="paired"``: the association test, so the statistic is "loglik" only)."""
+    paired releases (``release="paired"``: the independence test, so the statistic is "loglik" only)."""
     out_name = power_name(classes, release, changes)
     rows, body = [], []
     for n, flip in grid:

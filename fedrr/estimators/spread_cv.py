@@ -276,7 +276,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                     raise ValidationError(
                         field,
                         f"must be {allowed!r} for paired releases, got {p[field]!r}: a paired release has no "
-                        "label of its own (the held-out pair likelihood and association test are used)",
+                        "label of its own (the held-out pair likelihood and the independence test are used)",
                     )
         elif p["scoring"] == "accuracy" or p["test_statistic"] == "accuracy":  # refuse before any fit
             field = "scoring" if p["scoring"] == "accuracy" else "test_statistic"
