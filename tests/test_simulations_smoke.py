@@ -45,6 +45,7 @@ QUICK = {
         ["fake_clients.csv", "fake_clients_flags.csv", "fake_clients.md", "fake_clients.png"],
     ),
     "fake_attacks.py": (["--quick"], ["attacks.md", "attacks_accuracy.csv", "attacks_flags.csv"]),
+    "paired_independence_level.py": (["--pools", "2"], ["independence_direct.md"]),
 }
 
 
