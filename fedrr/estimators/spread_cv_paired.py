@@ -23,9 +23,10 @@ chi-square on rank(S) degrees of freedom. S is their covariance under no signal:
 attribute it is exact given the margins, from the oracle's support probabilities
 (``unbiased_onehot_covariance`` at the product of the margins); between two attributes (records
 that release several pairs) it is the terms' empirical second moment. The empirical covariance
-instead (Hotelling's T², F reference) kept 8.5 % at alpha 0.05 on no-signal pools of 400 records
-at ε 2 and 11 % at ε 4: with a few records per cell it underestimates the noise of rare cells; the
-score form kept 4.3 % on both (1,000 pools each, a one-off check, not a committed script). The
+instead (Hotelling's T², F reference) kept 7.7 % at alpha 0.05 on no-signal pools of 400 records
+at ε 2 and 11.8 % at ε 4 (two classes; 13.7 % with three at ε 2): with a few records per cell it
+underestimates the noise of rare cells. The score form kept 3.5 %, 5.0 % and 4.0 % (1,000 pools
+each, ``simulations/paired_independence_level.py``, results/spread_fallback_level/independence_direct.md). The
 margins are estimated, but the centring is Neyman-orthogonal: their error enters only at second
 order. The test uses every record's reports and no model, so nothing is held out for it: the
 selection's folds run over all the releases.
