@@ -280,6 +280,16 @@ def random_state_constraints() -> list[Constraint]:
     return [IsNone(), Interval(int, 0, None), InstanceOf(np.random.Generator, name="a numpy.random.Generator")]
 
 
+def seed_from(random_state: Any) -> int:
+    """The one integer seed of a validated ``random_state`` (``random_state_constraints``): the int
+    itself, a draw below 2⁶³ from a Generator, or fresh entropy below 2⁶³ for None."""
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**63))
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
+    return int(random_state)
+
+
 def unknown_key(name: str, key: Any, valid: Sequence[str], where: str = "") -> ValidationError:
     """The one error for a key no config path knows (scenario TOML, a flat run config, a
     population's options): it names the key, offers the nearest valid one and lists them all."""

@@ -12,7 +12,7 @@ from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .._params import Interval, IsNone, Options, validate_params
+from .._params import Interval, IsNone, Options, seed_from, validate_params
 from .._validation import _as_array
 from ..errors import ValidationError
 from ..mechanisms import RecordMechanism
@@ -181,11 +181,7 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
             prior = self._initial_prior(
                 layout, [(rm, Xv[rows]) for rm, rows in groups], {**p, "prior_strength": 0.0}, Xv.shape[0]
             )
-            entropy = (
-                int(np.random.SeedSequence(p["random_state"]).entropy)
-                if not isinstance(p["random_state"], np.random.Generator)
-                else int(p["random_state"].integers(2**63))
-            )
+            entropy = seed_from(p["random_state"])
             factories = []
             for rm, rows in groups:
                 for s0, s1 in shard_bounds(len(rows), p["shard_size"]):

@@ -46,7 +46,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._params import Boolean, Interval, IsNone, Options, random_state_constraints, validate_params
+from .._params import Boolean, Interval, IsNone, Options, random_state_constraints, seed_from, validate_params
 from .._validation import as_float_array
 from ..errors import ValidationError
 from ..mechanisms import DuchiMechanism, PiecewiseMechanism, RecordMechanism
@@ -328,7 +328,7 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
             raise ValidationError("client_ids", f"must be {n} increasing integers >= 0, one per client")
         if ids.max() >= GROUPS_KEY:
             raise ValidationError("client_ids", "must be < 2^40 (the group shuffle's spawn key)")
-        seed = _seed(p["random_state"])
+        seed = seed_from(p["random_state"])
         kw = {"mechanism": p["mechanism"], "n_sampled": p["n_sampled"], "clip": p["clip"]}
         server = make_server(len(self.classes_), Z.shape[1] - 1, X.shape[1], eps, p, seed)
         self.client_epsilon_ = np.full(n, np.nan)
@@ -385,11 +385,3 @@ def make_server(n_classes: int, n_inputs: int, n_attributes: int, eps: np.ndarra
     plan, reason = group_plan(len(eps), var, d, groups=p["groups"], fallback=p["fallback"], seed=seed)
     lr = p["learning_rate"]
     return LDPSGDServer(n_classes, n_inputs, len(eps), 1.0 + n_attributes, plan, reason, learning_rate=lr, C=p["C"])
-
-
-def _seed(random_state: Any) -> int:
-    if random_state is None:
-        return int(np.random.SeedSequence().entropy)
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(2**63))
-    return int(random_state)

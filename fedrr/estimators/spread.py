@@ -13,7 +13,16 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .._params import HasMethods, Interval, IsNone, Options, Satisfies, random_state_constraints, validate_params
+from .._params import (
+    HasMethods,
+    Interval,
+    IsNone,
+    Options,
+    Satisfies,
+    random_state_constraints,
+    seed_from,
+    validate_params,
+)
 from .._resources import available_bytes
 from .._validation import _as_array, as_float_array
 from ..errors import ValidationError
@@ -263,7 +272,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         check_memory(n, layout.n_features, design.n_inputs, C, S, p["n_chains"], p["shard_size"], layout.kmax)
         prior = self._initial_prior(layout, [(rm, Xv[rows]) for rm, rows in groups], p, n, (Xv, yi, groups))
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
-        entropy = _entropy(p["random_state"])
+        entropy = seed_from(p["random_state"])
         factories = []
         for rm, rows in groups:
             for s0, s1 in shard_bounds(len(rows), p["shard_size"]):
@@ -401,10 +410,6 @@ def check_clean_X(X, layout: ColumnLayout) -> np.ndarray:
     return Xa
 
 
-#: ``check_release_X`` was the name of ``check_clean_X`` before releases could hold NaN
-check_release_X = check_clean_X
-
-
 def check_memory(
     n: int, D: int, n_inputs: int, C: int, S: int, chains: int, shard_size: int, K: int, available: int | None = None
 ) -> int:
@@ -442,12 +447,6 @@ def _pools_key(pools, numeric_prior: str, n_bins: int) -> tuple:
     return tuple(
         (id(rm), hashlib.blake2b(np.ascontiguousarray(X), digest_size=16).digest(), X.shape) for rm, X in pools
     ) + (numeric_prior, n_bins)
-
-
-def _entropy(random_state) -> int:
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(2**63))
-    return int(np.random.SeedSequence(random_state).entropy)
 
 
 def _mean_prior(priors: list[SpreadPrior]) -> SpreadPrior:

@@ -48,7 +48,7 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._params import Interval, ListOf, Options, Satisfies, random_state_constraints, validate_params
+from .._params import Interval, ListOf, Options, Satisfies, random_state_constraints, seed_from, validate_params
 from ..errors import ValidationError
 from .spread import SpreadLogisticRegression, auto_prior, check_clean_X
 from .spread_cv_paired import independence_test, model_pair_tables, pair_report_loglik, paired_class_prior
@@ -286,7 +286,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                 raise ValidationError(field, e.message) from None
         if p["test_statistic"] == "auc" and n_classes != 2:
             raise ValidationError("test_statistic", f"'auc' needs two classes, got {n_classes}")
-        seed = _seed(p["random_state"])
+        seed = seed_from(p["random_state"])
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7919,)))
         # the one split: selection part A (cross-validation, the tested fit), test part B (the test only)
         order = rng.permutation(n)
@@ -511,11 +511,3 @@ def _on_scale(t, statistic: str, n: int, n1: int):
     if n1 in (0, n):
         return np.full(np.shape(t), 0.5)
     return (np.asarray(t) - n1 * (n1 + 1) / 2) / (n1 * (n - n1))
-
-
-def _seed(random_state) -> int:
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(2**31))
-    if random_state is None:
-        return int(np.random.SeedSequence().generate_state(1)[0])
-    return int(random_state)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from .._params import seed_from
 from ..errors import ValidationError
 from ..mechanisms import RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
@@ -150,7 +151,6 @@ def _n_rows(rows: Any) -> int:
 def fit_pool(est, path):
     """``est.fit`` on the pool at ``path`` (a directory written by ``Pool.save(..., layout="dir")``)."""
     from ..pool import PoolFile
-    from .spread import _entropy
 
     p = est._params()
     if isinstance(p["prior"], str) and p["prior"] == "auto":  # naive-bayes needs the releases: learned here
@@ -179,7 +179,7 @@ def fit_pool(est, path):
         design = Design(layout, p["encoding"])
         S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
-        entropy = _entropy(p["random_state"])
+        entropy = seed_from(p["random_state"])
         factories, slot_of = [], []
         for slot, (rm, rows) in enumerate(groups):
             for s0, s1 in shard_bounds(_n_rows(rows), p["shard_size"]):
