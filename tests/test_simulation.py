@@ -573,6 +573,8 @@ def test_at_least_fifteen_distinct_invalid_configs():
         ),
         ({"population__n_test_per_class": 500}, "population.n_test_per_class", "leaves no training rows"),
         ({"privacy__epsilon_grid": [1e-9]}, "privacy.epsilon_grid", "too small"),
+        # found by test_fuzz's slow run: the population named its run-config key, not the scenario's
+        ({"privacy__n_sampled": 5000}, "privacy.n_sampled", "must be at most the"),
     ],
 )
 def test_errors_that_need_the_dataset_are_caught_before_running(tmp_path, capsys, changes, field, fragment):

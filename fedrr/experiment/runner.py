@@ -33,6 +33,7 @@ _FIELD_PATHS = {
     "flip_prob": "privacy",
     "epsilon": "privacy",
     "delta": "privacy.delta",
+    "n-sampled": "privacy.n_sampled",
     "dataset": "population.dataset",
     "n-clients": "population.n_clients",
     "dropout": "population.dropout",
