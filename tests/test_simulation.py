@@ -786,3 +786,19 @@ def test_each_shipped_config_runs_end_to_end_reduced(name, tmp_path):
     metric = "mse" if data["population"].get("task") == "regression" else "accuracy"
     assert all(r["error"] == "" and r["metric"] == metric and 0.0 <= float(r[metric]) <= 1.0 for r in rows), rows
     assert (tmp_path / stem / f"{metric}_vs_epsilon.png").exists() and (tmp_path / stem / "summary.md").exists()
+
+
+def test_a_crlf_config_loads_as_its_lf_twin_and_a_lone_cr_is_refused(tmp_path):
+    """Windows line ends are TOML; a lone carriage return is not (text mode once read it as a newline)."""
+    lf = load_scenario(_write(tmp_path, TINY, "lf.toml"))
+    crlf = load_scenario(_write_bytes(tmp_path / "crlf.toml", TINY.replace("\n", "\r\n").encode()))
+    assert crlf.as_dict() == lf.as_dict() and crlf.text == lf.text
+    bad = _write_bytes(tmp_path / "cr.toml", TINY.replace("\n", "\r", 3).encode())
+    with pytest.raises(ValidationError) as e:
+        load_scenario(bad)
+    assert e.value.field == "config" and "not valid TOML" in str(e.value)
+
+
+def _write_bytes(path: Path, raw: bytes) -> Path:
+    path.write_bytes(raw)
+    return path

@@ -1,5 +1,5 @@
 """SpreadLogisticRegressionCV on paired releases: the model's pair tables are the prior's exact
-conditional expectations, the independence test is Hotelling's T² of the linearised interaction and
+conditional expectations, the independence test is the score statistic of the linearised interaction and
 its p-values are uniform under no signal (its level over many pools of the estimator:
 simulations/spread_fallback_level.py, results/spread_fallback_level/level_paired.md), the estimator
 keeps a model with signal and falls back without, and refuses label-based statistics."""
@@ -11,6 +11,7 @@ import itertools
 import numpy as np
 import pytest
 from scipy.special import logsumexp
+from scipy.stats import chi2, norm
 
 from fedrr.datasets import make_logistic_discrete, make_logistic_multiclass_discrete
 from fedrr.errors import ValidationError
@@ -124,7 +125,8 @@ def test_independence_p_values_without_signal(classes, n_sampled, conservative):
     binomial s.e. (33 of 400). One pair per record, two classes: also at least 0.05 − 3 s.e. (7) and
     a mean p of 0.5 within 3 s.e. (0.289/√400). Two pairs at ε 0.5 each and three classes are
     conservative at this size, so only the upper bound is claimed (0.012 over 1,000 pools, 0.042 at
-    3,000 records: ``simulations/paired_independence_level.py``; the heavy-tailed terms of ε 0.5 reports)."""
+    3,000 records: ``simulations/paired_independence_level.py``; the margins, estimated from the same
+    noisy reports, pull the statistic down)."""
     pools = (_pool(600, 100 + s, False, 1.0, classes, n_sampled) for s in range(400))
     ps = np.array([independence_test([(m, np.arange(len(X)))], X)["p_value"] for X, _, m in pools])
     kept = int(np.sum(ps <= 0.05))
@@ -201,3 +203,18 @@ def test_paired_cv_holds_nothing_out():
     b = SpreadLogisticRegressionCV(test_fraction=0.7, **kw).fit(Xt, yt, mechanism=mech)
     assert (a.C_, a.prior_strength_, a.p_value_) == (b.C_, b.prior_strength_, b.p_value_)
     np.testing.assert_array_equal(a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"])
+
+
+def test_a_p_value_of_one_has_a_finite_z():
+    """Far below its degrees of freedom the statistic's chi-square tail rounds to 1; z comes from the
+    other tail then, finite and negative (it was −inf)."""
+    rng = np.random.default_rng(0)
+    ks = (30,) * 5
+    X = rng.integers(0, 30, size=(400, 5))
+    y = rng.integers(0, 2, size=400)
+    mech = PairedRecordMechanism(ks, 2, 0.5)
+    Xt, _ = mech.release(X, y, rng=rng)
+    res = independence_test([(mech, np.arange(400))], Xt)
+    assert res["p_value"] > 1 - 1e-12 and np.isfinite(res["z"]) and res["z"] < -3, res
+    assert res["z"] == pytest.approx(norm.ppf(chi2.cdf(res["statistic"], res["df"])), rel=1e-12)
+    assert chi2.sf(10.0, 145) == 1.0 and np.isfinite(norm.ppf(chi2.cdf(10.0, 145)))  # where isf(p) was −inf

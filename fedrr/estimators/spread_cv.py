@@ -29,7 +29,7 @@ label released by its own mechanism, independently of the attributes (``RecordMe
 report) have no released label to permute: there nothing is held out, C is chosen by the held-out
 likelihood of the pair reports in folds over all the releases, and the test is
 ``spread_cv_paired``'s test of independence of the label and the attributes on all the releases
-(Hotelling's T², F approximation; its level is measured, not exact).
+(a score test, chi-square reference; its level is measured, not exact).
 
 What it does not guarantee. It tests "the model fitted on A beats the intercept-only model on
 B's releases", not "beats some competitor" (a better model than the one kept may exist), and it
@@ -104,8 +104,10 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         randomised-response labels): under heavy label noise the log-likelihood differences
         between Cs are noise-sized and it chose intercept-dominated fits (docs: spread diagnostics).
     fallback : fall back to the intercept-only model unless the model chosen and fitted on the
-        selection part beats it on the test part (permutation p-value ≤ ``alpha``; module doc). With
-        False the test still runs and reports ``p_value_``, but the model is always kept.
+        selection part beats it on the test part (permutation p-value ≤ ``alpha``; module doc), or,
+        on paired releases, unless the releases' pair tables show an association between the label
+        and some attribute (``spread_cv_paired``). With False the test still runs and reports
+        ``p_value_``, but the model is always kept.
     test_fraction : the share of the records held out to test (part B); the rest (A) selects and
         fits the tested model. Both parts must be large enough: B at least 2 records, A 2 per fold.
         Not used on paired releases, whose test needs no model and so no held-out part.
@@ -133,12 +135,13 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     on fold k of A), ``mean_test_score``, ``std_test_score``, ``rank_test_score`` (by the mean; with
     several prior strengths the strength is chosen first, by ``mean_test_marginal``, the held-out
     log p(x̃), then C at it), ``mean_test_loglik``, and ``heldout_statistic`` / ``heldout_p_value``
-    (the test on B: set for the chosen candidate, NaN for the others, which are not tested)),
+    (the test on B, or on paired releases the independence test on all releases: set for the
+    chosen candidate, NaN for the others, which are not tested)),
     ``p_value_`` (the decision's p-value), ``fallback_``, ``fallback_reason_`` (why it fell back, or
     None), ``gain_`` (on B: the mean gain in log p(c̃ | x̃) over the intercept-only model fitted on A
     and its standard error, the statistic's name, its value and its permutation mean and sd (per
     record, or as an AUC), the p-value, alpha, the sizes of A and B, and with two classes the AUC
-    against the released labels; on paired releases Hotelling's T² of independence on all the
+    against the released labels; on paired releases the independence test's score statistic on all the
     releases, its degrees of freedom ``df``, ``z`` (the p-value as a normal quantile), the p-value
     and alpha), ``estimator_`` (the refit spread-EM, or None after a fallback).
     """
@@ -291,8 +294,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         # the one split: selection part A (cross-validation, the tested fit), test part B (the test only)
         order = rng.permutation(n)
         n_test = 0 if paired else int(round(p["test_fraction"] * n))  # paired: the test needs no held-out part
-        if paired and n < 2 * p["cv"]:
-            raise ValidationError("cv", f"{p['cv']} folds need at least {2 * p['cv']} records, got {n}")
         if not paired and (n_test < 2 or n - n_test < 2 * p["cv"]):
             raise ValidationError(
                 "test_fraction",
@@ -343,7 +344,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.p_value_ = res["p_value"]
         self.gain_ = {
             "statistic": "independence",
-            "value": res["statistic"],  # Hotelling's T²
+            "value": res["statistic"],  # the score statistic T
             "df": res["df"],
             "z": res["z"],  # the p-value as a one-sided normal quantile, for the reader
             "p_value": res["p_value"],
@@ -370,8 +371,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         elif self.gain_["statistic"] == "independence":
             self.fallback_reason_ = (
                 f"the {n_test} paired releases show no association between the label and any attribute: "
-                f"Hotelling's T² {self.gain_['value']:.4g} on {self.gain_['df']} degrees of freedom, "
-                f"F-approximation p = {p_value:.3g} > alpha = {p['alpha']:g}"
+                f"score statistic {self.gain_['value']:.4g} on {self.gain_['df']} degrees of freedom, "
+                f"chi-square p = {p_value:.3g} > alpha = {p['alpha']:g}"
             )
         else:
             self.fallback_reason_ = (

@@ -385,8 +385,8 @@ def load_scenario(path: str | Path) -> ScenarioSpec:
     p = Path(path)
     if not p.exists():
         raise ValidationError("config", f"file {str(p)!r} does not exist")
-    try:  # bytes, then UTF-8: text mode would turn a lone CR (not TOML) into a newline and accept it
-        text = p.read_bytes().decode("utf-8")
+    try:  # bytes, then UTF-8, CRLF as LF: text mode would also turn a lone CR (not TOML) into a newline
+        text = p.read_bytes().decode("utf-8").replace("\r\n", "\n")
     except UnicodeDecodeError as exc:
         raise ValidationError(
             "config", f"{p}: not valid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})"

@@ -59,9 +59,11 @@ def unbiased_onehot_covariance(mech: DiscreteMechanism, pi) -> np.ndarray:
     − π_s π_t, μ_s = E[1_s]. Given x the support indicators have means a (s = x) or b, and are
     exclusive for RR (E[1_s 1_t] = 0 for s ≠ t) and independent for OUE's bits. OLH's are neither: two
     values are supported together when their hashes collide, and the family's three-way collisions
-    are not those of an ideal hash, so E[1_s 1_t] is averaged over the hash seeds: all of them when
-    P(P − 1)·k² ≤ 2²⁷, else a fixed sample of 2¹⁶ (then it is a Monte-Carlo value). The diagonal is
-    ``frequency_variance(1, pi)``."""
+    are not those of an ideal hash, so E[1_s 1_t] is averaged over the hash seeds: all P(P − 1) of
+    them when there are at most 2¹⁶ or P(P − 1)·k² ≤ 2²⁷, else a fixed sample of 2¹⁶ distinct seeds
+    (then it is a Monte-Carlo value, its diagonal too). Exact, the diagonal is
+    ``frequency_variance(1, pi)``. The cost grows as seeds × k²: seconds per attribute at k in the
+    hundreds."""
     a, b, exclusive = support_probabilities(mech)
     pi = np.asarray(pi, dtype=float)
     k = pi.size
@@ -80,10 +82,10 @@ def _hashing_support_moments(mech: LocalHashing, pi: np.ndarray) -> np.ndarray:
     """E[1{H(s) = y} 1{H(t) = y}] of OLH with x ~ pi: for one seed, both are supported iff H(s) = H(t)
     = y, and y = H(s) with probability p·Q + other·(1 − Q), Q the mass of pi hashed into s's bucket."""
     k = pi.size
-    if mech.n_seeds * k * k <= 2**27:
+    if mech.n_seeds <= 2**16 or mech.n_seeds * k * k <= 2**27:
         seeds = np.arange(mech.n_seeds)
-    else:
-        seeds = np.random.default_rng(0).integers(0, mech.n_seeds, size=2**16)
+    else:  # a fixed sample of distinct seeds
+        seeds = np.random.default_rng(0).choice(mech.n_seeds, size=2**16, replace=False)
     M = np.zeros((k, k))
     step = max(1, 2**22 // (k * k))
     for lo in range(0, seeds.size, step):
