@@ -276,6 +276,13 @@ def validate_params(params: Mapping[str, Any], constraints: Mapping[str, Sequenc
     return {k: check_param(k, v, constraints[k]) if k in constraints else v for k, v in params.items()}
 
 
+def validate_estimator(est: Any) -> dict[str, Any]:
+    """An estimator's parameters named in its ``_parameter_constraints``, each checked (at ``fit``,
+    as scikit-learn does): ``{name: value in canonical form}``."""
+    constraints = est._parameter_constraints
+    return validate_params({k: getattr(est, k) for k in constraints}, constraints)
+
+
 def random_state_constraints() -> list[Constraint]:
     return [IsNone(), Interval(int, 0, None), InstanceOf(np.random.Generator, name="a numpy.random.Generator")]
 

@@ -125,8 +125,7 @@ def test_independence_p_values_without_signal(classes, n_sampled, conservative):
     binomial s.e. (33 of 400). One pair per record, two classes: also at least 0.05 − 3 s.e. (7) and
     a mean p of 0.5 within 3 s.e. (0.289/√400). Two pairs at ε 0.5 each and three classes are
     conservative at this size, so only the upper bound is claimed (0.012 over 1,000 pools, 0.042 at
-    3,000 records: ``simulations/paired_independence_level.py``; the margins, estimated from the same
-    noisy reports, pull the statistic down)."""
+    3,000 records: ``simulations/paired_independence_level.py``)."""
     pools = (_pool(600, 100 + s, False, 1.0, classes, n_sampled) for s in range(400))
     ps = np.array([independence_test([(m, np.arange(len(X)))], X)["p_value"] for X, _, m in pools])
     kept = int(np.sum(ps <= 0.05))

@@ -12,7 +12,7 @@ from sklearn.linear_model import LogisticRegression, LogisticRegressionCV
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .._params import Interval, IsNone, Options, seed_from, validate_params
+from .._params import Interval, IsNone, Options, seed_from, validate_estimator
 from .._validation import _as_array
 from ..errors import ValidationError
 from ..mechanisms import RecordMechanism
@@ -80,7 +80,7 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
         self.mechanism = mechanism
 
     def fit(self, X, y, mechanism: Any = None):
-        p = validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)
+        p = validate_estimator(self)
         mechanism = self.mechanism if mechanism is None else mechanism
         if isinstance(mechanism, (list, tuple)) and mechanism:
             mechanism = group_records(mechanism, len(mechanism))[0][0]

@@ -29,7 +29,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._params import Boolean, Interval, Options, validate_params
+from .._params import Boolean, Interval, Options, validate_estimator
 from .._validation import as_float_array
 from ..errors import ValidationError
 from ._sklearn import validate
@@ -64,7 +64,7 @@ class _WassersteinBase(BaseEstimator):
     _parameter_constraints: dict = {}
 
     def _params(self) -> dict:
-        return validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)
+        return validate_estimator(self)
 
     def _common_checks(self, n_samples: int, n_features: int, params: dict) -> None:
         rho, beta = params["rho"], params.get("beta", 0.05)

@@ -46,7 +46,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._params import Boolean, Interval, IsNone, Options, random_state_constraints, seed_from, validate_params
+from .._params import Boolean, Interval, IsNone, Options, random_state_constraints, seed_from, validate_estimator
 from .._validation import as_float_array
 from ..errors import ValidationError
 from ..mechanisms import DuchiMechanism, PiecewiseMechanism, RecordMechanism
@@ -308,7 +308,7 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
         """Run the protocol on clean records. ``client_epsilon`` (n,): each client's ε (default
         ``epsilon``); ``client_ids`` (n,): their ids, increasing (default 0..n−1), which seed their
         generators; ``classes``: all class labels (default: those in y)."""
-        p = validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)
+        p = validate_estimator(self)
         X, y = validate(self, X, y)
         n = X.shape[0]
         if classes is None:

@@ -33,7 +33,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .._params import Interval, Options, validate_params
+from .._params import Interval, Options, validate_estimator
 from .._validation import _as_array, as_state_array
 from ..errors import ValidationError
 from ..mechanisms.discrete import DiscreteMechanism
@@ -348,7 +348,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y, mechanism: Any = None):
         """Fit on releases (with a mechanism) or on clean integer data (without one)."""
-        validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)
+        validate_estimator(self)
         mechanism = self.mechanism if mechanism is None else mechanism
         if mechanism is None:
             return self._fit_clean(X, y)

@@ -21,7 +21,7 @@ from .._params import (
     Satisfies,
     random_state_constraints,
     seed_from,
-    validate_params,
+    validate_estimator,
 )
 from .._resources import available_bytes
 from .._validation import _as_array, as_float_array
@@ -163,8 +163,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
 
     def _params(self) -> dict:
-        params = {k: getattr(self, k) for k in self._parameter_constraints}
-        return validate_params(params, self._parameter_constraints)
+        return validate_estimator(self)
 
     # --------------------------------------------------------------------------------- fit
     def fit(self, X, y, mechanism: Any = None):

@@ -48,7 +48,7 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._params import Interval, ListOf, Options, Satisfies, random_state_constraints, seed_from, validate_params
+from .._params import Interval, ListOf, Options, Satisfies, random_state_constraints, seed_from, validate_estimator
 from ..errors import ValidationError
 from .spread import SpreadLogisticRegression, auto_prior, check_clean_X
 from .spread_cv_paired import independence_test, model_pair_tables, pair_report_loglik, paired_class_prior
@@ -249,7 +249,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                 self.estimator_._center_memo = None
 
     def _fit(self, X, y, mechanism: Any = None):
-        p = validate_params({k: getattr(self, k) for k in self._parameter_constraints}, self._parameter_constraints)
+        p = validate_estimator(self)
         mechanism = self.mechanism if mechanism is None else mechanism
         prior = self.prior
         if isinstance(prior, str) and prior == "auto":

@@ -48,11 +48,10 @@ reference, estimated margins), so it is measured, not claimed:
 beats the intercept-only one": a model kept on a weak association may still predict no better than
 the majority class (the selection's held-out likelihood then chooses a strong penalty). Its level is
 conservative where the noise per cell is large beside the margins (few reports, small ε, many
-states): there the margins, estimated from the same reports, pull T below its chi-square reference
-(with the true margins plugged in the same pools are at the nominal level; a review's one-off
-check). On Adult paired ε 0.5 a permutation of clean labels through the same oracles put the null
-mean of T at 82–83 on 94 degrees of freedom: p there is larger than it should be. A parametric
-bootstrap from the oracles at the estimated margins would calibrate it; it is not built."""
+states; ``independence_direct.md``), which costs power there. The likely cause is the margins,
+estimated from the same reports, pulling T below its chi-square reference; no committed script
+measures that yet. A parametric bootstrap from the oracles at the estimated margins would
+calibrate it; it is not built."""
 
 from __future__ import annotations
 

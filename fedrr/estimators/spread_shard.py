@@ -271,7 +271,7 @@ class Shard:
         pi = raw / raw.sum(axis=1, keepdims=True)  # as CategoricalPrior: each row over its sum
         cdf = np.cumsum(pi, axis=1)
         cdf = cdf / cdf[:, -1:]
-        guide = np.minimum(np.stack([np.searchsorted(row, np.arange(k) / k, side="right") for row in cdf]), k - 1)
+        guide = guide_table(cdf)
         q, r = mech.keep_prob, mech.other_prob
         for j, c in enumerate(cols):
             rel = np.flatnonzero(self.released[:, c])
