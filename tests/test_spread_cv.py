@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.stats import mannwhitneyu, norm
 from sklearn.utils.estimator_checks import check_estimator
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import SpreadLogisticRegressionCV
-from fedrr.estimators.spread_cv_scores import rank_test
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
 D, K = 3, 3
@@ -195,30 +193,6 @@ def test_sklearn_estimator_checks():
     results = check_estimator(SpreadLogisticRegressionCV(max_iter=5), on_fail=None)
     failed = [r["check_name"] for r in results if r["status"] == "failed"]
     assert not failed, failed
-
-
-def test_the_rank_test_is_scipys_mann_whitney_within_a_fold_and_stratified_across_folds():
-    """The former fallback test (kept for the scripts that measured it; its folds are dependent)."""
-    rng = np.random.default_rng(0)
-    s, y = rng.integers(0, 20, 200).astype(float), rng.integers(0, 2, 200)  # many ties
-    auc, z = rank_test(s, y, np.zeros(200, int))
-    ref = mannwhitneyu(s[y == 1], s[y == 0], alternative="greater", method="asymptotic", use_continuity=False)
-    assert auc == pytest.approx(ref.statistic / ((y == 1).sum() * (y == 0).sum())) and z == pytest.approx(
-        norm.isf(ref.pvalue)
-    )
-    # no signal, but each fold's scores are shifted by its training folds' label rate, as a fitted
-    # intercept is (a fold rich in 1s trains on fewer): pooled, the folds bias z downwards;
-    # stratified, z stays centred (sd 1)
-    pooled, strat = [], []
-    for _ in range(400):
-        y = rng.integers(0, 2, 300)
-        fold = rng.permutation(300) % 3
-        shift = np.array([y[fold != f].mean() for f in range(3)])
-        s = 0.01 * rng.random(300) + shift[fold]
-        pooled.append(rank_test(s, y, np.zeros(300, int))[1])
-        strat.append(rank_test(s, y, fold)[1])
-    assert np.mean(pooled) < -0.5 and abs(np.mean(strat)) < 3 / np.sqrt(400), (np.mean(pooled), np.mean(strat))
-    assert rank_test(np.ones(10), np.r_[np.ones(5), np.zeros(5)].astype(int), np.zeros(10, int)) == (0.5, 0.0)
 
 
 def test_debiased_hits_estimate_the_clean_accuracy_through_an_asymmetric_label_mechanism():

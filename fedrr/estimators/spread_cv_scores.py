@@ -34,35 +34,6 @@ def heldout_loglik(
     return full, cond, proba
 
 
-def rank_test(score: np.ndarray, y: np.ndarray, fold: np.ndarray) -> tuple[float, float]:
-    """Not the fallback's test any more: on cross-validation folds its folds' statistics are
-    dependent (fold f's model is trained on fold g's labels and vice versa), so it is
-    anti-conservative (sd(z) 1.43 under no signal, issue 29); kept for the scripts that measured it.
-
-    (AUC, z) of the one-sided test that records released with label 1 score higher than those
-    released with 0, stratified by fold (van Elteren): each fold's Mann–Whitney U against its own
-    null mean and tie-corrected variance, summed. Pooling the folds' scores instead is biased below
-    0.5 under "no signal": a fold with more 1s leaves fewer in its training folds, so its model's
-    intercept — every score of the fold — is lower (measured: held-out AUC 0.42–0.47 on all five
-    quickstart seeds at ε 1000)."""
-    U = EU = VU = pairs = 0.0
-    for f in np.unique(fold):
-        s, c = score[fold == f], y[fold == f]
-        n1, n0 = int((c == 1).sum()), int((c == 0).sum())
-        if n1 == 0 or n0 == 0:
-            continue
-        n = n1 + n0
-        r = rankdata(s)
-        _, t = np.unique(s, return_counts=True)
-        U += r[c == 1].sum() - n1 * (n1 + 1) / 2
-        EU += n1 * n0 / 2
-        VU += n1 * n0 / 12 * ((n + 1) - float((t**3 - t).sum()) / (n * (n - 1)))
-        pairs += n1 * n0
-    if pairs == 0 or VU <= 0:  # one class missing, or every score tied: nothing to rank
-        return 0.5, 0.0
-    return float(U / pairs), float((U - EU) / np.sqrt(VU))
-
-
 def _null_loglik(X_tr, y_tr, X_te, y_te, mech_tr, mech_te, C: int) -> np.ndarray:
     """log p(c̃ | x̃) = log Σ_c p(c̃ | c) π_c of the intercept-only model fitted on the training folds."""
     pi = class_freqs(y_tr, group_records(_mechanism_arg(mech_tr), len(y_tr)), C)
