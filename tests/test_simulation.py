@@ -753,6 +753,7 @@ SHIPPED_REDUCED = [
     "adult",
     "adult_m2",
     "adult_paired",
+    "adult_planned",
     "paper/barber_6_1",
     "paper/barber_fig3_digits",
     "paper/barber_fig3_mnist",
