@@ -35,6 +35,7 @@ from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes
+from fedrr.io import provenance
 from fedrr.mechanisms import PairedRecordMechanism, RandomizedResponse, RecordMechanism, frequency_oracle
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     rows = run(epsilons, n_seeds, seed=args.seed, method=args.method)
     refs = references()
     text = (
-        f"command: {command}\n\n"
+        f"command: {command}\n\n{provenance()}\n\n"
         f"Adult (load('adult_binned'), public edges): 30,162 one-record clients release once at ε per person, "
         f"one sampled attribute; LDPNaiveBayes(method={args.method!r}); adult.test (15,060) scores; mean ± sd over "
         f"{n_seeds} seed(s).\n\n" + table(rows, epsilons, refs) + f"\n\n({time.perf_counter() - t0:.1f} s)\n"

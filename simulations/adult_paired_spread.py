@@ -33,6 +33,7 @@ from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression
+from fedrr.io import provenance
 from fedrr.mechanisms import PairedRecordMechanism
 
 COMMAND = "python simulations/adult_paired_spread.py"
@@ -182,6 +183,7 @@ def main(argv=None):
 
 def summary(a, sel, res, ceil, chosen):
     lines = [f"# Spread-EM on Adult paired releases ({a.n_sampled} pair(s) per client)\n", f"Command: `{COMMAND}`\n"]
+    lines.append(provenance() + "\n")
     lines.append(
         "Selection of (prior, C) on a validation split of the training rows (20 %, clean; releases of the "
         "other 80 %, seed 0), best validation accuracy:\n"

@@ -39,6 +39,7 @@ from fedrr.experiment.runner import run_cell
 from fedrr.experiment.spec import parse_scenario
 from fedrr.fake import FakeClients
 from fedrr.frequency_check import frequency_check
+from fedrr.io import provenance
 from fedrr.mechanisms import PairedRecordMechanism, RecordMechanism, frequency_oracle
 from fedrr.mechanisms.discrete import RandomizedResponse
 from fedrr.mechanisms.unary import UnaryEncoding
@@ -260,6 +261,8 @@ def main(argv: list[str] | None = None) -> None:
         "",
         f"Made by `{command(args)}`. The older table next to this one (fake_clients.md) used an earlier "
         "design: the unpadded output attack only, the split release, no defence.",
+        "",
+        provenance(),
         "",
     ]
     if args.part in ("all", "accuracy"):

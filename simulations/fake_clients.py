@@ -32,6 +32,7 @@ import numpy as np
 
 from fedrr.experiment.runner import run_cell
 from fedrr.experiment.spec import parse_scenario
+from fedrr.io import provenance
 
 COMMAND = "python simulations/fake_clients.py"
 FRACTIONS = (0.0, 0.01, 0.05, 0.1)
@@ -147,6 +148,8 @@ def markdown(args, acc: list[dict], flags: list[dict]) -> str:
         "# Fake clients on UCI Adult (ε 4 per record, label + one sampled attribute)",
         "",
         f"Made by `{command(args)}`.",
+        "",
+        provenance(),
         "",
         f"{args.n_clients:,} clients; fake clients send the output attack (maximal gain) on age bin 0 and the "
         f"label >50K. Test accuracy, mean ± sd over {args.seeds} seeds (the same seeds at every fraction); "

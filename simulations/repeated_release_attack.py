@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from fedrr.audit.repeated_release import M_GRID, Field, attack_offline, laplace_field, paper_formula_checks, rr_field
-from fedrr.io import atomic_write_text, command_line, markdown_table, write_csv
+from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 
 #: the Flower federations of part 2: run-config keys on top of digits 7 vs 9
 FEDERATIONS = {
@@ -200,6 +200,8 @@ def report(rows, checks, flower_checks, formulas, fields, n, seconds, command) -
         "# Repeated-release attack (Barber 2020 eq 3) — resampling client vs fedrr's replaying client",
         "",
         f"`{command}` — {seconds:.0f} s. CSV: `repeated_release.csv`; plot: `repeated_release.png`.",
+        "",
+        provenance(),
         "",
         "The server queries one client M times and computes its exact Bayesian posterior over the client's true "
         "value (log-space, `mechanism.log_likelihood` × prior, normalised). *Mass on truth*: the posterior "

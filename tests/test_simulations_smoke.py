@@ -72,6 +72,8 @@ def test_script_small_run(script, tmp_path):
         assert path.stat().st_size > 0, name
         if name.endswith((".csv", ".md", ".txt")):  # every result names the command that made it
             assert f"python simulations/{script}" in path.read_text(), name
+        if name.endswith(".md"):  # ... and the code it ran (fedrr.io.provenance: the git commit)
+            assert ", git " in path.read_text(), name
 
 
 def test_spread_fallback_level_paired(tmp_path):
