@@ -54,19 +54,17 @@ def command_line(argv: list[str] | None = None) -> str:
     return " ".join(["python", shlex.quote(str(script))] + [shlex.quote(str(a)) for a in args])
 
 
-def provenance() -> str:
-    """When, where and from which code a result was written: date, host, Python, fedrr version
-    and the git commit of the fedrr sources (``+dirty`` if tracked files differ from it)."""
-    import platform
+def git_commit() -> dict:
+    """The git commit of the fedrr sources this process runs, ``{"commit": sha, "dirty": bool}``
+    (``{"commit": None}`` outside a checkout): dirty when tracked files under fedrr/ differ from it,
+    the code that ran (results, configs and docs written beside it do not count; a sweep's manifest
+    records its config's text itself)."""
     import subprocess
-    import time
-
-    from . import __version__
 
     root = Path(__file__).resolve().parents[1]
     try:
-        head = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
+        commit = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
         ).stdout.strip()
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no", "--", "fedrr"],
@@ -75,9 +73,21 @@ def provenance() -> str:
             text=True,
             timeout=10,
         ).stdout.strip()
-        git = f"git {head}{'+dirty' if dirty else ''}" if head else "git ?"
     except (OSError, subprocess.SubprocessError):
-        git = "git ?"
+        return {"commit": None}
+    return {"commit": commit, "dirty": bool(dirty)} if commit else {"commit": None}
+
+
+def provenance() -> str:
+    """When, where and from which code a result was written: date, host, Python, fedrr version
+    and the git commit of the fedrr sources (``+dirty`` if tracked files under fedrr/ differ from it)."""
+    import platform
+    import time
+
+    from . import __version__
+
+    g = git_commit()
+    git = f"git {g['commit'][:7]}{'+dirty' if g['dirty'] else ''}" if g["commit"] else "git ?"
     return (
         f"{time.strftime('%Y-%m-%d %H:%M:%S')} on {platform.node()} (python {platform.python_version()}); "
         f"fedrr {__version__}, {git}"

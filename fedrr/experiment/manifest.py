@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import platform
-import subprocess
 import sys
 import time
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
+
+from ..io import git_commit
 
 PACKAGES = (
     "fedrr",
@@ -30,24 +31,6 @@ PACKAGES = (
     "matplotlib",
     "threadpoolctl",
 )
-
-
-def git_commit() -> dict:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=10,
-        ).stdout.strip()
-        return {"commit": commit or None, "dirty": bool(dirty)} if commit else {"commit": None}
-    except (OSError, subprocess.SubprocessError):
-        return {"commit": None}
 
 
 def versions() -> dict[str, str | None]:
