@@ -19,11 +19,11 @@ from ..mechanisms import RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism
 from ..parallel.executors import SerialExecutor, shard_bounds
 from ._sklearn import class_labels, validate
-from .spread import SpreadLogisticRegression, check_clean_X
-from .spread_design import ENCODINGS, ColumnLayout, Design
-from .spread_em import _Problem
-from .spread_pool import group_records
-from .spread_shard import Shard
+from .spread._design import ENCODINGS, ColumnLayout, Design
+from .spread._em import _Problem
+from .spread._estep import Shard
+from .spread._estimator import SpreadLogisticRegression, check_clean_X
+from .spread._pool import group_records
 
 
 def naive_inputs(X_tilde: np.ndarray, rm: RecordMechanism, design: Design) -> np.ndarray:
@@ -217,7 +217,7 @@ class MajorityClassifier(ClassifierMixin, BaseEstimator):
         self.mechanism = mechanism
 
     def fit(self, X, y, mechanism: Any = None):
-        from .spread_cv_scores import class_freqs
+        from .spread._cv_scores import class_freqs
 
         mechanism = self.mechanism if mechanism is None else mechanism
         ya = _as_array("y", y, "must be a 1-d array of labels")

@@ -20,15 +20,15 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from ..errors import ValidationError
-from ..mechanisms import RandomizedResponse, RecordMechanism
-from ..mechanisms.discrete import DiscreteMechanism, guide_table
-from .spread_design import Design
-from .spread_joint import JointSpreadPrior, PatternSampler
-from .spread_mixture import MixtureSpreadPrior
-from .spread_mstep import log_class_probs
-from .spread_paired import PairedView, PairTerms, as_view
-from .spread_prior import SpreadPrior
+from ...errors import ValidationError
+from ...mechanisms import RandomizedResponse, RecordMechanism
+from ...mechanisms.discrete import DiscreteMechanism, guide_table
+from ._design import Design
+from ._mstep import log_class_probs
+from ._paired import PairedView, PairTerms, as_view
+from ._priors._factorised import SpreadPrior
+from ._priors._joint import JointSpreadPrior, PatternSampler
+from ._priors._mixture import MixtureSpreadPrior
 
 #: guards the table cache of a prior (``_estep_compiled``), by the prior's id: not a lock in the
 #: prior itself, which is pickled to Ray actors
@@ -69,7 +69,7 @@ class Shard:
         self.b, self.D = self.X.shape
         self.n_total = n_total or self.b
         self.released = ~np.isnan(self.X)
-        #: paired releases: the label terms t_j(x_j, c) of the released pairs (``spread_paired``), else None
+        #: paired releases: the label terms t_j(x_j, c) of the released pairs (``_paired``), else None
         self.pairs = PairTerms(rm, self.X, self.released) if isinstance(rm, PairedView) else None
         if self.pairs is not None:  # no label report: the label lives in the pairs (y_tilde is all NaN)
             self.y = np.zeros(self.b, np.int64)
@@ -133,7 +133,7 @@ class Shard:
 
     def label_terms(self, x: np.ndarray) -> np.ndarray:
         """The label term of states x (..., b, D): log p(c̃ | c) of record releases, (b, C) broadcast;
-        for paired releases Σ_j t_j(x_j, c) (``spread_paired``), (..., b, C)."""
+        for paired releases Σ_j t_j(x_j, c) (``_paired``), (..., b, C)."""
         if self.pairs is None:
             return self._yterm
         return self.pairs.terms(x)
@@ -160,7 +160,7 @@ class Shard:
         return out
 
     def _estep_compiled(self, chain, rng, coef, intercept, S) -> dict:
-        from .spread_kernels import rr_chain, rr_tables
+        from ._kernels import rr_chain, rr_tables
 
         prior = self.prior[chain]
         K = prior.disc.shape[1]
@@ -264,7 +264,7 @@ class Shard:
         same order, as ``RRPosterior.sample`` column by column (then ``sample_column`` for records
         that did not release), with the prior's tables built once for all the columns and the
         inverse-CDF search compiled (``rr_excluding``)."""
-        from .spread_kernels import rr_excluding
+        from ._kernels import rr_excluding
 
         k = mech.k
         raw = prior.disc[cols, :k]
@@ -451,8 +451,8 @@ class Shard:
 
     def release_counts(self, slot_of: list[int], n_slots: int) -> dict:
         """Released-value counts per column, in the slot of this shard's record mechanism
-        (``spread_pool.shard_release_counts``): the learned prior's data, counted where the rows are."""
-        from .spread_pool import shard_release_counts
+        (``_pool.shard_release_counts``): the learned prior's data, counted where the rows are."""
+        from ._pool import shard_release_counts
 
         return shard_release_counts(self, slot_of, n_slots)
 

@@ -34,12 +34,12 @@ from dataclasses import fields
 import numpy as np
 from scipy.special import logsumexp
 
-from ..errors import ValidationError
-from ..mechanisms.discrete import DiscreteMechanism
-from ..mechanisms.paired import PairedRecordMechanism
-from ..mechanisms.record import RecordMechanism
-from .frequencies import simplex_mle
-from .spread_design import ColumnLayout
+from ...errors import ValidationError
+from ...mechanisms.discrete import DiscreteMechanism
+from ...mechanisms.paired import PairedRecordMechanism
+from ...mechanisms.record import RecordMechanism
+from ..frequencies import simplex_mle
+from ._design import ColumnLayout
 
 #: smallest class weight of w_j(s, ·) (a floor keeps the proposal's support the posterior's)
 W_FLOOR = 1e-3
@@ -206,8 +206,8 @@ class PairTerms:
 def paired_naive_bayes_prior(view: PairedView, layout: ColumnLayout):
     """``prior="naive-bayes"`` for paired releases: p(x) = Σ_c π_c Π_j p(x_j | c) from the pair tables'
     maximum-likelihood estimates (π_c the mean of their class margins), fixed."""
-    from .spread_mixture import MixtureSpreadPrior
-    from .spread_prior import SpreadPrior, _empty
+    from ._priors._factorised import SpreadPrior, _empty
+    from ._priors._mixture import MixtureSpreadPrior
 
     tabs = view.tables
     pi = class_margin(tabs)

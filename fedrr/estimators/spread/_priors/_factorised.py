@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ValidationError
-from ..mechanisms import CategoricalPrior, GaussianPrior, HistogramPrior, RandomizedResponse, RecordMechanism
-from ..mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
-from .spread_design import ColumnLayout
+from ....errors import ValidationError
+from ....mechanisms import CategoricalPrior, GaussianPrior, HistogramPrior, RandomizedResponse, RecordMechanism
+from ....mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
+from .._design import ColumnLayout
 
 
 @dataclass

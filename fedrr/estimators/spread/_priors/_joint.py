@@ -3,7 +3,7 @@ records (``fedrr.mechanisms.EmpiricalPrior``). Barber §5.2 factorises p(x) over
 public dataset for a similar problem exists the prior can be that known model instead, and it keeps
 how attributes co-occur — which records that release one sampled attribute cannot show, and which a
 factorised prior gets wrong (it imputes the attributes a record did not release independently of
-the one it did). Without public data, ``prior="naive-bayes"`` (``spread_mixture``) lets attributes
+the one it did). Without public data, ``prior="naive-bayes"`` (``_priors._mixture``) lets attributes
 co-occur through the label instead."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from ..errors import ValidationError
-from ..mechanisms import EmpiricalPrior, RecordMechanism
-from .spread_design import ColumnLayout
-from .spread_prior import SpreadPrior, _empty
+from ....errors import ValidationError
+from ....mechanisms import EmpiricalPrior, RecordMechanism
+from .._design import ColumnLayout
+from ._factorised import SpreadPrior, _empty
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Spread-EM logistic regression (Barber 2020 §5): maximise the likelihood of the noisy records
 log Σ_{c,x} p(c̃|c) p(x̃|x) p_θ(c|x) p(x) (eq 47) by Monte Carlo EM over independent chains, learning
-the input prior on the way (``spread_em``: the algorithm, ``spread_shard``: the E-step). The chains'
+the input prior on the way (``_em``: the algorithm, ``_estep``: the E-step). The chains'
 agreement is on the fitted estimator, so a user can tell signal from Monte Carlo noise without clean data."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .._params import (
+from ..._params import (
     HasMethods,
     Interval,
     IsNone,
@@ -23,23 +23,23 @@ from .._params import (
     seed_from,
     validate_estimator,
 )
-from .._resources import available_bytes
-from .._validation import _as_array, as_float_array
-from ..errors import ValidationError
-from ..mechanisms.paired import PairedRecordMechanism
-from ..mechanisms.priors import EmpiricalPrior
-from ..parallel.executors import ThreadExecutor, shard_bounds
-from ..parallel.shards import traffic_report
-from ._sklearn import class_labels, validate
-from .spread_design import ENCODINGS, ColumnLayout, Design
-from .spread_em import EMOptions, run_em
-from .spread_joint import joint_prior
-from .spread_mixture import naive_bayes_prior
-from .spread_mstep import fit_soft_logistic, log_class_probs
-from .spread_paired import PairedView, paired_view
-from .spread_pool import group_records
-from .spread_prior import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
-from .spread_shard import Shard
+from ..._resources import available_bytes
+from ..._validation import _as_array, as_float_array
+from ...errors import ValidationError
+from ...mechanisms.paired import PairedRecordMechanism
+from ...mechanisms.priors import EmpiricalPrior
+from ...parallel.executors import ThreadExecutor, shard_bounds
+from ...parallel.shards import traffic_report
+from .._sklearn import class_labels, validate
+from ._design import ENCODINGS, ColumnLayout, Design
+from ._em import EMOptions, run_em
+from ._estep import Shard
+from ._mstep import fit_soft_logistic, log_class_probs
+from ._paired import PairedView, paired_view
+from ._pool import group_records
+from ._priors._factorised import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
+from ._priors._joint import joint_prior
+from ._priors._mixture import naive_bayes_prior
 
 E_STEPS = ("mcmc", "importance")
 _INT1 = Interval(int, 1, None)
@@ -171,7 +171,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         released labels y (n,) produced by ``mechanism`` (a RecordMechanism, or one per record).
         Paired releases (a PairedRecordMechanism, or one per record): X holds the pair reports, y is
         all NaN (or None) — the labels are inside the pairs, and the E-step's posterior runs over the
-        unreleased attributes and the label given them (``spread_paired``); the classes are 0..C−1.
+        unreleased attributes and the label given them (``_paired``); the classes are 0..C−1.
         With no mechanism the data are taken as clean."""
         p = self._params()
         mechanism = self.mechanism if mechanism is None else mechanism
@@ -241,7 +241,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         return Xv, yi, groups, layout
 
     def _prepare_paired(self, Xa, y, groups):
-        """Paired releases (``spread_paired``): y None or all NaN (the labels are inside the pairs); each
+        """Paired releases (``_paired``): y None or all NaN (the labels are inside the pairs); each
         group's mechanism becomes a ``PairedView`` whose w is its pair reports' maximum-likelihood p(y | x_j).
         A ``PairedView`` given as the mechanism (a re-fit on a subset, as cross-validation does) is re-derived
         from its paired mechanism on these releases, and y is not read (its class indices carry nothing)."""
@@ -324,8 +324,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def fit_pool(self, path):
         """Fit from a pool directory (``Pool.save(path, layout="dir")``) without reading its records
-        here: each shard memory-maps its rows where it runs (``spread_pool.fit_pool``)."""
-        from .spread_pool import fit_pool
+        here: each shard memory-maps its rows where it runs (``fit_pool``)."""
+        from ._pool import fit_pool
 
         return fit_pool(self, path)
 
@@ -461,7 +461,7 @@ def auto_prior(mechanism: Any) -> str:
     through discrete oracles with a label, or pairs (they show nothing else of how attributes
     co-occur; on Adult it lifts spread above LDP naive Bayes, docs/results.md), else "learned"
     (factorised; also for per-record mechanisms that differ, and for clean data)."""
-    from .naive_bayes import check_naive_bayes_mechanism
+    from ..naive_bayes import check_naive_bayes_mechanism
 
     if isinstance(mechanism, (list, tuple, np.ndarray)):  # one mechanism for every record: as that one
         distinct = list({id(m): m for m in mechanism}.values())

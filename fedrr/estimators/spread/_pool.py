@@ -17,16 +17,16 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from .._params import seed_from
-from ..errors import ValidationError
-from ..mechanisms import RecordMechanism
-from ..mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
-from ..mechanisms.paired import PairedRecordMechanism
-from ..parallel.executors import ThreadExecutor, shard_bounds
-from ._sklearn import class_labels
-from .spread_design import ColumnLayout, Design
-from .spread_prior import SpreadPrior, _discrete_em, _empty
-from .spread_shard import Shard
+from ..._params import seed_from
+from ...errors import ValidationError
+from ...mechanisms import RecordMechanism
+from ...mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
+from ...mechanisms.paired import PairedRecordMechanism
+from ...parallel.executors import ThreadExecutor, shard_bounds
+from .._sklearn import class_labels
+from ._design import ColumnLayout, Design
+from ._estep import Shard
+from ._priors._factorised import SpreadPrior, _discrete_em, _empty
 
 
 def group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.ndarray]]:
@@ -59,7 +59,7 @@ def group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.ndar
 # ----------------------------------------------------------------------------- counts
 def matrix_release_counts(mech: _MatrixMechanism, x: np.ndarray) -> np.ndarray:
     """Released-value counts (len(cols), k) of the columns x (n, len(cols)) a matrix mechanism
-    released (NaN: not released) — what ``spread_prior._discrete_mle`` counts, per block of records."""
+    released (NaN: not released) — what ``_priors._factorised._discrete_mle`` counts, per block of records."""
     k = mech.k
     rel = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
     flat = np.where(rel, x, 0).astype(np.int64) + np.arange(x.shape[1]) * k
@@ -86,7 +86,7 @@ def marginal_mle_prior_from_counts(
     max_iter: int = 200,
     tol: float = 1e-6,
 ) -> SpreadPrior:
-    """``spread_prior.marginal_mle_prior`` of all-discrete records released by matrix mechanisms,
+    """``_priors._factorised.marginal_mle_prior`` of all-discrete records released by matrix mechanisms,
     from each record-mechanism group's released-value counts (D, Kmax): the same EM on the same
     numbers in the same order (groups, then each one's column groups), so the same prior."""
     tasks = []
@@ -110,7 +110,7 @@ def pool_shard(path: str, rows: Any, rm: RecordMechanism, classes: np.ndarray | 
     """A shard built where it runs: its rows (a slice or indices) read from the pool's memory
     maps, validated, labels mapped to class indices (``classes`` None: the labels are released
     class indices), then ``Shard(*shard_args[:1], rm, X, y, *shard_args[1:])``."""
-    from ..pool import PoolFile
+    from ...pool import PoolFile
 
     f = PoolFile(path)
     X = np.asarray(f.array("X")[rows])
@@ -150,7 +150,7 @@ def _n_rows(rows: Any) -> int:
 # ---------------------------------------------------------------------------------- fit
 def fit_pool(est, path):
     """``est.fit`` on the pool at ``path`` (a directory written by ``Pool.save(..., layout="dir")``)."""
-    from ..pool import PoolFile
+    from ...pool import PoolFile
 
     p = est._params()
     if isinstance(p["prior"], str) and p["prior"] == "auto":  # naive-bayes needs the releases: learned here

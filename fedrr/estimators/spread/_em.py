@@ -140,7 +140,7 @@ def _msteps(group, probs: list[_Problem], theta: list[np.ndarray], max_iter: int
         return group.run_each(_local_mstep, jobs)
     if len(probs) == 1:
         return [probs[0].mstep(theta[0], max_iter).x]
-    from ..parallel.shards import Lockstep
+    from ...parallel.shards import Lockstep
 
     lock = Lockstep(group, "loss_grad")
     for p in probs:
