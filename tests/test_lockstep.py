@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fedrr.errors import ValidationError
-from fedrr.parallel.shards import LocalShards, Lockstep
+from fedrr.estimators.spread._runtime import LocalShards, Lockstep
 
 
 class _Square:

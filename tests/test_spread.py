@@ -548,7 +548,7 @@ def test_rr_proposals_are_the_per_column_posterior_draws(k, flip):
 
 def test_a_prior_is_counted_by_its_arrays_in_a_local_groups_traffic():
     """A local group counts a prior (a dataclass) by the bytes of its arrays, not its repr."""
-    from fedrr.parallel.shards import nbytes
+    from fedrr.estimators.spread._runtime._wire import nbytes
 
     layout = ColumnLayout.from_mechanism(RecordMechanism(RandomizedResponse(4, 0.2), None, n_features=3))
     prior = given_prior(layout, np.full((3, 4), 0.25))

@@ -24,6 +24,7 @@ from .spread._em import _Problem
 from .spread._estep import Shard
 from .spread._estimator import SpreadLogisticRegression, check_clean_X
 from .spread._pool import group_records
+from .spread._runtime import shard_group
 
 
 def naive_inputs(X_tilde: np.ndarray, rm: RecordMechanism, design: Design) -> np.ndarray:
@@ -192,7 +193,7 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
                         )
                     )
             executor = p["executor"] if p["executor"] is not None else SerialExecutor()
-            group = executor.shard_group(factories)
+            group = shard_group(executor, factories)
             try:
                 rows_n = 1 if C == 2 else C
                 group.call("set_prior", 0, prior)

@@ -51,13 +51,17 @@ class RayExecutor:
     Ray rejects resource arguments when connecting to an existing cluster. ``cpus_per_task=0``
     shares a Ray whose CPUs are all held by actors (a Flower simulation's ClientApp actors).
     ``max_retries``: how often Ray reruns a task whose worker died (killed, out of memory, node
-    lost); every task carries its own seed, so a rerun gives the same result. ``split_chains``: a
-    shard group for several chains puts them on different actors where the counts allow (see
-    ``ray_shards``; same numbers); False keeps every actor on a block of the data for every chain. A task that still
+    lost); every task carries its own seed, so a rerun gives the same result. A task that still
     fails raises :class:`fedrr.errors.ExecutorError` naming it; an exception raised *by* the task
-    (a ValidationError, say) is not retried and reaches the caller as itself. ``reuse_actors``:
-    shard groups (``shard_group``) load their shards into the same actors fit after fit, so worker
-    processes start once (``shutdown`` ends them; ``map`` ends idle ones first, as they hold CPUs)."""
+    (a ValidationError, say) is not retried and reaches the caller as itself.
+
+    Jobs that keep their data in actors for their whole run (spread-EM's shards) take them from
+    ``actor_slots``: ``n_actors`` of them (default one per CPU). ``reuse_actors``: the same actors
+    serve job after job, so worker processes start once (``shutdown`` ends them; ``map`` ends idle
+    ones first, as they hold CPUs). ``split_chains``: a job that runs several independent chains
+    may put them on different actors where the counts allow (same numbers); False keeps every actor
+    on a block of the data for every chain. ``group_class``: the class such a job builds its group
+    of actors with (None: the job's own; fault tests put a subclass)."""
 
     def __init__(
         self,
@@ -86,9 +90,9 @@ class RayExecutor:
         self.max_retries = max_retries
         self.n_actors = n_actors
         self._started_here = False
-        self.group_class = None  # the shard group's class (None: RayShards; fault tests put a subclass)
+        self.group_class = None  # the class a job builds its actor group with (None: its own)
         self.reuse_actors = reuse_actors
-        self._actors: list = []  # idle shard actors kept between fits (reuse_actors)
+        self._actors: list = []  # idle actors kept between jobs (reuse_actors)
         self._remote_fn = None
         self._puts: dict[int, tuple[weakref.ref, Any]] = {}
 
@@ -152,25 +156,21 @@ class RayExecutor:
         for key in [k for k, (w, _) in self._puts.items() if w() is None]:
             del self._puts[key]
 
-    def shard_group(self, factories, chains: int = 1):
-        """Shards in Ray actors that own their data for the whole job (``ray_shards.RayShards``):
-        one actor per CPU of the cluster (``n_actors`` to choose), ``cpus_per_task`` CPUs each;
-        ``chains`` placed on teams of actors unless ``split_chains`` is False."""
-        chains = chains if self.split_chains else 1
+    def actor_slots(self) -> tuple[int, list | None]:
+        """Ray connected; how many actors one job may hold (``n_actors``, or one per CPU of the
+        cluster at ``cpus_per_task`` CPUs each), and the list of idle actors kept between jobs
+        (``reuse_actors``: the job loads its work into them and tops the list up; the idle ones are
+        ended first if there are more than it may hold), or None (a job's actors end with it)."""
         ray = self._ensure()
-        from .ray_shards import RayShards
-
         n = self.n_actors or max(1, int(ray.cluster_resources().get("CPU", 1) // max(self.cpus_per_task, 1e-9)))
-        if self.reuse_actors:
-            if len(self._actors) > n:
-                self.shutdown_actors()
-            return (self.group_class or RayShards)(
-                factories, n, cpus=self.cpus_per_task, pool=self._actors, chains=chains
-            )
-        return (self.group_class or RayShards)(factories, n, cpus=self.cpus_per_task, chains=chains)
+        if not self.reuse_actors:
+            return n, None
+        if len(self._actors) > n:
+            self.shutdown_actors()
+        return n, self._actors
 
     def shutdown_actors(self) -> None:
-        """Kill the idle shard actors: they hold their CPUs, which Ray tasks or another
+        """Kill the idle actors: they hold their CPUs, which Ray tasks or another
         executor's actors may need (``map`` and ``shutdown`` call this)."""
         if self._actors:
             import ray
@@ -183,7 +183,7 @@ class RayExecutor:
         self._actors.clear()
 
     def shutdown(self) -> None:
-        """Kill the idle shard actors; stop the Ray instance if this executor started it (never a
+        """Kill the idle actors; stop the Ray instance if this executor started it (never a
         cluster it joined)."""
         if ray_ready():
             self.shutdown_actors()

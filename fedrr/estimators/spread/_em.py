@@ -1,4 +1,4 @@
-"""Spread-EM's iterations over a group of shards (``fedrr.parallel.shards``): independent chains,
+"""Spread-EM's iterations over a group of shards (``_runtime``): independent chains,
 each its own EM trajectory from the same start, so that their agreement says whether the answer
 is signal or Monte Carlo noise.
 
@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 from scipy.optimize import minimize
+
+from ._runtime import Lockstep
 
 #: phase 2's step, a fraction of the EM-like step H⁻¹∇ (constant: the iterates form a stationary
 #: chain around the fixed point, on which R-hat is meaningful; the Polyak average removes the noise)
@@ -140,8 +142,6 @@ def _msteps(group, probs: list[_Problem], theta: list[np.ndarray], max_iter: int
         return group.run_each(_local_mstep, jobs)
     if len(probs) == 1:
         return [probs[0].mstep(theta[0], max_iter).x]
-    from ...parallel.shards import Lockstep
-
     lock = Lockstep(group, "loss_grad")
     for p in probs:
         p.lockstep = lock

@@ -2,7 +2,7 @@
 whole fit — the releases, the label terms, each chain's state and last samples, a copy of each
 chain's prior. The driver sends it models and prior updates and gets back sufficient statistics,
 losses and gradients: O(model) bytes per call, whatever the shard's size. The same object serves
-serial, threaded and Ray-actor execution (``fedrr.parallel.shards``); every random draw comes
+serial, threaded and Ray-actor execution (``_runtime``); every random draw comes
 from ``SeedSequence(entropy, spawn_key=(shard, chain, iteration))``, so the fit does not depend on
 who runs the shard.
 

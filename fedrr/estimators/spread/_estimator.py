@@ -14,7 +14,6 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from ..._params import (
-    HasMethods,
     Interval,
     IsNone,
     Options,
@@ -29,7 +28,6 @@ from ...errors import ValidationError
 from ...mechanisms.paired import PairedRecordMechanism
 from ...mechanisms.priors import EmpiricalPrior
 from ...parallel.executors import ThreadExecutor, shard_bounds
-from ...parallel.shards import traffic_report
 from .._sklearn import class_labels, validate
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._em import EMOptions, run_em
@@ -40,6 +38,7 @@ from ._pool import group_records
 from ._priors._factorised import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
 from ._priors._joint import joint_prior
 from ._priors._mixture import naive_bayes_prior
+from ._runtime import holds_shards, shard_group, traffic_report
 
 E_STEPS = ("mcmc", "importance")
 _INT1 = Interval(int, 1, None)
@@ -106,7 +105,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         "n_bins": [_INT1],
         "fit_intercept": [Satisfies(lambda v: isinstance(v, (bool, np.bool_)), "True or False")],
         "relaxation": [Interval(float, 0, 2, closed="neither")],
-        "executor": [IsNone(), HasMethods("shard_group")],
+        "executor": [IsNone(), Satisfies(holds_shards, "an executor that keeps shards (serial, threads or Ray)")],
         "shard_size": [_INT1],
         "random_state": random_state_constraints(),
         "agreement_tol": [Interval(float, 0, None, closed="neither")],
@@ -281,7 +280,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                         Shard, len(factories), rm, Xv[idx], yi[idx], design, C, entropy, p["n_chains"], p["e_step"], n
                     )
                 )
-        return self._fit_group(executor.shard_group(factories, chains=p["n_chains"]), design, layout, prior, p, S)
+        return self._fit_group(shard_group(executor, factories, chains=p["n_chains"]), design, layout, prior, p, S)
 
     def _fit_group(self, group, design: Design, layout: ColumnLayout, prior: SpreadPrior, p: dict, S: int):
         """Spread-EM over a built shard group (closed at the end) -> the fitted attributes."""

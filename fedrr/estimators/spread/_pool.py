@@ -27,6 +27,7 @@ from .._sklearn import class_labels
 from ._design import ColumnLayout, Design
 from ._estep import Shard
 from ._priors._factorised import SpreadPrior, _discrete_em, _empty
+from ._runtime import shard_group
 
 
 def group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.ndarray]]:
@@ -186,7 +187,7 @@ def fit_pool(est, path):
                 args = (len(factories), design, C, entropy, p["n_chains"], p["e_step"], n)
                 factories.append(functools.partial(pool_shard, str(f.path), _rows(rows, s0, s1), rm, classes, args))
                 slot_of.append(slot)
-        group = executor.shard_group(factories, chains=p["n_chains"])
+        group = shard_group(executor, factories, chains=p["n_chains"])
         try:
             if isinstance(p["prior"], str) and p["prior"] == "learned":
                 if not layout.discrete.all() or not all(
