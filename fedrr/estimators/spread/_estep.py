@@ -22,11 +22,11 @@ from scipy.special import logsumexp
 
 from ...errors import ValidationError
 from ...mechanisms import RandomizedResponse, RecordMechanism
-from ...mechanisms.discrete import DiscreteMechanism, guide_table
+from ...mechanisms.discrete import DiscreteMechanism, _MatrixMechanism, guide_table
 from ._design import Design
 from ._mstep import log_class_probs
 from ._paired import PairedView, PairTerms, as_view
-from ._priors._factorised import SpreadPrior
+from ._priors._factorised import SpreadPrior, release_counts
 from ._priors._joint import JointSpreadPrior, PatternSampler
 from ._priors._mixture import MixtureSpreadPrior
 
@@ -451,10 +451,14 @@ class Shard:
 
     def release_counts(self, slot_of: list[int], n_slots: int) -> dict:
         """Released-value counts per column, in the slot of this shard's record mechanism
-        (``_pool.shard_release_counts``): the learned prior's data, counted where the rows are."""
-        from ._pool import shard_release_counts
-
-        return shard_release_counts(self, slot_of, n_slots)
+        (``slot_of[index]`` of ``n_slots``; zeros in the others, so that the shards' results add up
+        group by group): the learned prior's data, (n_slots, D, Kmax), counted where the rows are."""
+        out = np.zeros((n_slots, self.D, max(int(self.design.layout.k.max()), 1)))
+        slot = slot_of[self.index]
+        for mech, cols in self.rm.groups():
+            if isinstance(mech, _MatrixMechanism):
+                out[slot, cols, : mech.k] = release_counts(mech, self.X[:, cols])
+        return {"counts": out}
 
     # ------------------------------------------------------------------ noisy likelihood
     def noisy_loglik(self, coef: np.ndarray, intercept: np.ndarray, prior, n_samples: int, seed: int) -> np.ndarray:

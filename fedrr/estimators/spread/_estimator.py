@@ -34,8 +34,14 @@ from ._em import EMOptions, run_em
 from ._estep import Shard
 from ._mstep import fit_soft_logistic, log_class_probs
 from ._paired import PairedView, paired_view
-from ._pool import group_records
-from ._priors._factorised import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
+from ._pool import PoolSource, group_records
+from ._priors._factorised import (
+    SpreadPrior,
+    flat_prior,
+    given_prior,
+    marginal_mle_prior,
+    marginal_mle_prior_from_counts,
+)
 from ._priors._joint import joint_prior
 from ._priors._mixture import naive_bayes_prior
 from ._runtime import holds_shards, shard_group, traffic_report
@@ -322,11 +328,46 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         return self
 
     def fit_pool(self, path):
-        """Fit from a pool directory (``Pool.save(path, layout="dir")``) without reading its records
-        here: each shard memory-maps its rows where it runs (``fit_pool``)."""
-        from ._pool import fit_pool
-
-        return fit_pool(self, path)
+        """``fit`` on the pool directory at ``path`` (``Pool.save(path, layout="dir")``) without the
+        driver ever holding the releases: each shard's factory memory-maps the pool's arrays and reads
+        its own rows where it runs (a Ray actor on whichever node: the path must be visible there),
+        validates them and builds the shard ``fit`` builds from arrays. The learned prior's data, the
+        released-value counts per column, are counted on the shards and summed (integers: exact in
+        any order), so the result is ``fit``'s bit for bit for the same seed and shard size. The
+        driver reads the pool's metadata, its labels only when they were not released through a
+        mechanism (to find the classes) and the mechanism index, never X. ``prior="auto"`` is
+        "learned" here (naive Bayes is fitted on the releases)."""
+        p = self._params()
+        if isinstance(p["prior"], str) and p["prior"] == "auto":
+            p["prior"] = "learned"
+        with threadpool_limits(limits=1, user_api="blas"):
+            src = PoolSource(path)
+            self.classes_ = src.classes
+            layout, n = src.layout, src.n
+            design = Design(layout, p["encoding"])
+            S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)
+            executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
+            factories, slot_of = src.factories(
+                design, seed_from(p["random_state"]), p["n_chains"], p["e_step"], p["shard_size"]
+            )
+            group = shard_group(executor, factories, chains=p["n_chains"])
+            try:
+                if isinstance(p["prior"], str) and p["prior"] == "learned":
+                    src.check_learnable()
+                    counts = group.reduce("release_counts", slot_of, len(src.groups))["counts"]
+                    center = marginal_mle_prior_from_counts(
+                        layout,
+                        [(rm, counts[g]) for g, (rm, _) in enumerate(src.groups)],
+                        p["numeric_prior"],
+                        p["n_bins"],
+                    )
+                    prior = center.smoothed(center, p["prior_strength"] * n)
+                else:
+                    prior = self._initial_prior(layout, [], p, n)
+            except BaseException:
+                group.close()
+                raise
+            return self._fit_group(group, design, layout, prior, p, S)
 
     def _initial_prior(self, layout: ColumnLayout, pools, p, n: int, releases=None) -> SpreadPrior:
         if isinstance(p["prior"], str) and p["prior"] == "naive-bayes":  # (X, y, groups); fit_pool has none

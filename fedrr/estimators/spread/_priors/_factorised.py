@@ -370,19 +370,54 @@ def _discrete_mle(layout: ColumnLayout, pools, start: np.ndarray, max_iter: int,
             if not isinstance(mech, DiscreteMechanism):
                 continue
             x = Xt[:, cols]
-            rel = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
             if isinstance(mech, _MatrixMechanism):
-                k = mech.k
-                flat = np.where(rel, x, 0).astype(np.int64) + np.arange(len(cols)) * k
-                counts = np.bincount(flat[rel], minlength=len(cols) * k).reshape(len(cols), k).astype(float)
-                counts_tasks.append((mech, np.asarray(cols), counts))
+                counts_tasks.append((mech, np.asarray(cols), release_counts(mech, x)))
             else:
+                rel = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
                 for j, c in enumerate(cols):
                     xs = x[rel[:, j], j]
                     if xs.size:
                         L = np.exp(mech.log_likelihood_matrix(xs.astype(np.int64)))  # (n_c, k)
                         row_tasks.append((c, L / L.max(axis=1, keepdims=True)))
     return _discrete_em(layout, counts_tasks, row_tasks, start, max_iter, tol)
+
+
+def release_counts(mech: _MatrixMechanism, x: np.ndarray) -> np.ndarray:
+    """Released-value counts (len(cols), k) of the columns x (n, len(cols)) a matrix mechanism
+    released (NaN: not released): the data of ``_discrete_mle`` for that mechanism. Integers, so the
+    counts of blocks of records add up to the whole pool's exactly, in any order."""
+    k = mech.k
+    rel = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
+    flat = np.where(rel, x, 0).astype(np.int64) + np.arange(x.shape[1]) * k
+    return np.bincount(flat[rel], minlength=x.shape[1] * k).reshape(x.shape[1], k).astype(float)
+
+
+def marginal_mle_prior_from_counts(
+    layout: ColumnLayout,
+    groups: list,
+    numeric_kind: str = "gaussian",
+    n_bins: int = 10,
+    max_iter: int = 200,
+    tol: float = 1e-6,
+) -> SpreadPrior:
+    """``marginal_mle_prior`` of all-discrete records released by matrix mechanisms, from each
+    record-mechanism group's released-value counts [(record mechanism, counts (D, Kmax))]: the same
+    EM on the same numbers in the same order (groups, then each one's column groups), so the same
+    prior (``fit_pool`` counts them on the shards)."""
+    tasks = []
+    for rm, counts in groups:
+        for mech, cols in rm.groups():
+            if not isinstance(mech, _MatrixMechanism):
+                raise ValidationError(
+                    "prior",
+                    "fit_pool learns the prior from released-value counts, which needs matrix mechanisms "
+                    f"(randomised response, ...) on every column; got {type(mech).__name__}: use fit, or a "
+                    "flat or given prior",
+                )
+            tasks.append((mech, np.asarray(cols), counts[cols, : mech.k]))
+    out = _empty(layout, numeric_kind, n_bins)
+    out.disc = _discrete_em(layout, tasks, [], out.disc, max_iter, tol)
+    return out
 
 
 def _discrete_em(layout: ColumnLayout, counts_tasks, row_tasks, start: np.ndarray, max_iter: int, tol: float):
