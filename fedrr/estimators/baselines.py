@@ -19,6 +19,7 @@ from ..mechanisms import RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism
 from ..parallel.executors import SerialExecutor, shard_bounds
 from ._sklearn import class_labels, validate
+from .spread._cv_scores import class_freqs
 from .spread._design import ENCODINGS, ColumnLayout, Design
 from .spread._em import _Problem
 from .spread._estep import Shard
@@ -218,8 +219,6 @@ class MajorityClassifier(ClassifierMixin, BaseEstimator):
         self.mechanism = mechanism
 
     def fit(self, X, y, mechanism: Any = None):
-        from .spread._cv_scores import class_freqs
-
         mechanism = self.mechanism if mechanism is None else mechanism
         ya = _as_array("y", y, "must be a 1-d array of labels")
         if ya.ndim != 1 or ya.size == 0:

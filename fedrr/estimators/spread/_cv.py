@@ -61,6 +61,7 @@ from ._cv_scores import (
     label_terms,
     permutation_test,
 )
+from ._design import Design
 from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
 from ._mstep import log_class_probs
 from ._paired import PairedView
@@ -452,8 +453,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     def _intercept_only(self, Xv, yi, groups, layout) -> None:
         """coef 0, intercept the log-odds of the label frequencies debiased through the label
         mechanism (maximum likelihood on the simplex)."""
-        from ._design import Design
-
         if isinstance(groups[0][0], PairedView):
             pi = paired_class_prior(groups)
         else:

@@ -160,7 +160,7 @@ class Shard:
         return out
 
     def _estep_compiled(self, chain, rng, coef, intercept, S) -> dict:
-        from ._kernels import rr_chain, rr_tables
+        from ._kernels import rr_chain, rr_tables  # numba: compiled at first use, not when spread is imported
 
         prior = self.prior[chain]
         K = prior.disc.shape[1]
@@ -264,7 +264,7 @@ class Shard:
         same order, as ``RRPosterior.sample`` column by column (then ``sample_column`` for records
         that did not release), with the prior's tables built once for all the columns and the
         inverse-CDF search compiled (``rr_excluding``)."""
-        from ._kernels import rr_excluding
+        from ._kernels import rr_excluding  # numba: compiled at first use, not when spread is imported
 
         k = mech.k
         raw = prior.disc[cols, :k]

@@ -6,6 +6,7 @@ agreement is on the fitted estimator, so a user can tell signal from Monte Carlo
 from __future__ import annotations
 
 import functools
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ from ...mechanisms.paired import PairedRecordMechanism
 from ...mechanisms.priors import EmpiricalPrior
 from ...parallel.executors import ThreadExecutor, shard_bounds
 from .._sklearn import class_labels, validate
+from ..naive_bayes import check_naive_bayes_mechanism
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._em import EMOptions, run_em
 from ._estep import Shard
@@ -481,8 +483,6 @@ def check_memory(
 def _pools_key(pools, numeric_prior: str, n_bins: int) -> tuple:
     """What ``marginal_mle_prior`` depends on: each group's mechanism (the object: the key lives
     for one cross-validation, which holds them) and a digest of its releases."""
-    import hashlib
-
     return tuple(
         (id(rm), hashlib.blake2b(np.ascontiguousarray(X), digest_size=16).digest(), X.shape) for rm, X in pools
     ) + (numeric_prior, n_bins)
@@ -501,8 +501,6 @@ def auto_prior(mechanism: Any) -> str:
     through discrete oracles with a label, or pairs (they show nothing else of how attributes
     co-occur; on Adult it lifts spread above LDP naive Bayes, docs/results.md), else "learned"
     (factorised; also for per-record mechanisms that differ, and for clean data)."""
-    from ..naive_bayes import check_naive_bayes_mechanism
-
     if isinstance(mechanism, (list, tuple, np.ndarray)):  # one mechanism for every record: as that one
         distinct = list({id(m): m for m in mechanism}.values())
         same = len(distinct) > 0 and all(hasattr(m, "to_spec") for m in distinct)

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import ndtri
 
 from ....errors import ValidationError
 from ....mechanisms import CategoricalPrior, GaussianPrior, HistogramPrior, RandomizedResponse, RecordMechanism
@@ -57,8 +58,6 @@ class SpreadPrior:
             cdf = np.cumsum(self.disc[c, : self.layout.k[c]])
             return np.minimum(np.searchsorted(cdf / cdf[-1], u, side="right"), self.layout.k[c] - 1).astype(float)
         if self.numeric_kind == "gaussian":
-            from scipy.special import ndtri
-
             return self.mean[c] + np.sqrt(self.var[c]) * ndtri(np.clip(u, 1e-300, 1 - 1e-16))
         cdf = np.cumsum(self.probs[c])
         b = np.minimum(np.searchsorted(cdf / cdf[-1], u, side="right"), self.probs.shape[1] - 1)

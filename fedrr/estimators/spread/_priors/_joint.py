@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
+from scipy.special import logsumexp
 
 from ....errors import ValidationError
 from ....mechanisms import EmpiricalPrior, RecordMechanism
@@ -45,8 +46,6 @@ class JointSpreadPrior(SpreadPrior):
     def log_marginal(self, rm: RecordMechanism, X: np.ndarray, released: np.ndarray) -> np.ndarray:
         """log p(x̃) = log (1/M) Σ_i p(x̃ | row_i) per record: exact under the empirical prior;
         computed once per distinct release pattern (records that released the same values alike)."""
-        from scipy.special import logsumexp
-
         uniq, inv = np.unique(np.where(released, X, -1.0), axis=0, return_inverse=True)
         lw = self.log_weights(rm, np.where(uniq < 0, np.nan, uniq), uniq >= 0)
         return (logsumexp(lw, axis=1) - np.log(self.rows.shape[0]))[inv.ravel()]
