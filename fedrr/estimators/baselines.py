@@ -21,9 +21,9 @@ from ..parallel.executors import SerialExecutor, shard_bounds
 from ._sklearn import class_labels, validate
 from .spread._cv_scores import class_freqs
 from .spread._design import ENCODINGS, ColumnLayout, Design
-from .spread._em import _Problem
 from .spread._estep import Shard
 from .spread._estimator import SpreadLogisticRegression, check_clean_X
+from .spread._mstep import ChainObjective
 from .spread._pool import group_records
 from .spread._runtime import shard_group
 
@@ -199,7 +199,7 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
                 rows_n = 1 if C == 2 else C
                 group.call("set_prior", 0, prior)
                 group.call("estep", 0, 0, np.zeros((rows_n, design.n_inputs)), np.zeros(rows_n), p["n_samples"] or 10)
-                prob = _Problem(group, 0, rows_n, design.n_inputs, p["C"], p["fit_intercept"])
+                prob = ChainObjective(group, 0, rows_n, design.n_inputs, p["C"], p["fit_intercept"])
                 res = prob.mstep(np.zeros(rows_n * design.n_inputs + (rows_n if p["fit_intercept"] else 0)), 1000)
             finally:
                 group.close()

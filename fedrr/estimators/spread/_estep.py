@@ -24,7 +24,7 @@ from ...errors import ValidationError
 from ...mechanisms import RandomizedResponse, RecordMechanism
 from ...mechanisms.discrete import DiscreteMechanism, _MatrixMechanism, guide_table
 from ._design import Design
-from ._mstep import log_class_probs
+from ._mstep import log_class_probs, logits, soft_ce
 from ._paired import PairedView, PairTerms, as_view
 from ._priors._factorised import SpreadPrior, release_counts
 from ._priors._joint import JointSpreadPrior, PatternSampler
@@ -407,17 +407,8 @@ class Shard:
     def loss_grad(self, chain: int, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """Σ_i w_i CE(R_i, p_θ(·|Z_i)) and its gradient over this shard's samples (no penalty)."""
         Z, R, w = self.Z[chain], self.R[chain], self.w[chain]
-        z = (Z @ coef.T.astype(Z.dtype)).astype(np.float64) + intercept
-        if coef.shape[0] == 1:
-            z1, r1 = z[:, 0], R[:, 1]
-            sp = np.logaddexp(0, -z1)  # softplus(−z); σ(z) = exp(−softplus(−z))
-            loss = float(np.sum(w * (sp + (1 - r1) * z1)))
-            gz = (w * (np.exp(-sp) - r1))[:, None]
-        else:
-            logp = z - logsumexp(z, axis=1, keepdims=True)
-            loss = float(-np.sum(w * np.sum(R * logp, axis=1)))
-            gz = w[:, None] * (np.exp(logp) - R)
-        return loss, (gz.T.astype(Z.dtype) @ Z).astype(np.float64), gz.sum(axis=0)
+        loss, gz = soft_ce(logits(Z, coef, intercept), R, w)
+        return float(loss), (gz.T.astype(Z.dtype) @ Z).astype(np.float64), gz.sum(axis=0)
 
     def hessian(self, chain: int, coef: np.ndarray, intercept: np.ndarray, rows: int = 4096) -> np.ndarray:
         """Per logit row r, Σ_i w_i p_r(1 − p_r) [z_i, 1][z_i, 1]ᵀ over an evenly spaced subsample of
@@ -429,7 +420,7 @@ class Shard:
         if take < Z.shape[0]:
             idx = np.linspace(0, Z.shape[0] - 1, take).astype(np.int64)
             Z, w = Z[idx], w[idx] * (self.w[chain].sum() / w[idx].sum())
-        z = (Z @ coef.T.astype(Z.dtype)).astype(np.float64) + intercept
+        z = logits(Z, coef, intercept)
         if coef.shape[0] == 1:
             p = 1.0 / (1.0 + np.exp(-z))
         else:
@@ -444,7 +435,7 @@ class Shard:
         Z, w = self.Z[chain], self.w[chain]
         zs = []
         for coef, b in zip(coefs, intercepts):
-            z = (Z @ coef.T.astype(Z.dtype)).astype(np.float64) + b
+            z = logits(Z, coef, b)
             zs.append(z - z.mean(axis=1, keepdims=True) if z.shape[1] > 1 else z)
         A = np.stack(zs)  # (m, n, Rn)
         return {"w": float(w.sum()), "s1": np.einsum("anr,n->ar", A, w), "G": np.einsum("anr,bnr,n->ab", A, A, w)}
