@@ -14,7 +14,6 @@ printed: fresh draws with self-normalised weights (biased at finite S; for repro
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -29,10 +28,6 @@ from ._paired import PairedView, PairTerms, as_view
 from ._priors._factorised import SpreadPrior, release_counts
 from ._priors._joint import JointSpreadPrior, PatternSampler
 from ._priors._mixture import MixtureSpreadPrior
-
-#: guards the table cache of a prior (``_estep_compiled``), by the prior's id: not a lock in the
-#: prior itself, which is pickled to Ray actors
-_TABLES_LOCKS = tuple(threading.Lock() for _ in range(16))
 
 
 def _posterior_mean(mech, x_tilde: np.ndarray, pi: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -160,27 +155,11 @@ class Shard:
         return out
 
     def _estep_compiled(self, chain, rng, coef, intercept, S) -> dict:
-        from ._kernels import rr_chain, rr_tables  # numba: compiled at first use, not when spread is imported
+        from ._kernels import rr_chain  # numba: compiled at first use, not when spread is imported
 
         prior = self.prior[chain]
         K = prior.disc.shape[1]
-        key = (self.q.tobytes(), self.r.tobytes())
-        entry = prior.__dict__.get("_rr_tables", {}).get(key)
-        if entry is None:  # one table build per prior, shared by the shards (also on other threads)
-            # striped locks: the chains' priors (different objects) are built at the same time
-            with _TABLES_LOCKS[(id(prior) >> 4) % len(_TABLES_LOCKS)]:  # ids are 16-byte aligned
-                cache = prior.__dict__.setdefault("_rr_tables", {})
-                if key not in cache:
-                    stay, jump, P, A = rr_tables(prior.disc, self.q, self.r)
-                    if np.all(self.q >= self.r):  # the inverse-CDF tables are only read where q < r
-                        cdf, guide = np.zeros((0, K)), np.zeros((0, K), np.int64)
-                    else:
-                        cdf = np.cumsum(prior.disc, axis=1)
-                        cdf /= cdf[:, -1:]
-                        guide = guide_table(cdf)
-                    cache[key] = (stay, jump, P, A, cdf, guide)
-                entry = cache[key]
-        stay, jump, P, A, cdf, guide = entry
+        stay, jump, P, A, cdf, guide = prior.rr_tables(self.q, self.r)
         design, b, D, C = self.design, self.b, self.D, self.C
         W = np.ascontiguousarray(design.logit_table(coef))
         E = design.state_table if design.scalar else np.zeros((0, K), np.float32)

@@ -10,6 +10,7 @@ little information (N = 300 MNIST pixels at flip 0.99 drove P(pixel = 0) from 0.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +19,12 @@ from scipy.special import ndtri
 
 from ....errors import ValidationError
 from ....mechanisms import CategoricalPrior, GaussianPrior, HistogramPrior, RandomizedResponse, RecordMechanism
-from ....mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
+from ....mechanisms.discrete import DiscreteMechanism, _MatrixMechanism, guide_table
 from .._design import ColumnLayout
+
+#: guard the table caches of priors (``SpreadPrior.rr_tables``), striped by the prior's id: not a
+#: lock in the prior itself, which is pickled to Ray actors
+_TABLES_LOCKS = tuple(threading.Lock() for _ in range(16))
 
 
 @dataclass
@@ -35,6 +40,38 @@ class SpreadPrior:
     probs: np.ndarray | None = None  # (D, B)
     center: SpreadPrior | None = None  # what the pseudo-counts pull toward (None: no smoothing)
     strength: float = 0.0  # the center's weight, in records
+
+    #: the compiled E-step's tables of this prior, by the randomised-response parameters of the
+    #: columns (``rr_tables``): built once, shared by every shard holding this prior. Not a field:
+    #: a copy, a blend or an estimate starts without them
+    _rr_cache = None  # dict | None (no annotation: not a dataclass field)
+
+    def rr_tables(self, q: np.ndarray, r: np.ndarray) -> tuple:
+        """(stay, jump, P, A, cdf, guide): the tables the compiled E-step draws this prior's states
+        with, for columns whose randomised response keeps a state with probability q and reports
+        each other one with r (per column); the inverse-CDF tables only where some q < r. Built
+        once per prior and (q, r), also when the shards of several threads ask at once."""
+        from .._kernels import rr_tables  # numba: compiled at first use, not when spread is imported
+
+        key = (q.tobytes(), r.tobytes())
+        entry = (self._rr_cache or {}).get(key)
+        if entry is not None:
+            return entry
+        # striped locks: the chains' priors (different objects) are built at the same time
+        with _TABLES_LOCKS[(id(self) >> 4) % len(_TABLES_LOCKS)]:  # ids are 16-byte aligned
+            if self._rr_cache is None:
+                self._rr_cache = {}
+            if key not in self._rr_cache:
+                K = self.disc.shape[1]
+                stay, jump, P, A = rr_tables(self.disc, q, r)
+                if np.all(q >= r):  # the inverse-CDF tables are only read where q < r
+                    cdf, guide = np.zeros((0, K)), np.zeros((0, K), np.int64)
+                else:
+                    cdf = np.cumsum(self.disc, axis=1)
+                    cdf /= cdf[:, -1:]
+                    guide = guide_table(cdf)
+                self._rr_cache[key] = (stay, jump, P, A, cdf, guide)
+            return self._rr_cache[key]
 
     def for_group(self, mech, cols: np.ndarray):
         if isinstance(mech, DiscreteMechanism):
