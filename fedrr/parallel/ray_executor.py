@@ -31,7 +31,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     """Make sure this process is connected to Ray: a running connection is kept; ``address`` (or
     ``RAY_ADDRESS``) joins that cluster, with no resource arguments (Ray rejects them there);
     otherwise a local instance of ``num_cpus`` is started. True if this call started or joined it."""
-    import ray
+    import ray  # optional and heavy: imported when Ray is first used
 
     for k, v in _QUIET_ENV.items():
         os.environ.setdefault(k, v)
@@ -97,7 +97,7 @@ class RayExecutor:
         self._puts: dict[int, tuple[weakref.ref, Any]] = {}
 
     def _ensure(self):
-        import ray
+        import ray  # optional and heavy: imported when Ray is first used
 
         if init_ray(self.address, self.num_cpus):
             self._started_here = True
@@ -173,7 +173,7 @@ class RayExecutor:
         """Kill the idle actors: they hold their CPUs, which Ray tasks or another
         executor's actors may need (``map`` and ``shutdown`` call this)."""
         if self._actors:
-            import ray
+            import ray  # optional and heavy: imported when Ray is first used
 
             for a in self._actors:
                 try:
@@ -189,7 +189,7 @@ class RayExecutor:
             self.shutdown_actors()
         self._actors.clear()
         if self._started_here:
-            import ray
+            import ray  # optional and heavy: imported when Ray is first used
 
             ray.shutdown()
             self._started_here = False
@@ -205,14 +205,14 @@ class RayExecutor:
 
 
 def ray_ready() -> bool:
-    import ray
+    import ray  # optional and heavy: imported when Ray is first used
 
     return ray.is_initialized()
 
 
 def ray_stop() -> None:
     """Shut this process's Ray down (or disconnect from a cluster), if it is up."""
-    import ray
+    import ray  # optional and heavy: imported when Ray is first used
 
     if ray.is_initialized():
         ray.shutdown()
@@ -234,7 +234,7 @@ def ray_map_unordered(
     started is stopped at the end. A task's own exception of a type in ``fatal`` stops everything
     and is raised; other failures (the task's error, or its worker dying after every retry) are
     reported and the rest go on."""
-    import ray
+    import ray  # optional and heavy: imported when Ray is first used
 
     started = init_ray(address or None, num_cpus)
     try:
