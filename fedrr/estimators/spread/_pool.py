@@ -1,5 +1,7 @@
-"""Spread-EM from a pool on disk: ``SpreadLogisticRegression.fit_pool(path)`` fits from a pool
-directory (``Pool.save(path, layout="dir")``) without the driver ever holding the releases. Each
+"""Where spread-EM's shards come from: the record groups of a per-record mechanism list
+(``group_records``, for ``fit`` on arrays) and a pool on disk (``PoolSource``, for
+``SpreadLogisticRegression.fit_pool(path)``). ``fit_pool`` fits from a pool directory
+(``Pool.save(path, layout="dir")``) without the driver ever holding the releases. Each
 shard's factory memory-maps the pool's arrays and reads its own rows inside the worker (a Ray
 actor on whichever node; the path must be visible there — a shared file system or the same path
 on every node), validates them and builds the same ``Shard`` that ``fit`` builds from arrays in
