@@ -176,7 +176,7 @@ def decode_paired(X: Any, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
     v̂ = argmax_v P(report | v) (``decode``; the report itself for randomised response, ties to the
     lowest value for OUE and OLH) gives x̂_j = v̂ // C and ŷ = v̂ mod C. Returns (X̂ (n, F) with NaN
     where no pair was released, ŷ (n,) int: the label guess of the row's lowest released attribute)."""
-    from .estimators.spread_pool import group_records
+    from .estimators.spread import group_records
     from .mechanisms import is_paired
 
     X = np.asarray(X, dtype=float)

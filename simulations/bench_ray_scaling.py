@@ -3,23 +3,21 @@ threaded paths, peak memory of the driver and of the actors — on a local Ray i
 real two-node Ray cluster started on this machine (``ray start --head`` + ``ray start
 --address``, one CPU each, joined through RAY_ADDRESS).
 
-Data: synthetic discrete records (``make_logistic_discrete``), randomised response with flip
-probability 0.3 on every feature and the label. Every fit runs the same fixed schedule
-(``--iters`` EM iterations, 20 by default — the default fit at MNIST size runs about 80, and
-fewer would weigh the one-off preconditioner of phase 2 too much — burn-in ``iters // 2``, no
-early stop) with the same seed, so every
-executor does the same work and must give the same coefficients (checked: ``identical``). Ray:
-``ray_local`` / ``ray_cluster`` place the 2 chains as ``RayExecutor`` does by default (2 actors: one
-chain each, over all the data); at MNIST size ``ray_data`` (``split_chains=False``) gives each of
-the 2 actors a block of the data for both chains, its sums folded from one actor to the other.
-Seconds per iteration are the steady state: the wall time from the second E-step to the end
-over the iterations after the first (the first carries one-off costs on every executor: loading
-the compiled kernel, building its tables); set-up (actor start, shipping or reading the data, the
-initial prior and M-step) and the first iteration are in ``fit_s``. The driver's wall time per
-call (E-step batch, M-step gradient, prior update) is listed for the same iterations. Every
-configuration runs in a fresh process, so peak RSS is that fit's; streaming rows (``fit_pool``)
-read a pool directory written beforehand by another process. ``--rounds R``: every executor R times, round-robin
-(one run's speed-up moves by ±0.2 on a shared machine); the median of ratios within a round, and their range.
+Data: synthetic discrete records (``make_logistic_discrete``), randomised response with flip probability 0.3
+on every feature and the label. Every fit runs the same fixed schedule (``--iters`` EM iterations, 20 by
+default — the default fit at MNIST size runs about 80, and fewer would weigh the one-off preconditioner of
+phase 2 too much — burn-in ``iters // 2``, no early stop) with the same seed, so every executor does the
+same work and must give the same coefficients (checked: ``identical``). Ray: ``ray_local`` / ``ray_cluster``
+place the 2 chains as ``RayExecutor`` does by default (2 actors: one chain each, over all the data); at
+MNIST size ``ray_data`` (``split_chains=False``) gives each of the 2 actors a block of the data for both
+chains, its sums folded from one actor to the other. Seconds per iteration are the steady state: the wall
+time from the second E-step to the end over the iterations after the first (the first carries one-off costs
+on every executor: loading the compiled kernel, building its tables); set-up (actor start, shipping or
+reading the data, the initial prior and M-step) and the first iteration are in ``fit_s``. The driver's wall
+time per call (E-step batch, M-step gradient, prior update) is listed for the same iterations. Every
+configuration runs in a fresh process, so peak RSS is that fit's; streaming rows (``fit_pool``) read a pool
+directory written beforehand by another process. ``--rounds R``: every executor R times, round-robin (one
+run's speed-up moves by ±0.2 on a shared machine); the median of ratios within a round, and their range.
 
 Usage:
   python simulations/bench_ray_scaling.py [--iters 20] [--rounds 1] [--parts mnist,local,cluster]
@@ -60,8 +58,7 @@ class Clock:
     closes (the EM's end), and the actors' peak memory before they let go of their shards."""
 
     def __init__(self, inner):
-        self.inner, self.t_second, self.t_end, self.actor_rss = inner, None, None, []
-        self.n_esteps = 0
+        self.inner, self.t_second, self.t_end, self.actor_rss, self.n_esteps = inner, None, None, [], 0
         self.calls: dict[str, list] = {}  # method -> [calls, wall seconds] after the first E-step batch
 
     def timed(self, method, fn, *args):
@@ -73,8 +70,10 @@ class Clock:
             c[1] += time.perf_counter() - t0
         return out
 
-    def shard_group(self, factories, chains=1):
-        return _TimedGroup(self.inner.shard_group(factories, chains=chains), self)
+    def shard_group(self, factories, chains=1):  # times spread-EM's own runtime: private on purpose
+        from fedrr.estimators.spread._runtime import shard_group
+
+        return _TimedGroup(shard_group(self.inner, factories, chains), self)
 
 
 class _TimedGroup:

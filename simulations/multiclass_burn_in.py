@@ -23,9 +23,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from fedrr.estimators import SpreadLogisticRegression
-from fedrr.estimators.spread_prior import CategoricalPrior
 from fedrr.io import markdown_table, write_report
-from fedrr.mechanisms import RandomizedResponse, RecordMechanism
+from fedrr.mechanisms import CategoricalPrior, RandomizedResponse, RecordMechanism
 from fedrr.testing.exact_mle import exact_spread_mle
 
 D, K, C, N = 2, 3, 3, 6000

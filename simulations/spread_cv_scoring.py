@@ -35,8 +35,8 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegressionCV
-from fedrr.estimators.spread_cv_scores import class_freqs
-from fedrr.estimators.spread_pool import group_records
+from fedrr.estimators.spread import group_records
+from fedrr.estimators.spread._cv_scores import class_freqs
 from fedrr.experiment import load_scenario
 from fedrr.io import command_line, markdown_table, write_csv, write_report
 from fedrr.learners import release_prior

@@ -1,11 +1,10 @@
-"""Delta messages of the E-step's count totals (``fedrr.parallel.delta``): exact round trips, the
+"""Delta messages of the E-step's count totals (``fedrr.estimators.spread._runtime._delta``): exact round trips, the
 whole result where a change cannot be sent, None for a change against a total not held."""
 
 import numpy as np
 
-from fedrr.parallel import delta
-from fedrr.parallel.ray_actor import wire
-from fedrr.parallel.shards import pack
+from fedrr.estimators.spread._runtime import _delta as delta
+from fedrr.estimators.spread._runtime._wire import pack, wire
 
 
 def _result(counts):
@@ -47,7 +46,7 @@ def test_packed_arrays_come_back_in_the_memory_order_they_went():
     """A Fortran-ordered matrix (cho_solve's inverse, say) must not come back C-ordered: BLAS sums
     ``inv @ v`` in another order for the other layout, and a Ray fit would differ from the serial
     one in the last bit."""
-    from fedrr.parallel.shards import unpack
+    from fedrr.estimators.spread._runtime._wire import unpack
 
     rng = np.random.default_rng(1)
     floats = np.asfortranarray(rng.normal(size=(40, 30)))

@@ -149,6 +149,7 @@ def test_make_test_runs_lint_docs_and_pytest_and_ci_runs_make_test():
 PUBLIC_PACKAGES = (
     "fedrr",
     "fedrr.estimators",
+    "fedrr.estimators.spread",
     "fedrr.mechanisms",
     "fedrr.audit",
     "fedrr.experiment",

@@ -6,6 +6,7 @@ instrumentation. A subprocess check confirms the core imports with flwr unavaila
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -30,8 +31,12 @@ STAGES = [
     ("experiment, audit", ["fedrr.experiment", "fedrr.audit"]),
     ("testing", ["fedrr.testing"]),
 ]
-#: third-party packages only some stages may import
-ONLY = {"flwr": "federation", "ray": "parallel"}
+#: third-party packages only some modules may import (each with the modules that may)
+ONLY = {
+    "flwr": ("fedrr.federation",),
+    # generic executors, and spread-EM's own runtime (its shards in Ray actors)
+    "ray": ("fedrr.parallel", "fedrr.estimators.spread._runtime"),
+}
 ALSO_FLWR = {"fedrr.testing", "fedrr.experiment", "fedrr.audit"}  # top stages may use Flower directly
 
 
@@ -98,10 +103,37 @@ def test_no_import_points_back_up_the_data_flow(path):
             if t.startswith("fedrr.testing") and not module.startswith("fedrr.testing"):
                 bad.append(f"line {line}: production code imports test instrumentation {target}")
         elif top in ONLY:
-            allowed = _stage_of({"federation": "fedrr.federation", "parallel": "fedrr.parallel"}[ONLY[top]])
-            if not (mine == allowed or (top == "flwr" and any(module.startswith(m) for m in ALSO_FLWR))):
+            allowed = any(module == m or module.startswith(m + ".") for m in ONLY[top])
+            if not (allowed or (top == "flwr" and any(module.startswith(m) for m in ALSO_FLWR))):
                 bad.append(f"line {line}: {top} imported by {module} ({STAGES[mine][0]})")
     assert not bad, "\n".join(bad)
+
+
+#: spread-EM's shard methods and its prior update: the generic executors must not know them
+SPREAD_METHODS = (
+    "set_prior",
+    "update_prior",
+    "update_priors",
+    "estep",
+    "init_samples",
+    "n_samples_weight",
+    "loss_grad",
+    "hessian",
+    "logit_moments",
+    "release_counts",
+    "noisy_loglik",
+    "fetch_priors",
+    "prior_step",
+)
+
+
+@pytest.mark.parametrize("path", sorted((PKG / "parallel").rglob("*.py")), ids=lambda p: str(p.relative_to(ROOT)))
+def test_parallel_names_no_spread_method(path):
+    """fedrr.parallel holds generic executors only: no spread-EM shard method or prior update is
+    named there (in code, strings or docs): spread's runtime lives in fedrr.estimators.spread."""
+    text = path.read_text()
+    found = sorted({m for m in SPREAD_METHODS if re.search(rf"\b{m}\b", text)})
+    assert not found, f"{path.relative_to(ROOT)} names spread-EM's methods {found}"
 
 
 def _known(name: str) -> bool:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from fedrr.errors import ValidationError
-from fedrr.parallel.shards import LocalShards, Lockstep
+from fedrr.estimators.spread._runtime import LocalShards, Lockstep
 
 
 class _Square:
@@ -83,9 +83,9 @@ def test_estep_carries_the_m_steps_first_evaluation(small_rr_release):
     """``Shard.estep``'s ``fit`` is ``loss_grad`` at the same θ on the new samples, bit for bit, and
     ``weight`` their total weight: the M-step's first evaluation and phase 2's gradient use them
     instead of a round trip."""
-    from fedrr.estimators.spread_design import ColumnLayout, Design
-    from fedrr.estimators.spread_prior import given_prior
-    from fedrr.estimators.spread_shard import Shard
+    from fedrr.estimators.spread._design import ColumnLayout, Design
+    from fedrr.estimators.spread._estep import Shard
+    from fedrr.estimators.spread._priors._factorised import given_prior
     from fedrr.mechanisms import CategoricalPrior
 
     Xt, yt, rm = small_rr_release

@@ -18,7 +18,7 @@ from fedrr.parallel.ray_executor import RayExecutor
 from fedrr.testing.crash import CrashOnce, kill_count
 
 ray = pytest.importorskip("ray")
-from fedrr.parallel.ray_shards import RayShards  # noqa: E402
+from fedrr.estimators.spread._runtime import RayShards  # noqa: E402
 
 KW = dict(random_state=3, max_iter=6, burn_in=3, shard_size=700)
 
@@ -269,7 +269,7 @@ class _CountToy(_PriorToy):
 def test_an_owned_prior_is_checkpointed_and_a_rebuilt_actor_restarts_from_it(ex):
     import functools
 
-    from fedrr.parallel.ray_priors import CHECKPOINT_EVERY
+    from fedrr.estimators.spread._runtime._ray_priors import CHECKPOINT_EVERY
 
     ex.shutdown_actors()
     group = RayShards([functools.partial(_CountToy, i) for i in range(3)], 2, chains=2)

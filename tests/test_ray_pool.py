@@ -103,7 +103,7 @@ def ex():
 
 
 def test_fit_pool_on_ray_equals_fit_and_the_driver_never_holds_x(ex, tmp_path):
-    from fedrr.parallel.ray_shards import RayShards
+    from fedrr.estimators.spread._runtime import RayShards
 
     seen = {}
 

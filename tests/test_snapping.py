@@ -464,7 +464,7 @@ def test_harden_keeps_replication_and_releases_end_to_end():
 
 def test_spread_em_runs_on_snapped_releases():
     """Spread-EM accepts hardened releases (both numeric priors) and recovers the sign pattern."""
-    from fedrr.estimators.spread import SpreadLogisticRegression
+    from fedrr.estimators import SpreadLogisticRegression
 
     rng = np.random.default_rng(71)
     n, coef = 800, np.array([3.0, -3.0])

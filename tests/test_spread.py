@@ -15,10 +15,10 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import NaiveLogisticRegression, ReconstructionLogisticRegression, SpreadLogisticRegression
-from fedrr.estimators.spread_design import ColumnLayout, Design
-from fedrr.estimators.spread_em import drifting
-from fedrr.estimators.spread_prior import given_prior
-from fedrr.estimators.spread_shard import Shard
+from fedrr.estimators.spread._design import ColumnLayout, Design
+from fedrr.estimators.spread._em import drifting
+from fedrr.estimators.spread._estep import Shard
+from fedrr.estimators.spread._priors._factorised import given_prior
 from fedrr.mechanisms import (
     CategoricalPrior,
     GaussianMechanism,
@@ -466,7 +466,7 @@ def test_bad_mechanism_arguments():
 def test_rr_alias_sampler_draws_the_exact_rr_posterior():
     """The compiled kernel's one-uniform RR posterior draw (mixture of x̃ and an alias-table draw
     from π) has law π(x)(q if x = x̃ else r) / Z, also with zero-probability states."""
-    from fedrr.estimators.spread_kernels import _draw_alias, rr_tables
+    from fedrr.estimators.spread._kernels import _draw_alias, rr_tables
 
     k, flip = 6, 0.4
     mech = RandomizedResponse(k, flip)
@@ -548,7 +548,7 @@ def test_rr_proposals_are_the_per_column_posterior_draws(k, flip):
 
 def test_a_prior_is_counted_by_its_arrays_in_a_local_groups_traffic():
     """A local group counts a prior (a dataclass) by the bytes of its arrays, not its repr."""
-    from fedrr.parallel.shards import nbytes
+    from fedrr.estimators.spread._runtime._wire import nbytes
 
     layout = ColumnLayout.from_mechanism(RecordMechanism(RandomizedResponse(4, 0.2), None, n_features=3))
     prior = given_prior(layout, np.full((3, 4), 0.25))
@@ -561,7 +561,7 @@ def test_kernel_uniforms_are_splitmix64_and_uniform():
     Steele et al.'s generator), the same in the compiled kernel and in numpy, and uniform."""
     from numba import njit
 
-    from fedrr.estimators.spread_kernels import _uniform, uniforms
+    from fedrr.estimators.spread._kernels import _uniform, uniforms
 
     @njit
     def compiled(key, start, n):
@@ -588,7 +588,7 @@ def test_kernel_uniforms_are_splitmix64_and_uniform():
 def test_a_fit_too_big_for_memory_is_refused_by_the_knob_that_drives_it(tiny):
     """check_memory: the estimate grows with the samples; above 80 % of the available memory the
     fit is refused before allocating, with a ValidationError naming the knob to lower."""
-    from fedrr.estimators.spread import check_memory
+    from fedrr.estimators.spread._estimator import check_memory
 
     need = [check_memory(1000, 784, 784, 2, S, 2, 2048, 256, available=2**40) for S in (1, 2, 10)]
     assert need[2] - need[0] == 9 * (need[1] - need[0]) > 0  # linear in the samples per record

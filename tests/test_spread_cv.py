@@ -106,7 +106,7 @@ def test_the_permutation_test_is_exact_within_blocks_and_not_across_them():
     """Labels independent of a fixed score, but the label rate differs between two blocks (label
     mechanisms) and so does the score: permuting within blocks keeps the level (P(p ≤ 0.1) = 0.1 ±
     4 SE over 1,000 replications, with p on a grid of 1/100), permuting across them does not."""
-    from fedrr.estimators.spread_cv_scores import permutation_test
+    from fedrr.estimators.spread._cv_scores import permutation_test
 
     rng = np.random.default_rng(0)
     n, reps = 120, 1000
@@ -198,7 +198,7 @@ def test_sklearn_estimator_checks():
 def test_debiased_hits_estimate_the_clean_accuracy_through_an_asymmetric_label_mechanism():
     """E over released labels of h = (P⁻¹)[ĉ, c̃] is 1[c = ĉ] for every (c, ĉ): checked by Monte Carlo
     with an asymmetric 3-state matrix; a transposed inverse is off by far more than the 5-SE bound."""
-    from fedrr.estimators.spread_cv_scores import debiased_hits
+    from fedrr.estimators.spread._cv_scores import debiased_hits
     from fedrr.mechanisms import TransitionMatrix
 
     P = np.array([[0.7, 0.1, 0.2], [0.2, 0.6, 0.1], [0.1, 0.3, 0.7]])  # P[c̃, c], columns sum to 1
@@ -249,7 +249,7 @@ def test_budget_mixes_are_permuted_within_their_label_mechanisms():
     """Records with two label mechanisms: the test's blocks are the two mechanisms' records (so a
     model that tells the blocks apart from x̃ gains nothing under "no signal"), and a clear signal
     is still kept."""
-    from fedrr.estimators.spread_cv_scores import label_blocks
+    from fedrr.estimators.spread._cv_scores import label_blocks
 
     X, y, Xt, yt = _data(1200, 4)
     rm2 = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.25), n_features=D)
@@ -267,7 +267,7 @@ def test_budget_mixes_are_permuted_within_their_label_mechanisms():
 def test_candidates_of_a_fold_share_one_prior_center_and_give_the_same_fit(monkeypatch):
     """The learned prior's center depends on the releases only: one ``marginal_mle_prior`` per fold,
     the test part and the refit (not one per candidate), and the fit is the one computed without sharing."""
-    import fedrr.estimators.spread as spread
+    import fedrr.estimators.spread._estimator as spread
 
     X, y, Xt, yt = _data(600, 3)
     kw = dict(Cs=(0.01, 0.1, 1.0), cv=3, cv_max_iter=8, max_iter=16, prior="learned", random_state=0)

@@ -16,13 +16,13 @@ from scipy.stats import chi2, norm
 from fedrr.datasets import make_logistic_discrete, make_logistic_multiclass_discrete
 from fedrr.errors import ValidationError
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
-from fedrr.estimators.spread_cv_paired import (
+from fedrr.estimators.spread._cv_paired import (
     independence_terms,
     independence_test,
     model_pair_tables,
     paired_class_prior,
 )
-from fedrr.estimators.spread_paired import paired_view
+from fedrr.estimators.spread._paired import paired_view
 from fedrr.mechanisms import PairedRecordMechanism
 
 KC = (3, 3, 2)

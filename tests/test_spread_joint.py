@@ -10,9 +10,9 @@ from scipy.stats import chi2
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import SpreadLogisticRegression
-from fedrr.estimators.spread_design import ColumnLayout, Design
-from fedrr.estimators.spread_joint import joint_prior
-from fedrr.estimators.spread_shard import Shard
+from fedrr.estimators.spread._design import ColumnLayout, Design
+from fedrr.estimators.spread._estep import Shard
+from fedrr.estimators.spread._priors._joint import joint_prior
 from fedrr.mechanisms import EmpiricalPrior, RandomizedResponse, RecordMechanism, UnaryEncoding
 
 K = 3
@@ -112,7 +112,7 @@ def test_a_fit_with_public_rows_keeps_them_as_its_prior(small_rr_release):
 def test_kept_and_blockwise_pattern_cdfs_draw_the_same_rows(monkeypatch):
     """The pattern CDFs a shard keeps for the fit, and those it builds per call 512 records at a
     time when keeping them would take too much memory, give the same draws for the same seed."""
-    from fedrr.estimators.spread_joint import PatternSampler
+    from fedrr.estimators.spread._priors._joint import PatternSampler
 
     rng = np.random.default_rng(3)
     X = rng.integers(0, K, size=(1500, 3)).astype(float)

@@ -14,9 +14,9 @@ from scipy.stats import chi2
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression
-from fedrr.estimators.spread_design import ColumnLayout
-from fedrr.estimators.spread_mixture import naive_bayes_prior
-from fedrr.estimators.spread_pool import group_records
+from fedrr.estimators.spread import group_records
+from fedrr.estimators.spread._design import ColumnLayout
+from fedrr.estimators.spread._priors._mixture import naive_bayes_prior
 from fedrr.mechanisms import LaplaceMechanism, RandomizedResponse, RecordMechanism
 from fedrr.pool import Pool
 

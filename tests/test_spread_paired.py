@@ -15,11 +15,11 @@ from scipy.stats import chi2
 from fedrr.datasets import make_logistic_discrete, make_logistic_multiclass_discrete
 from fedrr.errors import ValidationError
 from fedrr.estimators import SpreadLogisticRegression
-from fedrr.estimators.spread_design import ColumnLayout, Design
-from fedrr.estimators.spread_mixture import naive_bayes_prior
-from fedrr.estimators.spread_paired import PairedView, pair_tables, paired_view
-from fedrr.estimators.spread_prior import given_prior
-from fedrr.estimators.spread_shard import Shard
+from fedrr.estimators.spread._design import ColumnLayout, Design
+from fedrr.estimators.spread._estep import Shard
+from fedrr.estimators.spread._paired import PairedView, pair_tables, paired_view
+from fedrr.estimators.spread._priors._factorised import given_prior
+from fedrr.estimators.spread._priors._mixture import naive_bayes_prior
 from fedrr.mechanisms import CategoricalPrior, PairedRecordMechanism
 from fedrr.parallel import SerialExecutor, ThreadExecutor
 

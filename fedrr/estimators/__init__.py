@@ -7,8 +7,7 @@ from .dro_radius import noise_radius, wasserstein_radius
 from .frequencies import estimate_frequencies, project_to_simplex, warner_estimate
 from .ldp_sgd import LDPSGDClassifier
 from .naive_bayes import LDPNaiveBayes, joint_frequencies
-from .spread import SpreadLogisticRegression
-from .spread_cv import SpreadLogisticRegressionCV
+from .spread import SpreadLogisticRegression, SpreadLogisticRegressionCV
 
 __all__ = [
     "estimate_frequencies",

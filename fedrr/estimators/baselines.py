@@ -19,11 +19,13 @@ from ..mechanisms import RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism
 from ..parallel.executors import SerialExecutor, shard_bounds
 from ._sklearn import class_labels, validate
-from .spread import SpreadLogisticRegression, check_clean_X
-from .spread_design import ENCODINGS, ColumnLayout, Design
-from .spread_em import _Problem
-from .spread_pool import group_records
-from .spread_shard import Shard
+from .spread._cv_scores import class_freqs
+from .spread._design import ENCODINGS, ColumnLayout, Design
+from .spread._estep import Shard
+from .spread._estimator import SpreadLogisticRegression, check_clean_X
+from .spread._mstep import ChainObjective
+from .spread._pool import group_records
+from .spread._runtime import shard_group
 
 
 def naive_inputs(X_tilde: np.ndarray, rm: RecordMechanism, design: Design) -> np.ndarray:
@@ -192,12 +194,12 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
                         )
                     )
             executor = p["executor"] if p["executor"] is not None else SerialExecutor()
-            group = executor.shard_group(factories)
+            group = shard_group(executor, factories)
             try:
                 rows_n = 1 if C == 2 else C
                 group.call("set_prior", 0, prior)
                 group.call("estep", 0, 0, np.zeros((rows_n, design.n_inputs)), np.zeros(rows_n), p["n_samples"] or 10)
-                prob = _Problem(group, 0, rows_n, design.n_inputs, p["C"], p["fit_intercept"])
+                prob = ChainObjective(group, 0, rows_n, design.n_inputs, p["C"], p["fit_intercept"])
                 res = prob.mstep(np.zeros(rows_n * design.n_inputs + (rows_n if p["fit_intercept"] else 0)), 1000)
             finally:
                 group.close()
@@ -217,8 +219,6 @@ class MajorityClassifier(ClassifierMixin, BaseEstimator):
         self.mechanism = mechanism
 
     def fit(self, X, y, mechanism: Any = None):
-        from .spread_cv_scores import class_freqs
-
         mechanism = self.mechanism if mechanism is None else mechanism
         ya = _as_array("y", y, "must be a 1-d array of labels")
         if ya.ndim != 1 or ya.size == 0:

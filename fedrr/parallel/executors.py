@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from typing import Any, Protocol
 
 import numpy as np
+
+from ..errors import ValidationError
+from .ray_executor import RayExecutor
 
 
 class Executor(Protocol):
@@ -19,13 +23,6 @@ class SerialExecutor:
 
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
         return [fn(t) for t in tasks]
-
-    def shard_group(self, factories, chains: int = 1):
-        """Shards kept in this process, called one after another (``chains``: how many chains the
-        caller runs; only a Ray group places them)."""
-        from .shards import LocalShards
-
-        return LocalShards(factories, 1)
 
     def __repr__(self) -> str:
         return "SerialExecutor()"
@@ -49,20 +46,12 @@ class ThreadExecutor:
             return os.cpu_count() or 1
 
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
-        from concurrent.futures import ThreadPoolExecutor
-
         tasks = list(tasks)
         n = min(self.workers(), len(tasks))
         if n <= 1:
             return [fn(t) for t in tasks]
         with ThreadPoolExecutor(max_workers=n) as pool:
             return list(pool.map(fn, tasks))
-
-    def shard_group(self, factories, chains: int = 1):
-        """Shards kept in this process, called on ``workers()`` threads."""
-        from .shards import LocalShards
-
-        return LocalShards(factories, self.workers())
 
     def __repr__(self) -> str:
         return f"ThreadExecutor(n_workers={self.n_workers})"
@@ -84,8 +73,6 @@ class LocalExecutor:
         self.n_workers = n_workers
 
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any]) -> list[Any]:
-        from concurrent.futures import ProcessPoolExecutor
-
         tasks = list(tasks)
         with ProcessPoolExecutor(max_workers=self.n_workers) as pool:
             return list(pool.map(fn, tasks))
@@ -102,13 +89,9 @@ def make_executor(kind: str, ray_address: str = "") -> Any:
     if kind == "threads":
         return ThreadExecutor()
     if kind == "ray":
-        import ray
-
-        from .ray_executor import RayExecutor
+        import ray  # optional and heavy: only asked for here
 
         if ray.is_initialized():
             return RayExecutor(cpus_per_task=0)
         return RayExecutor(address=ray_address or None)
-    from ..errors import ValidationError
-
     raise ValidationError("executor", f"must be 'serial', 'threads' or 'ray', got {kind!r}")

@@ -31,7 +31,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None) -> bool:
     """Make sure this process is connected to Ray: a running connection is kept; ``address`` (or
     ``RAY_ADDRESS``) joins that cluster, with no resource arguments (Ray rejects them there);
     otherwise a local instance of ``num_cpus`` is started. True if this call started or joined it."""
-    import ray
+    import ray  # optional and heavy: imported when Ray is first used
 
     for k, v in _QUIET_ENV.items():
         os.environ.setdefault(k, v)
@@ -51,13 +51,17 @@ class RayExecutor:
     Ray rejects resource arguments when connecting to an existing cluster. ``cpus_per_task=0``
     shares a Ray whose CPUs are all held by actors (a Flower simulation's ClientApp actors).
     ``max_retries``: how often Ray reruns a task whose worker died (killed, out of memory, node
-    lost); every task carries its own seed, so a rerun gives the same result. ``split_chains``: a
-    shard group for several chains puts them on different actors where the counts allow (see
-    ``ray_shards``; same numbers); False keeps every actor on a block of the data for every chain. A task that still
+    lost); every task carries its own seed, so a rerun gives the same result. A task that still
     fails raises :class:`fedrr.errors.ExecutorError` naming it; an exception raised *by* the task
-    (a ValidationError, say) is not retried and reaches the caller as itself. ``reuse_actors``:
-    shard groups (``shard_group``) load their shards into the same actors fit after fit, so worker
-    processes start once (``shutdown`` ends them; ``map`` ends idle ones first, as they hold CPUs)."""
+    (a ValidationError, say) is not retried and reaches the caller as itself.
+
+    Jobs that keep their data in actors for their whole run (spread-EM's shards) take them from
+    ``actor_slots``: ``n_actors`` of them (default one per CPU). ``reuse_actors``: the same actors
+    serve job after job, so worker processes start once (``shutdown`` ends them; ``map`` ends idle
+    ones first, as they hold CPUs). ``split_chains``: a job that runs several independent chains
+    may put them on different actors where the counts allow (same numbers); False keeps every actor
+    on a block of the data for every chain. ``group_class``: the class such a job builds its group
+    of actors with (None: the job's own; fault tests put a subclass)."""
 
     def __init__(
         self,
@@ -86,14 +90,14 @@ class RayExecutor:
         self.max_retries = max_retries
         self.n_actors = n_actors
         self._started_here = False
-        self.group_class = None  # the shard group's class (None: RayShards; fault tests put a subclass)
+        self.group_class = None  # the class a job builds its actor group with (None: its own)
         self.reuse_actors = reuse_actors
-        self._actors: list = []  # idle shard actors kept between fits (reuse_actors)
+        self._actors: list = []  # idle actors kept between jobs (reuse_actors)
         self._remote_fn = None
         self._puts: dict[int, tuple[weakref.ref, Any]] = {}
 
     def _ensure(self):
-        import ray
+        import ray  # optional and heavy: imported when Ray is first used
 
         if init_ray(self.address, self.num_cpus):
             self._started_here = True
@@ -152,28 +156,24 @@ class RayExecutor:
         for key in [k for k, (w, _) in self._puts.items() if w() is None]:
             del self._puts[key]
 
-    def shard_group(self, factories, chains: int = 1):
-        """Shards in Ray actors that own their data for the whole job (``ray_shards.RayShards``):
-        one actor per CPU of the cluster (``n_actors`` to choose), ``cpus_per_task`` CPUs each;
-        ``chains`` placed on teams of actors unless ``split_chains`` is False."""
-        chains = chains if self.split_chains else 1
+    def actor_slots(self) -> tuple[int, list | None]:
+        """Ray connected; how many actors one job may hold (``n_actors``, or one per CPU of the
+        cluster at ``cpus_per_task`` CPUs each), and the list of idle actors kept between jobs
+        (``reuse_actors``: the job loads its work into them and tops the list up; the idle ones are
+        ended first if there are more than it may hold), or None (a job's actors end with it)."""
         ray = self._ensure()
-        from .ray_shards import RayShards
-
         n = self.n_actors or max(1, int(ray.cluster_resources().get("CPU", 1) // max(self.cpus_per_task, 1e-9)))
-        if self.reuse_actors:
-            if len(self._actors) > n:
-                self.shutdown_actors()
-            return (self.group_class or RayShards)(
-                factories, n, cpus=self.cpus_per_task, pool=self._actors, chains=chains
-            )
-        return (self.group_class or RayShards)(factories, n, cpus=self.cpus_per_task, chains=chains)
+        if not self.reuse_actors:
+            return n, None
+        if len(self._actors) > n:
+            self.shutdown_actors()
+        return n, self._actors
 
     def shutdown_actors(self) -> None:
-        """Kill the idle shard actors: they hold their CPUs, which Ray tasks or another
+        """Kill the idle actors: they hold their CPUs, which Ray tasks or another
         executor's actors may need (``map`` and ``shutdown`` call this)."""
         if self._actors:
-            import ray
+            import ray  # optional and heavy: imported when Ray is first used
 
             for a in self._actors:
                 try:
@@ -183,13 +183,13 @@ class RayExecutor:
         self._actors.clear()
 
     def shutdown(self) -> None:
-        """Kill the idle shard actors; stop the Ray instance if this executor started it (never a
+        """Kill the idle actors; stop the Ray instance if this executor started it (never a
         cluster it joined)."""
         if ray_ready():
             self.shutdown_actors()
         self._actors.clear()
         if self._started_here:
-            import ray
+            import ray  # optional and heavy: imported when Ray is first used
 
             ray.shutdown()
             self._started_here = False
@@ -205,14 +205,14 @@ class RayExecutor:
 
 
 def ray_ready() -> bool:
-    import ray
+    import ray  # optional and heavy: imported when Ray is first used
 
     return ray.is_initialized()
 
 
 def ray_stop() -> None:
     """Shut this process's Ray down (or disconnect from a cluster), if it is up."""
-    import ray
+    import ray  # optional and heavy: imported when Ray is first used
 
     if ray.is_initialized():
         ray.shutdown()
@@ -234,7 +234,7 @@ def ray_map_unordered(
     started is stopped at the end. A task's own exception of a type in ``fatal`` stops everything
     and is raised; other failures (the task's error, or its worker dying after every retry) are
     reported and the rest go on."""
-    import ray
+    import ray  # optional and heavy: imported when Ray is first used
 
     started = init_ray(address or None, num_cpus)
     try:

@@ -29,17 +29,14 @@ L̄ channels, which ``log_marginal`` of the view computes, so their sum is log p
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 import numpy as np
 from scipy.special import logsumexp
 
-from ..errors import ValidationError
-from ..mechanisms.discrete import DiscreteMechanism
-from ..mechanisms.paired import PairedRecordMechanism
-from ..mechanisms.record import RecordMechanism
-from .frequencies import simplex_mle
-from .spread_design import ColumnLayout
+from ...errors import ValidationError
+from ...mechanisms.discrete import DiscreteMechanism
+from ...mechanisms.paired import PairedRecordMechanism
+from ...mechanisms.record import RecordMechanism
+from ..frequencies import simplex_mle
 
 #: smallest class weight of w_j(s, ·) (a floor keeps the proposal's support the posterior's)
 W_FLOOR = 1e-3
@@ -201,24 +198,3 @@ class PairTerms:
                 pj = np.log(np.maximum(t, 1e-300))[None] + T + lbar[..., None]  # log p_j(s, c) P(v̂ | s, c)
                 out[rows] += logsumexp(pj, axis=1) - logpc
         return np.exp(out - logsumexp(out, axis=1, keepdims=True))
-
-
-def paired_naive_bayes_prior(view: PairedView, layout: ColumnLayout):
-    """``prior="naive-bayes"`` for paired releases: p(x) = Σ_c π_c Π_j p(x_j | c) from the pair tables'
-    maximum-likelihood estimates (π_c the mean of their class margins), fixed."""
-    from .spread_mixture import MixtureSpreadPrior
-    from .spread_prior import SpreadPrior, _empty
-
-    tabs = view.tables
-    pi = class_margin(tabs)
-    log_p = []
-    for t in tabs:
-        cond = np.maximum(t, 1e-12).T  # (C, k)
-        log_p.append(np.log(cond / cond.sum(axis=1, keepdims=True)))
-    out = _empty(layout, "gaussian", 1)
-    prior = MixtureSpreadPrior(
-        **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=np.log(pi), log_p=log_p
-    )
-    for d, lp in enumerate(log_p):
-        prior.disc[d, : lp.shape[1]] = pi @ np.exp(lp)
-    return prior

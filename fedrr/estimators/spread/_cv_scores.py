@@ -9,11 +9,11 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import rankdata
 
-from ..errors import ValidationError
-from ..mechanisms.discrete import DiscreteMechanism
-from .spread import SpreadLogisticRegression
-from .spread_pool import group_records
-from .spread_shard import Shard
+from ...errors import ValidationError
+from ...mechanisms.discrete import DiscreteMechanism
+from ._estep import Shard
+from ._estimator import SpreadLogisticRegression
+from ._pool import group_records
 
 
 def heldout_loglik(

@@ -2,7 +2,7 @@
 whole fit — the releases, the label terms, each chain's state and last samples, a copy of each
 chain's prior. The driver sends it models and prior updates and gets back sufficient statistics,
 losses and gradients: O(model) bytes per call, whatever the shard's size. The same object serves
-serial, threaded and Ray-actor execution (``fedrr.parallel.shards``); every random draw comes
+serial, threaded and Ray-actor execution (``_runtime``); every random draw comes
 from ``SeedSequence(entropy, spawn_key=(shard, chain, iteration))``, so the fit does not depend on
 who runs the shard.
 
@@ -14,25 +14,20 @@ printed: fresh draws with self-normalised weights (biased at finite S; for repro
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
 
-from ..errors import ValidationError
-from ..mechanisms import RandomizedResponse, RecordMechanism
-from ..mechanisms.discrete import DiscreteMechanism, guide_table
-from .spread_design import Design
-from .spread_joint import JointSpreadPrior, PatternSampler
-from .spread_mixture import MixtureSpreadPrior
-from .spread_mstep import log_class_probs
-from .spread_paired import PairedView, PairTerms, as_view
-from .spread_prior import SpreadPrior
-
-#: guards the table cache of a prior (``_estep_compiled``), by the prior's id: not a lock in the
-#: prior itself, which is pickled to Ray actors
-_TABLES_LOCKS = tuple(threading.Lock() for _ in range(16))
+from ...errors import ValidationError
+from ...mechanisms import RandomizedResponse, RecordMechanism
+from ...mechanisms.discrete import DiscreteMechanism, _MatrixMechanism, guide_table
+from ._design import Design
+from ._mstep import log_class_probs, logits, soft_ce
+from ._paired import PairedView, PairTerms, as_view
+from ._priors._factorised import SpreadPrior, release_counts
+from ._priors._joint import JointSpreadPrior, PatternSampler
+from ._priors._mixture import MixtureSpreadPrior
 
 
 def _posterior_mean(mech, x_tilde: np.ndarray, pi: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -69,7 +64,7 @@ class Shard:
         self.b, self.D = self.X.shape
         self.n_total = n_total or self.b
         self.released = ~np.isnan(self.X)
-        #: paired releases: the label terms t_j(x_j, c) of the released pairs (``spread_paired``), else None
+        #: paired releases: the label terms t_j(x_j, c) of the released pairs (``_paired``), else None
         self.pairs = PairTerms(rm, self.X, self.released) if isinstance(rm, PairedView) else None
         if self.pairs is not None:  # no label report: the label lives in the pairs (y_tilde is all NaN)
             self.y = np.zeros(self.b, np.int64)
@@ -133,7 +128,7 @@ class Shard:
 
     def label_terms(self, x: np.ndarray) -> np.ndarray:
         """The label term of states x (..., b, D): log p(c̃ | c) of record releases, (b, C) broadcast;
-        for paired releases Σ_j t_j(x_j, c) (``spread_paired``), (..., b, C)."""
+        for paired releases Σ_j t_j(x_j, c) (``_paired``), (..., b, C)."""
         if self.pairs is None:
             return self._yterm
         return self.pairs.terms(x)
@@ -160,27 +155,11 @@ class Shard:
         return out
 
     def _estep_compiled(self, chain, rng, coef, intercept, S) -> dict:
-        from .spread_kernels import rr_chain, rr_tables
+        from ._kernels import rr_chain  # numba: compiled at first use, not when spread is imported
 
         prior = self.prior[chain]
         K = prior.disc.shape[1]
-        key = (self.q.tobytes(), self.r.tobytes())
-        entry = prior.__dict__.get("_rr_tables", {}).get(key)
-        if entry is None:  # one table build per prior, shared by the shards (also on other threads)
-            # striped locks: the chains' priors (different objects) are built at the same time
-            with _TABLES_LOCKS[(id(prior) >> 4) % len(_TABLES_LOCKS)]:  # ids are 16-byte aligned
-                cache = prior.__dict__.setdefault("_rr_tables", {})
-                if key not in cache:
-                    stay, jump, P, A = rr_tables(prior.disc, self.q, self.r)
-                    if np.all(self.q >= self.r):  # the inverse-CDF tables are only read where q < r
-                        cdf, guide = np.zeros((0, K)), np.zeros((0, K), np.int64)
-                    else:
-                        cdf = np.cumsum(prior.disc, axis=1)
-                        cdf /= cdf[:, -1:]
-                        guide = guide_table(cdf)
-                    cache[key] = (stay, jump, P, A, cdf, guide)
-                entry = cache[key]
-        stay, jump, P, A, cdf, guide = entry
+        stay, jump, P, A, cdf, guide = prior.rr_tables(self.q, self.r)
         design, b, D, C = self.design, self.b, self.D, self.C
         W = np.ascontiguousarray(design.logit_table(coef))
         E = design.state_table if design.scalar else np.zeros((0, K), np.float32)
@@ -264,7 +243,7 @@ class Shard:
         same order, as ``RRPosterior.sample`` column by column (then ``sample_column`` for records
         that did not release), with the prior's tables built once for all the columns and the
         inverse-CDF search compiled (``rr_excluding``)."""
-        from .spread_kernels import rr_excluding
+        from ._kernels import rr_excluding  # numba: compiled at first use, not when spread is imported
 
         k = mech.k
         raw = prior.disc[cols, :k]
@@ -407,17 +386,8 @@ class Shard:
     def loss_grad(self, chain: int, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """Σ_i w_i CE(R_i, p_θ(·|Z_i)) and its gradient over this shard's samples (no penalty)."""
         Z, R, w = self.Z[chain], self.R[chain], self.w[chain]
-        z = (Z @ coef.T.astype(Z.dtype)).astype(np.float64) + intercept
-        if coef.shape[0] == 1:
-            z1, r1 = z[:, 0], R[:, 1]
-            sp = np.logaddexp(0, -z1)  # softplus(−z); σ(z) = exp(−softplus(−z))
-            loss = float(np.sum(w * (sp + (1 - r1) * z1)))
-            gz = (w * (np.exp(-sp) - r1))[:, None]
-        else:
-            logp = z - logsumexp(z, axis=1, keepdims=True)
-            loss = float(-np.sum(w * np.sum(R * logp, axis=1)))
-            gz = w[:, None] * (np.exp(logp) - R)
-        return loss, (gz.T.astype(Z.dtype) @ Z).astype(np.float64), gz.sum(axis=0)
+        loss, gz = soft_ce(logits(Z, coef, intercept), R, w)
+        return float(loss), (gz.T.astype(Z.dtype) @ Z).astype(np.float64), gz.sum(axis=0)
 
     def hessian(self, chain: int, coef: np.ndarray, intercept: np.ndarray, rows: int = 4096) -> np.ndarray:
         """Per logit row r, Σ_i w_i p_r(1 − p_r) [z_i, 1][z_i, 1]ᵀ over an evenly spaced subsample of
@@ -429,7 +399,7 @@ class Shard:
         if take < Z.shape[0]:
             idx = np.linspace(0, Z.shape[0] - 1, take).astype(np.int64)
             Z, w = Z[idx], w[idx] * (self.w[chain].sum() / w[idx].sum())
-        z = (Z @ coef.T.astype(Z.dtype)).astype(np.float64) + intercept
+        z = logits(Z, coef, intercept)
         if coef.shape[0] == 1:
             p = 1.0 / (1.0 + np.exp(-z))
         else:
@@ -444,17 +414,21 @@ class Shard:
         Z, w = self.Z[chain], self.w[chain]
         zs = []
         for coef, b in zip(coefs, intercepts):
-            z = (Z @ coef.T.astype(Z.dtype)).astype(np.float64) + b
+            z = logits(Z, coef, b)
             zs.append(z - z.mean(axis=1, keepdims=True) if z.shape[1] > 1 else z)
         A = np.stack(zs)  # (m, n, Rn)
         return {"w": float(w.sum()), "s1": np.einsum("anr,n->ar", A, w), "G": np.einsum("anr,bnr,n->ab", A, A, w)}
 
     def release_counts(self, slot_of: list[int], n_slots: int) -> dict:
         """Released-value counts per column, in the slot of this shard's record mechanism
-        (``spread_pool.shard_release_counts``): the learned prior's data, counted where the rows are."""
-        from .spread_pool import shard_release_counts
-
-        return shard_release_counts(self, slot_of, n_slots)
+        (``slot_of[index]`` of ``n_slots``; zeros in the others, so that the shards' results add up
+        group by group): the learned prior's data, (n_slots, D, Kmax), counted where the rows are."""
+        out = np.zeros((n_slots, self.D, max(int(self.design.layout.k.max()), 1)))
+        slot = slot_of[self.index]
+        for mech, cols in self.rm.groups():
+            if isinstance(mech, _MatrixMechanism):
+                out[slot, cols, : mech.k] = release_counts(mech, self.X[:, cols])
+        return {"counts": out}
 
     # ------------------------------------------------------------------ noisy likelihood
     def noisy_loglik(self, coef: np.ndarray, intercept: np.ndarray, prior, n_samples: int, seed: int) -> np.ndarray:

@@ -1,29 +1,20 @@
-"""The Ray actor behind ``ray_shards.RayShards``: it holds a block of shards (with their chains and
+"""The Ray actor behind ``_ray_shards.RayShards``: it holds a block of shards (with their chains and
 priors) for the whole job and answers the group's calls — each call numbered, so that a call asked
 again (a fold retried after another actor died) returns its results instead of advancing the chains
 twice; a batch of calls (every chain's E-step) is kept until the next batch starts."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
-from . import delta
-from .shards import add, pack, prior_step, total, unpack, walk
-
-
-def wire(obj: Any) -> int:
-    """Bytes of a message as serialised (what crosses to or from an actor)."""
-    import pickle
-
-    from .shards import nbytes
-
-    try:
-        return len(pickle.dumps(obj, protocol=5))
-    except Exception:  # noqa: BLE001 - an unpicklable object is Ray's business; count its arrays
-        return nbytes(obj)
+from . import _delta as delta
+from ._local import prior_step
+from ._wire import add, pack, total, unpack, walk, wire
 
 
 class _Block:
@@ -43,8 +34,6 @@ class ShardActor:
     """Holds a block of shards; answers the group's calls."""
 
     def __init__(self, factories: Sequence[Callable[[], Any]] = ()):
-        from threadpoolctl import threadpool_limits
-
         self._limit = threadpool_limits(1, user_api="blas")  # the same BLAS arithmetic as the driver's shards
         self.load(factories)
 
@@ -95,7 +84,7 @@ class ShardActor:
         out = self._compute(seq, method, args)
         acc, sizes = None, []
         if prev is not None:
-            import ray
+            import ray  # on the actor, where Ray runs it: never imported by a fit without Ray
 
             msg, sizes = ray.get(prev[0])
             acc = delta.decode(msg, self._upstream.get(keep)) if keep is not None else unpack(msg)
@@ -122,8 +111,6 @@ class ShardActor:
     def run(self, fn: Callable, args: Any) -> Any:
         """``fn(block, *args)`` with this actor's shards as a group (``RayShards.run_each``), packed;
         one BLAS thread in every BLAS library loaded by then (``fn`` may have loaded scipy's)."""
-        from threadpoolctl import threadpool_limits
-
         with threadpool_limits(1, user_api="blas"):
             return pack(fn(_Block(self.shards), *unpack(args)))
 
@@ -169,8 +156,6 @@ class ShardActor:
         """The prior of ``chain`` the shards use (every shard holds the same), without the
         smoothing center it pulls toward: that never changes, and the driver holds it
         (``with_center``). Half the bytes of a smoothed prior."""
-        import copy
-
         p = self.shards[0].prior[chain]
         if getattr(p, "center", None) is None:
             return p
@@ -183,7 +168,7 @@ class ShardActor:
 
     def peak_rss(self) -> int:
         """This worker process's peak resident memory, bytes (Linux reports kB)."""
-        import resource
+        import resource  # Unix only: a benchmark's question, never asked on other systems
 
         return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 

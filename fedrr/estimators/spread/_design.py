@@ -11,9 +11,9 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import ValidationError
-from ..mechanisms import RecordMechanism
-from ..mechanisms.discrete import DiscreteMechanism
+from ...errors import ValidationError
+from ...mechanisms import RecordMechanism
+from ...mechanisms.discrete import DiscreteMechanism
 
 ENCODINGS = ("unit", "index", "onehot")
 #: most model inputs a one-hot design may have (a dense (samples × inputs) matrix is built)
@@ -141,7 +141,7 @@ class Design:
                 cols = np.flatnonzero(disc)
                 out[:, cols] = self.state_table[cols[None, :], X[:, cols].astype(np.int64)]
             return out
-        from .spread_kernels import onehot_fill
+        from ._kernels import onehot_fill  # numba: compiled at first use, not when spread is imported
 
         out = np.zeros((n, self.n_inputs), np.float32)
         offsets = np.asarray(self.offsets, np.int64)

@@ -1,11 +1,12 @@
 """Spread-EM logistic regression (Barber 2020 §5): maximise the likelihood of the noisy records
 log Σ_{c,x} p(c̃|c) p(x̃|x) p_θ(c|x) p(x) (eq 47) by Monte Carlo EM over independent chains, learning
-the input prior on the way (``spread_em``: the algorithm, ``spread_shard``: the E-step). The chains'
+the input prior on the way (``_em``: the algorithm, ``_estep``: the E-step). The chains'
 agreement is on the fitted estimator, so a user can tell signal from Monte Carlo noise without clean data."""
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from typing import Any
 
 import numpy as np
@@ -13,8 +14,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
-from .._params import (
-    HasMethods,
+from ..._params import (
     Interval,
     IsNone,
     Options,
@@ -23,23 +23,30 @@ from .._params import (
     seed_from,
     validate_estimator,
 )
-from .._resources import available_bytes
-from .._validation import _as_array, as_float_array
-from ..errors import ValidationError
-from ..mechanisms.paired import PairedRecordMechanism
-from ..mechanisms.priors import EmpiricalPrior
-from ..parallel.executors import ThreadExecutor, shard_bounds
-from ..parallel.shards import traffic_report
-from ._sklearn import class_labels, validate
-from .spread_design import ENCODINGS, ColumnLayout, Design
-from .spread_em import EMOptions, run_em
-from .spread_joint import joint_prior
-from .spread_mixture import naive_bayes_prior
-from .spread_mstep import fit_soft_logistic, log_class_probs
-from .spread_paired import PairedView, paired_view
-from .spread_pool import group_records
-from .spread_prior import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
-from .spread_shard import Shard
+from ..._resources import available_bytes
+from ..._validation import _as_array, as_float_array
+from ...errors import ValidationError
+from ...mechanisms.paired import PairedRecordMechanism
+from ...mechanisms.priors import EmpiricalPrior
+from ...parallel.executors import ThreadExecutor, shard_bounds
+from .._sklearn import class_labels, validate
+from ..naive_bayes import check_naive_bayes_mechanism
+from ._design import ENCODINGS, ColumnLayout, Design
+from ._em import EMOptions, run_em
+from ._estep import Shard
+from ._mstep import fit_soft_logistic, log_class_probs
+from ._paired import PairedView, paired_view
+from ._pool import PoolSource, group_records
+from ._priors._factorised import (
+    SpreadPrior,
+    flat_prior,
+    given_prior,
+    marginal_mle_prior,
+    marginal_mle_prior_from_counts,
+)
+from ._priors._joint import joint_prior
+from ._priors._mixture import naive_bayes_prior
+from ._runtime import holds_shards, shard_group, traffic_report
 
 E_STEPS = ("mcmc", "importance")
 _INT1 = Interval(int, 1, None)
@@ -106,7 +113,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         "n_bins": [_INT1],
         "fit_intercept": [Satisfies(lambda v: isinstance(v, (bool, np.bool_)), "True or False")],
         "relaxation": [Interval(float, 0, 2, closed="neither")],
-        "executor": [IsNone(), HasMethods("shard_group")],
+        "executor": [IsNone(), Satisfies(holds_shards, "an executor that keeps shards (serial, threads or Ray)")],
         "shard_size": [_INT1],
         "random_state": random_state_constraints(),
         "agreement_tol": [Interval(float, 0, None, closed="neither")],
@@ -171,7 +178,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         released labels y (n,) produced by ``mechanism`` (a RecordMechanism, or one per record).
         Paired releases (a PairedRecordMechanism, or one per record): X holds the pair reports, y is
         all NaN (or None) — the labels are inside the pairs, and the E-step's posterior runs over the
-        unreleased attributes and the label given them (``spread_paired``); the classes are 0..C−1.
+        unreleased attributes and the label given them (``_paired``); the classes are 0..C−1.
         With no mechanism the data are taken as clean."""
         p = self._params()
         mechanism = self.mechanism if mechanism is None else mechanism
@@ -241,7 +248,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         return Xv, yi, groups, layout
 
     def _prepare_paired(self, Xa, y, groups):
-        """Paired releases (``spread_paired``): y None or all NaN (the labels are inside the pairs); each
+        """Paired releases (``_paired``): y None or all NaN (the labels are inside the pairs); each
         group's mechanism becomes a ``PairedView`` whose w is its pair reports' maximum-likelihood p(y | x_j).
         A ``PairedView`` given as the mechanism (a re-fit on a subset, as cross-validation does) is re-derived
         from its paired mechanism on these releases, and y is not read (its class indices carry nothing)."""
@@ -281,7 +288,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                         Shard, len(factories), rm, Xv[idx], yi[idx], design, C, entropy, p["n_chains"], p["e_step"], n
                     )
                 )
-        return self._fit_group(executor.shard_group(factories, chains=p["n_chains"]), design, layout, prior, p, S)
+        return self._fit_group(shard_group(executor, factories, chains=p["n_chains"]), design, layout, prior, p, S)
 
     def _fit_group(self, group, design: Design, layout: ColumnLayout, prior: SpreadPrior, p: dict, S: int):
         """Spread-EM over a built shard group (closed at the end) -> the fitted attributes."""
@@ -323,11 +330,46 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         return self
 
     def fit_pool(self, path):
-        """Fit from a pool directory (``Pool.save(path, layout="dir")``) without reading its records
-        here: each shard memory-maps its rows where it runs (``spread_pool.fit_pool``)."""
-        from .spread_pool import fit_pool
-
-        return fit_pool(self, path)
+        """``fit`` on the pool directory at ``path`` (``Pool.save(path, layout="dir")``) without the
+        driver ever holding the releases: each shard's factory memory-maps the pool's arrays and reads
+        its own rows where it runs (a Ray actor on whichever node: the path must be visible there),
+        validates them and builds the shard ``fit`` builds from arrays. The learned prior's data, the
+        released-value counts per column, are counted on the shards and summed (integers: exact in
+        any order), so the result is ``fit``'s bit for bit for the same seed and shard size. The
+        driver reads the pool's metadata, its labels only when they were not released through a
+        mechanism (to find the classes) and the mechanism index, never X. ``prior="auto"`` is
+        "learned" here (naive Bayes is fitted on the releases)."""
+        p = self._params()
+        if isinstance(p["prior"], str) and p["prior"] == "auto":
+            p["prior"] = "learned"
+        with threadpool_limits(limits=1, user_api="blas"):
+            src = PoolSource(path)
+            self.classes_ = src.classes
+            layout, n = src.layout, src.n
+            design = Design(layout, p["encoding"])
+            S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)
+            executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
+            factories, slot_of = src.factories(
+                design, seed_from(p["random_state"]), p["n_chains"], p["e_step"], p["shard_size"]
+            )
+            group = shard_group(executor, factories, chains=p["n_chains"])
+            try:
+                if isinstance(p["prior"], str) and p["prior"] == "learned":
+                    src.check_learnable()
+                    counts = group.reduce("release_counts", slot_of, len(src.groups))["counts"]
+                    center = marginal_mle_prior_from_counts(
+                        layout,
+                        [(rm, counts[g]) for g, (rm, _) in enumerate(src.groups)],
+                        p["numeric_prior"],
+                        p["n_bins"],
+                    )
+                    prior = center.smoothed(center, p["prior_strength"] * n)
+                else:
+                    prior = self._initial_prior(layout, [], p, n)
+            except BaseException:
+                group.close()
+                raise
+            return self._fit_group(group, design, layout, prior, p, S)
 
     def _initial_prior(self, layout: ColumnLayout, pools, p, n: int, releases=None) -> SpreadPrior:
         if isinstance(p["prior"], str) and p["prior"] == "naive-bayes":  # (X, y, groups); fit_pool has none
@@ -441,8 +483,6 @@ def check_memory(
 def _pools_key(pools, numeric_prior: str, n_bins: int) -> tuple:
     """What ``marginal_mle_prior`` depends on: each group's mechanism (the object: the key lives
     for one cross-validation, which holds them) and a digest of its releases."""
-    import hashlib
-
     return tuple(
         (id(rm), hashlib.blake2b(np.ascontiguousarray(X), digest_size=16).digest(), X.shape) for rm, X in pools
     ) + (numeric_prior, n_bins)
@@ -461,8 +501,6 @@ def auto_prior(mechanism: Any) -> str:
     through discrete oracles with a label, or pairs (they show nothing else of how attributes
     co-occur; on Adult it lifts spread above LDP naive Bayes, docs/results.md), else "learned"
     (factorised; also for per-record mechanisms that differ, and for clean data)."""
-    from .naive_bayes import check_naive_bayes_mechanism
-
     if isinstance(mechanism, (list, tuple, np.ndarray)):  # one mechanism for every record: as that one
         distinct = list({id(m): m for m in mechanism}.values())
         same = len(distinct) > 0 and all(hasattr(m, "to_spec") for m in distinct)

@@ -59,11 +59,11 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import chi2, norm
 
-from ..mechanisms.oracles import unbiased_onehot_covariance
-from .spread_joint import JointSpreadPrior
-from .spread_mixture import MixtureSpreadPrior
-from .spread_mstep import log_class_probs
-from .spread_paired import PairedView, class_margin
+from ...mechanisms.oracles import unbiased_onehot_covariance
+from ._mstep import log_class_probs
+from ._paired import PairedView, class_margin
+from ._priors._joint import JointSpreadPrior
+from ._priors._mixture import MixtureSpreadPrior
 
 #: draws from the prior per (attribute, state) for the model's pair tables
 N_DRAWS = 1024

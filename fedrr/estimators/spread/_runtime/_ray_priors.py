@@ -1,4 +1,4 @@
-"""How the actors of a ``ray_shards.RayShards`` group update spread-EM's chain priors (eq 65).
+"""How the actors of a ``_ray_shards.RayShards`` group update spread-EM's chain priors (eq 65).
 Teams of several actors: the last actor of a chain's team keeps the summed E-step statistics and
 sends them to the others; the driver updates its own copy from the same statistics. One actor per
 chain: that actor owns the chain's prior — its statistics never cross to the driver, its updates
@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .ray_actor import _cause, wire, with_center
-from .shards import pack, prior_step
+from ._local import prior_step
+from ._ray_actor import _cause, with_center
+from ._wire import pack, wire
 
 #: how often (prior updates) a chain's prior is fetched from the actor that owns it
 CHECKPOINT_EVERY = 10

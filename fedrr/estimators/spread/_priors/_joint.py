@@ -3,7 +3,7 @@ records (``fedrr.mechanisms.EmpiricalPrior``). Barber §5.2 factorises p(x) over
 public dataset for a similar problem exists the prior can be that known model instead, and it keeps
 how attributes co-occur — which records that release one sampled attribute cannot show, and which a
 factorised prior gets wrong (it imputes the attributes a record did not release independently of
-the one it did). Without public data, ``prior="naive-bayes"`` (``spread_mixture``) lets attributes
+the one it did). Without public data, ``prior="naive-bayes"`` (``_priors._mixture``) lets attributes
 co-occur through the label instead."""
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
+from scipy.special import logsumexp
 
-from ..errors import ValidationError
-from ..mechanisms import EmpiricalPrior, RecordMechanism
-from .spread_design import ColumnLayout
-from .spread_prior import SpreadPrior, _empty
+from ....errors import ValidationError
+from ....mechanisms import EmpiricalPrior, RecordMechanism
+from .._design import ColumnLayout
+from ._factorised import SpreadPrior, _empty
 
 
 @dataclass
@@ -45,8 +46,6 @@ class JointSpreadPrior(SpreadPrior):
     def log_marginal(self, rm: RecordMechanism, X: np.ndarray, released: np.ndarray) -> np.ndarray:
         """log p(x̃) = log (1/M) Σ_i p(x̃ | row_i) per record: exact under the empirical prior;
         computed once per distinct release pattern (records that released the same values alike)."""
-        from scipy.special import logsumexp
-
         uniq, inv = np.unique(np.where(released, X, -1.0), axis=0, return_inverse=True)
         lw = self.log_weights(rm, np.where(uniq < 0, np.nan, uniq), uniq >= 0)
         return (logsumexp(lw, axis=1) - np.log(self.rows.shape[0]))[inv.ravel()]

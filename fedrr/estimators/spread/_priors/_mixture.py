@@ -12,10 +12,12 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 from scipy.special import logsumexp
 
-from ..errors import ValidationError
-from ..mechanisms import RecordMechanism
-from .spread_design import ColumnLayout
-from .spread_prior import SpreadPrior, _empty
+from ....errors import ValidationError
+from ....mechanisms import RecordMechanism
+from ...naive_bayes import LDPNaiveBayes, check_naive_bayes_mechanism
+from .._design import ColumnLayout
+from .._paired import PairedView, class_margin
+from ._factorised import SpreadPrior, _empty
 
 
 @dataclass
@@ -67,7 +69,7 @@ class MixtureSampler:
     """Exact draws from a mixture prior's posterior for a block of records: the class from
     p(c | x̃) (``cls`` (n, C) CDFs), then attribute d from p(x_d | c, x̃_d) (``rel``: the released
     records' (n_d, C, k) CDFs; ``base``: p(x_d | c) (C, k) for the others). Each draw is an inverse
-    CDF: the number of CDF entries <= its uniform (the compiled ``spread_kernels.mixture_draw``)."""
+    CDF: the number of CDF entries <= its uniform (the compiled ``_kernels.mixture_draw``)."""
 
     prior: MixtureSpreadPrior
     cls: np.ndarray
@@ -98,7 +100,7 @@ class MixtureSampler:
 
     def draw(self, u: np.ndarray) -> np.ndarray:
         """By the uniforms ``u`` (S, n, D + 1): the class by u[..., 0], attribute d by u[..., d + 1]."""
-        from .spread_kernels import mixture_draw
+        from .._kernels import mixture_draw  # numba: compiled at first use, not when spread is imported
 
         out = np.empty((u.shape[0], self.cls.shape[0], len(self.base)))
         mixture_draw(np.ascontiguousarray(u, dtype=np.float64), np.ascontiguousarray(self.cls), *self.tables(), out)
@@ -115,13 +117,9 @@ def naive_bayes_prior(X: np.ndarray, y: np.ndarray, groups: list, layout: Column
     """The ``prior="naive-bayes"`` of releases ``X`` (NaN where not released), released labels ``y``
     and their one record mechanism. An attribute no record released gets a uniform p(x_d | c): the
     releases say nothing of it (a small pool, or a cross-validation fold, may have one)."""
-    from .naive_bayes import LDPNaiveBayes, check_naive_bayes_mechanism
-
     if len(groups) != 1:
         raise ValidationError("prior", "'naive-bayes' needs one record mechanism for every record (no budget mix)")
     rm = groups[0][0]
-    from .spread_paired import PairedView, paired_naive_bayes_prior
-
     if isinstance(rm, PairedView):  # from the pair tables' maximum-likelihood estimates
         return paired_naive_bayes_prior(rm, layout)
     seen = np.flatnonzero(~np.all(np.isnan(X), axis=0))
@@ -142,6 +140,24 @@ def naive_bayes_prior(X: np.ndarray, y: np.ndarray, groups: list, layout: Column
     out = _empty(layout, "gaussian", 1)
     prior = MixtureSpreadPrior(
         **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=log_pi, log_p=log_p
+    )
+    for d, lp in enumerate(log_p):
+        prior.disc[d, : lp.shape[1]] = pi @ np.exp(lp)
+    return prior
+
+
+def paired_naive_bayes_prior(view: PairedView, layout: ColumnLayout):
+    """``prior="naive-bayes"`` for paired releases: p(x) = Σ_c π_c Π_j p(x_j | c) from the pair tables'
+    maximum-likelihood estimates (π_c the mean of their class margins), fixed."""
+    tabs = view.tables
+    pi = class_margin(tabs)
+    log_p = []
+    for t in tabs:
+        cond = np.maximum(t, 1e-12).T  # (C, k)
+        log_p.append(np.log(cond / cond.sum(axis=1, keepdims=True)))
+    out = _empty(layout, "gaussian", 1)
+    prior = MixtureSpreadPrior(
+        **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=np.log(pi), log_p=log_p
     )
     for d, lp in enumerate(log_p):
         prior.disc[d, : lp.shape[1]] = pi @ np.exp(lp)

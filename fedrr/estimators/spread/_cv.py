@@ -28,7 +28,7 @@ label released by its own mechanism, independently of the attributes (``RecordMe
 ``label``). Paired releases (``PairedRecordMechanism``, the label inside each (attribute, label)
 report) have no released label to permute: there nothing is held out, C is chosen by the held-out
 likelihood of the pair reports in folds over all the releases, and the test is
-``spread_cv_paired``'s test of independence of the label and the attributes on all the releases
+``_cv_paired``'s test of independence of the label and the attributes on all the releases
 (a score test, chi-square reference; its level is measured, not exact).
 
 What it does not guarantee. It tests "the model fitted on A beats the intercept-only model on
@@ -48,11 +48,10 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._params import Interval, ListOf, Options, Satisfies, random_state_constraints, seed_from, validate_estimator
-from ..errors import ValidationError
-from .spread import SpreadLogisticRegression, auto_prior, check_clean_X
-from .spread_cv_paired import independence_test, model_pair_tables, pair_report_loglik, paired_class_prior
-from .spread_cv_scores import (
+from ..._params import Interval, ListOf, Options, Satisfies, random_state_constraints, seed_from, validate_estimator
+from ...errors import ValidationError
+from ._cv_paired import independence_test, model_pair_tables, pair_report_loglik, paired_class_prior
+from ._cv_scores import (
     _mechanism_arg,
     _null_loglik,
     class_freqs,
@@ -62,9 +61,11 @@ from .spread_cv_scores import (
     label_terms,
     permutation_test,
 )
-from .spread_mstep import log_class_probs
-from .spread_paired import PairedView
-from .spread_pool import group_records
+from ._design import Design
+from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
+from ._mstep import log_class_probs
+from ._paired import PairedView
+from ._pool import group_records
 
 #: the spread-EM parameters this class passes through (the rest are its own)
 PASSED = (
@@ -106,7 +107,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     fallback : fall back to the intercept-only model unless the model chosen and fitted on the
         selection part beats it on the test part (permutation p-value ≤ ``alpha``; module doc), or,
         on paired releases, unless the releases' pair tables show an association between the label
-        and some attribute (``spread_cv_paired``). With False the test still runs and reports
+        and some attribute (``_cv_paired``). With False the test still runs and reports
         ``p_value_``, but the model is always kept.
     test_fraction : the share of the records held out to test (part B); the rest (A) selects and
         fits the tested model. Both parts must be large enough: B at least 2 records, A 2 per fold.
@@ -338,7 +339,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, sel.size, n_test, best, base.classes_)
 
     def _test_paired(self, p: dict, Xv, groups: list) -> None:
-        """The fallback's test on paired releases (``spread_cv_paired.independence_test``): is the label
+        """The fallback's test on paired releases (``_cv_paired.independence_test``): is the label
         associated with any attribute in the pair tables of all the releases? No model enters it."""
         res = independence_test(groups, Xv)
         self.p_value_ = res["p_value"]
@@ -452,8 +453,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     def _intercept_only(self, Xv, yi, groups, layout) -> None:
         """coef 0, intercept the log-odds of the label frequencies debiased through the label
         mechanism (maximum likelihood on the simplex)."""
-        from .spread_design import Design
-
         if isinstance(groups[0][0], PairedView):
             pi = paired_class_prior(groups)
         else:

@@ -253,7 +253,7 @@ def rr_chain(
     (likelihood p(x̃ | x = s), s < kcol[d]) of the entry's release, and the proposal is drawn from
     ρ(x) ∝ probs[d, x]·lik[row, x] in O(k) (``_draw_rows``).
 
-    Paired releases (``spread_paired``): record n's label term is yterm[n] plus, for each of its
+    Paired releases (``_paired``): record n's label term is yterm[n] plus, for each of its
     released pairs t (``pair_cols[n, t]`` = column d, −1 for none), pair_tab[pair_off[n, t] + x_d·C + c]
     at the state x being scored; ``pair_cols`` with no columns leaves yterm as it is."""
     D, b = xtT.shape
@@ -435,7 +435,7 @@ def rr_excluding(cdf, guide, xt, u):
 
 @njit(cache=True, nogil=True)
 def mixture_draw(u, cls_cdf, base, kd, relidx, relcdf, out):
-    """Draws from a latent-class prior's posterior (``spread_mixture.MixtureSampler``), by the
+    """Draws from a latent-class prior's posterior (``_priors._mixture.MixtureSampler``), by the
     uniforms u (S, n, D + 1): the class is the number of entries of the record's class CDF
     (cls_cdf (n, C)) that are <= u[s, i, 0] (at most C − 1), then state d the number of entries of
     its CDF <= u[s, i, d + 1] (at most kd[d] − 1): relcdf[relidx[d, i], class] (records that

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .shards import pack, unpack
+from ._wire import pack, unpack
 
 #: integer-valued floats stay exact below this
 _EXACT = 2.0**52

@@ -7,7 +7,7 @@ for the whole job. Traffic per EM iteration is O(model), and every result equals
   along the actors in shard order — actor a adds its shards' results to the running sum it gets
   from actor a − 1 and hands it on — so the floats are added in exactly the serial order and each
   actor sends one model-sized message, however many shards it holds;
-* a batch of sums (every chain's E-step; the chains' M-step gradients, ``shards.Lockstep``) is
+* a batch of sums (every chain's E-step; the chains' M-step gradients, ``_local.Lockstep``) is
   pipelined: all its folds are submitted before any is awaited;
 * the last actor keeps each chain's summed E-step statistics, so a prior update sends them only
   to the other actors (straight from its output, not through the driver). ``traffic`` counts
@@ -33,15 +33,16 @@ a shard itself (a ValidationError, say) is not retried: it reaches the caller as
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..errors import ExecutorError
-from . import delta
-from .ray_actor import ShardActor, _cause, _own, wire
-from .ray_priors import PriorUpdates
-from .shards import pack, unpack
+from ....errors import ExecutorError
+from . import _delta as delta
+from ._ray_actor import ShardActor, _cause, _own
+from ._ray_priors import PriorUpdates
+from ._wire import pack, unpack, wire
 
 INLINE_BYTES = 64 * 1024  #: messages up to this size travel inside the call (no object-store trip)
 #: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner);
@@ -67,9 +68,7 @@ class RayShards(PriorUpdates):
         pool: list | None = None,
         chains: int = 1,
     ):
-        import math
-
-        import ray
+        import ray  # optional and heavy: only a Ray group imports it
 
         self.ray = ray
         n_teams = math.gcd(max(1, int(chains)), max(1, int(n_actors)))

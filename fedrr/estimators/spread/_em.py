@@ -1,4 +1,4 @@
-"""Spread-EM's iterations over a group of shards (``fedrr.parallel.shards``): independent chains,
+"""Spread-EM's iterations over a group of shards (``_runtime``): independent chains,
 each its own EM trajectory from the same start, so that their agreement says whether the answer
 is signal or Monte Carlo noise.
 
@@ -32,7 +32,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
-from scipy.optimize import minimize
+
+from ._mstep import ChainObjective, msteps
 
 #: phase 2's step, a fraction of the EM-like step H⁻¹∇ (constant: the iterates form a stationary
 #: chain around the fixed point, on which R-hat is meaningful; the Polyak average removes the noise)
@@ -78,80 +79,6 @@ class EMResult:
     bytes_per_iter: float = 0.0
 
 
-class _Problem:
-    """The penalised complete-data objective of one chain over the group's shards. ``known``: the
-    unpenalised sums at one θ that the E-step already evaluated (``Shard.estep``'s ``fit``), used
-    instead of a round trip; ``lockstep``: where the other evaluations go (batched with the other
-    chains' M-steps, ``shards.Lockstep``), else straight to the group."""
-
-    def __init__(self, group, chain: int, rows: int, d: int, C: float, fit_intercept: bool):
-        self.group, self.chain, self.rows, self.d, self.C = group, chain, rows, d, C
-        self.lam = 0.0 if not np.isfinite(C) else 1.0 / C
-        self.fit_intercept = fit_intercept
-        self.known: tuple | None = None  # (θ, (loss, grad coef, grad intercept), total weight)
-        self.lockstep = None
-
-    def know(self, theta: np.ndarray, estep: dict) -> None:
-        self.known = (theta.copy(), estep["fit"], estep["weight"])
-
-    def _loss_grad(self, v: np.ndarray, coef: np.ndarray, b: np.ndarray) -> tuple:
-        if self.known is not None and np.array_equal(v, self.known[0]):
-            return self.known[1]
-        if self.lockstep is not None:
-            return self.lockstep.ask(self.chain, self.chain, coef, b)
-        return self.group.reduce("loss_grad", self.chain, coef, b)
-
-    def unpack(self, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        coef = v[: self.rows * self.d].reshape(self.rows, self.d)
-        b = v[self.rows * self.d :] if self.fit_intercept else np.zeros(self.rows)
-        return coef, b
-
-    def pack(self, coef: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.concatenate([coef.ravel(), b if self.fit_intercept else np.zeros(0)])
-
-    def fg(self, v: np.ndarray) -> tuple[float, np.ndarray]:
-        coef, b = self.unpack(v)
-        loss, gc, gb = self._loss_grad(v, coef, b)
-        loss += 0.5 * self.lam * float(np.sum(coef * coef))
-        gc = gc + self.lam * coef
-        return loss, np.concatenate([gc.ravel(), gb if self.fit_intercept else np.zeros(0)])
-
-    def mstep(self, v0: np.ndarray, max_iter: int):
-        weight = self.known[2] if self.known is not None else self.group.reduce("n_samples_weight", self.chain)
-        n = max(1.0, float(weight))
-        return minimize(self.fg, v0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": 1e-8 * n})
-
-
-def _local_mstep(block, chain: int, rows: int, d: int, C: float, fit_intercept: bool, known, v0, max_iter: int):
-    """One chain's M-step where its shards are (``RayShards.run_each``: an actor holding all of them)."""
-    p = _Problem(block, chain, rows, d, C, fit_intercept)
-    p.known = known
-    return p.mstep(v0, max_iter).x
-
-
-def _msteps(group, probs: list[_Problem], theta: list[np.ndarray], max_iter: int) -> list[np.ndarray]:
-    """Every chain's M-step from its θ -> the new θs. Where one actor holds each chain's shards, on
-    that actor (no round trip per gradient); else, with several chains, run together so that each
-    of their gradient evaluations is one batched call on the group (``Lockstep``). Same numbers."""
-    if getattr(group, "solo_chains", False):
-        jobs = [
-            (p.chain, (p.chain, p.rows, p.d, p.C, p.fit_intercept, p.known, theta[p.chain], max_iter)) for p in probs
-        ]
-        return group.run_each(_local_mstep, jobs)
-    if len(probs) == 1:
-        return [probs[0].mstep(theta[0], max_iter).x]
-    from ..parallel.shards import Lockstep
-
-    lock = Lockstep(group, "loss_grad")
-    for p in probs:
-        p.lockstep = lock
-    try:
-        return [r.x for r in lock.run([lambda c=c: probs[c].mstep(theta[c], max_iter) for c in range(len(probs))])]
-    finally:
-        for p in probs:
-            p.lockstep = None
-
-
 def drifting(iterates: list[np.ndarray], tol: float, window: int = 5, rows: int = 1, d: int = 0) -> bool:
     """Is the chain still moving? The mean parameter norm of the last window of iterates differs
     from the window before by more than ``tol`` (relative) — a chain that only fluctuates around
@@ -186,7 +113,7 @@ def _local_preconditioner(block, chain: int, coef, b, lam: float, fit_intercept:
     return inverse_hessian(block.reduce("hessian", chain, coef, b, HESSIAN_ROWS), lam, fit_intercept)
 
 
-def _inverse_hessians(group, probs: list[_Problem], theta: list[np.ndarray]) -> list[list[np.ndarray]]:
+def _inverse_hessians(group, probs: list[ChainObjective], theta: list[np.ndarray]) -> list[list[np.ndarray]]:
     """Every chain's ``inverse_hessian`` at its θ: where its shards are if one actor holds them all."""
     if getattr(group, "solo_chains", False):
         jobs = [(p.chain, (p.chain, *p.unpack(theta[p.chain]), p.lam, p.fit_intercept)) for p in probs]
@@ -195,7 +122,7 @@ def _inverse_hessians(group, probs: list[_Problem], theta: list[np.ndarray]) -> 
     return [inverse_hessian(h, p.lam, p.fit_intercept) for p, h in zip(probs, H)]
 
 
-def preconditioner(problem: _Problem, inv: list[np.ndarray]):
+def preconditioner(problem: ChainObjective, inv: list[np.ndarray]):
     """x -> H⁻¹x with H the penalised complete-data Hessian at θ (block-diagonal across logit
     rows), from its inverse per row (``inverse_hessian``)."""
     rows, d = problem.rows, problem.d
@@ -273,12 +200,12 @@ def _cosine(averages: list[np.ndarray], d_coef: int) -> float:
 def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) -> EMResult:
     rows = 1 if n_classes == 2 else n_classes
     m = opts.n_chains
-    probs = [_Problem(group, c, rows, n_inputs, opts.C, opts.fit_intercept) for c in range(m)]
+    probs = [ChainObjective(group, c, rows, n_inputs, opts.C, opts.fit_intercept) for c in range(m)]
     bytes0 = group.bytes
     for c in range(m):
         group.call("set_prior", c, priors[c])
     group.call("init_samples", 0)
-    start = _msteps(group, probs[:1], [np.zeros(rows * n_inputs + (rows if opts.fit_intercept else 0))], 50)[0]
+    start = msteps(group, probs[:1], [np.zeros(rows * n_inputs + (rows if opts.fit_intercept else 0))], 50)[0]
     theta = [start.copy() for _ in range(m)]
     hess = [None] * m
     history: list[dict] = []
@@ -298,7 +225,7 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
         for c in range(m):
             probs[c].know(theta[c], stats[c])
         if not in_phase2:
-            fits = _msteps(group, probs, theta, opts.m_step_iter)
+            fits = msteps(group, probs, theta, opts.m_step_iter)
         elif hess[0] is None:
             inv = _inverse_hessians(group, probs, theta)
             hess = [preconditioner(probs[c], inv[c]) for c in range(m)]

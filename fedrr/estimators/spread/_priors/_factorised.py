@@ -10,15 +10,21 @@ little information (N = 300 MNIST pixels at flip 0.99 drove P(pixel = 0) from 0.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import ndtri
 
-from ..errors import ValidationError
-from ..mechanisms import CategoricalPrior, GaussianPrior, HistogramPrior, RandomizedResponse, RecordMechanism
-from ..mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
-from .spread_design import ColumnLayout
+from ....errors import ValidationError
+from ....mechanisms import CategoricalPrior, GaussianPrior, HistogramPrior, RandomizedResponse, RecordMechanism
+from ....mechanisms.discrete import DiscreteMechanism, _MatrixMechanism, guide_table
+from .._design import ColumnLayout
+
+#: guard the table caches of priors (``SpreadPrior.rr_tables``), striped by the prior's id: not a
+#: lock in the prior itself, which is pickled to Ray actors
+_TABLES_LOCKS = tuple(threading.Lock() for _ in range(16))
 
 
 @dataclass
@@ -34,6 +40,38 @@ class SpreadPrior:
     probs: np.ndarray | None = None  # (D, B)
     center: SpreadPrior | None = None  # what the pseudo-counts pull toward (None: no smoothing)
     strength: float = 0.0  # the center's weight, in records
+
+    #: the compiled E-step's tables of this prior, by the randomised-response parameters of the
+    #: columns (``rr_tables``): built once, shared by every shard holding this prior. Not a field:
+    #: a copy, a blend or an estimate starts without them
+    _rr_cache = None  # dict | None (no annotation: not a dataclass field)
+
+    def rr_tables(self, q: np.ndarray, r: np.ndarray) -> tuple:
+        """(stay, jump, P, A, cdf, guide): the tables the compiled E-step draws this prior's states
+        with, for columns whose randomised response keeps a state with probability q and reports
+        each other one with r (per column); the inverse-CDF tables only where some q < r. Built
+        once per prior and (q, r), also when the shards of several threads ask at once."""
+        from .._kernels import rr_tables  # numba: compiled at first use, not when spread is imported
+
+        key = (q.tobytes(), r.tobytes())
+        entry = (self._rr_cache or {}).get(key)
+        if entry is not None:
+            return entry
+        # striped locks: the chains' priors (different objects) are built at the same time
+        with _TABLES_LOCKS[(id(self) >> 4) % len(_TABLES_LOCKS)]:  # ids are 16-byte aligned
+            if self._rr_cache is None:
+                self._rr_cache = {}
+            if key not in self._rr_cache:
+                K = self.disc.shape[1]
+                stay, jump, P, A = rr_tables(self.disc, q, r)
+                if np.all(q >= r):  # the inverse-CDF tables are only read where q < r
+                    cdf, guide = np.zeros((0, K)), np.zeros((0, K), np.int64)
+                else:
+                    cdf = np.cumsum(self.disc, axis=1)
+                    cdf /= cdf[:, -1:]
+                    guide = guide_table(cdf)
+                self._rr_cache[key] = (stay, jump, P, A, cdf, guide)
+            return self._rr_cache[key]
 
     def for_group(self, mech, cols: np.ndarray):
         if isinstance(mech, DiscreteMechanism):
@@ -57,8 +95,6 @@ class SpreadPrior:
             cdf = np.cumsum(self.disc[c, : self.layout.k[c]])
             return np.minimum(np.searchsorted(cdf / cdf[-1], u, side="right"), self.layout.k[c] - 1).astype(float)
         if self.numeric_kind == "gaussian":
-            from scipy.special import ndtri
-
             return self.mean[c] + np.sqrt(self.var[c]) * ndtri(np.clip(u, 1e-300, 1 - 1e-16))
         cdf = np.cumsum(self.probs[c])
         b = np.minimum(np.searchsorted(cdf / cdf[-1], u, side="right"), self.probs.shape[1] - 1)
@@ -370,19 +406,54 @@ def _discrete_mle(layout: ColumnLayout, pools, start: np.ndarray, max_iter: int,
             if not isinstance(mech, DiscreteMechanism):
                 continue
             x = Xt[:, cols]
-            rel = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
             if isinstance(mech, _MatrixMechanism):
-                k = mech.k
-                flat = np.where(rel, x, 0).astype(np.int64) + np.arange(len(cols)) * k
-                counts = np.bincount(flat[rel], minlength=len(cols) * k).reshape(len(cols), k).astype(float)
-                counts_tasks.append((mech, np.asarray(cols), counts))
+                counts_tasks.append((mech, np.asarray(cols), release_counts(mech, x)))
             else:
+                rel = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
                 for j, c in enumerate(cols):
                     xs = x[rel[:, j], j]
                     if xs.size:
                         L = np.exp(mech.log_likelihood_matrix(xs.astype(np.int64)))  # (n_c, k)
                         row_tasks.append((c, L / L.max(axis=1, keepdims=True)))
     return _discrete_em(layout, counts_tasks, row_tasks, start, max_iter, tol)
+
+
+def release_counts(mech: _MatrixMechanism, x: np.ndarray) -> np.ndarray:
+    """Released-value counts (len(cols), k) of the columns x (n, len(cols)) a matrix mechanism
+    released (NaN: not released): the data of ``_discrete_mle`` for that mechanism. Integers, so the
+    counts of blocks of records add up to the whole pool's exactly, in any order."""
+    k = mech.k
+    rel = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
+    flat = np.where(rel, x, 0).astype(np.int64) + np.arange(x.shape[1]) * k
+    return np.bincount(flat[rel], minlength=x.shape[1] * k).reshape(x.shape[1], k).astype(float)
+
+
+def marginal_mle_prior_from_counts(
+    layout: ColumnLayout,
+    groups: list,
+    numeric_kind: str = "gaussian",
+    n_bins: int = 10,
+    max_iter: int = 200,
+    tol: float = 1e-6,
+) -> SpreadPrior:
+    """``marginal_mle_prior`` of all-discrete records released by matrix mechanisms, from each
+    record-mechanism group's released-value counts [(record mechanism, counts (D, Kmax))]: the same
+    EM on the same numbers in the same order (groups, then each one's column groups), so the same
+    prior (``fit_pool`` counts them on the shards)."""
+    tasks = []
+    for rm, counts in groups:
+        for mech, cols in rm.groups():
+            if not isinstance(mech, _MatrixMechanism):
+                raise ValidationError(
+                    "prior",
+                    "fit_pool learns the prior from released-value counts, which needs matrix mechanisms "
+                    f"(randomised response, ...) on every column; got {type(mech).__name__}: use fit, or a "
+                    "flat or given prior",
+                )
+            tasks.append((mech, np.asarray(cols), counts[cols, : mech.k]))
+    out = _empty(layout, numeric_kind, n_bins)
+    out.disc = _discrete_em(layout, tasks, [], out.disc, max_iter, tol)
+    return out
 
 
 def _discrete_em(layout: ColumnLayout, counts_tasks, row_tasks, start: np.ndarray, max_iter: int, tol: float):

@@ -1,0 +1,16 @@
+"""Spread-EM (Barber 2020 §5): logistic regression fitted from locally-private releases only, by
+Monte Carlo EM over the unreleased clean records, learning the input prior on the way.
+
+The package is cut along the algorithm's seams (as ``sklearn.mixture``): ``_estimator`` (the
+estimator, one fit path over one shard source: arrays in memory or a pool on disk), ``_design``
+(model inputs of clean states), ``_estep`` (a shard of records and its chains: the E-step),
+``_kernels`` (the compiled E-step), ``_mstep`` (the M-step's objective), ``_em`` (the iterations),
+``_priors`` (the input priors, each with its tables and sampler), ``_paired`` (paired releases),
+``_pool`` (shards read from a pool directory), ``_cv`` (cross-validation, the held-out scores and
+the paired independence test) and ``_runtime`` (groups of shards in this process or in Ray actors)."""
+
+from ._cv import SpreadLogisticRegressionCV
+from ._estimator import SpreadLogisticRegression, auto_prior
+from ._pool import group_records
+
+__all__ = ["SpreadLogisticRegression", "SpreadLogisticRegressionCV", "auto_prior", "group_records"]
