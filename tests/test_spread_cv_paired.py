@@ -161,6 +161,13 @@ def test_paired_cv_keeps_a_model_with_signal_and_falls_back_without(classes):
     pi = paired_class_prior([(paired_view(mech, Xt), np.arange(len(Xt)))])
     np.testing.assert_allclose(est.predict_proba(np.zeros((1, 3)))[0], pi, atol=1e-9)
     assert np.all(est.coef_ == 0)
+    # the test needs no model, so a fallback fits no candidate: the same decision and p-value as
+    # with the fallback off (which selects and keeps a model), C_ None and NaN scores
+    assert est.C_ is None and est.prior_strength_ is None and est.scores_ == {}
+    assert len(est.cv_results_["params"]) == 2 and np.all(np.isnan(est.cv_results_["mean_test_score"]))
+    kept = SpreadLogisticRegressionCV(Cs=(0.1, 1.0), cv_max_iter=10, max_iter=30, random_state=0, fallback=False)
+    kept.fit(Xt, yt, mechanism=mech)
+    assert kept.p_value_ == est.p_value_ and not kept.fallback_ and kept.C_ in (0.1, 1.0)
 
 
 @pytest.mark.parametrize(

@@ -315,3 +315,39 @@ def test_paired_input_is_checked():
     rm = RecordMechanism(RandomizedResponse(3, 0.2), None, n_features=3)
     with pytest.raises(ValidationError, match="mixes paired and record"):
         SpreadLogisticRegression().fit(Xt, yt, mechanism=[mech] * 100 + [rm] * 100)
+
+
+@pytest.mark.parametrize("encoding", ["onehot", "unit", "index"])
+@pytest.mark.parametrize("release", ["paired-m2", "paired-3class", "record-rr", "record-clean-label"])
+def test_compiled_log_g_equals_the_numpy_composition(encoding, release):
+    """The E-step's log g(x) and responsibilities from table lookups (``log_g_lookup``, used when every
+    column is discrete) equal decode → product → log-softmax → label term → log-sum-exp, to rounding."""
+    from fedrr.mechanisms import RandomizedResponse, RecordMechanism
+
+    rng = np.random.default_rng(1)
+    ks = (2, 3, 5)
+    C = 3 if release == "paired-3class" else 2
+    n = 200
+    X = np.column_stack([rng.integers(0, k, n) for k in ks])
+    y = rng.integers(0, C, n)
+    if release.startswith("paired"):
+        mech = PairedRecordMechanism(ks, C, 2.0, n_sampled=2 if release == "paired-m2" else 1, oracle="rr")
+        Xt, yt = mech.release(X, y, rng=rng)
+        view = paired_view(mech, Xt)
+        rm = view
+    else:
+        label = RandomizedResponse(C, flip_prob=0.2) if release == "record-rr" else None
+        rm = RecordMechanism([RandomizedResponse(k, flip_prob=0.3) for k in ks], label)
+        Xt, yt = rm.release(X, y if label else None, rng=rng)
+        yt = yt if label else y
+    design = Design(ColumnLayout.from_mechanism(rm), encoding)
+    shard = Shard(0, rm, Xt, yt, design, C, 5, 1)
+    Rn = 1 if C == 2 else C
+    coef = rng.normal(size=(Rn, design.n_inputs))
+    b = rng.normal(size=Rn)
+    xs = np.stack([np.column_stack([rng.integers(0, k, n) for k in ks]) for _ in range(3)]).astype(float)
+    lg, resp = shard._log_g(xs, coef, b)
+    lg0, resp0 = shard._log_g_numpy(xs, coef, b)
+    np.testing.assert_allclose(lg, lg0, rtol=1e-6, atol=1e-6)  # the numpy path decodes to float32 inputs
+    np.testing.assert_allclose(resp, resp0, rtol=1e-6, atol=1e-7)
+    assert lg.shape == (3, n) and resp.shape == (3, n, C)

@@ -144,7 +144,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     record, or as an AUC), the p-value, alpha, the sizes of A and B, and with two classes the AUC
     against the released labels; on paired releases the independence test's score statistic on all the
     releases, its degrees of freedom ``df``, ``z`` (the p-value as a normal quantile), the p-value
-    and alpha), ``estimator_`` (the refit spread-EM, or None after a fallback).
+    and alpha), ``estimator_`` (the refit spread-EM, or None after a fallback). On paired releases the
+    test runs first, and when it keeps no model no candidate is fitted: ``C_`` and
+    ``prior_strength_`` are None and ``cv_results_`` lists the candidates with NaN scores.
     """
 
     _parameter_constraints = {
@@ -304,11 +306,16 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         sel, test = np.sort(order[n_test:]), np.sort(order[:n_test])
         fold = np.full(n, -1)
         fold[sel] = rng.permutation(sel.size) % p["cv"]
+        if paired:  # the test needs no model: run it first, and fit no candidate when it keeps none
+            self._test_paired(p, Xv, groups)
+            if p["fallback"] and self.p_value_ > p["alpha"]:
+                self._no_selection(p)
+                return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, n, n, None, base.classes_)
+            self._select(p, Xv, yi, mechs, fold, n_classes, seed, paired)
+            best = (self.C_, self.prior_strength_)
+            return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, n, n, best, base.classes_)
         self._select(p, Xv, yi, mechs, fold, n_classes, seed, paired)
         best = (self.C_, self.prior_strength_)
-        if paired:
-            self._test_paired(p, Xv, groups)
-            return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, n, n, best, base.classes_)
 
         # the test: the chosen candidate fitted on A, scored on B, against B's labels permuted
         mech_a, mech_b = [mechs[i] for i in sel], [mechs[i] for i in test]
@@ -362,9 +369,10 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         p_value = self.p_value_
         for k in ("heldout_statistic", "heldout_p_value"):
             self.cv_results_[k] = np.full(len(self.cv_results_["params"]), np.nan)
-        chosen = self.cv_results_["params"].index({"C": best[0], "prior_strength": best[1]})
-        self.cv_results_["heldout_statistic"][chosen] = self.gain_["value"]
-        self.cv_results_["heldout_p_value"][chosen] = p_value
+        if best is not None:  # None: paired releases whose test kept no model, so no candidate was fitted
+            chosen = self.cv_results_["params"].index({"C": best[0], "prior_strength": best[1]})
+            self.cv_results_["heldout_statistic"][chosen] = self.gain_["value"]
+            self.cv_results_["heldout_p_value"][chosen] = p_value
         supported = p_value <= p["alpha"]
         self.fallback_ = bool(p["fallback"] and not supported)
         if not self.fallback_:
@@ -443,6 +451,26 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         res["rank_test_score"] = (rankdata(-mean, method="min")).astype(np.int64)
         res["mean_test_loglik"] = np.array([self.cond_scores_[k] for k in cands])
         res["mean_test_marginal"] = np.array([self.scores_[k] - self.cond_scores_[k] for k in cands])
+        self.cv_results_ = res
+
+    def _no_selection(self, p: dict) -> None:
+        """Paired releases whose independence test keeps no model: the fallback does not depend on
+        any candidate, so none is fitted. ``cv_results_`` lists the candidates with NaN scores;
+        ``C_`` and ``prior_strength_`` are None."""
+        cands = [(C, a) for C in p["Cs"] for a in p["prior_strengths"]]
+        nan = np.full(len(cands), np.nan)
+        self.C_ = self.prior_strength_ = None
+        self.scores_, self.cond_scores_, self.accuracy_scores_ = {}, {}, {}
+        res: dict[str, Any] = {
+            "params": [{"C": C, "prior_strength": a} for C, a in cands],
+            "param_C": np.array([C for C, _ in cands], dtype=float),
+            "param_prior_strength": np.array([a for _, a in cands], dtype=float),
+        }
+        for f in range(p["cv"]):
+            res[f"split{f}_test_score"] = nan.copy()
+        for k in ("mean_test_score", "std_test_score", "mean_test_loglik", "mean_test_marginal"):
+            res[k] = nan.copy()
+        res["rank_test_score"] = np.ones(len(cands), np.int64)
         self.cv_results_ = res
 
     def _copy_from(self, est: SpreadLogisticRegression) -> None:

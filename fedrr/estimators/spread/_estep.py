@@ -298,7 +298,22 @@ class Shard:
         return log_class_probs(Z, coef, intercept)
 
     def _log_g(self, x: np.ndarray, coef, intercept) -> tuple[np.ndarray, np.ndarray]:
-        """log g(x) and the responsibilities, for samples x (..., D)."""
+        """log g(x) and the responsibilities, for samples x (..., b, D); compiled table lookups
+        (``log_g_lookup``) when every column is discrete."""
+        if self.design.layout.discrete.all():
+            from .spread_kernels import log_g_lookup
+
+            xs = np.ascontiguousarray(x.reshape(-1, self.b, self.D))
+            lg = np.empty(xs.shape[:2])
+            resp = np.empty(xs.shape[:2] + (self.C,))
+            yterm = np.ascontiguousarray(np.broadcast_to(self._yterm, (self.b, self.C)))
+            W = np.ascontiguousarray(self.design.logit_table(coef), dtype=float)
+            log_g_lookup(xs, W, np.asarray(intercept, float), yterm, *self._pair_args(), lg, resp)
+            return lg.reshape(x.shape[:-1]), resp.reshape(x.shape[:-1] + (self.C,))
+        return self._log_g_numpy(x, coef, intercept)
+
+    def _log_g_numpy(self, x: np.ndarray, coef, intercept) -> tuple[np.ndarray, np.ndarray]:
+        """``_log_g`` through the model inputs (any column type): decode, product, log-softmax."""
         terms = self._log_class_probs(x, coef, intercept) + self.label_terms(x)
         lg = logsumexp(terms, axis=-1)
         return lg, np.exp(terms - lg[..., None])

@@ -475,3 +475,36 @@ def onehot_fill(X, cols, offsets, out):
             s = np.int64(X[i, cols[j]])
             if s > 0:
                 out[i, offsets[j] + s - 1] = 1.0
+
+
+@njit(cache=True, nogil=True)
+def log_g_lookup(xs, W, intercept, yterm, pair_cols, pair_off, pair_tab, lg, resp):
+    """log g(x) = log Σ_c p(c̃ | c) p_θ(c | x) and the responsibilities p(c | x, c̃) of states xs
+    (N, b, D) of all-discrete records, into lg (N, b) and resp (N, b, C): the logits are sums of
+    table lookups W[r, d, x_d] (``Design.logit_table``), the label term is yterm[n] (b, C) plus,
+    for paired releases, each released pair's pair_tab[pair_off[n, t] + x_d·C + c] (as ``rr_chain``).
+    The numpy path (decode, product, log-softmax, log-sum-exp) costs about six times as much."""
+    N, b, D = xs.shape
+    Rn = W.shape[0]
+    C = yterm.shape[1]
+    M = pair_cols.shape[1]
+    zn = np.empty(Rn)
+    yn = np.empty(C)
+    for i in range(N):
+        for n in range(b):
+            x = xs[i, n]
+            for k in range(Rn):
+                acc = intercept[k]
+                Wk = W[k]
+                for d in range(D):
+                    acc += Wk[d, int(x[d])]
+                zn[k] = acc
+            for c in range(C):
+                yn[c] = yterm[n, c]
+            for t in range(M):
+                d = pair_cols[n, t]
+                if d >= 0:
+                    o = pair_off[n, t] + int(x[d]) * C
+                    for c in range(C):
+                        yn[c] += pair_tab[o + c]
+            lg[i, n] = _log_g(zn, yn, Rn, C, resp[i, n])
