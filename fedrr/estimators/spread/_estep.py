@@ -301,7 +301,7 @@ class Shard:
         """log g(x) and the responsibilities, for samples x (..., b, D); compiled table lookups
         (``log_g_lookup``) when every column is discrete."""
         if self.design.layout.discrete.all():
-            from .spread_kernels import log_g_lookup
+            from ._kernels import log_g_lookup  # numba: compiled at first use, not when spread is imported
 
             xs = np.ascontiguousarray(x.reshape(-1, self.b, self.D))
             lg = np.empty(xs.shape[:2])
