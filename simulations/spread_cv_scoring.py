@@ -34,9 +34,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegressionCV
-from fedrr.estimators.spread import group_records
-from fedrr.estimators.spread._cv_scores import class_freqs
+from fedrr.estimators import MajorityClassifier, NaiveLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
 from fedrr.io import command_line, markdown_table, write_csv, write_report
 from fedrr.learners import release_prior
@@ -71,7 +69,7 @@ def fit_cell(part: str, value, rep, cfg, scorings=("loglik", "accuracy"), cv_max
     pool = Pool.from_releases([offline_release(pop, cfg.seed)])
     mech = pool.mechanism_arg()
     o = cfg.fit_options()
-    majority = int(np.argmax(class_freqs(pool.y, group_records(mech, pool.n), 2)))
+    majority = int(MajorityClassifier().fit(pool.X, pool.y, mechanism=mech).predict(pool.X[:1])[0])
     naive = NaiveLogisticRegression(C=o.C, cv=5, encoding=o.encoding).fit(pool.X, pool.y, mechanism=mech)
     rows = []
     for scoring in scorings:

@@ -1,6 +1,6 @@
 """Server-side estimators: they see releases and mechanisms, never clean data."""
 
-from .baselines import NaiveLogisticRegression, ReconstructionLogisticRegression
+from .baselines import MajorityClassifier, NaiveLogisticRegression, ReconstructionLogisticRegression
 from .dro import GaussianDROLinearRegression, WassersteinDROLogisticRegression, WassersteinDRORegression
 from .dro_cv import WassersteinDROLogisticRegressionCV
 from .dro_radius import noise_radius, wasserstein_radius
@@ -19,6 +19,7 @@ __all__ = [
     "LDPSGDClassifier",
     "joint_frequencies",
     "NaiveLogisticRegression",
+    "MajorityClassifier",
     "ReconstructionLogisticRegression",
     "WassersteinDRORegression",
     "WassersteinDROLogisticRegression",
