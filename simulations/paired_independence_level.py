@@ -1,4 +1,4 @@
-"""The level of the paired fallback's independence test itself (``_cv_paired.independence_test``,
+"""The level of the paired fallback's independence test itself (``fedrr.estimators.spread.independence_test``,
 no estimator around it) on no-signal paired releases, beside Hotelling's T² on the same terms (their
 empirical covariance and an F reference), the form it replaced.
 
@@ -21,7 +21,7 @@ from scipy.stats import beta
 from scipy.stats import f as f_dist
 
 from fedrr.datasets import make_logistic_discrete, make_logistic_multiclass_discrete
-from fedrr.estimators.spread._cv_paired import independence_terms, independence_test
+from fedrr.estimators.spread import independence_terms, independence_test
 from fedrr.io import markdown_table, write_report
 from fedrr.mechanisms import PairedRecordMechanism
 

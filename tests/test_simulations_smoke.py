@@ -118,6 +118,26 @@ def test_scripts_are_thin_and_name_their_command(path):
     assert "sys.path.insert" not in text
 
 
+#: scripts that may import a private name, and why (every other one uses public names only, as a
+#: user's own script would)
+PRIVATE_IMPORTS = {"bench_ray_scaling.py": "it times spread-EM's shard runtime itself (_runtime.shard_group)"}
+
+
+@pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
+def test_scripts_import_public_names_only(path):
+    """No module path with a private part (``fedrr.x._y``) and no underscore name from fedrr."""
+    if path.name in PRIVATE_IMPORTS:
+        pytest.skip(PRIVATE_IMPORTS[path.name])
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fedrr"):
+            assert not any(part.startswith("_") for part in node.module.split(".")), node.module
+            assert not [a.name for a in node.names if a.name.startswith("_")], (node.module, node.names)
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("fedrr"):
+                    assert not any(part.startswith("_") for part in a.name.split(".")), a.name
+
+
 def test_no_second_experiment_framework():
     """Paper reproductions are configs; simulations/ keeps no framework of its own."""
     assert not (ROOT / "simulations" / "_common.py").exists()

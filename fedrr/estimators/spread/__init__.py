@@ -10,7 +10,15 @@ estimator, one fit path over one shard source: arrays in memory or a pool on dis
 the paired independence test) and ``_runtime`` (groups of shards in this process or in Ray actors)."""
 
 from ._cv import SpreadLogisticRegressionCV
+from ._cv_paired import independence_terms, independence_test
 from ._estimator import SpreadLogisticRegression, auto_prior
 from ._pool import group_records
 
-__all__ = ["SpreadLogisticRegression", "SpreadLogisticRegressionCV", "auto_prior", "group_records"]
+__all__ = [
+    "SpreadLogisticRegression",
+    "SpreadLogisticRegressionCV",
+    "auto_prior",
+    "group_records",
+    "independence_terms",
+    "independence_test",
+]
