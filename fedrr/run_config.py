@@ -433,7 +433,21 @@ class RunConfig:
             spread_max_iter=self.spread_max_iter,
             wdro_max_iter=self.wdro_max_iter,
             encoding=self.encoding,
+            ldp_sgd=self.ldp_sgd_params(),
         )
+
+    def ldp_sgd_params(self) -> dict[str, Any]:
+        """LDP-SGD's parameters of this run (``LDPSGDClassifier``'s keywords; a key's 0 is the
+        estimator's own rule): the federation's ldp-sgd server and the sweep's 'ldp-sgd' learner."""
+        return {
+            "mechanism": self.ldp_sgd_mechanism,
+            "n_sampled": self.ldp_sgd_n_sampled or None,
+            "clip": self.ldp_sgd_clip,
+            "groups": self.ldp_sgd_groups or None,
+            "learning_rate": self.ldp_sgd_learning_rate or None,
+            "C": self.C,
+            "fallback": self.ldp_sgd_fallback == "check",
+        }
 
     @property
     def n_nodes(self) -> int:
