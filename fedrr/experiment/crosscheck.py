@@ -27,8 +27,13 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
     notes = [] if notes is None else notes
     if secs["population"].task == "regression":
         return _regression(secs)
-    pop, priv, learners = secs["population"], secs["privacy"], secs["learners"]
+    pop, priv, learners, run = secs["population"], secs["privacy"], secs["learners"], secs["run"]
     is_dataset = pop.population == "dataset"
+    _need(
+        "run.cohort_size",
+        run.cohort_size is None or run.mode == "cohort",
+        f"is for run.mode = 'cohort' (clients per Flower node), got mode {run.mode!r}: leave it out",
+    )
     reg_only = [n for n in learners.names if n not in learner_names("classification")]
     _need(
         "learners.names",
@@ -85,7 +90,7 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
     )
     _need(
         "privacy.n_sampled",
-        priv.n_sampled is None or priv.mechanism != "gaussian" or priv.gaussian_noise != "joint",
+        not priv.n_sampled or priv.mechanism != "gaussian" or priv.gaussian_noise != "joint",
         "attribute sampling needs one field per feature: with mechanism 'gaussian' set privacy.gaussian_noise = "
         "'per-feature' (the default 'joint' releases all features as one block)",
     )
@@ -198,7 +203,7 @@ def _whole_record(pop: Any, priv: Any, is_dataset: bool) -> None:
     )
     _need(
         "privacy.n_sampled",
-        fam != "auto" or priv.n_sampled is None,
+        fam != "auto" or not priv.n_sampled,
         "is not used by mechanism = 'auto': the planner chooses how many attributes each client releases",
     )
     for k in ("feature_flip_grid", "feature_epsilon_grid"):
