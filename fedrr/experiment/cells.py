@@ -128,8 +128,9 @@ class CellSpec:
         return RunConfig(**kw)
 
     def derived(self) -> dict[str, Any]:
-        """The run-config keys this cell derives from the scenario (``Key.from_scenario``), or whose
-        scenario value is a grid (``Key.axis``) or resolved at the grid point (the budgets)."""
+        """The run-config keys this cell derives from the scenario (``Key.from_scenario``), whose
+        scenario value is a grid (``Key.axis``) or resolved at the grid point (the budgets), or that
+        only one mode reads (cohort_size)."""
         spec, pop = self.spec, self.spec.population
         p = self.privacy()
         from ..learners import names
@@ -145,6 +146,8 @@ class CellSpec:
             "seed": self.seed,
             "learners": tuple(n for n in spec.learners.names if n in names(oracles=False)),
             "run_mode": "cohort" if spec.run.mode == "cohort" else "node",
+            # read in cohort mode only: the manifests of earlier sweeps list cohort_size = 1000 with any mode
+            "cohort_size": spec.run.cohort_size if spec.run.mode == "cohort" else None,
             "run_name": self.key,
             "extras": dict(pop.options) if not spec.is_dataset else {},
         }

@@ -27,13 +27,8 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
     notes = [] if notes is None else notes
     if secs["population"].task == "regression":
         return _regression(secs)
-    pop, priv, learners, run = secs["population"], secs["privacy"], secs["learners"], secs["run"]
+    pop, priv, learners = secs["population"], secs["privacy"], secs["learners"]
     is_dataset = pop.population == "dataset"
-    _need(
-        "run.cohort_size",
-        run.cohort_size is None or run.mode == "cohort",
-        f"is for run.mode = 'cohort' (clients per Flower node), got mode {run.mode!r}: leave it out",
-    )
     reg_only = [n for n in learners.names if n not in learner_names("classification")]
     _need(
         "learners.names",
