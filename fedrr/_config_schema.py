@@ -92,14 +92,15 @@ class Key:
         return field(default=self.default, metadata=meta)
 
     def scenario_constraints(self) -> tuple[Constraint, ...]:
+        """What a scenario TOML accepts: ``toml`` if given, else the key's constraints (each also
+        as a list for a grid axis), then ``scenario_also``, then unset if the key may be unset."""
         if self.toml:
             return self.toml
-        cons = self.constraints
+        values = tuple(c for c in self.constraints if not isinstance(c, IsNone))
+        unset = tuple(c for c in self.constraints if isinstance(c, IsNone))
         if self.axis:  # one value, or a list of them (a grid axis)
-            cons = tuple(c for c in cons if not isinstance(c, IsNone)) + tuple(
-                ListOf(c) for c in cons if not isinstance(c, IsNone)
-            )
-        return cons[:-1] + self.scenario_also + cons[-1:] if IsNone() in cons else cons + self.scenario_also
+            values += tuple(ListOf(c) for c in values)
+        return values + self.scenario_also + unset
 
     def scenario_default(self) -> Any:
         return (self.default,) if self.axis else self.default

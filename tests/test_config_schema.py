@@ -130,3 +130,14 @@ def test_n_sampled_zero_means_all_in_both_paths():
     unset, zero = (parse_scenario(_scenario(privacy=p)).cells()[0] for p in ({}, {"n_sampled": 0}))
     assert unset.run_config() == zero.run_config() and unset.fingerprint() == zero.fingerprint()
     assert zero.run_config().n_sampled == 0 == RunConfig().n_sampled
+
+
+def test_a_cell_gives_every_run_config_key_a_scenario_does_not_have():
+    """A key of the run config only is derived by the cell, or stays at its default (a deployment's
+    key, the protocol) — never silently copied from somewhere else."""
+    cell = parse_scenario(_scenario()).cells()[0]
+    at_default = {"accept_mechanisms", "max_record_epsilon", "protocol", "results_dir"}
+    only_run = {k.name for k in schema.run_keys() if not k.scenario}
+    assert only_run <= set(cell.derived()) | at_default
+    rc = cell.run_config()
+    assert all(getattr(rc, k) == schema.BY_NAME[k].default for k in at_default - {"results_dir"})
