@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,8 @@ class FitOptions:
     spread_max_iter: int = 200
     wdro_max_iter: int = 0
     encoding: str = "unit"
+    #: LDP-SGD's keywords (``RunConfig.ldp_sgd_params``; empty: the estimator's defaults)
+    ldp_sgd: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 @dataclass(frozen=True)
@@ -354,7 +356,7 @@ def _ldp_sgd(d: FitData, o: FitOptions):
     from .estimators.ldp_sgd_design import ldp_sgd_design
 
     n_states, n_classes = ldp_sgd_design(record_domain(mechs[0]))  # a paired record: its clean domain
-    est = LDPSGDClassifier(C=o.C, n_states=n_states, random_state=o.random_state)
+    est = LDPSGDClassifier(**{"C": o.C, **o.ldp_sgd}, n_states=n_states, random_state=o.random_state)
     eps = [m.epsilon for m in mechs]  # each client's ε = its record's ε, by the mechanism's own accounting
     return est.fit(d.clean_X, d.clean_y, client_epsilon=eps, client_ids=d.client_id, classes=np.arange(n_classes))
 

@@ -9,248 +9,32 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
-from ._params import Boolean, Constraint, Interval, IsNone, Options, Satisfies, Text, check_param, unknown_key
+from . import _config_schema as schema
+from ._config_schema import (  # noqa: F401  (re-exported: the run config's public constants)
+    DEFAULT_COHORT_SIZE,
+    DEFAULT_FEATURE_FLIP,
+    DEFAULT_LABEL_FLIP,
+    EXECUTORS,
+    PROTOCOLS,
+    RUN_MODES,
+)
+from ._params import Boolean, Interval, IsNone, check_param, unknown_key
 from .errors import ValidationError
-from .fake import FAKE_ATTACKS
-from .population import BUDGET_KEYS, GAUSSIAN_NOISE, MECHANISM_FAMILIES, WHOLE_RECORD_FAMILIES
+from .population import BUDGET_KEYS, WHOLE_RECORD_FAMILIES
 
-EXECUTORS = ("serial", "threads", "ray")
-PROTOCOLS = ("record", "ldp-sgd")
-RUN_MODES = ("node", "cohort")
-_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-")
-
-
-def _key(name: str, default: Any, doc: str, *constraints: Constraint, flwr: str | None = None) -> Any:
-    """A config field: its Flower key (dashes), constraints and one-line documentation."""
-    meta = {"flwr": flwr or name.replace("_", "-"), "doc": doc, "constraints": constraints}
-    if isinstance(default, (list, dict, tuple)) and not isinstance(default, tuple):
-        return field(default_factory=lambda: default, metadata=meta)
-    return field(default=default, metadata=meta)
-
-
-def _is_population(v: Any) -> bool:
-    return v == "dataset" or (isinstance(v, str) and ":" in v and all(v.partition(":")[::2]))
-
-
-def _mix_ok(v: Any) -> bool:
-    return (
-        isinstance(v, tuple)
-        and all(
-            isinstance(p, tuple) and len(p) == 2 and p[0] > 0 and p[1] >= 0 and math.isfinite(p[0] + p[1]) for p in v
-        )
-        and (not v or sum(w for _, w in v) > 0)
-    )
-
-
-_NONNEG = Interval(float, 0, None)
-_POS = Interval(float, 0, None, closed="neither")
-_FLIP = Interval(float, 0, 1, closed="neither")
-#: the budget keys (BUDGET_KEYS): each is set by a positive value or left out (unset); 0 never means "unset"
-#: what the built-in population uses when neither key of a pair is given (and says so)
-DEFAULT_FEATURE_FLIP, DEFAULT_LABEL_FLIP = 0.3, 0.2
 #: how a Flower config file (where every key must be declared) writes "unset"
 UNSET = ""
 
 
-@dataclass(frozen=True)
+@schema.with_keys(schema.run_keys(), "run_field")
 class RunConfig:
-    """One federated (or offline) run. Field docs are the config reference (docs/reference)."""
+    """One federated (or offline) run: one field per key of the config schema
+    (``fedrr._config_schema``) that Flower's run config carries, in its order. Field docs are the
+    config reference (docs/reference)."""
 
-    population: str = _key(
-        "population",
-        "dataset",
-        "'dataset' (built in) or an import path 'package.module:Class' of a ClientPopulation",
-        Satisfies(_is_population, "'dataset' or an import path 'package.module:Class'"),
-    )
-    dataset: str = _key("dataset", "digits_7_vs_9", "dataset of the built-in population", Text(nonempty=True))
-    n_clients: int = _key("n_clients", 100, "clients, one record each", Interval(int, 1, 10**9))
-    n_test_per_class: int = _key(
-        "n_test_per_class", 50, "held-out clean test records per class", Interval(int, 0, None)
-    )
-    mechanism: str = _key(
-        "mechanism",
-        "rr",
-        "record mechanism family: rr | oracle | gaussian | laplace | paired ((attribute, label) pairs, each one "
-        "value of their product domain through a frequency oracle; feature-epsilon is the whole record's ε, no "
-        "label budget; n-sampled pairs, 0 meaning 1) | auto (the release planner's least-variance design for "
-        "n-clients records, fedrr.mechanisms.plan_release; budgets as paired, n-sampled left at 0)",
-        Options(*MECHANISM_FAMILIES),
-    )
-    feature_flip: float | None = _key(
-        "feature_flip",
-        None,
-        "rr: flip probability per feature; unset (left out): feature-epsilon, or else the default "
-        f"{DEFAULT_FEATURE_FLIP} (announced)",
-        _FLIP,
-        IsNone(),
-    )
-    feature_epsilon: float | None = _key(
-        "feature_epsilon",
-        None,
-        "ε per feature (rr, oracle, laplace; gaussian per-feature), of all features (gaussian joint), of the "
-        "whole record (paired: its n-sampled pairs share it; auto: all of it to the planned release)",
-        _POS,
-        IsNone(),
-    )
-    label_flip: float | None = _key(
-        "label_flip",
-        None,
-        f"label flip probability; unset: label-epsilon, or else the default {DEFAULT_LABEL_FLIP} (announced)",
-        _FLIP,
-        IsNone(),
-    )
-    label_epsilon: float | None = _key("label_epsilon", None, "label ε", _POS, IsNone())
-    delta: float = _key(
-        "delta",
-        1e-5,
-        "δ per Gaussian field (the whole feature block if joint)",
-        Interval(float, 0, 1, closed="neither"),
-    )
-    gaussian_noise: str = _key(
-        "gaussian_noise",
-        "joint",
-        "gaussian: joint (one block on all features, analytic Gaussian on its L2 sensitivity) | per-feature "
-        "(one per feature, basic composition)",
-        Options(*GAUSSIAN_NOISE),
-    )
-    n_sampled: int = _key(
-        "n_sampled",
-        0,
-        "features each client releases, drawn uniformly (0: all; attribute sampling; paired: pairs, 0 meaning 1; "
-        "auto: 0, the planner picks it)",
-        Interval(int, 0, 10**6),
-    )
-    budget_mix: tuple = _key(
-        "budget_mix",
-        (),
-        "clients with different feature budgets: ((value, weight), ...); Flower: 'v:w,v:w'",
-        Satisfies(_mix_ok, "pairs (value > 0, weight >= 0) with a positive total weight"),
-    )
-    dropout: float = _key("dropout", 0.0, "fraction of clients that never answer", Interval(float, 0, 1, closed="left"))
-    fake_fraction: float = _key(
-        "fake_fraction",
-        0.0,
-        "simulation: fraction of fake clients, each sending an attacker's crafted, valid-looking release (fedrr.fake)",
-        Interval(float, 0, 1, closed="left"),
-    )
-    fake_attack: str = _key(
-        "fake_attack",
-        "output",
-        "output: crafted releases bypassing the randomiser (maximal gain, unpadded) | output-sampled: the same at "
-        "the honest sampling rate | mga: Cao-Jia-Gong's maximal gain attack (OUE padded to the honest number of "
-        "ones, OLH best of sampled seeds) | mga-sampled: the same at the honest sampling rate | input: a fake "
-        "record, honestly randomised",
-        Options(*FAKE_ATTACKS),
-    )
-    fake_attribute: int = _key("fake_attribute", 0, "the attribute fake clients target", Interval(int, 0, None))
-    fake_state: int = _key("fake_state", 0, "the state of fake-attribute fake clients push up", Interval(int, 0, None))
-    fake_targets: int = _key(
-        "fake_targets",
-        1,
-        "mga, mga-sampled, input: the number r of target states, fake-state to fake-state + r - 1 (output: 1)",
-        Interval(int, 1, None),
-    )
-    fake_label: int = _key("fake_label", 1, "the label fake clients push up", Interval(int, 0, None))
-    accept_mechanisms: str = _key(
-        "accept_mechanisms",
-        "population",
-        "which mechanisms the server accepts: population (each client's must be the population's for it: "
-        "simulation) | declared (clients choose their own, up to max-record-epsilon: deployment)",
-        Options("population", "declared"),
-    )
-    max_record_epsilon: float | None = _key(
-        "max_record_epsilon",
-        None,
-        "accept-mechanisms = declared: the largest record ε the server accepts (a reply claiming more is rejected)",
-        _POS,
-        IsNone(),
-    )
-    check_alpha: float = _key(
-        "check_alpha",
-        0.01,
-        "false-alarm probability per run of the server's frequency check (fedrr.frequency_check)",
-        Interval(float, 0, 1, closed="neither"),
-    )
-    seed: int = _key("seed", 0, "run seed: client generators and the split derive from it", Interval(int, 0, 2**63 - 1))
-    run_mode: str = _key(
-        "run_mode",
-        "node",
-        "node: one Flower node per client; cohort: cohort_size clients per node",
-        Options(*RUN_MODES),
-    )
-    cohort_size: int = _key("cohort_size", 1, "clients per node (cohort mode)", Interval(int, 1, 10**7))
-    learners: tuple = _key(
-        "learners",
-        ("spread", "naive"),
-        "learners trained on the pool (see fedrr.learners)",
-        Satisfies(
-            lambda v: isinstance(v, tuple) and len(v) > 0 and all(isinstance(n, str) and n for n in v),
-            "a non-empty list of learner names",
-        ),
-    )
-    protocol: str = _key(
-        "protocol",
-        "record",
-        "record: clients release their records (the learners train on the pool); ldp-sgd: each releases one "
-        "gradient (Wang et al. 2019 §V) at its record's ε",
-        Options(*PROTOCOLS),
-    )
-    ldp_sgd_mechanism: str = _key(
-        "ldp_sgd_mechanism",
-        "piecewise",
-        "ldp-sgd: per-coordinate mechanism, piecewise | duchi",
-        Options("piecewise", "duchi"),
-    )
-    ldp_sgd_n_sampled: int = _key(
-        "ldp_sgd_n_sampled", 0, "ldp-sgd: coordinates each client releases (0: max(1, ⌊ε/2.5⌋))", Interval(int, 0, None)
-    )
-    ldp_sgd_clip: float = _key("ldp_sgd_clip", 1.0, "ldp-sgd: gradient coordinates clipped to [-clip, clip]", _POS)
-    ldp_sgd_groups: int = _key(
-        "ldp_sgd_groups", 0, "ldp-sgd: model rounds (0: the group-size rule)", Interval(int, 0, None)
-    )
-    ldp_sgd_learning_rate: float = _key(
-        "ldp_sgd_learning_rate", 0.0, "ldp-sgd: step size (0: the default rule)", _NONNEG
-    )
-    ldp_sgd_fallback: str = _key(
-        "ldp_sgd_fallback",
-        "check",
-        "ldp-sgd: check (a check group; fall back to the intercept-only model) | none",
-        Options("check", "none"),
-    )
-    spread_max_iter: int = _key(
-        "spread_max_iter", 200, "most EM iterations of spread-EM (its CV fits: at most 40)", Interval(int, 1, 10**6)
-    )
-    encoding: str = _key(
-        "encoding",
-        "unit",
-        "model input of a discrete state: unit s/(k-1) | index s | onehot",
-        Options("unit", "index", "onehot"),
-    )
-    C: float = _key(
-        "C", 1.0, "inverse L2 penalty (scikit-learn's C)", Interval(float, 0, None, closed="neither"), flwr="C"
-    )
-    wdro_max_iter: int = _key(
-        "wdro_max_iter", 0, "iteration cap of W-DRO's conic solver (0: its default)", Interval(int, 0, 10**7)
-    )
-    executor: str = _key("executor", "threads", "spread-EM's E-step: serial | threads | ray", Options(*EXECUTORS))
-    ray_address: str = _key("ray_address", "", "Ray cluster address ('' = local, or RAY_ADDRESS)", Text())
-    wave_size: int = _key("wave_size", 256, "release queries in flight at once", Interval(int, 1, 10**6))
-    min_valid: int = _key("min_valid", 20, "fewer valid releases and the run fails", Interval(int, 1, None))
-    node_wait_timeout: float = _key("node_wait_timeout", 120.0, "seconds to wait for the nodes to register", _POS)
-    reply_timeout: float = _key("reply_timeout", 600.0, "seconds to wait for all replies", _POS)
-    results_dir: str = _key("results_dir", "results/federation", "where run-name/ is written", Text(nonempty=True))
-    run_name: str = _key(
-        "run_name",
-        "",
-        "results sub-folder ('' = a timestamp)",
-        Satisfies(
-            lambda v: isinstance(v, str) and set(v) <= _NAME_CHARS and ".." not in v,
-            "a folder-safe name of letters, digits, '_', '.' or '-'",
-        ),
-    )
     extras: Mapping = field(
         default_factory=dict, hash=False, metadata={"flwr": None, "doc": "a custom population's own keys"}
     )
@@ -302,6 +86,8 @@ class RunConfig:
                     f"must be 0 with mechanism 'auto', got {self.n_sampled}: the planner chooses how many "
                     "attributes each client releases",
                 )
+        if self.cohort_size is None:  # unset: one client per node, or DEFAULT_COHORT_SIZE per cohort node
+            object.__setattr__(self, "cohort_size", 1 if self.run_mode == "node" else DEFAULT_COHORT_SIZE)
         if self.protocol == "ldp-sgd" and self.run_mode != "node":
             raise ValidationError("run-mode", "protocol 'ldp-sgd' needs one client per node (run-mode 'node')")
         if self.run_mode == "node" and self.cohort_size != 1:
@@ -433,7 +219,21 @@ class RunConfig:
             spread_max_iter=self.spread_max_iter,
             wdro_max_iter=self.wdro_max_iter,
             encoding=self.encoding,
+            ldp_sgd=self.ldp_sgd_params(),
         )
+
+    def ldp_sgd_params(self) -> dict[str, Any]:
+        """LDP-SGD's parameters of this run (``LDPSGDClassifier``'s keywords; a key's 0 is the
+        estimator's own rule): the federation's ldp-sgd server and the sweep's 'ldp-sgd' learner."""
+        return {
+            "mechanism": self.ldp_sgd_mechanism,
+            "n_sampled": self.ldp_sgd_n_sampled or None,
+            "clip": self.ldp_sgd_clip,
+            "groups": self.ldp_sgd_groups or None,
+            "learning_rate": self.ldp_sgd_learning_rate or None,
+            "C": self.C,
+            "fallback": self.ldp_sgd_fallback == "check",
+        }
 
     @property
     def n_nodes(self) -> int:
@@ -446,7 +246,8 @@ def _flwr_key(name: str) -> str:
 
 
 def _from_flwr_value(f: dataclasses.Field, key: str, value: Any) -> Any:
-    if (f.name in BUDGET_KEYS or f.name == "max_record_epsilon") and isinstance(value, str) and value == UNSET:
+    cons = f.metadata["constraints"]
+    if IsNone() in cons and isinstance(value, str) and value == UNSET:  # a key that may be unset
         return None
     if f.name == "learners":
         if not isinstance(value, str):
@@ -454,7 +255,6 @@ def _from_flwr_value(f: dataclasses.Field, key: str, value: Any) -> Any:
         return tuple(n.strip() for n in value.split(",") if n.strip())
     if f.name == "budget_mix":
         return parse_budget_mix(key, value)
-    cons = f.metadata["constraints"]
     if (
         any(isinstance(c, Interval) and c.kind is float for c in cons)
         and isinstance(value, int)

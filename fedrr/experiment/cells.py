@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _config_schema as schema
 from ..errors import ValidationError
 from ..population import WHOLE_RECORD_FAMILIES
 from ..run_config import DEFAULTS, UNSET, RunConfig
@@ -84,7 +85,7 @@ class CellSpec:
         base = {
             "mechanism": priv.mechanism,
             "delta": priv.delta,
-            "n_sampled": (priv.n_sampled or 1) if priv.mechanism == "paired" else priv.n_sampled,
+            "n_sampled": (priv.n_sampled or 1) if priv.mechanism == "paired" else (priv.n_sampled or None),
             "gaussian_noise": priv.gaussian_noise,
         }
         axis = spec.grid_axis
@@ -117,51 +118,39 @@ class CellSpec:
         return PrivacyParams(**base, **feat, **label)
 
     def run_config(self, results_dir: str = "results/federation", executor: str | None = None) -> RunConfig:
-        """The ``RunConfig`` of this cell (population, mechanism, release learners, collection)."""
-        spec, pop, run = self.spec, self.spec.population, self.spec.run
+        """The ``RunConfig`` of this cell: every key the scenario sets (``fedrr._config_schema``: the
+        keys of both paths) as the scenario gives it, then the keys a cell derives (its N, its grid
+        point's budgets, its seed, ...)."""
+        spec = self.spec
+        kw = {k.name: getattr(getattr(spec, k.section), k.name) for k in schema.run_keys() if k.scenario}
+        kw.update(self.derived())
+        kw.update(results_dir=results_dir, executor=executor or spec.run.executor)
+        return RunConfig(**kw)
+
+    def derived(self) -> dict[str, Any]:
+        """The run-config keys this cell derives from the scenario (``Key.from_scenario``), whose
+        scenario value is a grid (``Key.axis``) or resolved at the grid point (the budgets), or that
+        only one mode reads (cohort_size)."""
+        spec, pop = self.spec, self.spec.population
         p = self.privacy()
         from ..learners import names
 
-        release_learners = tuple(n for n in spec.learners.names if n in names(oracles=False))
-        return RunConfig(
-            population=pop.population,
-            dataset=pop.dataset,
-            n_clients=self.n_clients,
-            n_test_per_class=pop.n_test_per_class,
-            dropout=pop.dropout,
-            fake_fraction=pop.fake_fraction,
-            fake_attack=pop.fake_attack,
-            fake_attribute=pop.fake_attribute,
-            fake_state=pop.fake_state,
-            fake_targets=pop.fake_targets,
-            fake_label=pop.fake_label,
-            check_alpha=run.check_alpha,
-            mechanism=p.mechanism,
-            delta=p.delta,
-            feature_flip=p.feature_flip or None,  # PrivacyParams' 0 = unused; a run config leaves it out
-            feature_epsilon=p.feature_epsilon or None,
-            label_flip=p.label_flip or None,
-            label_epsilon=p.label_epsilon or None,
-            budget_mix=p.budget_mix,
-            seed=self.seed,
-            n_sampled=p.n_sampled or 0,
-            gaussian_noise=p.gaussian_noise,
-            encoding=spec.learners.encoding,
-            learners=release_learners,
-            C=spec.learners.C,
-            spread_max_iter=spec.learners.spread_max_iter,
-            executor=executor or run.executor,
-            ray_address=run.ray_address,
-            run_mode="cohort" if run.mode == "cohort" else "node",
-            cohort_size=run.cohort_size if run.mode == "cohort" else 1,
-            wave_size=run.wave_size,
-            min_valid=run.min_valid,
-            node_wait_timeout=run.node_wait_timeout,
-            reply_timeout=run.reply_timeout,
-            results_dir=results_dir,
-            run_name=self.key,
-            extras=dict(pop.options) if not spec.is_dataset else {},
-        )
+        return {
+            "n_clients": self.n_clients,
+            "feature_flip": p.feature_flip or None,  # PrivacyParams' 0 = unused; a run config leaves it out
+            "feature_epsilon": p.feature_epsilon or None,
+            "label_flip": p.label_flip or None,
+            "label_epsilon": p.label_epsilon or None,
+            "budget_mix": p.budget_mix,
+            "n_sampled": p.n_sampled or 0,
+            "seed": self.seed,
+            "learners": tuple(n for n in spec.learners.names if n in names(oracles=False)),
+            "run_mode": "cohort" if spec.run.mode == "cohort" else "node",
+            # read in cohort mode only: the manifests of earlier sweeps list cohort_size = 1000 with any mode
+            "cohort_size": spec.run.cohort_size if spec.run.mode == "cohort" else None,
+            "run_name": self.key,
+            "extras": dict(pop.options) if not spec.is_dataset else {},
+        }
 
     def fingerprint(self) -> str:
         """What determines the cell's result: a finished cell file is reused only if this matches."""

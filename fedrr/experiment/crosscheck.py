@@ -85,7 +85,7 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
     )
     _need(
         "privacy.n_sampled",
-        priv.n_sampled is None or priv.mechanism != "gaussian" or priv.gaussian_noise != "joint",
+        not priv.n_sampled or priv.mechanism != "gaussian" or priv.gaussian_noise != "joint",
         "attribute sampling needs one field per feature: with mechanism 'gaussian' set privacy.gaussian_noise = "
         "'per-feature' (the default 'joint' releases all features as one block)",
     )
@@ -198,7 +198,7 @@ def _whole_record(pop: Any, priv: Any, is_dataset: bool) -> None:
     )
     _need(
         "privacy.n_sampled",
-        fam != "auto" or priv.n_sampled is None,
+        fam != "auto" or not priv.n_sampled,
         "is not used by mechanism = 'auto': the planner chooses how many attributes each client releases",
     )
     for k in ("feature_flip_grid", "feature_epsilon_grid"):

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _config_schema as schema
 from ..errors import FedrrError, ValidationError
 from ..fake import FakeClients
 from ..frequency_check import check_pool
@@ -23,33 +24,10 @@ from ..population import build_population
 from ..release import offline_release
 from .cells import CellSpec
 
-#: run-config keys -> scenario keys, to report a population's errors by the scenario's key
-_FIELD_PATHS = {
-    "mechanism": "privacy.mechanism",
-    "feature-flip": "privacy.feature_flip_grid",
-    "feature-epsilon": "privacy.feature_epsilon_grid",
-    "label-flip": "privacy.label_flip",
-    "label-epsilon": "privacy.label_epsilon",
-    "flip_prob": "privacy",
-    "epsilon": "privacy",
-    "delta": "privacy.delta",
-    "n-sampled": "privacy.n_sampled",
-    "dataset": "population.dataset",
-    "n-clients": "population.n_clients",
-    "dropout": "population.dropout",
-    "population": "population.population",
-    "mechanisms": "privacy",
-    "learners": "learners.names",
-    "n-test-per-class": "population.n_test_per_class",
-    "budget-mix": "population.budget_mix",
-    "fake-fraction": "population.fake_fraction",
-    "fake-attack": "population.fake_attack",
-    "fake-attribute": "population.fake_attribute",
-    "fake-state": "population.fake_state",
-    "fake-targets": "population.fake_targets",
-    "fake-label": "population.fake_label",
-    "check-alpha": "run.check_alpha",
-}
+#: run-config keys -> scenario keys, to report a population's errors by the scenario's key (a
+#: mechanism's own parameter names: the privacy section)
+_FIELD_PATHS = {k.flwr: k.scenario_path for k in schema.run_keys() if k.scenario_path}
+_FIELD_PATHS |= {"flip_prob": "privacy", "epsilon": "privacy", "mechanisms": "privacy"}
 
 
 def as_config_error(exc: ValidationError, cell: CellSpec) -> ValidationError:

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import _config_schema as schema
+from .._config_tables import Options_, Split
 from .._params import (
     Boolean,
     Constraint,
@@ -28,10 +30,7 @@ from .._params import (
     unknown_key,
 )
 from ..errors import ValidationError
-from ..fake import FAKE_ATTACKS
 from ..learners import names as learner_names
-from ..run_config import GAUSSIAN_NOISE, MECHANISM_FAMILIES
-from ._tables import BudgetMix, Options_, Split
 
 CLASSIFICATION_DATASETS = ("mnist_7_vs_9", "digits_7_vs_9", "breast_cancer", "adult", "adult_binned")
 REGRESSION_DATASETS = ("diabetes", "lending_club")
@@ -79,83 +78,28 @@ class ScenarioSection:
     )
 
 
-@dataclass(frozen=True)
+# The shared keys of each section come from the config schema (``fedrr._config_schema``), which
+# also generates ``RunConfig``: one declaration per key. A section declares here only the
+# scenario's own keys: grid axes, the sweep's learner list, how cells run in parallel, ...
+
+
+@schema.with_keys(schema.section_keys("population"), "scenario_field")
 class PopulationSection:
-    population: str = key(
-        "dataset",
-        "'dataset' or an import path 'module:Class' of a ClientPopulation",
-        Satisfies(
-            lambda v: v == "dataset" or (isinstance(v, str) and ":" in v and all(v.partition(":")[::2])),
-            "'dataset' (built in) or an import path 'package.module:Class'",
-        ),
-    )
-    dataset: str = key(
-        "digits_7_vs_9", "dataset of the built-in population", Options(*CLASSIFICATION_DATASETS, *REGRESSION_DATASETS)
-    )
-    n_clients: tuple = key(
-        (100,),
-        "clients (one record each); a list makes an N grid",
-        Interval(int, 1, None),
-        ListOf(Interval(int, 1, None)),
-    )
-    n_test_per_class: int = key(
-        50, "held-out clean test records per class (evaluation only; regression: test rows)", Interval(int, 0, None)
-    )
     task: str = key(
         "classification",
         "classification (the built-in federated population) | regression (Farokhi "
         "2020: inputs released by one Gaussian/Laplace block, offline)",
         Options("classification", "regression"),
     )
-    dropout: float = key(0.0, "fraction of clients that never answer", Interval(float, 0, 1, closed="left"))
-    budget_mix: tuple = key(
-        (),
-        "clients with different feature budgets in one pool, e.g. {values = [0.2, 0.4], "
-        "weights = [1, 1]}: flip probabilities ('rr') or ε per feature, drawn per client with "
-        "the weights; it replaces the privacy grid",
-        BudgetMix(),
-    )
     options: Mapping = field(
         default_factory=dict,
         hash=False,
         metadata={"doc": "extra keys passed to a custom population's constructor", "constraints": (Options_(),)},
     )
-    fake_fraction: float = key(
-        0.0,
-        "simulation: fraction of the clients that are fake, sending an attacker's crafted releases (fedrr.fake)",
-        Interval(float, 0, 1, closed="left"),
-    )
-    fake_attack: str = key(
-        "output",
-        "output (crafted releases of fake_attribute and the label, maximal gain, an OUE report with only the "
-        "target bit; paired: of the pair (fake_state, fake_label)) | output-sampled (the same, the attribute only "
-        "when the honest sampling draws it) | mga (Cao, Jia & Gong's maximal gain attack: k-RR a target drawn "
-        "uniformly, OUE the target bits padded with random ones to the honest expected number, OLH the best of "
-        "1,000 sampled seeds) | mga-sampled (mga, the attribute only when the honest sampling draws it) | input "
-        "(a fake record, honestly randomised)",
-        Options(*FAKE_ATTACKS),
-    )
-    fake_attribute: int = key(0, "the attribute (column) fake clients target", Interval(int, 0, None))
-    fake_state: int = key(0, "the state of fake_attribute fake clients push up", Interval(int, 0, None))
-    fake_targets: int = key(
-        1,
-        "mga, mga-sampled, input: the number r of target states, fake_state to fake_state + r - 1 (output: 1)",
-        Interval(int, 1, None),
-    )
-    fake_label: int = key(1, "the label fake clients push up", Interval(int, 0, None))
 
 
-@dataclass(frozen=True)
+@schema.with_keys(schema.section_keys("privacy"), "scenario_field")
 class PrivacySection:
-    mechanism: str = key(
-        "rr",
-        "rr (k-ary randomised response on discrete features) | oracle | gaussian | laplace | paired (each "
-        "client releases n_sampled (attribute, label) pairs, each one value of the product domain through a "
-        "frequency oracle: the whole ε_record goes to the pairs, no label budget) | auto (the release planner's "
-        "least-variance design for n_clients records, fedrr.mechanisms.plan_release: the whole ε_record goes to "
-        "it, no label budget, no split, no n_sampled)",
-        Options(*MECHANISM_FAMILIES),
-    )
     epsilon_grid: tuple | None = key(
         None,
         "ε per whole record, split across fields by `split` (paired: all of it to the pairs; auto: all of it to "
@@ -176,26 +120,6 @@ class PrivacySection:
     feature_epsilon_grid: tuple | None = key(
         None, "ε per feature (gaussian_noise = joint: ε of all features together)", ListOf(_POS), IsNone()
     )
-    label_flip: float | str | None = key(
-        None, 'label flip probability, or "same" as the feature flip', _UNIT_OPEN, Options("same"), IsNone()
-    )
-    label_epsilon: float | None = key(None, "label ε (per-field grids)", _POS, IsNone())
-    n_sampled: int | None = key(
-        None,
-        "attribute sampling: each client releases this many features, drawn uniformly, with the whole "
-        "feature budget (None: all; paired: pairs, None meaning 1; auto: unset, the planner picks it)",
-        Interval(int, 1, None),
-        IsNone(),
-    )
-    delta: float = key(
-        1e-5, "δ per Gaussian field (of the feature block if joint; regression: input block)", _UNIT_OPEN
-    )
-    gaussian_noise: str = key(
-        "joint",
-        "gaussian: joint (one block on all features, the analytic Gaussian on its L2 sensitivity √D; "
-        "ε_record = ε_features + ε_label) | per-feature (one per feature, basic composition: D·ε + ε_label)",
-        Options(*GAUSSIAN_NOISE),
-    )
     calibration: str = key(
         "analytic",
         "regression, gaussian: analytic (exact (ε, δ)) | farokhi (Farokhi 2020 Thm 1, "
@@ -205,30 +129,23 @@ class PrivacySection:
     label_public: bool = key(False, "regression: release the target in the clear as Farokhi 2020 (ỹ = y)", Boolean())
 
 
-@dataclass(frozen=True)
+@schema.with_keys(schema.section_keys("learners"), "scenario_field", first=False)
 class LearnersSection:
     names: tuple = key(
         ("spread", "naive", "clean"),
-        f"any of {', '.join(_ALL_LEARNERS)} (see fedrr.learners)",
+        f"any of {', '.join(_ALL_LEARNERS)} (see fedrr.learners); the run config's learners are those of them "
+        "that train on releases",
         ListOf(Options(*_ALL_LEARNERS)),
     )
-    C: float = key(1.0, "inverse L2 penalty (scikit-learn's C)", _POS)
-    encoding: str = key(
-        "unit",
-        "model input of a discrete state: unit s/(k−1) | index s | onehot (k−1 indicators)",
-        Options("unit", "index", "onehot"),
-    )
-    spread_max_iter: int = key(200, "most EM iterations of spread-EM (its CV fits: at most 40)", Interval(int, 1, None))
 
 
-@dataclass(frozen=True)
+@schema.with_keys(schema.section_keys("run"), "scenario_field", first=False)
 class RunSection:
     mode: str = key(
         "offline",
         "flower (one Flower node per client) | cohort (nodes host cohort_size clients) | offline (no Flower)",
         Options(*MODES),
     )
-    cohort_size: int = key(1000, "clients per Flower node in cohort mode", Interval(int, 1, None))
     workers: int = key(0, "offline cells run in parallel, this many at once (0: one per CPU)", Interval(int, 0, None))
     parallel: str = key(
         "ray",
@@ -236,19 +153,6 @@ class RunSection:
         "RAY_ADDRESS) | processes; same results",
         Options("ray", "processes"),
     )
-    executor: str = key(
-        "threads", "spread-EM's E-step: serial | threads | ray (same result)", Options("serial", "threads", "ray")
-    )
-    ray_address: str = key("", "Ray cluster for Flower simulations and the ray executor ('' = local)", Text())
-    wave_size: int = key(256, "Flower: release queries in flight at once", Interval(int, 1, 10**6))
-    min_valid: int = key(20, "fewer valid releases and the cell fails", Interval(int, 1, None))
-    check_alpha: float = key(
-        0.01,
-        "false-alarm probability per cell of the server's frequency check (fedrr.frequency_check)",
-        Interval(float, 0, 1, closed="neither"),
-    )
-    node_wait_timeout: float = key(120.0, "Flower: seconds to wait for nodes to register", _POS)
-    reply_timeout: float = key(600.0, "Flower: seconds to wait for all replies", _POS)
 
 
 SECTIONS: dict[str, type] = {
@@ -276,7 +180,8 @@ def _section(cls: type, name: str, given: Any) -> Any:
     kw = {}
     for k, v in given.items():
         value = check_param(f"{name}.{k}", v, fields[k].metadata["constraints"])
-        kw[k] = (value,) if k == "n_clients" and isinstance(value, int) else value
+        axis = getattr(fields[k].metadata.get("key"), "axis", False)
+        kw[k] = (value,) if axis and not isinstance(value, tuple) else value  # one value: a grid of one
     return cls(**kw)
 
 

@@ -101,13 +101,6 @@ def check_run_config(app: Path, overrides: dict):
     return RunConfig.from_flwr({**defaults, **overrides})
 
 
-def n_supernodes(app: Path, overrides: dict) -> int:
-    project = tomllib.loads((app / "pyproject.toml").read_text())
-    cfg = {**project["tool"]["flwr"]["app"].get("config", {}), **overrides}
-    n, m = int(cfg.get("n-clients", 100)), int(cfg.get("cohort-size", 1))
-    return -(-n // m)
-
-
 def parse_overrides(items: list[str] | None) -> dict:
     from flwr.common.config import parse_config_args
 
@@ -167,7 +160,7 @@ def flwr_run(
         sl_port = free_port()
         env["FLWR_LOCAL_SUPERLINK_HTTP_API_PORT"] = str(sl_port)
         env["FLWR_LOCAL_CONTROL_API_PORT"] = str(free_port())  # deprecated in 1.41 but still passed along
-        n = num_supernodes or n_supernodes(app, overrides)
+        n = num_supernodes or cfg.n_nodes
         cmd += [
             LOCAL_CONNECTION,
             "--federation-config",

@@ -88,15 +88,7 @@ def run_sgd_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
         write_json(out / "metrics.json", metrics)
         raise FedrrError(f"only {len(order)} clients answered (min-valid = {cfg.min_valid}); {reasons}")
     n_states, n_classes = ldp_sgd_design(record_domain(population.mechanism(cids[0] if cids else 0)))
-    p = {
-        "mechanism": cfg.ldp_sgd_mechanism,
-        "n_sampled": cfg.ldp_sgd_n_sampled or None,
-        "clip": cfg.ldp_sgd_clip,
-        "groups": cfg.ldp_sgd_groups or None,
-        "learning_rate": cfg.ldp_sgd_learning_rate or None,
-        "C": cfg.C,
-        "fallback": cfg.ldp_sgd_fallback == "check",
-    }
+    p = cfg.ldp_sgd_params()
     n_inputs = int(np.sum(np.where(n_states > 0, n_states - 1, 1)))
     server = make_server(n_classes, n_inputs, len(n_states), eps, p, cfg.seed)
     strategy = LDPSGDStrategy(

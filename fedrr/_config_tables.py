@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._params import Constraint, Interval, ListOf, _type_name, check_param
-from ..errors import ValidationError
+from ._params import Constraint, Interval, ListOf, _type_name, check_param
+from .errors import ValidationError
 
 _POS = Interval(float, 0, None, closed="neither")
 _UNIT_OPEN = Interval(float, 0, 1, closed="neither")
