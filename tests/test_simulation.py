@@ -123,6 +123,20 @@ def test_offline_sweep_writes_everything_and_resumes_without_recomputing(tmp_pat
             n: e["accuracy"] for n, e in b["learners"].items()
         }
         assert a["eps"] == b["eps"] and a["fingerprint"] == b["fingerprint"]
+    # --repeats 1: only each grid point's first repeat, the same cells as the whole sweep's; the
+    # manifest records the count that ran; more repeats than the scenario has is refused
+    first = tmp_path / "first"
+    assert main(["sweep", str(cfg), "--out", str(first), "--no-progress", "--repeats", "1"]) == 0
+    assert "2 cell(s) computed, 0 skipped" in capsys.readouterr().out
+    assert sorted(p.name for p in (first / "cells").glob("*.json")) == sorted(k for k in before if "-r000" in k)
+    for p in (first / "cells").glob("*.json"):
+        a, b = json.loads(p.read_text()), json.loads((out / "cells" / p.name).read_text())
+        assert a["fingerprint"] == b["fingerprint"]
+        acc = [{n: e["accuracy"] for n, e in c["learners"].items()} for c in (a, b)]
+        assert acc[0] == acc[1]
+    assert json.loads((first / "manifest.json").read_text())["config"]["scenario"]["repeats"] == 1
+    assert main(["sweep", str(cfg), "--out", str(tmp_path / "x"), "--no-progress", "--repeats", "3"]) == 2
+    assert "--repeats: must be an integer in [1, 2]" in capsys.readouterr().err
     # deleted cells are the only ones recomputed, and with the same result (seeds depend on the cell only)
     victim = sorted(before)[1]
     old = json.loads((out / "cells" / victim).read_text())

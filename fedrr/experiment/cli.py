@@ -77,12 +77,27 @@ def _grid_index(cfg, args) -> list[int] | None:
     )
 
 
+def _first_repeats(cfg, n: int):
+    """The scenario with only its first ``n`` repeats: the same cells, seeds and results as those
+    repeats of the whole sweep (a cell's seed depends on its grid point, N and repeat only); the
+    manifest records the smaller count, so ``fedrr reproduce`` reruns what ran."""
+    import dataclasses
+
+    if not 1 <= n <= cfg.scenario.repeats:
+        raise ValidationError(
+            "--repeats", f"must be an integer in [1, {cfg.scenario.repeats}] (the scenario's repeats), got {n}"
+        )
+    return dataclasses.replace(cfg, scenario=dataclasses.replace(cfg.scenario, repeats=n))
+
+
 def _cmd_sweep(args, single: bool) -> int:
     from .report import write_reports
     from .spec import load_scenario
     from .sweep import sweep
 
     cfg = load_scenario(args.config)
+    if args.repeats is not None:
+        cfg = _first_repeats(cfg, args.repeats)
     out = Path(args.out) if args.out else _default_out(cfg)
     if not args.out and _tracked(out):
         raise ValidationError(
@@ -194,6 +209,13 @@ def build_parser() -> argparse.ArgumentParser:
             choices=("ray", "processes"),
             help="offline mode: run cells as Ray tasks or in a "
             "process pool (default: run.parallel, 'ray'); the results are the same",
+        )
+        p.add_argument(
+            "--repeats",
+            type=int,
+            metavar="N",
+            help="run only the first N of the scenario's repeats (the same cells and seeds as the whole "
+            "sweep's first N): a quicker look",
         )
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.set_defaults(argv=None)
