@@ -23,7 +23,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/fedrr sweep configs/adult.toml --out results/demo/adult
+	$(VENV)/bin/fedrr sweep configs/adult_planned.toml --repeats 1 --out results/demo/adult
 	$(VENV)/bin/fedrr show results/demo/adult
 
 lint: $(STAMP)
