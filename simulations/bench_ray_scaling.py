@@ -44,6 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fedrr.io import provenance
+
 ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
 FIELDS = [
     "part", "executor", "n", "d", "k", "data", "iters", "s_per_iter", "fit_s", "speedup_vs_serial",
@@ -343,8 +345,8 @@ def write(rows: list[dict], args, argv, load0) -> None:
         "",
         f"command: `{cmd}`",
         "",
-        f"machine: {os.cpu_count()} CPUs shared with other sessions; load average (1/5/15 min) {_load(load0)} at "
-        f"the start, {_load(os.getloadavg())} at the end",
+        f"{provenance()}; machine: {os.cpu_count()} CPUs shared with other sessions; load average "
+        f"(1/5/15 min) {_load(load0)} at the start, {_load(os.getloadavg())} at the end",
         "",
         "| part | data | executor | N | D | K | s/iter | fit s | ×serial | ×threads | MB/iter | MB/iter all | setup MB "
         "| driver MiB | actor MiB | identical |",

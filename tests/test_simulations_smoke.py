@@ -102,11 +102,11 @@ def test_spread_fallback_power_paired(tmp_path):
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
 def test_scripts_are_thin_and_name_their_command(path):
-    """≤ 400 lines, a module docstring that gives the command, imports from fedrr and libraries
-    only (no shared helper module in simulations/, no sys.path tricks)."""
+    """A module docstring that gives the command, imports from fedrr and libraries only (no shared
+    helper module in simulations/, no sys.path tricks). (No line count: a script is split along
+    its seams, never to a number, issue 30.)"""
     text = path.read_text()
     tree = ast.parse(text)
-    assert len(text.splitlines()) <= 400
     doc = ast.get_docstring(tree) or ""
     assert f"python simulations/{path.name}" in doc
     local = {p.stem for p in SCRIPTS}
