@@ -56,9 +56,9 @@ def command_line(argv: list[str] | None = None) -> str:
 
 def git_commit() -> dict:
     """The git commit of the fedrr sources this process runs, ``{"commit": sha, "dirty": bool}``
-    (``{"commit": None}`` outside a checkout): dirty when tracked files under fedrr/ differ from it,
-    the code that ran (results, configs and docs written beside it do not count; a sweep's manifest
-    records its config's text itself)."""
+    (``{"commit": None}`` outside a checkout): dirty when tracked files under fedrr/ or simulations/
+    differ from it, the code that ran (results, configs and docs written beside it do not count; a
+    sweep's manifest records its config's text itself)."""
     import subprocess
 
     root = Path(__file__).resolve().parents[1]
@@ -67,7 +67,7 @@ def git_commit() -> dict:
             ["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=10
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no", "--", "fedrr"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", "fedrr", "simulations"],
             cwd=root,
             capture_output=True,
             text=True,
@@ -80,7 +80,7 @@ def git_commit() -> dict:
 
 def provenance() -> str:
     """When, where and from which code a result was written: date, host, Python, fedrr version
-    and the git commit of the fedrr sources (``+dirty`` if tracked files under fedrr/ differ from it)."""
+    and the git commit of the code (``git_commit``: ``+dirty`` if fedrr/ or simulations/ differ from it)."""
     import platform
     import time
 

@@ -76,6 +76,8 @@ def main(argv=None) -> int:
         for cell in [c for c in spec.cells() if c.grid_value in eps and c.r < args.seeds]:
             got = run_cell(cell, tmp, args.max_iter, args.cv_max_iter)
             chosen = "falls back" if got["fallback"] else f"C = {got['chosen']:g}"
+            if got["chosen"] is None:  # paired releases whose test kept no model: no candidate fitted
+                chosen += " (no candidate fitted)"
             cols = [" / ".join(f"{got['per_c'][C][i]:{fmt}}" for C in CS) for i, fmt in ((0, ".5f"), (1, ".3f"))]
             test = f"{got['statistic']}, p {got['p_value']:.3g}"
             rows.append([f"{cell.grid_value:g}", str(cell.r), chosen, test, f"{got['score']:.3f}", *cols])

@@ -14,7 +14,7 @@ models, i.e. of p-values ≤ alpha, with its 95 % Clopper–Pearson interval, fo
   releases (``prior="naive-bayes"``, ``release_prior``);
 
 for two and three classes. The test is exact given A for split and sampled releases, so the rate
-must be ≤ alpha up to chance; on paired releases it is ``spread_cv_paired``'s independence test, a
+must be ≤ alpha up to chance; on paired releases it is ``fedrr.estimators.spread.independence_test``, a
 chi-square approximation, whose level is what this measures (its z, the p-value as a normal
 quantile, per pool is in the CSV).
 

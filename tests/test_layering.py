@@ -121,7 +121,6 @@ SPREAD_METHODS = (
     "hessian",
     "logit_moments",
     "release_counts",
-    "noisy_loglik",
     "fetch_priors",
     "prior_step",
 )

@@ -135,6 +135,13 @@ def test_offline_sweep_writes_everything_and_resumes_without_recomputing(tmp_pat
         acc = [{n: e["accuracy"] for n, e in c["learners"].items()} for c in (a, b)]
         assert acc[0] == acc[1]
     assert json.loads((first / "manifest.json").read_text())["config"]["scenario"]["repeats"] == 1
+    assert main(["reproduce", str(first), "--out", str(tmp_path / "again")]) == 0  # reruns the 2 cells that ran
+    assert sorted(p.name for p in (tmp_path / "again" / "cells").glob("*.json")) == sorted(
+        p.name for p in (first / "cells").glob("*.json")
+    )
+    # fewer repeats into a directory whose sweep ran more would drop them from its reports: refused
+    assert main(["sweep", str(cfg), "--out", str(out), "--no-progress", "--repeats", "1"]) == 2
+    assert "holds a sweep of 2 repeats" in capsys.readouterr().err
     assert main(["sweep", str(cfg), "--out", str(tmp_path / "x"), "--no-progress", "--repeats", "3"]) == 2
     assert "--repeats: must be an integer in [1, 2]" in capsys.readouterr().err
     # deleted cells are the only ones recomputed, and with the same result (seeds depend on the cell only)

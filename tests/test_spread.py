@@ -613,3 +613,24 @@ def test_onehot_decode_sets_one_indicator_per_nonzero_state_and_passes_numeric_c
     got = design.decode(X)
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, want)
+
+
+def test_traffic_splits_into_a_steady_state_per_iteration_and_a_one_off_set_up():
+    """``bytes_per_iter_`` is one EM iteration's traffic (the same for 10× the records: O(model)) and
+    ``bytes_setup_`` the rest of what the group counted (issue 31)."""
+    from fedrr.datasets import make_logistic_discrete
+
+    rm = RecordMechanism([RandomizedResponse(4, flip_prob=0.2)] * 3, RandomizedResponse(2, flip_prob=0.1))
+    per_iter = {}
+    for n in (500, 5000):
+        rng = np.random.default_rng(0)
+        ds = make_logistic_discrete(n, (4, 4, 4), np.array([1.0, -1.0, 0.5]), 0.0, rng=rng)
+        Xt, yt = rm.release(ds.X, ds.y, rng=rng)
+        est = SpreadLogisticRegression(
+            executor=ThreadExecutor(2), shard_size=n, max_iter=12, tol=1e-9, random_state=0
+        ).fit(Xt, yt, mechanism=rm)
+        assert est.bytes_per_iter_ > 0 and est.bytes_setup_ > 0
+        assert est.bytes_per_iter_ == est.traffic_["per_iteration"] and est.bytes_setup_ == est.traffic_["setup"]
+        assert est.diagnostics()["bytes_setup"] == est.bytes_setup_
+        per_iter[n] = est.bytes_per_iter_
+    assert per_iter[5000] == pytest.approx(per_iter[500], rel=0.05), per_iter

@@ -77,28 +77,34 @@ def _grid_index(cfg, args) -> list[int] | None:
     )
 
 
-def _first_repeats(cfg, n: int):
-    """The scenario with only its first ``n`` repeats: the same cells, seeds and results as those
-    repeats of the whole sweep (a cell's seed depends on its grid point, N and repeat only); the
-    manifest records the smaller count, so ``fedrr reproduce`` reruns what ran."""
-    import dataclasses
+def _check_fewer_repeats(out: Path, n: int) -> None:
+    """--repeats N into a directory whose sweep ran more repeats would rewrite its manifest and
+    reports with N only (its cells stay): refused, naming both ways out."""
+    import json
 
-    if not 1 <= n <= cfg.scenario.repeats:
+    try:
+        ran = json.loads((out / "manifest.json").read_text())["config"]["scenario"]["repeats"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    if isinstance(ran, int) and ran > n:
         raise ValidationError(
-            "--repeats", f"must be an integer in [1, {cfg.scenario.repeats}] (the scenario's repeats), got {n}"
+            "--repeats",
+            f"{out} holds a sweep of {ran} repeats (its manifest.json); rerunning it with {n} would drop the "
+            f"others from its reports: leave out --repeats to resume it, or pass another --out",
         )
-    return dataclasses.replace(cfg, scenario=dataclasses.replace(cfg.scenario, repeats=n))
 
 
 def _cmd_sweep(args, single: bool) -> int:
     from .report import write_reports
-    from .spec import load_scenario
+    from .spec import first_repeats, load_scenario
     from .sweep import sweep
 
     cfg = load_scenario(args.config)
     if args.repeats is not None:
-        cfg = _first_repeats(cfg, args.repeats)
+        cfg = first_repeats(cfg, args.repeats)
     out = Path(args.out) if args.out else _default_out(cfg)
+    if args.repeats is not None:
+        _check_fewer_repeats(out, args.repeats)
     if not args.out and _tracked(out):
         raise ValidationError(
             "--out",
@@ -232,7 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=lambda a: _cmd_sweep(a, single=False))
     p = sub.add_parser(
         "run",
-        help="run one grid point (default: the first) with all its N and repeats",
+        help="run one grid point (default: the first) with all its N and repeats (or the first --repeats N)",
         description="Run the cells of one grid point of CONFIG (into the same DIR a sweep uses, so a "
         "later sweep reuses them).",
         epilog="example: fedrr run configs/quickstart.toml --epsilon 3000",

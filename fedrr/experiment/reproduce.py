@@ -63,7 +63,7 @@ def reproduce(results_dir: str | Path, out: str | Path | None = None, grid_indic
     """Rerun ``results_dir``'s sweep (all cells, or those at ``grid_indices``) into ``out`` (a new
     scratch directory by default) and compare; returns ``compare``'s record plus ``out``."""
     from .report import write_reports
-    from .spec import load_scenario
+    from .spec import first_repeats, load_scenario
     from .sweep import sweep
 
     src = Path(results_dir)
@@ -82,7 +82,11 @@ def reproduce(results_dir: str | Path, out: str | Path | None = None, grid_indic
         path = out / "config.toml"
         path.write_text(text)
     log(f"[fedrr] rerunning {src} ({man.get('git', {}).get('commit', '?')[:10]}) from {path} into {out}")
-    sweep(load_scenario(path), out, grid_indices=grid_indices, log=log, progress=False)
+    spec = load_scenario(path)
+    ran = man.get("config", {}).get("scenario", {}).get("repeats")
+    if isinstance(ran, int) and 1 <= ran < spec.scenario.repeats:  # a sweep run with --repeats: rerun what ran
+        spec = first_repeats(spec, ran)
+    sweep(spec, out, grid_indices=grid_indices, log=log, progress=False)
     write_reports(out)
     res = compare(old, read_rows(out / "results.csv"))
     return {**res, "out": str(out), "machine": mismatches(man), "hint": coretype_hint(man)}

@@ -285,6 +285,16 @@ def parse_scenario(data: Any, *, name: str = "scenario", path: str = "", text: s
     return spec
 
 
+def first_repeats(spec: ScenarioSpec, n: int, field: str = "--repeats") -> ScenarioSpec:
+    """The scenario with only its first ``n`` repeats: the same cells, seeds and results as those
+    repeats of the whole sweep (a cell's seed depends on its grid point, N and repeat only)."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= spec.scenario.repeats:
+        raise ValidationError(
+            field, f"must be an integer in [1, {spec.scenario.repeats}] (the scenario's repeats), got {n}"
+        )
+    return dataclasses.replace(spec, scenario=dataclasses.replace(spec.scenario, repeats=n))
+
+
 def load_scenario(path: str | Path) -> ScenarioSpec:
     """Read and validate a scenario TOML file."""
     p = Path(path)

@@ -308,7 +308,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         fold[sel] = rng.permutation(sel.size) % p["cv"]
         if paired:  # the test needs no model: run it first, and fit no candidate when it keeps none
             self._test_paired(p, Xv, groups)
-            if p["fallback"] and self.p_value_ > p["alpha"]:
+            if p["fallback"] and not self.p_value_ <= p["alpha"]:  # as _finish decides (a NaN p keeps none)
                 self._no_selection(p)
                 return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, n, n, None, base.classes_)
             self._select(p, Xv, yi, mechs, fold, n_classes, seed, paired)

@@ -300,7 +300,7 @@ class Shard:
     def _log_g(self, x: np.ndarray, coef, intercept) -> tuple[np.ndarray, np.ndarray]:
         """log g(x) and the responsibilities, for samples x (..., b, D); compiled table lookups
         (``log_g_lookup``) when every column is discrete."""
-        if self.design.layout.discrete.all():
+        if self.design.layout.discrete.all() and self.b:
             from ._kernels import log_g_lookup  # numba: compiled at first use, not when spread is imported
 
             xs = np.ascontiguousarray(x.reshape(-1, self.b, self.D))
@@ -444,13 +444,3 @@ class Shard:
             if isinstance(mech, _MatrixMechanism):
                 out[slot, cols, : mech.k] = release_counts(mech, self.X[:, cols])
         return {"counts": out}
-
-    # ------------------------------------------------------------------ noisy likelihood
-    def noisy_loglik(self, coef: np.ndarray, intercept: np.ndarray, prior, n_samples: int, seed: int) -> np.ndarray:
-        """Per record, an estimate of log p(c̃ | x̃) = log E_ρ[g(x)] with x ~ ρ(x | x̃) under ``prior``
-        (S fresh exact draws), plus the exact log p(x̃) of the discrete columns under ``prior``:
-        the held-out score of a model composed with the known mechanism."""
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(self.index,)))
-        xs = self._propose(rng, prior, n_samples)
-        lg, _ = self._log_g(xs, coef, intercept)  # (S, b)
-        return logsumexp(lg, axis=0) - np.log(n_samples) + prior.log_marginal(self.rm, self.X, self.released)

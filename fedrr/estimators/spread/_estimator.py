@@ -321,9 +321,12 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.rhat_, self.rhat_median_, self.cosine_ = res.rhat_max, res.rhat_median, res.cosine
         self.chain_distance_ = res.distance
         self.prediction_distance_ = res.prediction_distance
-        self.bytes_per_iter_ = res.bytes_per_iter
-        # what the shard group reports: traffic per call and direction, actors rebuilt (Ray)
+        # what the shard group reports: traffic per call and direction, actors rebuilt (Ray); the
+        # steady state per iteration and the one-off set-up (a group that cannot tell them apart:
+        # all traffic over the iterations, and no set-up figure)
         self.traffic_ = traffic_report(group, res.n_iter)
+        self.bytes_per_iter_ = float(self.traffic_.get("per_iteration", res.bytes_per_iter))
+        self.bytes_setup_ = float(self.traffic_.get("setup", float("nan")))
         self.shard_restarts_ = int(getattr(group, "restarts", 0))
         self._prior_state = _mean_prior(res.priors)
         self.prior_ = self._prior_state.public()
@@ -409,6 +412,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             "rhat_median": float(self.rhat_median_),
             "n_iter": int(self.n_iter_),
             "bytes_per_iter": float(self.bytes_per_iter_),
+            "bytes_setup": float(self.bytes_setup_),
         }
 
     # ---------------------------------------------------------------------------- predict

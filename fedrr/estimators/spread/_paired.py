@@ -24,8 +24,8 @@ w is close to the true p(y | x_j)). Since Σ_c w_j(s, c) = 1, L̄_j is a genuine
 report given x_j when y | x_j ~ w_j, so the marginal maximum-likelihood prior through it is the
 x_j-margin of the pair table's MLE (consistent) when w is that table's conditional.
 
-``noisy_loglik`` stays exact in expectation: E_ρ[g] = p(x̃) / p̄(x̃) with p̄ the marginal under the
-L̄ channels, which ``log_marginal`` of the view computes, so their sum is log p(x̃)."""
+The held-out score (``_cv_scores.heldout_loglik``) stays exact in expectation: E_ρ[g] = p(x̃) / p̄(x̃)
+with p̄ the marginal under the L̄ channels, which ``log_marginal`` of the view computes, so their sum is log p(x̃)."""
 
 from __future__ import annotations
 

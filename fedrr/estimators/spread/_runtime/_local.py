@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from ._wire import nbytes, total
+from ._wire import SETUP_METHODS, nbytes, total
 
 
 def prior_step(prior: Any, stats: Any, gamma: float) -> Any:
@@ -32,7 +32,14 @@ class LocalShards:
         self.n_threads = max(1, int(n_threads))
         # also for one shard: the chains' calls on it are separate tasks (``reduce_each``)
         self._pool = ThreadPoolExecutor(self.n_threads) if self.n_threads > 1 else None
-        self.bytes = 0
+        self.bytes = 0  # the raw size of every message a call would send, both ways
+        self.iteration_bytes = 0  # of those, the calls from the first E-step on, set-up methods excepted
+        self._in_iterations = False
+
+    def _count(self, method: str, n: int) -> None:
+        self.bytes += n
+        if self._in_iterations and method not in SETUP_METHODS:
+            self.iteration_bytes += n
 
     def __len__(self) -> int:
         return len(self.shards)
@@ -40,16 +47,16 @@ class LocalShards:
     def call(self, method: str, *args: Any, packed: bool = False) -> list[Any]:
         """``shard.method(*args)`` for every shard, results in shard order (``packed``: what a Ray
         group compresses for the wire; nothing to do in-process)."""
-        self.bytes += nbytes(args)
+        self._count(method, nbytes(args))
         fn = lambda s: getattr(s, method)(*args)  # noqa: E731
         out = self._map(fn, self.shards)
-        self.bytes += sum(nbytes(r) for r in out)
+        self._count(method, sum(nbytes(r) for r in out))
         return out
 
     def update_prior(self, chain: int, stats: Any, gamma: float, updated: Any) -> None:
         """Every shard's prior of ``chain`` becomes ``updated`` — the driver's copy, computed from
         the same statistics by the same function as each shard would (one object, shared)."""
-        self.bytes += nbytes(stats)
+        self._count("update_prior", nbytes(stats))
         for s in self.shards:
             s.set_prior(chain, updated)
 
@@ -70,11 +77,12 @@ class LocalShards:
         """``[reduce(method, *args) for args in arg_lists]`` as one batch of tasks (every pair of
         arguments and shard), so the threads stay busy across the batch — e.g. the E-steps of all
         chains, whose shards alone do not divide evenly over the threads. Same sums, same order."""
-        self.bytes += sum(nbytes(a) for a in arg_lists)
+        self._in_iterations = self._in_iterations or method == "estep"
+        self._count(method, sum(nbytes(a) for a in arg_lists))
         tasks = [(a, s) for a in arg_lists for s in self.shards]
         fn = lambda t: getattr(t[1], method)(*t[0])  # noqa: E731
         out = self._map(fn, tasks)
-        self.bytes += sum(nbytes(r) for r in out)
+        self._count(method, sum(nbytes(r) for r in out))
         n = len(self.shards)
         return [total(out[i * n : (i + 1) * n]) for i in range(len(arg_lists))]
 
@@ -91,9 +99,10 @@ class LocalShards:
 
 
 def traffic_report(group: Any, n_iter: int) -> dict:
-    """A group's traffic for results files: bytes per ``"<method> down|up"``; for groups that tell
-    them apart (Ray), ``per_iteration`` (E-steps, prior updates, M-step calls, averaged over the
-    iterations) and ``setup`` (initial priors and samples, the start's M-step, preconditioners)."""
+    """A group's traffic for results files: bytes per ``"<method> down|up"`` (Ray); for groups that
+    tell them apart (this process's and Ray's), ``per_iteration`` (E-steps, prior updates, M-step
+    calls, averaged over the iterations: the steady state) and ``setup`` (everything else: initial
+    priors and samples, the start's M-step, preconditioners, the priors fetched at the end)."""
     out: dict[str, float] = {k: int(v) for k, v in getattr(group, "traffic", {}).items()}
     if hasattr(group, "iteration_bytes"):
         out["per_iteration"] = group.iteration_bytes / max(n_iter, 1)

@@ -42,12 +42,9 @@ from ....errors import ExecutorError
 from . import _delta as delta
 from ._ray_actor import ShardActor, _cause, _own
 from ._ray_priors import PriorUpdates
-from ._wire import pack, unpack, wire
+from ._wire import SETUP_METHODS, pack, unpack, wire
 
 INLINE_BYTES = 64 * 1024  #: messages up to this size travel inside the call (no object-store trip)
-#: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner);
-#: other one-off calls say so themselves (``run_each(..., one_off=True)``, the priors fetched at the end)
-SETUP_METHODS = ("set_prior", "init_samples", "hessian")
 #: shard methods whose first argument is a chain (they go to that chain's team; others to team 0)
 CHAIN_METHODS = frozenset(
     ("set_prior", "update_prior", "estep", "init_samples", "n_samples_weight", "loss_grad", "hessian", "logit_moments")

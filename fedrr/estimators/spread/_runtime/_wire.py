@@ -12,6 +12,11 @@ from typing import Any
 
 import numpy as np
 
+#: methods whose traffic is one-off set-up (the initial priors and samples, the preconditioner), not
+#: an iteration's; other one-off calls say so themselves (``run_each(..., one_off=True)``, the priors
+#: fetched at the end). Both groups count an iteration's traffic from the first E-step on without them.
+SETUP_METHODS = ("set_prior", "init_samples", "hessian")
+
 
 def nbytes(obj: Any) -> int:
     """Bytes of the arrays and scalars in a message (dicts, lists, tuples walked)."""
