@@ -33,10 +33,9 @@ from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression
-from fedrr.io import provenance
+from fedrr.io import command_line, provenance
 from fedrr.mechanisms import PairedRecordMechanism
 
-COMMAND = "python simulations/adult_paired_spread.py"
 FIELDS = [
     "stage",
     "eps",
@@ -85,9 +84,9 @@ def fit_nb(Xt, yt, mech):
 class Writer:
     """One CSV of rows (FIELDS), appended and flushed row by row, headed by the command."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, command: str):
         self.f = path.open("w", newline="")
-        self.f.write(f"# {COMMAND}\n")
+        self.f.write(f"# {command}\n")
         self.w = csv.DictWriter(self.f, FIELDS)
         self.w.writeheader()
         self.rows: list[dict] = []
@@ -119,7 +118,7 @@ def main(argv=None):
     val = np.random.default_rng(2026).random(len(ytr)) < 0.2
     grid = [(g.split(":")[0], float(g.split(":")[1])) for g in a.grid.split(",")]
 
-    sel = Writer(a.out / "selection.csv")
+    sel = Writer(a.out / "selection.csv", command_line(argv))
     chosen = {}
     for eps in a.eps:
         mech, Xt, yt = release(Xtr[~val], ytr[~val], ks, eps, a.n_sampled, 0)
@@ -136,7 +135,7 @@ def main(argv=None):
         sel.add(stage="validation", eps=eps, n_sampled=a.n_sampled, seed=0, model="ldp-nb", **r, seconds=sec)
         chosen[eps] = best[1:]
 
-    res = Writer(a.out / "results.csv")
+    res = Writer(a.out / "results.csv", command_line(argv))
     for eps in a.eps:
         prior, C = chosen[eps]
         for seed in range(a.seeds):
@@ -155,7 +154,7 @@ def main(argv=None):
                 seconds=sec,
             )
 
-    ceil = Writer(a.out / "ceiling.csv")
+    ceil = Writer(a.out / "ceiling.csv", command_line(argv))
     if a.ceiling_eps > 0:
         onehot = np.concatenate([np.eye(k)[Xtr[:, j]][:, 1:] for j, k in enumerate(ks)], axis=1)
         onehot_te = np.concatenate([np.eye(k)[Xte[:, j]][:, 1:] for j, k in enumerate(ks)], axis=1)
@@ -178,11 +177,11 @@ def main(argv=None):
                 stage="ceiling", eps=eps, n_sampled=m, seed=0, model="ldp-nb", **metrics(nb, Xte, yte), seconds=sec
             )
 
-    summary(a, sel.rows, res.rows, ceil.rows, chosen)
+    summary(a, sel.rows, res.rows, ceil.rows, chosen, command_line(argv))
 
 
-def summary(a, sel, res, ceil, chosen):
-    lines = [f"# Spread-EM on Adult paired releases ({a.n_sampled} pair(s) per client)\n", f"Command: `{COMMAND}`\n"]
+def summary(a, sel, res, ceil, chosen, command: str):
+    lines = [f"# Spread-EM on Adult paired releases ({a.n_sampled} pair(s) per client)\n", f"Command: `{command}`\n"]
     lines.append(provenance() + "\n")
     lines.append(
         "Selection of (prior, C) on a validation split of the training rows (20 %, clean; releases of the "
