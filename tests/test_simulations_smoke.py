@@ -118,16 +118,10 @@ def test_scripts_are_thin_and_name_their_command(path):
     assert "sys.path.insert" not in text
 
 
-#: scripts that may import a private name, and why (every other one uses public names only, as a
-#: user's own script would)
-PRIVATE_IMPORTS = {"bench_ray_scaling.py": "it times spread-EM's shard runtime itself (_runtime.shard_group)"}
-
-
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda p: p.name)
 def test_scripts_import_public_names_only(path):
-    """No module path with a private part (``fedrr.x._y``) and no underscore name from fedrr."""
-    if path.name in PRIVATE_IMPORTS:
-        pytest.skip(PRIVATE_IMPORTS[path.name])
+    """No module path with a private part (``fedrr.x._y``) and no underscore name from fedrr: a script
+    uses the public API only, as a user's own would."""
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fedrr"):
             assert not any(part.startswith("_") for part in node.module.split(".")), node.module

@@ -3,7 +3,6 @@ were clean (Barber §4.2, optionally with cross-validated C) and reconstruct-the
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -17,11 +16,11 @@ from .._validation import _as_array
 from ..errors import ValidationError
 from ..mechanisms import RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism
-from ..parallel.executors import SerialExecutor, shard_bounds
+from ..parallel.executors import SerialExecutor
 from ._sklearn import class_labels, validate
 from .spread._cv_scores import class_freqs
 from .spread._design import ENCODINGS, ColumnLayout, Design
-from .spread._estep import Shard
+from .spread._estep import shard_factories
 from .spread._estimator import SpreadLogisticRegression, check_clean_X
 from .spread._mstep import ChainObjective
 from .spread._pool import group_records
@@ -184,15 +183,7 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
                 layout, [(rm, Xv[rows]) for rm, rows in groups], {**p, "prior_strength": 0.0}, Xv.shape[0]
             )
             entropy = seed_from(p["random_state"])
-            factories = []
-            for rm, rows in groups:
-                for s0, s1 in shard_bounds(len(rows), p["shard_size"]):
-                    idx = rows[s0:s1]
-                    factories.append(
-                        functools.partial(
-                            Shard, len(factories), rm, Xv[idx], yi[idx], design, C, entropy, 1, "importance", len(Xv)
-                        )
-                    )
+            factories = shard_factories(groups, Xv, yi, design, C, entropy, 1, "importance", p["shard_size"])
             executor = p["executor"] if p["executor"] is not None else SerialExecutor()
             group = shard_group(executor, factories)
             try:

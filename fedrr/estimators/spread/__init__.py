@@ -13,6 +13,7 @@ from ._cv import SpreadLogisticRegressionCV
 from ._cv_paired import independence_terms, independence_test
 from ._estimator import SpreadLogisticRegression, auto_prior
 from ._pool import group_records
+from ._runtime import shard_group
 
 __all__ = [
     "SpreadLogisticRegression",
@@ -21,4 +22,5 @@ __all__ = [
     "group_records",
     "independence_terms",
     "independence_test",
+    "shard_group",
 ]

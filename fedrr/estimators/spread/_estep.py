@@ -14,6 +14,7 @@ printed: fresh draws with self-normalised weights (biased at finite S; for repro
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,7 @@ from scipy.special import logsumexp
 from ...errors import ValidationError
 from ...mechanisms import RandomizedResponse, RecordMechanism
 from ...mechanisms.discrete import DiscreteMechanism, _MatrixMechanism, guide_table
+from ...parallel.executors import shard_bounds
 from ._design import Design
 from ._mstep import log_class_probs, logits, soft_ce
 from ._paired import PairedView, PairTerms, as_view
@@ -444,3 +446,28 @@ class Shard:
             if isinstance(mech, _MatrixMechanism):
                 out[slot, cols, : mech.k] = release_counts(mech, self.X[:, cols])
         return {"counts": out}
+
+
+def shard_factories(
+    groups: list,
+    Xv: np.ndarray,
+    yi: np.ndarray,
+    design: Design,
+    n_classes: int,
+    entropy: int,
+    n_chains: int,
+    mode: str,
+    shard_size: int,
+) -> list:
+    """Zero-argument builders of the fit's shards: fixed-size blocks of each group's rows (records
+    sharing a mechanism), numbered in order, so that a shard's seed does not depend on who builds it."""
+    factories: list = []
+    for rm, rows in groups:
+        for s0, s1 in shard_bounds(len(rows), shard_size):
+            idx = rows[s0:s1]
+            factories.append(
+                functools.partial(
+                    Shard, len(factories), rm, Xv[idx], yi[idx], design, n_classes, entropy, n_chains, mode, len(Xv)
+                )
+            )
+    return factories

@@ -5,7 +5,6 @@ agreement is on the fitted estimator, so a user can tell signal from Monte Carlo
 
 from __future__ import annotations
 
-import functools
 import hashlib
 from typing import Any
 
@@ -28,12 +27,12 @@ from ..._validation import _as_array, as_float_array
 from ...errors import ValidationError
 from ...mechanisms.paired import PairedRecordMechanism
 from ...mechanisms.priors import EmpiricalPrior
-from ...parallel.executors import ThreadExecutor, shard_bounds
+from ...parallel.executors import ThreadExecutor
 from .._sklearn import class_labels, validate
 from ..naive_bayes import check_naive_bayes_mechanism
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._em import EMOptions, run_em
-from ._estep import Shard
+from ._estep import shard_factories
 from ._mstep import fit_soft_logistic, log_class_probs
 from ._paired import PairedView, paired_view
 from ._pool import PoolSource, group_records
@@ -279,15 +278,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         prior = self._initial_prior(layout, [(rm, Xv[rows]) for rm, rows in groups], p, n, (Xv, yi, groups))
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
         entropy = seed_from(p["random_state"])
-        factories = []
-        for rm, rows in groups:
-            for s0, s1 in shard_bounds(len(rows), p["shard_size"]):
-                idx = rows[s0:s1]
-                factories.append(
-                    functools.partial(
-                        Shard, len(factories), rm, Xv[idx], yi[idx], design, C, entropy, p["n_chains"], p["e_step"], n
-                    )
-                )
+        factories = shard_factories(groups, Xv, yi, design, C, entropy, p["n_chains"], p["e_step"], p["shard_size"])
         return self._fit_group(shard_group(executor, factories, chains=p["n_chains"]), design, layout, prior, p, S)
 
     def _fit_group(self, group, design: Design, layout: ColumnLayout, prior: SpreadPrior, p: dict, S: int):
