@@ -70,6 +70,7 @@ from ._pool import group_records
 #: the spread-EM parameters this class passes through (the rest are its own)
 PASSED = (
     "prior",
+    "n_latent_classes",
     "e_step",
     "n_chains",
     "n_samples",
@@ -179,6 +180,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         heldout_samples: int = 32,
         cv_max_iter: int = 40,
         prior: Any = "auto",
+        n_latent_classes: int = 4,
         e_step: str = "mcmc",
         n_chains: int = 2,
         n_samples: int | None = None,
@@ -211,6 +213,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.heldout_samples = heldout_samples
         self.cv_max_iter = cv_max_iter
         self.prior = prior
+        self.n_latent_classes = n_latent_classes
         self.e_step = e_step
         self.n_chains = n_chains
         self.n_samples = n_samples

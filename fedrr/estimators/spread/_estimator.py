@@ -44,7 +44,7 @@ from ._priors._factorised import (
     marginal_mle_prior_from_counts,
 )
 from ._priors._joint import joint_prior
-from ._priors._mixture import naive_bayes_prior
+from ._priors._mixture import latent_class_prior, naive_bayes_prior
 from ._runtime import holds_shards, shard_group, traffic_report
 
 E_STEPS = ("mcmc", "importance")
@@ -66,7 +66,11 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         rows whose joint distribution is the prior (it keeps how attributes co-occur; not learned),
         or "naive-bayes": the joint p(x) = Σ_c p(c) Π_d p(x_d | c) of naive Bayes fitted on the
         releases, fixed (discrete oracles and label; for records that release sampled attributes;
-        for paired releases, from the maximum-likelihood pair tables p(x_j, y)).
+        for paired releases, from the maximum-likelihood pair tables p(x_j, y)), or "latent-class":
+        p(x) = Σ_m π_m Π_d p(x_d | m) with ``n_latent_classes`` components fitted to the releases by
+        EM, fixed (discrete columns and a label, or pairs); unlike naive Bayes it can model how
+        attributes co-occur, which records releasing two or more attributes show.
+    n_latent_classes : components of the "latent-class" prior.
     prior_strength : weight of the debiased marginals in the learned prior, as a fraction of the
         number of records (Dirichlet pseudo-counts; 0: none).
     e_step : "mcmc" (default; exact-posterior Metropolis chains, labels summed out) or
@@ -95,9 +99,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     _parameter_constraints = {
         "C": [Interval(float, 1e-12, None, closed="left", inf=True)],  # 1/C must stay finite
         "prior": [
-            Options("auto", "learned", "flat", "naive-bayes"),
+            Options("auto", "learned", "flat", "naive-bayes", "latent-class"),
             Satisfies(lambda v: not isinstance(v, str), "a prior"),
         ],
+        "n_latent_classes": [_INT1],
         "prior_strength": [Interval(float, 0, None)],
         "e_step": [Options(*E_STEPS)],
         "n_chains": [_INT1],
@@ -124,6 +129,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         C: float = 1.0,
         *,
         prior: Any = "auto",
+        n_latent_classes: int = 4,
         prior_strength: float = 0.1,
         e_step: str = "mcmc",
         n_chains: int = 2,
@@ -147,6 +153,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     ):
         self.C = C
         self.prior = prior
+        self.n_latent_classes = n_latent_classes
         self.prior_strength = prior_strength
         self.e_step = e_step
         self.n_chains = n_chains
@@ -275,9 +282,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         design = Design(layout, p["encoding"])
         S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)
         check_memory(n, layout.n_features, design.n_inputs, C, S, p["n_chains"], p["shard_size"], layout.kmax)
-        prior = self._initial_prior(layout, [(rm, Xv[rows]) for rm, rows in groups], p, n, (Xv, yi, groups))
-        executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
         entropy = seed_from(p["random_state"])
+        pools = [(rm, Xv[rows]) for rm, rows in groups]
+        prior = self._initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy)
+        executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
         factories = shard_factories(groups, Xv, yi, design, C, entropy, p["n_chains"], p["e_step"], p["shard_size"])
         return self._fit_group(shard_group(executor, factories, chains=p["n_chains"]), design, layout, prior, p, S)
 
@@ -365,11 +373,21 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                 raise
             return self._fit_group(group, design, layout, prior, p, S)
 
-    def _initial_prior(self, layout: ColumnLayout, pools, p, n: int, releases=None) -> SpreadPrior:
-        if isinstance(p["prior"], str) and p["prior"] == "naive-bayes":  # (X, y, groups); fit_pool has none
-            if releases is None:
-                raise ValidationError("prior", "'naive-bayes' is fitted on the released records: use fit, not fit_pool")
-            return naive_bayes_prior(*releases, layout)
+    def _initial_prior(self, layout: ColumnLayout, pools, p, n: int, releases=None, seed: int = 0) -> SpreadPrior:
+        if isinstance(p["prior"], str) and p["prior"] in ("naive-bayes", "latent-class"):  # (X, y, groups)
+            if releases is None:  # fit_pool streams the pool: it has none
+                msg = f"'{p['prior']}' is fitted on the released records: use fit, not fit_pool"
+                raise ValidationError("prior", msg)
+            if p["prior"] == "naive-bayes":
+                return naive_bayes_prior(*releases, layout)
+            memo = getattr(self, "_center_memo", None)  # a CV's candidates on one fold share it
+            key = ("latent-class", _releases_key(*releases), p["n_latent_classes"], seed)
+            if memo is not None and key in memo:
+                return memo[key]
+            prior = latent_class_prior(*releases, layout, p["n_latent_classes"], seed)
+            if memo is not None:
+                memo[key] = prior
+            return prior
         if isinstance(p["prior"], str) and p["prior"] == "flat":
             return flat_prior(layout, p["numeric_prior"], 1 if p["numeric_prior"] == "histogram" else p["n_bins"])
         if isinstance(p["prior"], str):  # learned: start at, and pull toward, the debiased marginals
@@ -483,6 +501,18 @@ def _pools_key(pools, numeric_prior: str, n_bins: int) -> tuple:
     ) + (numeric_prior, n_bins)
 
 
+def _releases_key(X: np.ndarray, y: np.ndarray, groups: list) -> tuple:
+    """What ``latent_class_prior`` depends on, by content: the releases, the labels and each group's
+    mechanism (its spec) and rows."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in (X, y):
+        h.update(np.ascontiguousarray(a).tobytes())
+    for rm, rows in groups:
+        h.update(repr(rm.to_spec()).encode())
+        h.update(np.ascontiguousarray(rows).tobytes())
+    return (h.digest(), X.shape)
+
+
 def _mean_prior(priors: list[SpreadPrior]) -> SpreadPrior:
     """The chains' priors averaged (a running mean of their parameters)."""
     out = priors[0].copy()
@@ -492,10 +522,12 @@ def _mean_prior(priors: list[SpreadPrior]) -> SpreadPrior:
 
 
 def auto_prior(mechanism: Any) -> str:
-    """``prior="auto"``: "naive-bayes" for one mechanism whose records release sampled attributes
-    through discrete oracles with a label, or pairs (they show nothing else of how attributes
-    co-occur; on Adult it lifts spread above LDP naive Bayes, docs/results.md), else "learned"
-    (factorised; also for per-record mechanisms that differ, and for clean data)."""
+    """``prior="auto"``: for paired releases "latent-class" when each record releases two or more
+    pairs (their co-occurrences identify it) and "naive-bayes" when it releases one (it shows nothing
+    of how attributes co-occur, so a latent-class fit beyond the label would be set by its start);
+    "naive-bayes" for one mechanism whose records release sampled attributes through discrete
+    oracles with a label (on Adult it lifts spread above LDP naive Bayes, docs/results.md); else
+    "learned" (factorised; also for per-record mechanisms that differ, and for clean data)."""
     if isinstance(mechanism, (list, tuple, np.ndarray)):  # one mechanism for every record: as that one
         distinct = list({id(m): m for m in mechanism}.values())
         same = len(distinct) > 0 and all(hasattr(m, "to_spec") for m in distinct)
@@ -505,7 +537,8 @@ def auto_prior(mechanism: Any) -> str:
     if mechanism is None:
         return "learned"
     if isinstance(mechanism, (PairedRecordMechanism, PairedView)):
-        return "naive-bayes"
+        paired = mechanism.paired if isinstance(mechanism, PairedView) else mechanism
+        return "latent-class" if paired.n_sampled >= 2 else "naive-bayes"
     if getattr(mechanism, "n_sampled", None) is None:
         return "learned"
     try:

@@ -1,9 +1,10 @@
-"""Spread-EM's ``prior="naive-bayes"``: p(x) = Σ_c π_c Π_d p(x_d | c), naive Bayes fitted on the
-releases (``LDPNaiveBayes``: debiased (attribute, label) pair frequencies), as a fixed latent-class
-prior. Records that release one sampled attribute show nothing else of how attributes co-occur; a
-factorised prior imputes the ones a record did not release independently of the one it did, this
-one through their common dependence on the label. Its posterior given a release is exact and cheap
-to draw from: the class from p(c | x̃), then each attribute from p(x_d | c, x̃_d)."""
+"""Spread-EM's mixture priors p(x) = Σ_m π_m Π_d p(x_d | m), fixed during the fit: ``"naive-bayes"``,
+whose components are the classes (naive Bayes fitted on the releases, ``LDPNaiveBayes``: debiased
+(attribute, label) pair frequencies), and ``"latent-class"``, components fitted to the releases by EM
+(``latent_class_prior``). A factorised prior imputes the attributes a record did not release
+independently of the ones it did; a mixture, through their common dependence on the component. Its
+posterior given a release is exact and cheap to draw from: the component from p(m | x̃), then each
+attribute from p(x_d | m, x̃_d)."""
 
 from __future__ import annotations
 
@@ -162,3 +163,108 @@ def paired_naive_bayes_prior(view: PairedView, layout: ColumnLayout):
     for d, lp in enumerate(log_p):
         prior.disc[d, : lp.shape[1]] = pi @ np.exp(lp)
     return prior
+
+
+def latent_class_prior(
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: list,
+    layout: ColumnLayout,
+    n_components: int,
+    seed: int,
+    max_iter: int = 300,
+    tol: float = 1e-7,
+) -> MixtureSpreadPrior:
+    """``prior="latent-class"``: p(x) = Σ_m π_m Π_d p(x_d | m), a latent-class model of the records
+    (and their label, p(y | m), which the prior then drops: p_θ(y | x) models it) fitted to the
+    releases by EM on their exact likelihood, fixed in spread-EM. A record's reports are independent
+    given its true values, so given the component its likelihood is
+
+        Σ_c p(c | m) P(ỹ | c) Π_{d released} Σ_s p(s | m) P(x̃_d | s, c)
+
+    (paired releases: P(v̂_d | s, c) of the pair report and no separate label term; record releases:
+    P(x̃_d | s), the same for every c, and the label's P(ỹ | c)). Unlike ``"naive-bayes"``, whose
+    components are the classes, the components can model how attributes co-occur; that needs records
+    that release two or more attributes (with one, only each attribute's table with the label is
+    identified, and the rest of the fit is set by the EM's start: ``auto_prior`` does not choose it
+    there). Discrete columns and a label only; ``groups``: (mechanism or PairedView, rows)."""
+    blocks, label = _lc_blocks(X, y, groups, layout)
+    n, C, M = X.shape[0], _n_classes(groups), int(n_components)
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x1C,)))  # its own stream
+    log_pi = np.full(M, -np.log(M))
+    py = rng.dirichlet(np.full(C, 5.0), size=M)
+    P = [rng.dirichlet(np.full(int(k), 5.0), size=M) for k in layout.k]
+    prev = -np.inf
+    for _ in range(max_iter):
+        logB = np.broadcast_to(log_pi[:, None] + np.log(py), (n, M, C)) + label[:, None, :]
+        A = []
+        for d, rows, ET in blocks:
+            a = np.maximum(np.matmul(P[d], ET), 1e-300)  # (n_d, M, C): Σ_s p(s | m) P(x̃_d | s, c)
+            logB[rows] += np.log(a)  # rows are distinct within a block
+            A.append(a)
+        top = logB.max(axis=(1, 2), keepdims=True)
+        post = np.exp(logB - top)
+        z = post.sum(axis=(1, 2), keepdims=True)
+        post /= z
+        ll = float(np.mean(np.log(z) + top))
+        mass = post.sum(axis=0)  # (M, C)
+        log_pi = np.log(np.maximum(mass.sum(axis=1), 1e-300) / n)
+        py = np.maximum(mass, 1e-300) / np.maximum(mass.sum(axis=1, keepdims=True), 1e-300)
+        counts = [np.zeros_like(p) for p in P]
+        for (d, rows, ET), a in zip(blocks, A):  # E[1{m, x_d = s}] over the records that released d
+            counts[d] += np.tensordot(post[rows] / a, ET, axes=([0, 2], [0, 2]))
+        for d in {b[0] for b in blocks}:
+            c = counts[d] * P[d] + 1e-12
+            P[d] = c / c.sum(axis=1, keepdims=True)
+        if ll - prev <= tol * abs(ll):
+            break
+        prev = ll
+    out = _empty(layout, "gaussian", 1)
+    prior = MixtureSpreadPrior(
+        **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=log_pi, log_p=[np.log(p) for p in P]
+    )
+    pi = np.exp(log_pi)
+    for d, p in enumerate(P):
+        prior.disc[d, : p.shape[1]] = pi @ p
+    return prior
+
+
+def _n_classes(groups: list) -> int:
+    rm = groups[0][0]
+    if isinstance(rm, PairedView):
+        return int(rm.n_classes)
+    if getattr(rm.label, "k", None) is None:
+        raise ValidationError("prior", "'latent-class' needs a released label (one discrete label mechanism) or pairs")
+    return int(rm.label.k)
+
+
+def _lc_blocks(X: np.ndarray, y: np.ndarray, groups: list, layout: ColumnLayout) -> tuple[list, np.ndarray]:
+    """The latent-class EM's inputs: per (column, group) the records that released it and their
+    likelihoods P(x̃_d | s, c) (n_d, k_d, C), each row scaled by its largest entry (a per-record
+    constant, which the EM does not see); and the label's log P(ỹ | c) (n, C), zero for pairs."""
+    if not layout.discrete.all():
+        raise ValidationError("prior", "'latent-class' models discrete columns only: this release has numeric ones")
+    C = _n_classes(groups)
+    blocks, label = [], np.zeros((X.shape[0], C))
+    for rm, rows in groups:
+        if isinstance(rm, PairedView):
+            for d, (r, T) in enumerate(rm.paired.pair_log_likelihoods(X[rows])):
+                if r.size:
+                    blocks.append((d, rows[r], _scaled(T)))
+            continue
+        if getattr(rm.label, "k", None) != C:
+            raise ValidationError("prior", f"'latent-class' needs one discrete label mechanism of {C} classes or pairs")
+        label[rows] = rm.label.log_likelihood_matrix(np.asarray(y[rows], np.int64))
+        released = ~np.isnan(X[rows])
+        for mech, cols in rm.column_groups():
+            for d in cols:
+                r = np.flatnonzero(released[:, d])
+                if r.size:
+                    L = mech.log_likelihood_matrix(X[rows[r], d].astype(np.int64))  # (n_d, k_d)
+                    blocks.append((d, rows[r], _scaled(np.repeat(L[:, :, None], C, axis=2))))
+    return blocks, label
+
+
+def _scaled(logT: np.ndarray) -> np.ndarray:
+    """exp(logT) with each record's largest entry 1."""
+    return np.exp(logT - logT.reshape(logT.shape[0], -1).max(axis=1)[:, None, None])
