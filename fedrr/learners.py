@@ -208,7 +208,8 @@ def release_prior(mechanism: Any) -> str:
     "classification",
     "spread",
     "spread-EM (Barber 2020 §5), prior learned from the releases (naive Bayes's joint when records "
-    "release sampled attributes); C and the prior's smoothing chosen by cross-validation on the "
+    "release sampled attributes or one pair, a latent-class mixture when they release two or more pairs); "
+    "C and the prior's smoothing chosen by cross-validation on the "
     "held-out noisy likelihood, with a fallback to the intercept-only model when the releases do not "
     "support a model",
 )
