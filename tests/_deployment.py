@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from fedrr._procs import _cmdline, _live_pids, alive, descendants, free_port, stop
+from fedrr._procs import _live_pids, alive, cmdline, descendants, free_port, stop
 from fedrr.federation.credentials import create_credentials
 from fedrr.federation.flwr_cli import DEPLOY_CONNECTION, QUIET_ENV, flwr_run, write_connection
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
@@ -73,7 +73,7 @@ class Processes:
         ours = {p.pid for p in self.procs.values()}
         found = set()
         for pid in _live_pids():
-            cmd = _cmdline(pid)
+            cmd = cmdline(pid)
             if "--parent-pid" in cmd[:-1] and cmd[cmd.index("--parent-pid") + 1] in {str(o) for o in ours}:
                 found |= descendants(pid)
         return found

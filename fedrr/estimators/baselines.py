@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from .._params import Interval, IsNone, Options, seed_from, validate_estimator
-from .._validation import _as_array
+from .._validation import as_array
 from ..errors import ValidationError
 from ..mechanisms import RecordMechanism
 from ..mechanisms.discrete import DiscreteMechanism
@@ -90,11 +90,11 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
         if mechanism is not None and self.clean:  # clean records in the mechanism's domain (an oracle)
             Xv, _ = mechanism.validate_input(X, None if mechanism.label is None else y)
             self.design_ = Design(ColumnLayout.from_mechanism(mechanism), p["encoding"])
-            Z, yv = self.design_.decode(Xv), _as_array("y", y, "must be an array of labels")
+            Z, yv = self.design_.decode(Xv), as_array("y", y, "must be an array of labels")
         elif mechanism is not None:
             Xv, yv = mechanism.validate_release(X, y if mechanism.label is not None else None)
             if yv is None:  # no label mechanism: clean labels
-                yv = _as_array("y", y, f"must be an array of shape ({Xv.shape[0]},)")
+                yv = as_array("y", y, f"must be an array of shape ({Xv.shape[0]},)")
                 if yv.shape != (Xv.shape[0],):
                     raise ValidationError("y", f"must have shape ({Xv.shape[0]},) to match X, got {yv.shape}")
             self.design_ = Design(ColumnLayout.from_mechanism(mechanism), p["encoding"])
@@ -211,7 +211,7 @@ class MajorityClassifier(ClassifierMixin, BaseEstimator):
 
     def fit(self, X, y, mechanism: Any = None):
         mechanism = self.mechanism if mechanism is None else mechanism
-        ya = _as_array("y", y, "must be a 1-d array of labels")
+        ya = as_array("y", y, "must be a 1-d array of labels")
         if ya.ndim != 1 or ya.size == 0:
             raise ValidationError("y", f"must be a non-empty 1-d array, got shape {ya.shape}")
         n = ya.size

@@ -16,7 +16,7 @@ import numpy as np
 
 from .._validation import as_float_array
 from ..errors import ConvergenceError, ValidationError
-from ..mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
+from ..mechanisms.discrete import DiscreteMechanism, MatrixMechanism
 
 METHODS = ("inversion", "mle")
 #: generic MLE: the certified Newton solver while (unique releases)·k² stays below this, else EM
@@ -76,7 +76,7 @@ def estimate_frequencies(
     if xt.ndim != 1 or xt.size == 0:
         raise ValidationError("x_tilde", f"must be a non-empty 1-d array of releases, got shape {xt.shape}")
     w = _weights(weights, xt.shape)
-    if not isinstance(mechanism, _MatrixMechanism):
+    if not isinstance(mechanism, MatrixMechanism):
         if method == "inversion":
             return project_to_simplex(_mean_onehot(mechanism, xt, w))
         return _generic_mle(mechanism, xt, w, tol=tol, max_iter=max_iter)

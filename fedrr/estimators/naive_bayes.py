@@ -34,7 +34,7 @@ from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from .._params import Interval, Options, validate_estimator
-from .._validation import _as_array, as_state_array
+from .._validation import as_array, as_state_array
 from ..errors import ValidationError
 from ..mechanisms.discrete import DiscreteMechanism
 from ..mechanisms.paired import PairedRecordMechanism
@@ -89,14 +89,14 @@ def check_releases(X_tilde: Any, y_tilde: Any, mechanism: Any) -> Releases:
     every other entry is checked by that column's oracle, the labels by the label's oracle."""
     mechs, label = check_naive_bayes_mechanism(mechanism)
     D = len(mechs)
-    X = _as_array("X_tilde", X_tilde, f"must be an array of shape (n_clients, {D})")
+    X = as_array("X_tilde", X_tilde, f"must be an array of shape (n_clients, {D})")
     if X.ndim != 2 or X.shape[1] != D:
         raise ValidationError("X_tilde", f"must have shape (n_clients, {D}), got {X.shape}")
     if X.shape[0] == 0:
         raise ValidationError("X_tilde", "needs at least one client")
     if X.dtype.kind not in "iuf":
         raise ValidationError("X_tilde", f"must hold released values (NaN where not released), got dtype {X.dtype}")
-    y = _as_array("y_tilde", y_tilde, f"must be an array of shape ({X.shape[0]},)")
+    y = as_array("y_tilde", y_tilde, f"must be an array of shape ({X.shape[0]},)")
     if y.shape != (X.shape[0],):
         raise ValidationError("y_tilde", f"must have shape ({X.shape[0]},) to match X_tilde, got {y.shape}")
     yv = label.validate_release(y, "y_tilde")

@@ -25,8 +25,8 @@ from .._params import (
     Options,
     Satisfies,
     Text,
-    _type_name,
     check_param,
+    type_name,
     unknown_key,
 )
 from ..errors import ValidationError
@@ -172,7 +172,7 @@ def _key_path(k: Any) -> str:
 
 def _section(cls: type, name: str, given: Any) -> Any:
     if not isinstance(given, dict):
-        raise ValidationError(name, f"must be a table ([{name}]), got {_type_name(given)} {given!r}")
+        raise ValidationError(name, f"must be a table ([{name}]), got {type_name(given)} {given!r}")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     bad = [k for k in given if k not in fields]
     if bad:
@@ -254,7 +254,7 @@ class ScenarioSpec:
 def parse_scenario(data: Any, *, name: str = "scenario", path: str = "", text: str = "") -> ScenarioSpec:
     """Validate a parsed TOML document, fill in defaults and check the keys' relations."""
     if not isinstance(data, dict):
-        raise ValidationError("config", f"must be a TOML table, got {_type_name(data)}")
+        raise ValidationError("config", f"must be a TOML table, got {type_name(data)}")
     unknown = [s for s in data if s not in SECTIONS]
     if unknown:
         s = unknown[0]

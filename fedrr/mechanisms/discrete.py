@@ -84,7 +84,7 @@ class DiscreteMechanism(Mechanism):
         return _as_categorical_prior(pi, self.k).reshape(self.k)
 
 
-class _MatrixMechanism(DiscreteMechanism):
+class MatrixMechanism(DiscreteMechanism):
     """A discrete oracle whose release is one state x̃ ∈ {0, …, k−1}, given by a column-stochastic
     matrix P[x̃, x] = p(x̃ | x) (randomised response and its asymmetric variants)."""
 
@@ -131,7 +131,7 @@ _DiscreteMechanism = DiscreteMechanism
 
 
 @register
-class TransitionMatrix(_MatrixMechanism):
+class TransitionMatrix(MatrixMechanism):
     """General k-ary randomised response given by a column-stochastic matrix P[x̃, x]
     (e.g. asymmetric label flips P10 ≠ P01)."""
 
@@ -195,7 +195,7 @@ class TransitionMatrix(_MatrixMechanism):
 
 
 @register
-class RandomizedResponse(_MatrixMechanism):
+class RandomizedResponse(MatrixMechanism):
     """k-ary randomised response: keep the value with probability 1 − flip_prob, otherwise
     report one of the other k − 1 values uniformly (k = 2: Warner's). Give exactly one of
     ``flip_prob`` or ``epsilon``; ε = ln((1 − f)(k − 1) / f) for f < (k − 1)/k."""

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import _as_array, as_state_array, check_int, check_positive
+from .._validation import as_array, as_state_array, check_int, check_positive
 from ..errors import ValidationError
 from .base import register
 from .discrete import MAX_STATES, DiscreteMechanism, RandomizedResponse
@@ -201,7 +201,7 @@ class PairedRecordMechanism:
         Xv = as_state_array("X", self._check_X(X, "X"), np.asarray(self.n_states))
         if y is None:
             raise ValidationError("y", "is required: a paired release carries the label inside every pair")
-        ya = _as_array("y", y, f"must be an array of shape ({Xv.shape[0]},)")
+        ya = as_array("y", y, f"must be an array of shape ({Xv.shape[0]},)")
         if ya.shape != (Xv.shape[0],):
             raise ValidationError("y", f"must have shape ({Xv.shape[0]},) to match X, got {ya.shape}")
         return Xv, as_state_array("y", ya, self.n_classes)
@@ -246,7 +246,7 @@ class PairedRecordMechanism:
                     ) from None
         n = X.shape[0]
         if y_tilde is not None:
-            ya = _as_array("y_tilde", y_tilde, f"must be None or an all-NaN array of shape ({n},)")
+            ya = as_array("y_tilde", y_tilde, f"must be None or an all-NaN array of shape ({n},)")
             if ya.shape != (n,):
                 raise ValidationError("y_tilde", f"must have shape ({n},) to match X_tilde, got {ya.shape}")
             if ya.dtype.kind != "f" or not np.all(np.isnan(ya)):

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import _as_array, as_state_array, check_int
+from .._validation import as_array, as_state_array, check_int
 from ..errors import ValidationError
 from .base import Mechanism, mechanism_from_spec, register
 from .discrete import DiscreteMechanism
@@ -31,7 +31,7 @@ class Field:
 
 def records_array(X: Any, n_features: int, field: str) -> np.ndarray:
     """``X`` as a 2-d array (n_records, n_features); one record may come as a 1-d row."""
-    arr = _as_array(field, X, f"must be an array of shape (n_records, {n_features})")
+    arr = as_array(field, X, f"must be an array of shape (n_records, {n_features})")
     if arr.ndim == 1 and arr.shape[0] == n_features:
         arr = arr[None, :]
     if arr.ndim != 2 or arr.shape[1] != n_features:
@@ -267,7 +267,7 @@ class RecordMechanism:
             return None
         if y is None:
             raise ValidationError(field, "is required: the record mechanism has a label mechanism")
-        arr = _as_array(field, y, f"must be an array of shape ({n},)")
+        arr = as_array(field, y, f"must be an array of shape ({n},)")
         if arr.shape != (n,):
             raise ValidationError(field, f"must have shape ({n},) to match the features, got {arr.shape}")
         return self.label.validate_input(arr, field) if clean else self.label.validate_release(arr, field)

@@ -22,7 +22,7 @@ from scipy.special import logsumexp
 
 from ...errors import ValidationError
 from ...mechanisms import RandomizedResponse, RecordMechanism
-from ...mechanisms.discrete import DiscreteMechanism, _MatrixMechanism, guide_table
+from ...mechanisms.discrete import DiscreteMechanism, MatrixMechanism, guide_table
 from ...parallel.executors import shard_bounds
 from ._design import Design
 from ._mstep import log_class_probs, logits, soft_ce
@@ -443,7 +443,7 @@ class Shard:
         out = np.zeros((n_slots, self.D, max(int(self.design.layout.k.max()), 1)))
         slot = slot_of[self.index]
         for mech, cols in self.rm.groups():
-            if isinstance(mech, _MatrixMechanism):
+            if isinstance(mech, MatrixMechanism):
                 out[slot, cols, : mech.k] = release_counts(mech, self.X[:, cols])
         return {"counts": out}
 
