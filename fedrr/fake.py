@@ -63,10 +63,15 @@ import numpy as np
 
 from ._validation import check_int
 from .errors import ValidationError
-from .mechanisms import PairedRecordMechanism, RecordMechanism, is_paired
-from .mechanisms.discrete import DiscreteMechanism, MatrixMechanism
-from .mechanisms.hashing import LocalHashing
-from .mechanisms.unary import UnaryEncoding
+from .mechanisms import (
+    DiscreteMechanism,
+    LocalHashing,
+    MatrixMechanism,
+    PairedRecordMechanism,
+    RecordMechanism,
+    UnaryEncoding,
+    is_paired,
+)
 from .population import ClientPopulation, unit_uniform
 
 if TYPE_CHECKING:  # typing only: the run config sits above the core stages

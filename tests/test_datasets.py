@@ -30,7 +30,7 @@ from fedrr.datasets import (
     train_test_split_per_class,
     verify_checksum,
 )
-from fedrr.datasets import adult as adult_module
+from fedrr.datasets import _adult as adult_module
 from fedrr.errors import ValidationError
 
 # Deviations are compared with Z standard errors; 4 SE leaves a two-sided per-coefficient

@@ -21,9 +21,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ...errors import ValidationError
-from ...mechanisms import RandomizedResponse, RecordMechanism
-from ...mechanisms.discrete import DiscreteMechanism, MatrixMechanism, guide_table
-from ...parallel.executors import shard_bounds
+from ...mechanisms import DiscreteMechanism, MatrixMechanism, RandomizedResponse, RecordMechanism, guide_table
+from ...parallel import shard_bounds
 from ._design import Design
 from ._mstep import log_class_probs, logits, soft_ce
 from ._paired import PairedView, PairTerms, as_view

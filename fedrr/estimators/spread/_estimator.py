@@ -25,11 +25,10 @@ from ..._params import (
 from ..._resources import available_bytes
 from ..._validation import as_array, as_float_array
 from ...errors import ValidationError
-from ...mechanisms.paired import PairedRecordMechanism
-from ...mechanisms.priors import EmpiricalPrior
-from ...parallel.executors import ThreadExecutor
+from ...mechanisms import EmpiricalPrior, PairedRecordMechanism
+from ...parallel import ThreadExecutor
+from .._naive_bayes import check_naive_bayes_mechanism
 from .._sklearn import class_labels, validate
-from ..naive_bayes import check_naive_bayes_mechanism
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._em import EMOptions, run_em
 from ._estep import shard_factories

@@ -18,8 +18,16 @@ import numpy as np
 from scipy.special import ndtri
 
 from ....errors import ValidationError
-from ....mechanisms import CategoricalPrior, GaussianPrior, HistogramPrior, RandomizedResponse, RecordMechanism
-from ....mechanisms.discrete import DiscreteMechanism, MatrixMechanism, guide_table
+from ....mechanisms import (
+    CategoricalPrior,
+    DiscreteMechanism,
+    GaussianPrior,
+    HistogramPrior,
+    MatrixMechanism,
+    RandomizedResponse,
+    RecordMechanism,
+    guide_table,
+)
 from .._design import ColumnLayout
 
 #: guard the table caches of priors (``SpreadPrior.rr_tables``), striped by the prior's id: not a
