@@ -1,7 +1,7 @@
 """Mironov's snapping mechanism: a Laplace release hardened against the floating-point attack.
 
 The attack (Mironov 2012, "On significance of the least significant bits for differential
-privacy", CCS'12, §3–4; see ``fedrr.mechanisms.fp_attack``): textbook Laplace sampling
+privacy", CCS'12, §3–4; see ``fedrr.audit.attack_cells``): textbook Laplace sampling
 x ⊕ b⊗log(U) in doubles, with U on a 2⁻⁵³ grid, reaches a *sparse, input-dependent* set of
 doubles, so the low-order bits of one release can rule out candidate inputs with certainty —
 an ∞ privacy loss that the real-number analysis (ε = Δ/b) does not see. numpy's
