@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._params import Constraint, Interval, ListOf, _type_name, check_param
+from ._params import Constraint, Interval, ListOf, check_param, type_name
 from .errors import ValidationError
 
 _POS = Interval(float, 0, None, closed="neither")
@@ -30,7 +30,7 @@ class _Table(Constraint):
 
     def explain(self, name: str, value: Any) -> ValidationError | None:
         if not isinstance(value, dict):
-            return ValidationError(name, f"must be {self.describe()}, got {_type_name(value)} {value!r}")
+            return ValidationError(name, f"must be {self.describe()}, got {type_name(value)} {value!r}")
         bad = sorted(set(map(str, value)) - set(self.keys))
         if bad:
             return ValidationError(name, f"unknown key(s) {bad}; valid: {', '.join(self.keys)}")
@@ -89,7 +89,7 @@ class Options_(_Table):
 
     def explain(self, name, value):
         if not isinstance(value, dict):
-            return ValidationError(name, f"must be {self.describe()}, got {_type_name(value)} {value!r}")
+            return ValidationError(name, f"must be {self.describe()}, got {type_name(value)} {value!r}")
         return None
 
     def coerce(self, value):

@@ -221,13 +221,13 @@ class ListOf(Constraint):
 
     def explain(self, name: str, value: Any) -> ValidationError | None:
         if not isinstance(value, (list, tuple)):
-            return ValidationError(name, f"must be {self.describe()}, got {_type_name(value)} {value!r}")
+            return ValidationError(name, f"must be {self.describe()}, got {type_name(value)} {value!r}")
         if self.nonempty and not value:
             return ValidationError(name, f"is empty; give at least one value ({self.describe()})")
         for i, v in enumerate(value):
             if not self.item.accepts(v):
                 return self.item.explain(name, v) or ValidationError(
-                    name, f"item {i} must be {self.item.describe()}, got {_type_name(v)} {v!r}"
+                    name, f"item {i} must be {self.item.describe()}, got {type_name(v)} {v!r}"
                 )
         if self.distinct:
             seen = [self.item.coerce(v) for v in value]
@@ -237,7 +237,7 @@ class ListOf(Constraint):
         return None
 
 
-def _type_name(v: Any) -> str:
+def type_name(v: Any) -> str:
     return {
         bool: "a boolean",
         int: "an integer",
@@ -268,7 +268,7 @@ def check_param(name: str, value: Any, constraints: Sequence[Constraint]) -> Any
     if len(close) == 1 and (err := close[0].explain(name, value)) is not None:
         raise err
     constraints = close or constraints
-    raise ValidationError(name, f"must be {describe(constraints)}, got {_type_name(value)} {value!r}")
+    raise ValidationError(name, f"must be {describe(constraints)}, got {type_name(value)} {value!r}")
 
 
 def validate_params(params: Mapping[str, Any], constraints: Mapping[str, Sequence[Constraint]]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 
-def _stat(pid: int) -> tuple[int, int] | None:
+def proc_stat(pid: int) -> tuple[int, int] | None:
     """(ppid, start time) of a live process, None if it is gone or a zombie."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
@@ -23,7 +23,7 @@ def _stat(pid: int) -> tuple[int, int] | None:
     return int(fields[1]), int(fields[19])
 
 
-def _cmdline(pid: int) -> list[str]:
+def cmdline(pid: int) -> list[str]:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
@@ -33,7 +33,7 @@ def _cmdline(pid: int) -> list[str]:
 def _live_pids() -> dict[int, tuple[int, int]]:
     out = {}
     for d in os.listdir("/proc"):
-        if d.isdigit() and (st := _stat(int(d))) is not None:
+        if d.isdigit() and (st := proc_stat(int(d))) is not None:
             out[int(d)] = st
     return out
 
@@ -55,7 +55,7 @@ def descendants(root: int) -> set[tuple[int, int]]:
 
 def alive(procs) -> set[tuple[int, int]]:
     """The (pid, start time) pairs that are still the same live process (pid reuse safe)."""
-    return {(pid, start) for pid, start in procs if (st := _stat(pid)) is not None and st[1] == start}
+    return {(pid, start) for pid, start in procs if (st := proc_stat(pid)) is not None and st[1] == start}
 
 
 def stop(procs, timeout: float = 15.0) -> set[tuple[int, int]]:
@@ -78,7 +78,7 @@ def find_superlinks(port: int) -> list[int]:
     """Live ``flower-superlink`` processes serving ``--port port``."""
     pids = []
     for pid in _live_pids():
-        cmd = _cmdline(pid)
+        cmd = cmdline(pid)
         if any(c.endswith("flower-superlink") for c in cmd) and "--port" in cmd:
             i = cmd.index("--port")
             if i + 1 < len(cmd) and cmd[i + 1] == str(port):

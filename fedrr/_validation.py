@@ -48,7 +48,7 @@ def check_int(field: str, value: Any, *, minimum: int, maximum: int | None = Non
 
 def as_float_array(field: str, value: Any, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
     """A finite float array (no NaN/inf) with the given number of dimensions."""
-    raw = _as_array(field, value, "must be an array of real numbers")
+    raw = as_array(field, value, "must be an array of real numbers")
     if raw.dtype.kind not in "biufO":  # complex (would drop the imaginary part), strings, dates
         raise ValidationError(field, f"must be an array of real numbers, got dtype {raw.dtype}")
     try:
@@ -68,7 +68,7 @@ def as_state_array(
     field: str, value: Any, k: int | np.ndarray, *, ndim: int | tuple[int, ...] | None = None
 ) -> np.ndarray:
     """An integer array of states in {0, ..., k-1} (k may vary along the last axis)."""
-    raw = _as_array(field, value, "must be an array of integer states")
+    raw = as_array(field, value, "must be an array of integer states")
     _check_ndim(field, raw, ndim)
     if raw.dtype.kind == "b" or raw.dtype.kind not in "iuf":
         raise ValidationError(field, f"must hold integer states, got dtype {raw.dtype}")
@@ -88,7 +88,7 @@ def as_state_array(
     return raw.astype(np.int64)
 
 
-def _as_array(field: str, value: Any, message: str) -> np.ndarray:
+def as_array(field: str, value: Any, message: str) -> np.ndarray:
     """np.asarray, with ragged nesting and unconvertible objects reported as ValidationError."""
     try:
         return np.asarray(value)

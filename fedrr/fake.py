@@ -63,10 +63,15 @@ import numpy as np
 
 from ._validation import check_int
 from .errors import ValidationError
-from .mechanisms import PairedRecordMechanism, RecordMechanism, is_paired
-from .mechanisms.discrete import DiscreteMechanism, _MatrixMechanism
-from .mechanisms.hashing import LocalHashing
-from .mechanisms.unary import UnaryEncoding
+from .mechanisms import (
+    DiscreteMechanism,
+    LocalHashing,
+    MatrixMechanism,
+    PairedRecordMechanism,
+    RecordMechanism,
+    UnaryEncoding,
+    is_paired,
+)
 from .population import ClientPopulation, unit_uniform
 
 if TYPE_CHECKING:  # typing only: the run config sits above the core stages
@@ -95,7 +100,7 @@ def crafted_release(mech: DiscreteMechanism, target: int, rng: np.random.Generat
     if isinstance(mech, LocalHashing):
         seed = int(rng.integers(0, mech.n_seeds))
         return float(seed * mech.g + int(mech.hash(np.int64(seed), np.int64(target))))
-    if isinstance(mech, _MatrixMechanism):
+    if isinstance(mech, MatrixMechanism):
         return np.int64(np.argmax(mech.unbiased_onehot(np.arange(mech.k))[:, target]))
     raise ValidationError(
         "mechanism",
@@ -146,7 +151,7 @@ def mga_release(mech: DiscreteMechanism, targets: Any, rng: np.random.Generator,
         i = int(best[rng.integers(0, best.size)])
         y = int(H[i, int(np.argmax(together[i]))])
         return float(int(seeds[i]) * mech.g + y)
-    if isinstance(mech, _MatrixMechanism):
+    if isinstance(mech, MatrixMechanism):
         gain = mech.unbiased_onehot(np.arange(mech.k))[:, T].sum(axis=1)  # per report x̃
         best = np.flatnonzero(gain >= gain.max() - 1e-12 * max(1.0, abs(gain.max())))
         return np.int64(best[rng.integers(0, best.size)])
@@ -284,7 +289,7 @@ class FakeClients(ClientPopulation):
                 x[col] = self._crafts(mech, self.states, rng)
             else:
                 x[col] = mech.release(np.array([rng.integers(0, mech.k)]), rng)[0]
-        if rm.n_sampled is None and all(isinstance(f.mechanism, _MatrixMechanism) for f in rm.fields):
+        if rm.n_sampled is None and all(isinstance(f.mechanism, MatrixMechanism) for f in rm.fields):
             x = x.astype(np.int64)  # an honest release of states only is an integer array
         return x, self._crafts(rm.label, (self.label,), rng)
 

@@ -40,8 +40,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ValidationError
-from .mechanisms import RECORD_MECHANISMS, PairedRecordMechanism, RecordMechanism
-from .mechanisms.discrete import DiscreteMechanism
+from .mechanisms import RECORD_MECHANISMS, DiscreteMechanism, PairedRecordMechanism, RecordMechanism
 
 #: fewer reports of a field and it is not tested (the normal approximation is not trusted)
 MIN_REPORTS = 100

@@ -300,8 +300,7 @@ def _naive_cv(d: FitData, o: FitOptions):
 
 @_learner("classification", "wdro", "Wasserstein-DRO logistic regression, radius from the LDP noise (Farokhi 2020)")
 def _wdro(d: FitData, o: FitOptions):
-    from .estimators import WassersteinDROLogisticRegression
-    from .estimators.dro_radius import noise_radius
+    from .estimators import WassersteinDROLogisticRegression, noise_radius
     from .mechanisms import RecordMechanism
 
     _refuse_paired(
@@ -354,7 +353,7 @@ def _ldp_sgd(d: FitData, o: FitOptions):
             "cell), or a federation with protocol 'ldp-sgd'",
         )
     mechs = list(d.mechanism) if isinstance(d.mechanism, (list, tuple)) else [d.mechanism] * len(d.clean_y)
-    from .estimators.ldp_sgd_design import ldp_sgd_design
+    from .estimators import ldp_sgd_design
 
     n_states, n_classes = ldp_sgd_design(record_domain(mechs[0]))  # a paired record: its clean domain
     est = LDPSGDClassifier(**{"C": o.C, **o.ldp_sgd}, n_states=n_states, random_state=o.random_state)
@@ -377,7 +376,7 @@ def _clean(d: FitData, o: FitOptions):
 
 @_learner("classification", "majority", "the majority class of the label frequencies debiased from the releases")
 def _majority(d: FitData, o: FitOptions):
-    from .estimators.baselines import MajorityClassifier
+    from .estimators import MajorityClassifier
 
     if not _has_paired(d.mechanism):
         return MajorityClassifier().fit(d.X, d.y, mechanism=d.mechanism)
@@ -388,8 +387,7 @@ def _paired_majority(d: FitData):
     """The majority class of paired releases: the class prior of LDP naive Bayes on the pairs (the
     maximum-likelihood label frequencies, debiased through the pair oracles), as a fitted
     ``MajorityClassifier`` (which takes split releases only)."""
-    from .estimators import LDPNaiveBayes
-    from .estimators.baselines import MajorityClassifier
+    from .estimators import LDPNaiveBayes, MajorityClassifier
 
     if isinstance(d.mechanism, (list, tuple)):
         raise ValidationError(
@@ -461,7 +459,7 @@ def _ridge_cv(d: FitData, o: FitOptions):
 
 @_learner("regression", "wdro", "Wasserstein-DRO regression, Lipschitz regulariser (Farokhi 2020 eq 8)")
 def _wdro_reg(d: FitData, o: FitOptions):
-    from .estimators.dro import WassersteinDRORegression
+    from .estimators import WassersteinDRORegression
 
     # W-DRO's Lipschitz constant needs target bounds: [0, 1] for clean targets; Laplace-noised
     # targets leave [0, 1], so their observed range is the bound (ρ still covers the inputs' noise only)
@@ -471,7 +469,7 @@ def _wdro_reg(d: FitData, o: FitOptions):
 
 @_learner("regression", "gauss-dro", "Gaussian-optimal W-DRO linear regression (Farokhi 2020 Thm 6)")
 def _gauss_dro(d: FitData, o: FitOptions):
-    from .estimators.dro import GaussianDROLinearRegression
+    from .estimators import GaussianDROLinearRegression
 
     if getattr(d.feature_mechanism, "kind", None) != "gaussian":
         raise ValidationError(

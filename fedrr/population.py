@@ -34,9 +34,9 @@ from .mechanisms import (
     RandomizedResponse,
     RecordMechanism,
     ReleasePlan,
+    frequency_oracle,
     plan_release,
 )
-from .mechanisms.oracles import frequency_oracle
 
 if TYPE_CHECKING:  # typing only: the run config sits above the core stages and imports them
     from .run_config import RunConfig

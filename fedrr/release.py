@@ -231,7 +231,7 @@ class FilePopulation(ClientPopulation):
     one: ``harden``. The reply carries the snapped spec."""
 
     def __init__(self, path: str | os.PathLike):
-        from .mechanisms.snapping import harden
+        from .mechanisms import harden
 
         with np.load(path, allow_pickle=False) as f:
             self._x, self._y = f["x"], f["y"].item()

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
-from fedrr.experiment.spec import load_scenario
+from fedrr.experiment import load_scenario
 from fedrr.io import markdown_table, write_report
 from fedrr.pool import Pool
 from fedrr.population import build_population

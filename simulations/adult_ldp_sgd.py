@@ -5,7 +5,7 @@ Data: ``load_adult_binned`` — adult.data's 30,162 rows are the clients, adult.
 the test set; 12 discrete attributes, one-hot encoded (k − 1 indicators each: 91 inputs, d = 92 with the
 intercept). Each client releases ONE thing once, at ε per client: a clipped logistic-loss gradient
 (m = max(1, ⌊ε/2.5⌋) of the 92 coordinates by the Piecewise Mechanism at ε/m), or — in the intercept
-and check groups — the intercept-only gradient / its accuracy gain (``fedrr.estimators.ldp_sgd``). The
+and check groups — the intercept-only gradient / its accuracy gain (``fedrr.estimators.LDPSGDClassifier``). The
 model falls back to the intercept-only model (the majority class) when the group-size rule leaves no
 model round or the check group's released gain is not two standard errors above zero.
 

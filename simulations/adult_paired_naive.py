@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from fedrr.experiment.spec import load_scenario
+from fedrr.experiment import load_scenario
 from fedrr.io import command_line, markdown_table, write_csv, write_report
 from fedrr.learners import FitData, fit_and_score
 from fedrr.pool import Pool

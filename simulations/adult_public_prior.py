@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
-from fedrr.experiment.spec import load_scenario
+from fedrr.experiment import load_scenario
 from fedrr.io import markdown_table, write_report
 from fedrr.learners import FitData, fit_and_score
 from fedrr.mechanisms import EmpiricalPrior

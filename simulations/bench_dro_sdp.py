@@ -19,8 +19,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # B
 
 import numpy as np  # noqa: E402
 
-from fedrr.datasets.synthetic import make_linear_gaussian  # noqa: E402
-from fedrr.estimators.dro import GaussianDROLinearRegression  # noqa: E402
+from fedrr.datasets import make_linear_gaussian  # noqa: E402
+from fedrr.estimators import GaussianDROLinearRegression  # noqa: E402
 
 
 def main(argv=None) -> None:

@@ -5,7 +5,7 @@ last reply; Ray start-up and node registration excluded):
 * plain  — what a Flower user writes: one ``grid.send_and_receive`` to every node, with Flower's own
            in-memory link state (the baseline);
 * waves  — fedrr's one-node-per-client mode: a sliding window of ``wave-size`` queries
-           (``fedrr.federation.collect.collect_releases``) and the link state indexed by node;
+           (``fedrr.federation.collect_releases``) and the link state indexed by node;
 * cohort — nodes hosting ``cohort-size`` logical clients each (own record, generator, ledger);
            here the whole job runs (fedrr's ServerApp: collect, validate, pool, train spread-EM)
            and its training time, clean-test accuracy and end-to-end time are reported too.
@@ -27,9 +27,15 @@ from pathlib import Path
 from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
 
-from fedrr.federation.collect import ServerSchema, collect_releases, validate_replies, wait_for_nodes
-from fedrr.federation.protocol import MESSAGE_TYPE, query_content
-from fedrr.federation.run import run_federation
+from fedrr.federation import (
+    MESSAGE_TYPE,
+    ServerSchema,
+    collect_releases,
+    query_content,
+    run_federation,
+    validate_replies,
+    wait_for_nodes,
+)
 from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 from fedrr.population import build_population
 from fedrr.run_config import RunConfig

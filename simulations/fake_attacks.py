@@ -12,7 +12,7 @@ Two parts:
   clipping), ldp-nb-normsub (Norm-Sub consistency, the countermeasure Cao, Jia & Gong evaluated),
   ldp-nb-robust (``LDPNaiveBayes(robust="margins")``: the attribute whose table's class margin
   disagrees with the others' is dropped) and majority; the frequency check's flags (α 0.01). Every
-  number comes from the sweep's cell runner (``fedrr.experiment.runner.run_cell``, offline), cells
+  number comes from the sweep's cell runner (``fedrr.experiment.run_cell``, offline), cells
   under OUT/cells reused. spread is left out: ~50 s per fit on Adult.
 * flags: how often the frequency check flags a pool (α 0.01, 10 seeds), with the attacked field
   released by OUE so that the padding matters: split release (label by RR at ε 2, one sampled
@@ -35,14 +35,11 @@ from pathlib import Path
 import numpy as np
 
 from fedrr.datasets import load
-from fedrr.experiment.runner import run_cell
-from fedrr.experiment.spec import parse_scenario
+from fedrr.experiment import parse_scenario, run_cell
 from fedrr.fake import FakeClients
 from fedrr.frequency_check import frequency_check
 from fedrr.io import provenance
-from fedrr.mechanisms import PairedRecordMechanism, RecordMechanism, frequency_oracle
-from fedrr.mechanisms.discrete import RandomizedResponse
-from fedrr.mechanisms.unary import UnaryEncoding
+from fedrr.mechanisms import PairedRecordMechanism, RandomizedResponse, RecordMechanism, UnaryEncoding, frequency_oracle
 from fedrr.population import DatasetPopulation
 from fedrr.release import offline_release
 

@@ -14,7 +14,7 @@ clients are fake (``fedrr.fake``, after Cheu, Smith & Ullman 2021 and Cao, Jia &
   output-sampled attack (crafted reports at the honest sampling rate) and the input attack (fake
   records, honestly randomised). Counts: any flag, the debiased-frequency test, the sampling count.
 
-Every number comes from the sweep's own cell runner (``fedrr.experiment.runner.run_cell``, offline:
+Every number comes from the sweep's own cell runner (``fedrr.experiment.run_cell``, offline:
 the pool a Flower run would collect); finished cells under OUT/cells are reused.
 
     python simulations/fake_clients.py                             # results/fake_clients/ (~25 min, 2 cores)
@@ -30,8 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrr.experiment.runner import run_cell
-from fedrr.experiment.spec import parse_scenario
+from fedrr.experiment import parse_scenario, run_cell
 from fedrr.io import provenance
 
 COMMAND = "python simulations/fake_clients.py"

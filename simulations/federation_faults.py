@@ -1,7 +1,7 @@
 """Load with faults (issue 18): one Flower simulation of 10,000 one-client nodes with 10 % dropouts,
 5 % malformed replies and 2 % fake clients completes, keeps every valid release, and reports each count.
 
-The run: ``fedrr.federation.run.run_federation`` on digits 7 vs 9 (randomised response, flip 0.3 per
+The run: ``fedrr.federation.run_federation`` on digits 7 vs 9 (randomised response, flip 0.3 per
 pixel, 0.2 on the label; rows reused beyond the 257 training records), ``dropout`` 0.1,
 ``fake-fraction`` 0.02 (the ``output`` attack: crafted, valid-looking releases, ``fedrr.fake``) and
 ``fedrr.testing.faults.faulty_client_app`` at rate 0.05 over all six fault kinds; learners naive and
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrr.federation.run import run_federation
+from fedrr.federation import run_federation
 from fedrr.frequency_check import check_pool
 from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv, write_json
 from fedrr.pool import Pool

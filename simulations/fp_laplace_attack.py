@@ -6,7 +6,7 @@ Laplace sampler (``LaplaceMechanism``), the textbook sampler x + S·b·log(k·2�
 replay of its sampler's arithmetic: is it reachable from x1 at all? The table gives the fraction
 of releases that prove "the input was not x1" (an infinite privacy loss), with a 95%
 Clopper–Pearson interval, and the releases wrongly declared unreachable from their true input x0
-(a soundness check: must be 0). The attack is ``fedrr.audit.fp_attack.attack_cells``; this script
+(a soundness check: must be 0). The attack is ``fedrr.audit.attack_cells``; this script
 writes ``fp_attack.md`` and ``fp_attack.csv``.
 
     python simulations/fp_laplace_attack.py --n 20000 --seed 0 --out results/fp_attack   # ~25 s
@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from fedrr.audit.fp_attack import STANDARD_CELLS, attack_cells
+from fedrr.audit import STANDARD_CELLS, attack_cells
 from fedrr.io import atomic_write_text, command_line, provenance, write_csv
 
 FIELDS = [
@@ -71,7 +71,7 @@ def markdown(rows: list[dict], command: str) -> str:
         "Reading: with numpy's sampler most releases rule out the other input with certainty — even an input",
         "that differs only in the last bit (x1 = nextafter(0.3)). Snapped releases are grid values reachable",
         "from every input, so the same exact search never excludes anything; their stated ε is Mironov's bound",
-        "(1 + 12·B·η')/λ + 2η' with η' = 2⁻⁵², at most the requested ε (see fedrr/mechanisms/snapping.py).",
+        "(1 + 12·B·η')/λ + 2η' with η' = 2⁻⁵², at most the requested ε (see fedrr/mechanisms/_snapping.py).",
         "",
     ]
     return "\n".join(lines)

@@ -8,7 +8,7 @@ from the server's prior; posterior mass on the truth and MAP accuracy after M qu
 exact MAP accuracy), eq 3 checked against its closed form, and the formulas printed around eq 3.
 Part 2 (Flower): two simulated federations on digits (RR / Laplace pixels, RR labels) whose server
 queries every node 100 times, against a resampling client with the same records (offline).
-The attack itself is ``fedrr.audit.repeated_release`` (and ``..._flower``); this script writes
+The attack itself is ``fedrr.audit.attack_offline`` (and ``attack_federation``); this script writes
 ``repeated_release.md``, ``.csv`` and ``.png``.
 
     python simulations/repeated_release_attack.py            # ~65 s on 2 cores, writes results/attacks/
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrr.audit.repeated_release import M_GRID, Field, attack_offline, laplace_field, paper_formula_checks, rr_field
+from fedrr.audit import M_GRID, Field, attack_offline, laplace_field, paper_formula_checks, rr_field
 from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 
 #: the Flower federations of part 2: run-config keys on top of digits 7 vs 9
@@ -309,7 +309,7 @@ def main(argv=None) -> int:
         )
     formulas = paper_formula_checks(np.random.default_rng(s_formula))
     if not args.no_flower:
-        from fedrr.audit.repeated_release_flower import attack_federation
+        from fedrr.audit import attack_federation
 
         with tempfile.TemporaryDirectory(prefix="fedrr-replay-") as tmp:
             for (name, base), s in zip(FEDERATIONS.items(), s_flower.spawn(len(FEDERATIONS))):

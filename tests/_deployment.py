@@ -2,7 +2,7 @@
 with TLS and SuperNode authentication, SuperNodes in fedrr's deployment mode, the app started with
 ``flwr run`` (through ``fedrr.federation.flwr_cli``). Nothing is mocked.
 
-* credentials: ``fedrr.federation.credentials.create_credentials`` (CA, server cert, node keys);
+* credentials: ``fedrr.federation.create_credentials`` (CA, server cert, node keys);
 * SuperLink: ``--ssl-ca-certfile/--ssl-certfile/--ssl-keyfile --enable-supernode-auth``;
 * keys registered with the real CLI, ``flwr supernode register KEY.pub CONNECTION``;
 * SuperNodes: ``--root-certificates ca.crt --auth-supernode-private-key node-<i>.key`` and node
@@ -23,8 +23,8 @@ from pathlib import Path
 
 import httpx
 
-from fedrr._procs import _cmdline, _live_pids, alive, descendants, free_port, stop
-from fedrr.federation.credentials import create_credentials
+from fedrr._procs import _live_pids, alive, cmdline, descendants, free_port, stop
+from fedrr.federation import create_credentials
 from fedrr.federation.flwr_cli import DEPLOY_CONNECTION, QUIET_ENV, flwr_run, write_connection
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 from fedrr.population import build_population
@@ -73,7 +73,7 @@ class Processes:
         ours = {p.pid for p in self.procs.values()}
         found = set()
         for pid in _live_pids():
-            cmd = _cmdline(pid)
+            cmd = cmdline(pid)
             if "--parent-pid" in cmd[:-1] and cmd[cmd.index("--parent-pid") + 1] in {str(o) for o in ours}:
                 found |= descendants(pid)
         return found

@@ -8,8 +8,7 @@ import pytest
 
 from fedrr.datasets import load
 from fedrr.errors import ValidationError
-from fedrr.experiment.runner import run_cell
-from fedrr.experiment.spec import parse_scenario
+from fedrr.experiment import parse_scenario, run_cell
 from fedrr.learners import FitData, fit_and_score
 from fedrr.mechanisms import PairedRecordMechanism, RecordMechanism, plan_release
 from fedrr.pool import Pool
@@ -144,7 +143,7 @@ def test_an_auto_cell_gives_the_whole_record_epsilon_to_the_planned_release(tmp_
 def test_a_planned_split_release_is_learned_end_to_end():
     """A small synthetic schema where the planner picks a split release (label at a share of ε): it
     releases, pools with its record ε equal to the asked one, and the learners fit it."""
-    from fedrr.datasets.schema import Dataset, FeatureSpec, Schema
+    from fedrr.datasets import Dataset, FeatureSpec, Schema
 
     rng = np.random.default_rng(2)
     n = 3000

@@ -10,7 +10,8 @@ import pytest
 
 from fedrr import _config_schema as schema
 from fedrr.errors import ValidationError
-from fedrr.experiment.spec import SECTIONS, parse_scenario
+from fedrr.experiment import parse_scenario
+from fedrr.experiment._spec import SECTIONS
 from fedrr.run_config import DEFAULT_COHORT_SIZE, RunConfig
 
 

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from fedrr.errors import ValidationError
 from fedrr.experiment.cli import main as fedrr_main
-from fedrr.federation.credentials import create_credentials, public_key_fingerprint
+from fedrr.federation import create_credentials, public_key_fingerprint
 from fedrr.federation.flwr_cli import DEPLOY_CONNECTION, flwr_run, write_connection
 from fedrr.federation.flwr_cli import main as flwr_cli_main
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
@@ -225,8 +225,8 @@ def test_client_app_started_with_another_key_on_the_same_ledger_refuses(creds, t
     release) and the ledger is untouched; key 0 again replays its release byte for byte."""
     from flwr.app import Context, Message, RecordDict
 
+    from fedrr.federation import MESSAGE_TYPE, query_content
     from fedrr.federation.client_app import app
-    from fedrr.federation.protocol import MESSAGE_TYPE, query_content
 
     write_record_file(tmp_path / "record.npz", np.arange(64) % 17, 1, MECH, client_id=0)
 

@@ -26,11 +26,11 @@ from fedrr.datasets import (
     make_logistic_gaussian,
     make_logistic_multiclass_discrete,
     non_isotropic_cov,
-    real,
     train_test_split_per_class,
     verify_checksum,
 )
-from fedrr.datasets import adult as adult_module
+from fedrr.datasets import _adult as adult_module
+from fedrr.datasets import _real as real
 from fedrr.errors import ValidationError
 
 # Deviations are compared with Z standard errors; 4 SE leaves a two-sided per-coefficient

@@ -16,13 +16,15 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from fedrr.errors import ConvergenceError, ValidationError
-from fedrr.estimators.dro import (
+from fedrr.estimators import (
     GaussianDROLinearRegression,
     WassersteinDROLogisticRegression,
     WassersteinDRORegression,
+    noise_radius,
+    wasserstein_radius,
 )
-from fedrr.estimators.dro_radius import noise_radius, wasserstein_radius, zeta
-from fedrr.estimators.dro_sdp import gaussian_dro_objective, solve_problem, solve_sdp, solve_socp
+from fedrr.estimators._dro_radius import zeta
+from fedrr.estimators._dro_sdp import gaussian_dro_objective, solve_problem, solve_sdp, solve_socp
 from fedrr.mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism
 
 

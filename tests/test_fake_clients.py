@@ -14,13 +14,10 @@ import pytest
 
 from fedrr.datasets import load
 from fedrr.errors import ValidationError
-from fedrr.experiment.spec import parse_scenario
+from fedrr.experiment import parse_scenario
 from fedrr.fake import FakeClients, crafted_release
 from fedrr.frequency_check import check_pool, frequency_check, z_critical
-from fedrr.mechanisms import RandomizedResponse, RecordMechanism
-from fedrr.mechanisms.discrete import TransitionMatrix
-from fedrr.mechanisms.hashing import LocalHashing
-from fedrr.mechanisms.unary import UnaryEncoding
+from fedrr.mechanisms import LocalHashing, RandomizedResponse, RecordMechanism, TransitionMatrix, UnaryEncoding
 from fedrr.pool import Pool, validate_release_arrays
 from fedrr.population import DatasetPopulation, build_population, record_mechanism_for
 from fedrr.release import offline_release

@@ -11,7 +11,7 @@ import pytest
 from fedrr.datasets import load
 from fedrr.errors import ValidationError
 from fedrr.estimators import LDPNaiveBayes
-from fedrr.estimators.naive_bayes import margin_consistency
+from fedrr.estimators._naive_bayes import margin_consistency
 from fedrr.learners import FitData, FitOptions, get
 from fedrr.mechanisms import PairedRecordMechanism
 from fedrr.population import build_population, record_mechanism_for
@@ -102,7 +102,7 @@ def test_robust_none_is_the_plain_fit_and_the_learners_use_their_options():
     np.testing.assert_array_equal(plain.class_prior_, none.class_prior_)
     # and it is the former protocol's prior, computed here from the pair reports directly: the
     # pooled class margin of the unbiased pair tables, negative entries clipped (Yilmaz et al.)
-    from fedrr.estimators.frequencies import clip_table
+    from fedrr.estimators._frequencies import clip_table
 
     rows = [np.flatnonzero(~np.isnan(X[:, j])) for j in range(X.shape[1])]
     margins = [rm.unbiased_pair_table(j, X[r, j]).sum(axis=(0, 1)) for j, r in enumerate(rows)]

@@ -14,10 +14,14 @@ import pytest
 
 from fedrr.errors import ValidationError
 from fedrr.fake import FakeClients, mga_release, padded_ones
-from fedrr.mechanisms import PairedRecordMechanism, RandomizedResponse, RecordMechanism
-from fedrr.mechanisms.discrete import TransitionMatrix
-from fedrr.mechanisms.hashing import LocalHashing
-from fedrr.mechanisms.unary import UnaryEncoding
+from fedrr.mechanisms import (
+    LocalHashing,
+    PairedRecordMechanism,
+    RandomizedResponse,
+    RecordMechanism,
+    TransitionMatrix,
+    UnaryEncoding,
+)
 from fedrr.pool import validate_release_arrays
 from fedrr.population import DatasetPopulation
 from fedrr.release import client_generator, offline_release
@@ -177,7 +181,7 @@ def test_padded_mga_fakes_pass_the_pools_validation_paired(oracle, attack):
 
 
 def _tiny_dataset():
-    from fedrr.datasets.schema import Dataset, FeatureSpec, Schema
+    from fedrr.datasets import Dataset, FeatureSpec, Schema
 
     rng = np.random.default_rng(1)
     n = 4000
@@ -238,7 +242,7 @@ def test_padded_mga_olh_gain_when_every_target_shares_the_bucket():
 
 def test_padded_mga_targets_from_the_run_config():
     """fake-targets r: the states fake-state .. fake-state + r − 1; errors name fake-targets."""
-    from fedrr.experiment.spec import parse_scenario
+    from fedrr.experiment import parse_scenario
     from fedrr.population import build_population
     from fedrr.run_config import RunConfig
 

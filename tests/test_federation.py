@@ -13,9 +13,15 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordD
 from flwr.serverapp import Grid, ServerApp
 
 from fedrr.errors import ValidationError
-from fedrr.federation.collect import ServerSchema, validate_replies
-from fedrr.federation.protocol import MESSAGE_TYPE, parse_reply, query_content, release_content
-from fedrr.federation.run import run_federation
+from fedrr.federation import (
+    MESSAGE_TYPE,
+    ServerSchema,
+    parse_reply,
+    query_content,
+    release_content,
+    run_federation,
+    validate_replies,
+)
 from fedrr.federation.server_app import InsufficientReleases, model_arrays, run_server
 from fedrr.learners import FitData, fit_and_score
 from fedrr.pool import Pool, ReplyRejected

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from fedrr._procs import _cmdline, _live_pids, alive, stop
+from fedrr._procs import _live_pids, alive, cmdline, stop
 from fedrr.federation.flwr_cli import QUIET_ENV
 
 REPO = Path(__file__).resolve().parents[1]
@@ -72,12 +72,12 @@ def test_flwr_run_local_simulation(tmp_path, app_copy):
         left = _with_env(f"FLWR_HOME={home}")
         ours = set(summary.get("pids", []))
         tracked = {(pid, st[1]) for pid, st in _live_pids().items() if pid in ours}  # pids the helper saw, still alive
-        names = {p: " ".join(_cmdline(p))[:120] for p, _ in left | tracked}
+        names = {p: " ".join(cmdline(p))[:120] for p, _ in left | tracked}
         stop(left | tracked, timeout=10)  # clean up before failing, by pid
         assert not (left | tracked), f"left running: {names}"
         assert not alive(left | tracked)
     flwr_like = [
-        p for p, _ in left if any(k in " ".join(_cmdline(p)) for k in ("flower-superlink", "flower-supernode", "flwr-"))
+        p for p, _ in left if any(k in " ".join(cmdline(p)) for k in ("flower-superlink", "flower-supernode", "flwr-"))
     ]
     assert not flwr_like
 

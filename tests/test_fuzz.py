@@ -3,7 +3,7 @@ naming the field; nothing escapes from deep inside numpy, sklearn, tomllib or js
 
 Five surfaces, one property each (plus ``*_slow`` variants with many more examples, ``-m slow``):
 
-1. scenario configs (``fedrr.experiment.spec``): mutated shipped configs either load — and are
+1. scenario configs (``fedrr.experiment._spec``): mutated shipped configs either load — and are
    then semantically valid: ``preflight`` passes or names a config key, and every cell's run config
    is accepted by the federation — or raise ``ValidationError`` whose ``field`` is a key path;
    TOML text and bytes mutations go through ``load_scenario``.
@@ -50,10 +50,10 @@ from fedrr.estimators import (
     SpreadLogisticRegression,
     WassersteinDROLogisticRegression,
 )
-from fedrr.experiment.cells import CellSpec
-from fedrr.experiment.spec import GRID_KEYS, SECTIONS, load_scenario, parse_scenario
-from fedrr.experiment.sweep import preflight
-from fedrr.federation.protocol import MESSAGE_TYPE, PROTOCOL, parse_reply, query_content, release_content
+from fedrr.experiment import CellSpec, load_scenario, parse_scenario
+from fedrr.experiment._spec import GRID_KEYS, SECTIONS
+from fedrr.experiment._sweep import preflight
+from fedrr.federation import MESSAGE_TYPE, PROTOCOL, parse_reply, query_content, release_content
 from fedrr.learners import names as learner_names
 from fedrr.mechanisms import (
     GaussianMechanism,
@@ -1951,7 +1951,7 @@ def test_wdro_huge_rho_gives_zero_coefficients():
 
 def test_one_learner_registry():
     """The run config, the scenario schema and the fitting code read one registry."""
-    from fedrr.experiment.spec import LearnersSection
+    from fedrr.experiment._spec import LearnersSection
 
     names = __import__("dataclasses").fields(LearnersSection)[0].metadata["constraints"][0].item.values
     assert set(names) == set(LEARNERS) and set(RELEASE_LEARNERS) < set(names)

@@ -20,9 +20,15 @@ from scipy.stats import norm
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegression
-from fedrr.experiment.spec import parse_scenario
-from fedrr.mechanisms import GaussianMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism
-from fedrr.mechanisms.calibration import analytic_gaussian_delta, analytic_gaussian_sigma
+from fedrr.experiment import parse_scenario
+from fedrr.mechanisms import (
+    GaussianMechanism,
+    LaplaceMechanism,
+    RandomizedResponse,
+    RecordMechanism,
+    analytic_gaussian_delta,
+    analytic_gaussian_sigma,
+)
 from fedrr.pool import Pool, ReplyRejected, validate_release_arrays
 from fedrr.population import DatasetPopulation, dataset_population, record_mechanism_for
 from fedrr.release import offline_release

@@ -167,3 +167,80 @@ def test_the_core_imports_without_flower_or_ray():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+#: fedrr's private base modules: any subpackage may import these modules (never their ``_names``)
+BASE = {
+    "fedrr._validation",
+    "fedrr._params",
+    "fedrr._procs",
+    "fedrr._config_schema",
+    "fedrr._config_tables",
+    "fedrr._resources",
+}
+
+
+def _unit(module: str) -> str:
+    """The subpackage (or top-level module) a module of fedrr belongs to: ``fedrr.x`` of ``fedrr.x.y``."""
+    return ".".join(module.split(".")[:2])
+
+
+def _private_reach(path: Path, module: str) -> list[str]:
+    """Imports by ``module`` of an underscore name or a private module ``fedrr.X._y`` of another
+    subpackage (or top-level module) X of fedrr (``if TYPE_CHECKING:`` blocks included)."""
+    tree = ast.parse(path.read_text(), str(path))
+    pkg = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    mine = _unit(module)
+    bad = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = pkg.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            pairs = [(target, a.name) for a in node.names]
+        elif isinstance(node, ast.Import):
+            pairs = [(a.name, None) for a in node.names]
+        else:
+            continue
+        for target, name in pairs:
+            if not (target == "fedrr" or target.startswith("fedrr.")):
+                continue
+            # ``from fedrr.x import _y`` names a private module or a private name of fedrr.x alike
+            full = f"{target}.{name}" if name and name != "*" else target
+            if _unit(full) == mine:
+                continue
+            parts = full.split(".")
+            private = [i for i, p in enumerate(parts) if p.startswith("_") and not p.startswith("__")]
+            if not private:
+                continue
+            if name and name.startswith("_") and not _known(full):
+                bad.append(f"line {node.lineno}: the underscore name {name} from {target}")
+            elif ".".join(parts[: private[0] + 1]) not in BASE or len(private) > 1:
+                bad.append(f"line {node.lineno}: the private module {full}")
+    return bad
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_private_import_across_subpackages(path):
+    """A module of fedrr imports another subpackage's public names only (those its ``__init__``
+    exports, or a public module's): no underscore name and no private module ``fedrr.X._y`` of another
+    subpackage X. The private base modules (``BASE``) may be imported, their underscore names not."""
+    bad = _private_reach(path, _module_name(path))
+    assert not bad, "\n".join(bad)
+
+
+def test_the_private_import_check_catches_both_kinds(tmp_path):
+    probe = PKG / "pool.py"  # any module outside fedrr.mechanisms, read from a copy
+    src = tmp_path / "pool.py"
+    src.write_text(
+        "from fedrr.mechanisms._discrete import RandomizedResponse\n"
+        "from .mechanisms import _discrete\n"
+        "from ._validation import _check\n"
+        "from ._validation import check_int\n"
+        "from .mechanisms import RandomizedResponse\n"
+    )
+    bad = _private_reach(src, _module_name(probe))
+    assert [b.split(":")[0] for b in bad] == ["line 1", "line 2", "line 3"], bad

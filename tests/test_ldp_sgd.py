@@ -13,13 +13,12 @@ import pytest
 from flwr.app import Context, Message, MessageType, RecordDict
 
 from fedrr.errors import ValidationError
-from fedrr.estimators import LDPSGDClassifier
-from fedrr.estimators import ldp_sgd as L
-from fedrr.estimators.ldp_sgd_design import ldp_sgd_design
+from fedrr.estimators import LDPSGDClassifier, ldp_sgd_design
+from fedrr.estimators import _ldp_sgd as L
 from fedrr.examples import TwoBudgetSyntheticPopulation as TwoBudget
-from fedrr.federation import ldp_sgd_client as client
-from fedrr.federation.ldp_sgd_protocol import content_query, parse_answer, query_content
-from fedrr.federation.protocol import content_release, release_content
+from fedrr.federation import _ldp_sgd_client as client
+from fedrr.federation import content_release, release_content
+from fedrr.federation._ldp_sgd_protocol import content_query, parse_answer, query_content
 from fedrr.learners import FitData, FitOptions, fit_and_score
 from fedrr.mechanisms import PiecewiseMechanism, RandomizedResponse, RecordMechanism
 from fedrr.pool import ReplyRejected
@@ -340,8 +339,8 @@ def federation(tmp_path_factory):
     another model."""
     from flwr.serverapp import ServerApp
 
-    from fedrr.federation.ldp_sgd_server import run_sgd_server
-    from fedrr.federation.run import run_federation
+    from fedrr.federation import run_federation
+    from fedrr.federation._ldp_sgd_server import run_sgd_server
 
     out = tmp_path_factory.mktemp("sgd")
     cfg = {"population": POP, "n-clients": 40, "seed": 5, "protocol": "ldp-sgd", "ldp-sgd-groups": 2,

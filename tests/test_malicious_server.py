@@ -19,8 +19,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from fedrr.federation.protocol import PROTOCOL
-from fedrr.federation.run import run_federation
+from fedrr.federation import PROTOCOL, run_federation
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 from fedrr.population import build_population
 from fedrr.release import offline_release, write_record_file
@@ -42,7 +41,7 @@ RELEASE_ARRAYS = {"x", "y", "client_id", "mechanism_index"}
 
 
 def _attack_sim():
-    from fedrr.audit import repeated_release
+    from fedrr.audit import _repeated_release as repeated_release
 
     return repeated_release
 

@@ -16,9 +16,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from fedrr._validation import as_state_array
 from fedrr.errors import ValidationError
 from fedrr.estimators import LDPNaiveBayes, joint_frequencies, project_to_simplex
-from fedrr.estimators.naive_bayes import LOG_FLOOR, check_releases, simplex_mle
-from fedrr.mechanisms import LaplaceMechanism, RandomizedResponse, RecordMechanism, TransitionMatrix
-from fedrr.mechanisms.discrete import DiscreteMechanism
+from fedrr.estimators._naive_bayes import LOG_FLOOR, check_releases, simplex_mle
+from fedrr.mechanisms import DiscreteMechanism, LaplaceMechanism, RandomizedResponse, RecordMechanism, TransitionMatrix
 
 # deviations are compared with Z standard errors (two-sided ~6e-5 per comparison; seeds are fixed)
 Z = 4.0

@@ -12,7 +12,7 @@ import pytest
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import LDPNaiveBayes, joint_frequencies
-from fedrr.estimators.naive_bayes import check_paired_releases, clip_table
+from fedrr.estimators._naive_bayes import check_paired_releases, clip_table
 from fedrr.mechanisms import PairedRecordMechanism, RandomizedResponse, RecordMechanism, frequency_oracle
 
 Z_TOL = 5.0

@@ -30,9 +30,10 @@ from fedrr.mechanisms import (
     UnaryEncoding,
     frequency_oracle,
     mechanism_from_spec,
+    unbiased_onehot_covariance,
 )
-from fedrr.mechanisms.hashing import collision_probability, is_prime, next_prime
-from fedrr.mechanisms.oracles import candidates, rare_value_variance, unbiased_onehot_covariance
+from fedrr.mechanisms._hashing import collision_probability, is_prime, next_prime
+from fedrr.mechanisms._oracles import candidates, rare_value_variance
 
 ALPHA = 1e-3
 Z_TOL = 4.0
@@ -409,7 +410,8 @@ def test_oracle_choice_validation_and_large_domains():
 # ----------------------------------------------------------------------------- frequency estimation
 def test_generic_inversion_equals_the_matrix_path_for_rr_and_tm():
     """The oracle-generic inversion (mean of unbiased_onehot) equals today's P⁻¹f̃ for matrix oracles."""
-    from fedrr.estimators.frequencies import _mean_onehot, project_to_simplex
+    from fedrr.estimators import project_to_simplex
+    from fedrr.estimators._frequencies import _mean_onehot
 
     rng = np.random.default_rng(13)
     for mech in (RandomizedResponse(6, epsilon=1.0), TransitionMatrix(rng.dirichlet(np.full(4, 3.0), 4).T)):
@@ -428,7 +430,7 @@ def test_estimate_frequencies_for_oue_and_olh(make):
     """inversion: within Z_TOL sd (from frequency_variance) of π; weights = repeats; mle: on the simplex,
     certified duality gap ≤ 1e-9, likelihood ≥ the inversion estimate's and 200 random points'; the
     Newton and EM solvers agree (1e-6)."""
-    import fedrr.estimators.frequencies as fq
+    import fedrr.estimators._frequencies as fq
 
     mech = make()
     rng = np.random.default_rng(14)

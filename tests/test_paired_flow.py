@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 
 from fedrr.errors import ValidationError
-from fedrr.experiment.runner import run_cell
-from fedrr.experiment.spec import parse_scenario
+from fedrr.experiment import parse_scenario, run_cell
 from fedrr.fake import FakeClients, crafted_release
 from fedrr.frequency_check import check_pool
 from fedrr.learners import FitData, decode_paired, fit_and_score
@@ -143,8 +142,7 @@ def test_a_bad_paired_reply_never_costs_an_honest_one(pop):
     from flwr.app import Message
     from flwr.supercore.task_identity import TaskIdentity
 
-    from fedrr.federation.collect import ServerSchema, validate_replies
-    from fedrr.federation.protocol import MESSAGE_TYPE, query_content, release_content
+    from fedrr.federation import MESSAGE_TYPE, ServerSchema, query_content, release_content, validate_replies
     from fedrr.release import Release
 
     saved = (TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id)
@@ -206,7 +204,7 @@ def test_frequency_check_tests_each_attributes_pair_reports_and_its_sampling():
 
 def _tiny_dataset():
     """3 attributes (2, 3, 4 states) and a binary label tied to attribute 0, with a clean test split."""
-    from fedrr.datasets.schema import Dataset, FeatureSpec, Schema
+    from fedrr.datasets import Dataset, FeatureSpec, Schema
 
     rng = np.random.default_rng(1)
     n = 4000

@@ -25,7 +25,7 @@ from fedrr.mechanisms import (
     plan_release,
     predicted_variance,
 )
-from fedrr.mechanisms import planner as P
+from fedrr.mechanisms import _planner as P
 
 C = 2
 PRIOR_Y = np.array([0.7, 0.3])

@@ -21,8 +21,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from fedrr.estimators import SpreadLogisticRegression  # noqa: E402
-from fedrr.parallel import SerialExecutor  # noqa: E402
-from fedrr.parallel.ray_executor import RayExecutor  # noqa: E402
+from fedrr.parallel import RayExecutor, SerialExecutor  # noqa: E402
 
 RAY = str(Path(sys.executable).with_name("ray"))
 ENV = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0"}
@@ -135,7 +134,7 @@ def test_fit_pool_on_the_cluster_reads_rows_in_the_actors_and_equals_fit(ray_clu
 
 @pytest.mark.slow  # ~80 s: a Flower simulation placed on the two-node cluster (make test-slow)
 def test_flower_simulation_on_the_cluster_with_ray_executor(ray_cluster, tmp_path):
-    from fedrr.federation.run import backend_config, run_federation
+    from fedrr.federation import backend_config, run_federation
 
     assert "num_cpus" not in backend_config()["init_args"]  # attached to a cluster: no resource args
     metrics = run_federation(

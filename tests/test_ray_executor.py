@@ -13,8 +13,7 @@ import pytest
 from fedrr.errors import ExecutorError, ValidationError
 from fedrr.estimators import SpreadLogisticRegression
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
-from fedrr.parallel import SerialExecutor
-from fedrr.parallel.ray_executor import RayExecutor
+from fedrr.parallel import RayExecutor, SerialExecutor
 from fedrr.testing.crash import CrashOnce, kill_count
 
 ray = pytest.importorskip("ray")

@@ -91,7 +91,7 @@ ray = pytest.importorskip("ray")
 
 @pytest.fixture(scope="module")
 def ex():
-    from fedrr.parallel.ray_executor import RayExecutor
+    from fedrr.parallel import RayExecutor
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
     if ray.is_initialized():

@@ -1,4 +1,4 @@
-"""The repeated-release attack (``fedrr.audit.repeated_release``, Barber 2020 eq 3): a resampling
+"""The repeated-release attack (``fedrr.audit._repeated_release``, Barber 2020 eq 3): a resampling
 client leaks more with every query; fedrr's replaying client gives the server nothing after its
 first release. ``simulations/repeated_release_attack.py`` is the script that reports it."""
 
@@ -11,8 +11,8 @@ import pytest
 from conftest import load_simulation
 from flwr.app import Context, Message, RecordDict
 
-import fedrr.audit.repeated_release as repeated_release
-from fedrr.federation.protocol import MESSAGE_TYPE, query_content
+import fedrr.audit._repeated_release as repeated_release
+from fedrr.federation import MESSAGE_TYPE, query_content
 
 
 @pytest.fixture(scope="module")
@@ -144,9 +144,9 @@ def test_script_runs_offline(tmp_path):
 
 
 def test_attack_through_a_flower_federation(tmp_path):
-    """fedrr.audit.repeated_release_flower: a real simulated federation whose server asks every
+    """fedrr.audit._repeated_release_flower: a real simulated federation whose server asks every
     node 5 times; every check holds and the replayer's rows do not move with M."""
-    from fedrr.audit.repeated_release_flower import attack_federation
+    from fedrr.audit import attack_federation
 
     cfg = {
         "dataset": "digits_7_vs_9",

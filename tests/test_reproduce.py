@@ -10,12 +10,10 @@ from pathlib import Path
 import pytest
 
 from fedrr.errors import ValidationError
+from fedrr.experiment import digest, load_scenario, sweep, write_reports
+from fedrr.experiment._manifest import FINGERPRINT, blas, coretype_hint, mismatches
+from fedrr.experiment._reproduce import compare, read_rows, report
 from fedrr.experiment.cli import main
-from fedrr.experiment.manifest import FINGERPRINT, blas, coretype_hint, mismatches
-from fedrr.experiment.report import write_reports
-from fedrr.experiment.reproduce import compare, digest, read_rows, report
-from fedrr.experiment.spec import load_scenario
-from fedrr.experiment.sweep import sweep
 
 SMALL = """
 [scenario]
@@ -129,7 +127,7 @@ def test_other_openblas_kernels_get_the_coretype_that_restores_them():
 
 def test_a_directory_without_a_manifest_is_refused(tmp_path):
     with pytest.raises(ValidationError, match="manifest.json") as e:
-        from fedrr.experiment.reproduce import reproduce
+        from fedrr.experiment import reproduce
 
         reproduce(tmp_path)
     assert e.value.field == "results_dir"

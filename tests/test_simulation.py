@@ -205,7 +205,7 @@ def _sweep_and_check_accounting(tmp_path, text: str) -> list[dict]:
     out = tmp_path / "out"
     res = sweep(cfg, out, workers=1, progress=False, log=lambda s: None)
     assert not res.failed
-    from fedrr.experiment.report import write_reports
+    from fedrr.experiment import write_reports
 
     write_reports(out)
     rows = _csv(out / "results.csv")
@@ -522,7 +522,7 @@ def test_regression_sweep_reports_mse_the_exact_epsilon_and_a_public_label(tmp_p
     the mean predictor's MSE is recomputed here from the same seed and split."""
     import tomli_w
 
-    from fedrr.experiment.regression import load_regression_data
+    from fedrr.experiment._regression import load_regression_data
     from fedrr.mechanisms import GaussianMechanism
 
     path = tmp_path / "reg.toml"
@@ -716,7 +716,7 @@ def test_ray_kept_up_restarts_only_the_ray_it_started():
     (the next cell starts a fresh one) and leaves a Ray that was up before the block."""
     import ray
 
-    from fedrr.federation._compat import ray_kept_up
+    from fedrr.federation import ray_kept_up
 
     assert not ray.is_initialized()
     with ray_kept_up() as restart:

@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fedrr.audit.fp_attack import (
+from fedrr.audit._fp_attack import (
     _reachable_monotone,
     clopper_pearson,
     exclusion_rate,
@@ -41,10 +41,11 @@ from fedrr.mechanisms import (
     RandomizedResponse,
     RecordMechanism,
     SnappingLaplaceMechanism,
+    harden,
+    libm_log,
     mechanism_from_spec,
 )
-from fedrr.mechanisms.exact_sampling import ETA, calibrate, libm_log, next_power_of_two, uniform_double
-from fedrr.mechanisms.snapping import harden
+from fedrr.mechanisms._exact_sampling import ETA, calibrate, next_power_of_two, uniform_double
 
 ALPHA = 1e-3
 
@@ -534,7 +535,7 @@ def test_a_deployment_node_releases_laplace_fields_snapped(tmp_path):
 
     from flwr.app import Context, RecordDict
 
-    from fedrr.audit.fp_attack import snapping_reachable
+    from fedrr.audit._fp_attack import snapping_reachable
     from fedrr.federation.client_app import answer
     from fedrr.mechanisms import LaplaceMechanism, mechanism_from_spec
     from fedrr.release import write_record_file

@@ -489,7 +489,7 @@ def test_rr_alias_sampler_draws_the_exact_rr_posterior():
 def test_rr_log_marginal_is_the_sum_over_states():
     """The closed form of log p(x̃) for randomised response (r·Σπ + (q − r)·π(x̃)) equals the
     log-sum-exp over the k states of any oracle's path, with unreleased entries and zero-mass states."""
-    from fedrr.mechanisms.discrete import TransitionMatrix
+    from fedrr.mechanisms import TransitionMatrix
 
     k, D = 5, 4
     rr = RandomizedResponse(k, 0.35)

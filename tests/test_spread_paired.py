@@ -259,7 +259,7 @@ def test_ray_gives_the_serial_result_on_paired_releases(split):
     """Ray actors holding the shards (each chain on its own actor, or shards spread over 2 actors) give
     the serial fit bit for bit on paired releases, learned prior included."""
     ray = pytest.importorskip("ray")
-    from fedrr.parallel.ray_executor import RayExecutor
+    from fedrr.parallel import RayExecutor
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import this module
     ds = _data(3000, 7)

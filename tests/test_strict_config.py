@@ -16,10 +16,10 @@ from sklearn.base import clone
 
 from fedrr.errors import ValidationError
 from fedrr.estimators import SpreadLogisticRegression
+from fedrr.experiment import parse_scenario
 from fedrr.experiment.cli import main as fedrr_main
-from fedrr.experiment.spec import parse_scenario
+from fedrr.federation import load_run_config
 from fedrr.federation.flwr_cli import check_run_config
-from fedrr.federation.run import load_run_config
 from fedrr.population import START_DIR_ENV, build_population
 from fedrr.run_config import DEFAULTS, RunConfig
 
@@ -222,7 +222,7 @@ def test_a_scenario_announces_the_label_budget_it_filled_in():
 def test_the_server_log_and_metrics_state_the_budget_asked_and_realised(tmp_path, capsys):
     import json
 
-    from fedrr.federation.run import run_federation
+    from fedrr.federation import run_federation
 
     cfg = _flat(**{"n-clients": 20, "min-valid": 20, "feature-epsilon": 2.0, "results-dir": str(tmp_path)})
     run_federation({**cfg, "run-name": "budget"})

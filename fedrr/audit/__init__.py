@@ -57,17 +57,24 @@ of the n_sampled largest per-attribute pair-oracle sups.
 
 The audit suite (every shipped mechanism plus mis-calibrated negative controls, with sample
 sizes: ``simulations/audit_mechanisms.py`` runs it) is ``fedrr.testing.audit_suite``, next to the
-negative controls it needs. Submodules beyond the audit itself: ``repeated_release`` and
-``repeated_release_flower`` (a server that queries a client M times, Barber 2020 eq 3: resampling
-vs fedrr's replaying client) and ``fp_attack`` (Mironov's floating-point attack on Laplace
-sampling, naive vs snapped).
+negative controls it needs. Beyond the audit itself: the repeated-release attack (``attack_offline``,
+``attack_federation``: a server that queries a client M times, Barber 2020 eq 3: resampling vs
+fedrr's replaying client) and the floating-point attack (``attack_cells``: Mironov's attack on
+Laplace sampling, naive vs snapped).
+
+The modules are private (``_name.py``); the names below are the public surface.
+``attack_federation`` is imported on first use, so ``import fedrr.audit`` does not import Flower.
 """
 
-from .bounds import DEFAULT_ALPHA, AuditResult, Witness, clopper_pearson, max_certifiable_epsilon, samples_needed
-from .exact import exact_additive_epsilon, exact_bounded_epsilon, exact_discrete_epsilon, exact_oracle_epsilon
-from .mechanism import audit_mechanism
-from .paired import audit_paired, exact_paired_epsilon
-from .record import audit_record
+from typing import TYPE_CHECKING, Any
+
+from ._bounds import DEFAULT_ALPHA, AuditResult, Witness, clopper_pearson, max_certifiable_epsilon, samples_needed
+from ._exact import exact_additive_epsilon, exact_bounded_epsilon, exact_discrete_epsilon, exact_oracle_epsilon
+from ._fp_attack import STANDARD_CELLS, attack_cells
+from ._mechanism import audit_mechanism
+from ._paired import audit_paired, exact_paired_epsilon
+from ._record import audit_record
+from ._repeated_release import M_GRID, Field, attack_offline, laplace_field, paper_formula_checks, rr_field
 
 __all__ = [
     "AuditResult",
@@ -84,4 +91,26 @@ __all__ = [
     "samples_needed",
     "max_certifiable_epsilon",
     "DEFAULT_ALPHA",
+    "Field",
+    "rr_field",
+    "laplace_field",
+    "M_GRID",
+    "attack_offline",
+    "attack_federation",
+    "paper_formula_checks",
+    "STANDARD_CELLS",
+    "attack_cells",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "attack_federation":  # runs a Flower simulation: Flower is imported on first use
+        from ._repeated_release_flower import attack_federation
+
+        globals()[name] = attack_federation
+        return attack_federation
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:  # for static tools (type checkers, the API docs)
+    from ._repeated_release_flower import attack_federation

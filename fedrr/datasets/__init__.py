@@ -1,10 +1,13 @@
-"""Datasets for fedrr: real ones (offline, deterministic) and synthetic ones with known ground truth."""
+"""Datasets for fedrr: real ones (offline, deterministic) and synthetic ones with known ground truth.
+
+The modules are private (``_adult``, ``_real``, ``_schema``, ``_synthetic``); the names below are the
+public surface."""
 
 from __future__ import annotations
 
 from ..errors import ValidationError
-from .adult import load_adult, load_adult_binned, load_adult_split
-from .real import (
+from ._adult import ADULT_PUBLIC_EDGES, load_adult, load_adult_binned, load_adult_split
+from ._real import (
     CHECKSUMS,
     ChecksumError,
     load_breast_cancer,
@@ -17,8 +20,8 @@ from .real import (
     train_test_split_per_class,
     verify_checksum,
 )
-from .schema import Dataset, FeatureSpec, Schema
-from .synthetic import (
+from ._schema import Dataset, FeatureSpec, Schema
+from ._synthetic import (
     encode_states,
     make_linear_gaussian,
     make_logistic_discrete,
@@ -54,6 +57,7 @@ __all__ = [
     "FeatureSpec",
     "ChecksumError",
     "CHECKSUMS",
+    "ADULT_PUBLIC_EDGES",
     "LOADERS",
     "load",
     "load_mnist_7_vs_9",

@@ -1,13 +1,20 @@
 """Experiments: a TOML scenario parsed once into a typed ``ScenarioSpec`` (``spec``), its cells
 (``cells``) run offline or as Flower simulations (``runner``), resumable sweeps (``sweep``), the
-results tables and plots (``report``, ``plots``) and the ``fedrr`` command (``cli``)."""
+results tables and plots (``report``, ``plots``) and the ``fedrr`` command (``cli``).
 
-from .cells import CellSpec
-from .report import load_table, write_reports
-from .runner import run_cell
-from .spec import ScenarioSpec, load_scenario, parse_scenario
-from .summary import summary_markdown
-from .sweep import sweep
+The modules are private (``_name.py``) and the names below are the public surface, except two that
+keep public paths as entry points: ``cli`` (the ``fedrr`` console script, ``fedrr.experiment.cli:main``,
+and ``python -m fedrr.experiment.cli``) and ``reference`` (``python -m fedrr.experiment.reference``
+regenerates docs/reference/config.md)."""
+
+from ._cells import CellSpec
+from ._manifest import machine, versions
+from ._report import load_table, write_reports
+from ._reproduce import digest, reproduce
+from ._runner import run_cell
+from ._spec import ScenarioSpec, load_scenario, parse_scenario
+from ._summary import summary_markdown
+from ._sweep import sweep
 
 __all__ = [
     "CellSpec",
@@ -19,4 +26,8 @@ __all__ = [
     "write_reports",
     "run_cell",
     "sweep",
+    "reproduce",
+    "digest",
+    "machine",
+    "versions",
 ]

@@ -95,9 +95,9 @@ def _check_fewer_repeats(out: Path, n: int) -> None:
 
 
 def _cmd_sweep(args, single: bool) -> int:
-    from .report import write_reports
-    from .spec import first_repeats, load_scenario
-    from .sweep import sweep
+    from ._report import write_reports
+    from ._spec import first_repeats, load_scenario
+    from ._sweep import sweep
 
     cfg = load_scenario(args.config)
     if args.repeats is not None:
@@ -143,7 +143,7 @@ def _cmd_sweep(args, single: bool) -> int:
 
 
 def _cmd_plot(args) -> int:
-    from .plots import plot
+    from ._plots import plot
 
     for p in plot(args.results_dir):
         print(p)
@@ -151,15 +151,15 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_show(args) -> int:
-    from .summary import summary_markdown
+    from ._summary import summary_markdown
 
     print(summary_markdown(args.results_dir), end="")
     return 0
 
 
 def _cmd_check(args) -> int:
-    from .spec import load_scenario
-    from .sweep import preflight
+    from ._spec import load_scenario
+    from ._sweep import preflight
 
     cfg = load_scenario(args.config)
     preflight(cfg)
@@ -174,7 +174,7 @@ def _cmd_check(args) -> int:
 
 
 def _cmd_reproduce(args) -> int:
-    from .reproduce import report, reproduce
+    from ._reproduce import report, reproduce
 
     text, same = report(reproduce(args.results_dir, args.out, [args.index] if args.index is not None else None))
     print(text)
@@ -182,7 +182,7 @@ def _cmd_reproduce(args) -> int:
 
 
 def _cmd_credentials(args) -> int:
-    from ..federation.credentials import DEFAULT_HOSTS, create_credentials
+    from ..federation import DEFAULT_HOSTS, create_credentials
 
     c = create_credentials(args.dir, args.nodes, hosts=args.host or DEFAULT_HOSTS, force=args.force)
     print(f"[fedrr] wrote a CA, a SuperLink certificate and {len(c.node_keys)} SuperNode key pair(s) to {args.dir}")

@@ -37,7 +37,7 @@ from ..release import (
 )
 from ..run_config import RunConfig
 from ._compat import error_reply
-from .protocol import META_KEY, PROTOCOL, QUERY_KEY, RELEASE_KEY, content_release, release_content
+from ._protocol import META_KEY, PROTOCOL, QUERY_KEY, RELEASE_KEY, content_release, release_content
 
 app = ClientApp()
 
@@ -114,7 +114,7 @@ def node_credential(context: Context) -> str | None:
     key = context.node_config.get("node-public-key")
     if key is None:
         return None
-    from .credentials import public_key_fingerprint
+    from ._credentials import public_key_fingerprint
 
     return public_key_fingerprint(str(key))
 

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import tomli_w
 
-from .._procs import _cmdline, _stat, alive, descendants, find_superlinks, free_port, stop  # noqa: F401
+from .._procs import alive, cmdline, descendants, find_superlinks, free_port, proc_stat, stop  # noqa: F401
 from ..errors import ValidationError
 
 QUIET_ENV = {
@@ -210,10 +210,10 @@ def flwr_run(
                 links = find_superlinks(sl_port)
                 tree = set().union(*(descendants(p) for p in links)) if links else set()
                 seen |= tree
-                if not any(any("flwr-simulation" in c for c in _cmdline(p)) for p, _ in tree):
+                if not any(any("flwr-simulation" in c for c in cmdline(p)) for p, _ in tree):
                     break
                 time.sleep(0.2)
-            links = {(p, _stat(p)[1]) for p in find_superlinks(sl_port) if _stat(p)}
+            links = {(p, proc_stat(p)[1]) for p in find_superlinks(sl_port) if proc_stat(p)}
             survivors = stop(links) or set()  # the SuperLink first: it ends its SuperExec
             survivors |= stop(seen - links)  # then anything left below it, by pid
         if pyproject.read_bytes() != original:

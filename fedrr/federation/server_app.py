@@ -25,8 +25,8 @@ from ..learners import FitData, fit_and_score
 from ..pool import Pool
 from ..population import build_population
 from ..run_config import RunConfig
+from ._collect import ServerSchema, collect_releases, validate_replies, wait_for_nodes
 from ._compat import public_message
-from .collect import ServerSchema, collect_releases, validate_replies, wait_for_nodes
 
 app = ServerApp()
 

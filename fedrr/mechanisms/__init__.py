@@ -1,25 +1,29 @@
-"""Local randomisers: each is the client's sampler, the server's likelihood and its own ε."""
+"""Local randomisers: each is the client's sampler, the server's likelihood and its own ε.
 
-from .base import Mechanism, mechanism_from_spec
-from .calibration import (
+The modules are private (``_name.py``); the names below are the package's public surface."""
+
+from ._base import Mechanism, mechanism_from_spec
+from ._calibration import (
     analytic_gaussian_delta,
     analytic_gaussian_epsilon,
     analytic_gaussian_sigma,
     classic_gaussian_sigma,
     laplace_scale,
 )
-from .discrete import DiscreteMechanism, RandomizedResponse, TransitionMatrix
-from .hashing import LocalHashing
-from .numeric import GaussianMechanism, LaplaceMechanism
-from .oracles import frequency_oracle
-from .paired import PairedRecordMechanism
-from .piecewise import DuchiMechanism, PiecewiseMechanism
-from .planner import ReleasePlan, plan_release, predicted_variance
-from .priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
-from .record import RecordMechanism
-from .records import RECORD_MECHANISMS, is_paired, is_record_mechanism, record_mechanism_from_spec
-from .snapping import SnappingLaplaceMechanism, harden
-from .unary import UnaryEncoding
+from ._discrete import DiscreteMechanism, MatrixMechanism, RandomizedResponse, TransitionMatrix
+from ._discrete_posteriors import guide_table
+from ._exact_sampling import libm_log
+from ._hashing import LocalHashing
+from ._numeric import GaussianMechanism, LaplaceMechanism
+from ._oracles import frequency_oracle, unbiased_onehot_covariance
+from ._paired import PairedRecordMechanism
+from ._piecewise import DuchiMechanism, PiecewiseMechanism
+from ._planner import ReleasePlan, plan_release, predicted_variance
+from ._priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
+from ._record import RecordMechanism
+from ._records import RECORD_MECHANISMS, is_paired, is_record_mechanism, record_mechanism_from_spec
+from ._snapping import SnappingLaplaceMechanism, harden
+from ._unary import UnaryEncoding
 
 __all__ = [
     "Mechanism",
@@ -27,9 +31,11 @@ __all__ = [
     "RandomizedResponse",
     "TransitionMatrix",
     "DiscreteMechanism",
+    "MatrixMechanism",
     "UnaryEncoding",
     "LocalHashing",
     "frequency_oracle",
+    "unbiased_onehot_covariance",
     "LaplaceMechanism",
     "GaussianMechanism",
     "PiecewiseMechanism",
@@ -54,4 +60,6 @@ __all__ = [
     "laplace_scale",
     "SnappingLaplaceMechanism",
     "harden",
+    "libm_log",
+    "guide_table",
 ]

@@ -72,9 +72,9 @@ def as_packed_release(field: str, value: object, upper: float, what: str):
     """A float array of exact integers in [0, upper) (a packed oracle release); bools rejected."""
     import numpy as np
 
-    from .._validation import _as_array, as_float_array
+    from .._validation import as_array, as_float_array
 
-    raw = _as_array(field, value, "must be an array of packed releases (integers stored as floats)")
+    raw = as_array(field, value, "must be an array of packed releases (integers stored as floats)")
     if raw.dtype.kind == "b":
         raise ValidationError(field, f"must hold {what} (integers in [0, {upper:.0f})), got booleans")
     arr = as_float_array(field, raw)

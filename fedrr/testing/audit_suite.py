@@ -31,8 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..audit.bounds import DEFAULT_ALPHA, samples_needed
-from ..audit.mechanism import audit_mechanism
+from ..audit import DEFAULT_ALPHA, audit_mechanism, samples_needed
 from ..errors import FedrrError
 from ..mechanisms import (
     GaussianMechanism,

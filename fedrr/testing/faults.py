@@ -10,9 +10,8 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
-from ..federation._compat import error_reply
+from ..federation import META_KEY, RELEASE_KEY, error_reply, release_content
 from ..federation.client_app import answer, check_query, hosted_clients, population
-from ..federation.protocol import META_KEY, RELEASE_KEY, release_content
 from ..population import unit_uniform
 from ..release import ClientUnavailable
 from ..run_config import RunConfig

@@ -34,8 +34,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
-from ..federation.collect import wait_for_nodes
-from ..federation.protocol import MESSAGE_TYPE, PROTOCOL, query_content
+from ..federation import MESSAGE_TYPE, PROTOCOL, query_content, wait_for_nodes
 from ..run_config import RunConfig
 
 REPEATS = 20

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from .._validation import check_positive
 from ..errors import ValidationError
-from ..mechanisms import calibration as cal
-from ..mechanisms.base import Mechanism
+from ..mechanisms import Mechanism, analytic_gaussian_sigma, laplace_scale
 
 
 class MisclaimedMechanism(Mechanism):
@@ -93,10 +92,10 @@ def undercalibrated(mech: Mechanism, factor: float = 0.5) -> Mechanism:
     bad = copy.copy(mech)
     if isinstance(mech, LaplaceMechanism):
         bad.sensitivity = mech.sensitivity * factor
-        bad.scale = cal.laplace_scale(mech.epsilon, bad.sensitivity)
+        bad.scale = laplace_scale(mech.epsilon, bad.sensitivity)
     elif isinstance(mech, GaussianMechanism) and mech.calibration == "analytic":
         bad.sensitivity = mech.sensitivity * factor
-        bad.sigma = cal.analytic_gaussian_sigma(mech.epsilon, mech.delta, bad.sensitivity)
+        bad.sigma = analytic_gaussian_sigma(mech.epsilon, mech.delta, bad.sensitivity)
     else:
         raise ValidationError(
             "mech",

@@ -59,7 +59,7 @@ import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import chi2, norm
 
-from ...mechanisms.oracles import unbiased_onehot_covariance
+from ...mechanisms import unbiased_onehot_covariance
 from ._mstep import log_class_probs
 from ._paired import PairedView, class_margin
 from ._priors._joint import JointSpreadPrior

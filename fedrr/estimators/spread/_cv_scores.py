@@ -10,7 +10,7 @@ from scipy.special import logsumexp
 from scipy.stats import rankdata
 
 from ...errors import ValidationError
-from ...mechanisms.discrete import DiscreteMechanism
+from ...mechanisms import DiscreteMechanism
 from ._estep import Shard
 from ._estimator import SpreadLogisticRegression
 from ._pool import group_records

@@ -12,8 +12,7 @@ from functools import cached_property
 import numpy as np
 
 from ...errors import ValidationError
-from ...mechanisms import RecordMechanism
-from ...mechanisms.discrete import DiscreteMechanism
+from ...mechanisms import DiscreteMechanism, RecordMechanism
 
 ENCODINGS = ("unit", "index", "onehot")
 #: most model inputs a one-hot design may have (a dense (samples × inputs) matrix is built)

@@ -21,9 +21,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ...errors import ValidationError
-from ...mechanisms import RandomizedResponse, RecordMechanism
-from ...mechanisms.discrete import DiscreteMechanism, _MatrixMechanism, guide_table
-from ...parallel.executors import shard_bounds
+from ...mechanisms import DiscreteMechanism, MatrixMechanism, RandomizedResponse, RecordMechanism, guide_table
+from ...parallel import shard_bounds
 from ._design import Design
 from ._mstep import log_class_probs, logits, soft_ce
 from ._paired import PairedView, PairTerms, as_view
@@ -443,7 +442,7 @@ class Shard:
         out = np.zeros((n_slots, self.D, max(int(self.design.layout.k.max()), 1)))
         slot = slot_of[self.index]
         for mech, cols in self.rm.groups():
-            if isinstance(mech, _MatrixMechanism):
+            if isinstance(mech, MatrixMechanism):
                 out[slot, cols, : mech.k] = release_counts(mech, self.X[:, cols])
         return {"counts": out}
 

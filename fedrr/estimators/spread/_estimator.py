@@ -23,13 +23,12 @@ from ..._params import (
     validate_estimator,
 )
 from ..._resources import available_bytes
-from ..._validation import _as_array, as_float_array
+from ..._validation import as_array, as_float_array
 from ...errors import ValidationError
-from ...mechanisms.paired import PairedRecordMechanism
-from ...mechanisms.priors import EmpiricalPrior
-from ...parallel.executors import ThreadExecutor
+from ...mechanisms import EmpiricalPrior, PairedRecordMechanism
+from ...parallel import ThreadExecutor
+from .._naive_bayes import check_naive_bayes_mechanism
 from .._sklearn import class_labels, validate
-from ..naive_bayes import check_naive_bayes_mechanism
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._em import EMOptions, run_em
 from ._estep import shard_factories
@@ -219,7 +218,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
     def _prepare(self, X, y, mechanism, p):
         """Validated releases and labels, the layout, label terms and record groups."""
-        Xa = _as_array("X", X, "must be a 2-d array (n_records, n_features)")
+        Xa = as_array("X", X, "must be a 2-d array (n_records, n_features)")
         if Xa.ndim != 2:
             raise ValidationError("X", f"must be 2-d (n_records, n_features), got shape {np.shape(X)}")
         n = Xa.shape[0]
@@ -230,7 +229,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             return self._prepare_paired(Xa, y, groups)
         layout = ColumnLayout.from_mechanism(groups[0][0])
         has_label = groups[0][0].label is not None
-        ya = _as_array("y", y, f"must be an array of shape ({n},)")
+        ya = as_array("y", y, f"must be an array of shape ({n},)")
         if ya.shape != (n,):
             raise ValidationError("y", f"must have shape ({n},) to match X, got {ya.shape}")
         Xv = np.empty(Xa.shape, dtype=float)
@@ -448,7 +447,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
 def check_clean_X(X, layout: ColumnLayout) -> np.ndarray:
     """Clean records (n, D) in the layout's domain, as floats: the input of ``predict``."""
-    Xa = _as_array("X", X, f"must be a 2-d array (n_records, {layout.n_features})")
+    Xa = as_array("X", X, f"must be a 2-d array (n_records, {layout.n_features})")
     if Xa.ndim != 2:
         raise ValidationError("X", f"must be 2-d (n_records, {layout.n_features}), got shape {Xa.shape}")
     Xa = as_float_array("X", Xa, ndim=2)

@@ -33,10 +33,8 @@ import numpy as np
 from scipy.special import logsumexp
 
 from ...errors import ValidationError
-from ...mechanisms.discrete import DiscreteMechanism
-from ...mechanisms.paired import PairedRecordMechanism
-from ...mechanisms.record import RecordMechanism
-from ..frequencies import simplex_mle
+from ...mechanisms import DiscreteMechanism, PairedRecordMechanism, RecordMechanism
+from .._frequencies import simplex_mle
 
 #: smallest class weight of w_j(s, ·) (a floor keeps the proposal's support the posterior's)
 W_FLOOR = 1e-3

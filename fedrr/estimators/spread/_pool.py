@@ -19,10 +19,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import ValidationError
-from ...mechanisms import RecordMechanism
-from ...mechanisms.discrete import DiscreteMechanism
-from ...mechanisms.paired import PairedRecordMechanism
-from ...parallel.executors import shard_bounds
+from ...mechanisms import DiscreteMechanism, PairedRecordMechanism, RecordMechanism
+from ...parallel import shard_bounds
 from ...pool import PoolFile
 from .._sklearn import class_labels
 from ._design import ColumnLayout, Design

@@ -59,7 +59,7 @@ def ray_kept_up():
     Flower simulation starts a fresh one), and leaves alone a Ray that was up before."""
     from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
 
-    from ...parallel.ray_executor import ray_ready, ray_stop
+    from ...parallel import ray_ready, ray_stop
 
     was_up = ray_ready()
     original = RayBackend.terminate

@@ -7,7 +7,7 @@ poll costs nodes × messages: a round to 10,000 nodes ran at 30 clients/s here. 
 does not help — each poll still scans the whole wave for every node. This keeps a per-node index
 of message ids, maintained on store and delete, and answers ``get_message_ins`` from it with the
 same checks in the same order (expiry, federation, undelivered, run id, limit). Nothing else in
-Flower changes. Applied by ``fedrr.federation.run.run_federation`` (``indexed_linkstate=True``); idempotent."""
+Flower changes. Applied by ``fedrr.federation.run_federation`` (``indexed_linkstate=True``); idempotent."""
 
 from __future__ import annotations
 

@@ -18,8 +18,16 @@ import numpy as np
 from scipy.special import ndtri
 
 from ....errors import ValidationError
-from ....mechanisms import CategoricalPrior, GaussianPrior, HistogramPrior, RandomizedResponse, RecordMechanism
-from ....mechanisms.discrete import DiscreteMechanism, _MatrixMechanism, guide_table
+from ....mechanisms import (
+    CategoricalPrior,
+    DiscreteMechanism,
+    GaussianPrior,
+    HistogramPrior,
+    MatrixMechanism,
+    RandomizedResponse,
+    RecordMechanism,
+    guide_table,
+)
 from .._design import ColumnLayout
 
 #: guard the table caches of priors (``SpreadPrior.rr_tables``), striped by the prior's id: not a
@@ -406,7 +414,7 @@ def _discrete_mle(layout: ColumnLayout, pools, start: np.ndarray, max_iter: int,
             if not isinstance(mech, DiscreteMechanism):
                 continue
             x = Xt[:, cols]
-            if isinstance(mech, _MatrixMechanism):
+            if isinstance(mech, MatrixMechanism):
                 counts_tasks.append((mech, np.asarray(cols), release_counts(mech, x)))
             else:
                 rel = ~np.isnan(x) if x.dtype.kind == "f" else np.ones(x.shape, bool)
@@ -418,7 +426,7 @@ def _discrete_mle(layout: ColumnLayout, pools, start: np.ndarray, max_iter: int,
     return _discrete_em(layout, counts_tasks, row_tasks, start, max_iter, tol)
 
 
-def release_counts(mech: _MatrixMechanism, x: np.ndarray) -> np.ndarray:
+def release_counts(mech: MatrixMechanism, x: np.ndarray) -> np.ndarray:
     """Released-value counts (len(cols), k) of the columns x (n, len(cols)) a matrix mechanism
     released (NaN: not released): the data of ``_discrete_mle`` for that mechanism. Integers, so the
     counts of blocks of records add up to the whole pool's exactly, in any order."""
@@ -443,7 +451,7 @@ def marginal_mle_prior_from_counts(
     tasks = []
     for rm, counts in groups:
         for mech, cols in rm.groups():
-            if not isinstance(mech, _MatrixMechanism):
+            if not isinstance(mech, MatrixMechanism):
                 raise ValidationError(
                     "prior",
                     "fit_pool learns the prior from released-value counts, which needs matrix mechanisms "

@@ -15,7 +15,7 @@ from scipy.special import logsumexp
 
 from ....errors import ValidationError
 from ....mechanisms import RecordMechanism
-from ...naive_bayes import LDPNaiveBayes, check_naive_bayes_mechanism
+from ..._naive_bayes import LDPNaiveBayes, check_naive_bayes_mechanism
 from .._design import ColumnLayout
 from .._paired import PairedView, class_margin
 from ._factorised import SpreadPrior, _empty

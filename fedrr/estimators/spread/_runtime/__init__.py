@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ....parallel.executors import SerialExecutor, ThreadExecutor
-from ....parallel.ray_executor import RayExecutor
+from ....parallel import RayExecutor, SerialExecutor, ThreadExecutor
 from ._local import LocalShards, Lockstep, prior_step, traffic_report
 from ._ray_shards import RayShards
 

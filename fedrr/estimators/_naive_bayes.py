@@ -1,0 +1,492 @@
+"""Naive Bayes fitted on locally private releases (Yilmaz, Al-Rubaie & Chang 2019, "Locally
+differentially private naive Bayes classification", arXiv:1905.01039).
+
+Each client releases its label and some attributes, each through a discrete frequency oracle
+(``DiscreteMechanism``). For a client that released attribute j, û_j(x̃_j) ⊗ v̂(ỹ) — the outer
+product of the two fields' unbiased one-hot estimates — is unbiased for the indicator of (x_j, c),
+because the two noises are independent. Its mean over those clients estimates the joint frequency
+table of (x_j, c); which clients released j must not depend on the data (uniform attribute
+sampling), so they are an unbiased subsample. Each table is projected onto the simplex (or fitted
+by maximum likelihood from the exact likelihood of the releases) and turned into p(x_j | c) with a
+pseudo-count α per cell. Only the DiscreteMechanism contract is used (``unbiased_onehot``,
+``log_likelihood_matrix``, ``validate_release``), so any frequency oracle works, whatever its release.
+
+Paired releases (``PairedRecordMechanism``), the published protocol (Yilmaz et al. §4): each client
+sent a sampled attribute with its label as one value v = x_j·C + y through one oracle, whose own
+unbiased estimator (mean of ``unbiased_onehot`` over the n_j clients that sampled j, as (k_j, C)) is
+unbiased for P(x_j = s, y = c). Class prior: the tables' class margins pooled over attributes
+(n_j-weighted); p(x_j | c) = P̂(x_j, c) / P̂_j(c). The paper replaces negative estimated counts by a
+small positive value before forming probabilities; ``method="clip"`` (the paired default) sets
+negative cells to 0, renormalises, and adds α pseudo-counts per cell (α = 1: a negative count becomes
+one pseudo-client). The paper's exact floor was not checked against its text; α is fedrr's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.validation import check_is_fitted
+from threadpoolctl import threadpool_limits
+
+from .._params import Interval, Options, validate_estimator
+from .._validation import as_array, as_state_array
+from ..errors import ValidationError
+from ..mechanisms import DiscreteMechanism, PairedRecordMechanism, RecordMechanism
+from ._frequencies import clip_table, project_to_simplex, simplex_mle
+from ._sklearn import class_labels, validate
+
+METHODS = ("auto", "mle", "projection", "clip")
+#: robust="margins": drop the attributes whose table's class margin disagrees with the others'
+ROBUST = ("none", "margins")
+#: log of the smallest positive double: the floor for log-probabilities estimated as exactly 0
+LOG_FLOOR = math.log(np.finfo(float).tiny)
+
+
+# --------------------------------------------------------------------------- releases
+
+
+def check_naive_bayes_mechanism(mechanism: Any) -> tuple[list[DiscreteMechanism], DiscreteMechanism]:
+    """The per-column oracles and the label oracle of a RecordMechanism fit for naive Bayes."""
+    if not isinstance(mechanism, RecordMechanism):
+        raise ValidationError("mechanism", f"must be a RecordMechanism, got {type(mechanism).__name__}")
+    if not isinstance(mechanism.label, DiscreteMechanism):
+        got = "none" if mechanism.label is None else type(mechanism.label).__name__
+        raise ValidationError("mechanism", f"needs a discrete label mechanism (a frequency oracle), got {got}")
+    mechs: list[DiscreteMechanism] = []
+    for f in mechanism.fields:
+        m = f.mechanism
+        if not isinstance(m, DiscreteMechanism) or m.width != 1:
+            raise ValidationError(
+                "mechanism",
+                f"every feature field must be a discrete oracle of width 1; columns {list(f.columns)} use "
+                f"{type(m).__name__} of width {m.width}",
+            )
+        mechs.append(m)
+    return mechs, mechanism.label
+
+
+@dataclass(frozen=True)
+class Releases:
+    """Validated releases: per attribute j, the clients that released it (``rows[j]``) and their
+    releases (``values[j]``); every client's released label ``y``; the oracles."""
+
+    rows: list[np.ndarray]
+    values: list[np.ndarray]
+    y: np.ndarray
+    mechs: list[DiscreteMechanism]
+    label: DiscreteMechanism
+
+
+def check_releases(X_tilde: Any, y_tilde: Any, mechanism: Any) -> Releases:
+    """Validate releases: NaN in a feature column means "this client did not release that attribute";
+    every other entry is checked by that column's oracle, the labels by the label's oracle."""
+    mechs, label = check_naive_bayes_mechanism(mechanism)
+    D = len(mechs)
+    X = as_array("X_tilde", X_tilde, f"must be an array of shape (n_clients, {D})")
+    if X.ndim != 2 or X.shape[1] != D:
+        raise ValidationError("X_tilde", f"must have shape (n_clients, {D}), got {X.shape}")
+    if X.shape[0] == 0:
+        raise ValidationError("X_tilde", "needs at least one client")
+    if X.dtype.kind not in "iuf":
+        raise ValidationError("X_tilde", f"must hold released values (NaN where not released), got dtype {X.dtype}")
+    y = as_array("y_tilde", y_tilde, f"must be an array of shape ({X.shape[0]},)")
+    if y.shape != (X.shape[0],):
+        raise ValidationError("y_tilde", f"must have shape ({X.shape[0]},) to match X_tilde, got {y.shape}")
+    yv = label.validate_release(y, "y_tilde")
+    released = ~np.isnan(X) if X.dtype.kind == "f" else np.ones(X.shape, dtype=bool)
+    rows, values = [], []
+    for j, m in enumerate(mechs):
+        r = np.flatnonzero(released[:, j])
+        if r.size == 0:
+            raise ValidationError("X_tilde", f"column {j} is NaN for every client: no client released attribute {j}")
+        try:
+            values.append(m.validate_release(X[r, j], "X_tilde"))
+        except ValidationError as exc:
+            raise ValidationError(
+                "X_tilde", f"column {j} (indices among its released entries): {exc.message}"
+            ) from None
+        rows.append(r)
+    return Releases(rows, values, yv, mechs, label)
+
+
+def _unbiased(rel: Releases) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    V = rel.label.unbiased_onehot(rel.y)  # (n, C)
+    tables = [m.unbiased_onehot(x).T @ V[r] / r.size for m, x, r in zip(rel.mechs, rel.values, rel.rows)]
+    return tables, np.array([r.size for r in rel.rows]), V.mean(axis=0)
+
+
+def joint_frequencies(X_tilde: Any, y_tilde: Any, mechanism: Any) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """Unbiased (unprojected) estimates from releases: per attribute j the joint table (k_j, C) of
+    (x_j, c) over the n_j clients that released j — split releases: the mean of û_j(x̃_j) ⊗ v̂(ỹ); paired
+    releases: the mean of the pair oracle's unbiased one-hot of the pair report — the counts n_j (D,),
+    and the class frequencies (C,): split, the mean of v̂(ỹ) over all clients; paired, the pair tables'
+    class margins pooled over attributes (Σ_j n_j Σ_s P̂_j(s, c) / Σ_j n_j)."""
+    if isinstance(mechanism, PairedRecordMechanism):
+        return _paired_unbiased(check_paired_releases(X_tilde, y_tilde, mechanism))
+    return _unbiased(check_releases(X_tilde, y_tilde, mechanism))
+
+
+@dataclass(frozen=True)
+class PairedReleases:
+    """Validated paired releases: per attribute j its clients (``rows[j]``) and pair reports (``values[j]``)."""
+
+    rows: list[np.ndarray]
+    values: list[np.ndarray]
+    mechanism: PairedRecordMechanism
+
+
+def check_paired_releases(X_tilde: Any, y_tilde: Any, mechanism: PairedRecordMechanism) -> PairedReleases:
+    """Validate paired releases (``PairedRecordMechanism.validate_release``); every attribute must have
+    been sampled by at least one client."""
+    X, _ = mechanism.validate_release(X_tilde, y_tilde)
+    if X.shape[0] == 0:
+        raise ValidationError("X_tilde", "needs at least one client")
+    rows, values = [], []
+    for j in range(mechanism.n_features):
+        r = np.flatnonzero(~np.isnan(X[:, j]))
+        if r.size == 0:
+            raise ValidationError("X_tilde", f"column {j} is NaN for every client: no client released attribute {j}")
+        rows.append(r)
+        values.append(X[r, j])
+    return PairedReleases(rows, values, mechanism)
+
+
+def _pooled_margin(tables: list[np.ndarray], n_released: np.ndarray) -> np.ndarray:
+    """Σ_j n_j Σ_s T_j[s, c] / Σ_j n_j: the class frequencies from the pair tables' margins."""
+    return sum(n * t.sum(axis=0) for t, n in zip(tables, n_released)) / float(n_released.sum())
+
+
+def _paired_unbiased(rel: PairedReleases) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    m = rel.mechanism
+    tables = [m.unbiased_pair_table(j, v).mean(axis=0) for j, v in enumerate(rel.values)]
+    n_released = np.array([r.size for r in rel.rows])
+    return tables, n_released, _pooled_margin(tables, n_released)
+
+
+def paired_mle_tables(
+    rel: PairedReleases, start: list[np.ndarray], *, tol: float, max_iter: int
+) -> tuple[list[np.ndarray], int]:
+    """Maximum-likelihood pair table per attribute from the exact likelihood P(report | x_j = s, y = c)
+    of its pair reports (distinct reports grouped), starting halfway between ``start`` and uniform."""
+    m, out, steps = rel.mechanism, [], 0
+    with threadpool_limits(limits=1, user_api="blas"):
+        for j, (v, p0) in enumerate(zip(rel.values, start)):
+            uniq, counts = np.unique(v, return_counts=True)
+            L = m.pair_log_likelihood(j, uniq).reshape(uniq.size, -1)
+            p0 = 0.5 * p0.ravel() + 0.5 / p0.size
+            p, it = simplex_mle(L, counts.astype(float), p0, tol=tol, max_iter=max_iter)
+            out.append(p.reshape(m.n_states[j], m.n_classes))
+            steps = max(steps, it)
+    return out, steps
+
+
+def _grouped(mech: DiscreteMechanism, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """log p(x̃ | x = s) for each distinct release (u, k) and the index of each client's release."""
+    uniq, inv = np.unique(values, return_inverse=True)
+    return mech.log_likelihood_matrix(uniq), inv.reshape(-1)
+
+
+def mle_tables(
+    rel: Releases, start: list[np.ndarray], prior: np.ndarray, *, tol: float, max_iter: int
+) -> tuple[list[np.ndarray], np.ndarray, int]:
+    """Maximum-likelihood joint table of (x_j, c) per attribute from the exact likelihood
+    p(x̃_j, ỹ | x_j, c) = p(x̃_j | x_j) p(ỹ | c) (distinct release pairs grouped), and the
+    maximum-likelihood class frequencies from all labels; each starts halfway between the
+    projection and uniform (strictly inside the simplex). Also returns the most Newton steps used."""
+    Ly, iy = _grouped(rel.label, rel.y)
+    C, out, steps = Ly.shape[1], [], 0
+    with threadpool_limits(limits=1, user_api="blas"):  # tiny matrices: threaded BLAS was ~20x slower here
+        for m, x, r, p0 in zip(rel.mechs, rel.values, rel.rows, start):
+            Lx, ix = _grouped(m, x)
+            pair, counts = np.unique(ix * Ly.shape[0] + iy[r], return_counts=True)
+            a, b = np.divmod(pair, Ly.shape[0])
+            L = (Lx[a][:, :, None] + Ly[b][:, None, :]).reshape(pair.size, -1)
+            k = Lx.shape[1]
+            p0 = 0.5 * p0.ravel() + 0.5 / (k * C)
+            p, it = simplex_mle(L, counts.astype(float), p0, tol=tol, max_iter=max_iter)
+            out.append(p.reshape(k, C))
+            steps = max(steps, it)
+        p, it = simplex_mle(Ly, np.bincount(iy).astype(float), 0.5 * prior + 0.5 / C, tol=tol, max_iter=max_iter)
+    return out, p, max(steps, it)
+
+
+# --------------------------------------------------------------------------- defence
+
+
+def margin_consistency(per_report: list[np.ndarray], alpha: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """The cross-attribute consistency test behind ``robust="margins"``. ``per_report[j]`` (n_j, C):
+    each report's unbiased contribution to attribute j's class margin P̂_j(c) = Σ_s P̂_j(s, c), whose
+    mean is the margin. Honest clients choose which attribute to release independently of their
+    data (uniform attribute sampling), so every table estimates the same P(y): m_j = P̂_j(·) differ
+    only by sampling noise. Reference: the per-class median over attributes, m̄; statistic
+    z_j = max_c |m_j,c − m̄_c| / √(se_j,c² + se_m̄,c²), se_j,c the sample standard deviation of the
+    per-report values over √n_j, se_m̄,c² = (π/2)·mean_j se_j,c² / F (the large-sample variance of a
+    median). Attribute j is inconsistent when z_j > Φ⁻¹(1 − α/(2FC)) (two-sided, Bonferroni over the
+    F attributes and C classes: an honest pool drops an attribute with probability ≈ α at most).
+    Only attributes with at least 2 reports enter the median and are tested (one report has no
+    variance; the others are kept, z 0). Returns (consistent (F,) bool, z (F,), the critical z).
+    With fewer than 3 tested attributes, or if every tested one is inconsistent (possible when the
+    margins split into two camps, e.g. half the attributes attacked), nothing is dropped: there is
+    no majority to hold the others to."""
+    C = per_report[0].shape[1]
+    F = len(per_report)
+    tested = np.array([r.shape[0] > 1 for r in per_report])
+    z = np.zeros(F)
+    crit = NormalDist().inv_cdf(1.0 - alpha / (2 * F * C))
+    keep = np.ones(F, dtype=bool)
+    if tested.sum() < 3:
+        return keep, z, crit
+    rs = [r for r, t in zip(per_report, tested) if t]
+    m = np.array([r.mean(axis=0) for r in rs])  # (F', C)
+    se2 = np.array([r.var(axis=0, ddof=1) / r.shape[0] for r in rs])
+    med = np.median(m, axis=0)
+    se2_med = (math.pi / 2) * se2.mean(axis=0) / len(rs)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z[tested] = np.nan_to_num(np.abs(m - med) / np.sqrt(se2 + se2_med), nan=0.0).max(axis=1)
+    keep = z <= crit
+    if not keep[tested].any():
+        keep[:] = True
+    return keep, z, crit
+
+
+# --------------------------------------------------------------------------- estimator
+
+
+class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
+    """Categorical naive Bayes p(c) Π_j p(x_j | c) fitted on LDP releases (see the module docstring).
+
+    ``fit(X_tilde, y_tilde, mechanism=RecordMechanism)``: X_tilde (n, D) holds each client's released
+    attributes (NaN: not released), y_tilde its released label; every field is a discrete oracle.
+    Without a mechanism, ``fit(X, y)`` is ordinary categorical naive Bayes on clean integer states
+    (scikit-learn's CategoricalNB with the same smoothing). ``predict*`` take clean records (n, D).
+
+    ``fit(X_tilde, y_tilde, mechanism=PairedRecordMechanism)`` fits on paired releases (y_tilde all NaN)
+    by Yilmaz et al.'s protocol (module docstring).
+
+    method="auto" (default): "clip" for paired releases (the published protocol), "mle" for split ones.
+    "projection": each debiased joint table is projected onto the simplex (Euclidean, Duchi et al.
+    2008); "mle": the tables maximise the exact likelihood of the releases (``simplex_mle``, to a
+    certified gap ``tol`` within ``max_iter`` Newton steps); "clip": negative debiased entries are set
+    to 0 and each table renormalised (Yilmaz et al. §4). For paired releases the class prior is the
+    fitted tables' class margin pooled over attributes (n_j-weighted); for split releases the label
+    reports' own estimate. alpha: the
+    pseudo-count added to every (state, class) cell, in units of one client:
+    p(x_j | c) = (n_j p̂(x_j, c) + α) / (n_j p̂_j(c) + k_j α), p̂_j(c) = Σ_x p̂(x, c) the table's own
+    class margin (so that each conditional sums to 1); the default α = 1 is Laplace smoothing, so
+    the noiseless limit is exactly Laplace-smoothed naive Bayes, and it vanishes as n grows.
+    alpha=0 is allowed: cells estimated as 0 get log-probability LOG_FLOOR (log of the smallest
+    double) instead of −inf, so a class is only out-ranked by them, and a state estimated
+    impossible under every class shifts all classes alike; a class with no mass in a table gets
+    a uniform p(x_j | c). The class prior is not smoothed (as in CategoricalNB), only floored.
+
+    robust="margins" (a defence against fake clients, ``fedrr.fake``; default "none"): before the
+    tables are cleaned, the attributes whose table's class margin disagrees with the other tables'
+    (``margin_consistency`` at level ``robust_alpha``) are dropped — their p(x_j | c) is uniform, so
+    they do not vote — and the class prior is the pooled margin of the kept tables (n_j-weighted; for
+    split releases too, instead of the label reports' own estimate, so the labels of the dropped
+    attribute's clients do not count either). It acts on attacks that put their crafted reports on
+    one attribute more than on the others — the maximal-gain and output attacks, which release the
+    target attribute at every fake client, push that table's class margin towards the target label.
+    It does NOT defend: (i) releases without attribute sampling (every client releases every
+    attribute: all tables share the fakes, their margins agree); (ii) fakes that release at the
+    honest sampling rate ("output-sampled", "mga-sampled": every table gets the same share of fakes;
+    on paired releases it still acts a little on fedrr's fakes, whose other pairs carry a uniform
+    label, and not on ones that put the target label in every pair) or spread their targets over
+    more than half of the attributes (the median moves); (iii) fakes
+    whose crafted reports leave the target table's class margin where it was (pairs promoted with the
+    labels at the honest class frequencies); (iv) the input attack below the test's power; (v) any
+    damage to the kept attributes. A dropped attribute's information is lost, and an honest pool
+    loses one with probability ≈ robust_alpha. Learned: ``consistent_`` (F,) bool, ``margin_z_`` (F,)
+    and ``margin_z_critical_`` (all attributes consistent, z 0, when robust="none").
+
+    Learned: ``classes_``, ``n_states_`` (k_j), ``n_released_`` (n_j), ``joint_unbiased_`` and
+    ``class_prior_unbiased_`` (debiased, before projection), ``joint_`` and ``class_prior_`` (on the
+    simplex), ``feature_log_prob_`` (per attribute (C, k_j)), ``class_log_prior_``, ``n_iter_`` (1 for
+    the closed forms, the most Newton steps of one table for "mle").
+    """
+
+    def __init__(
+        self,
+        alpha: float = 1.0,
+        *,
+        method: str = "auto",
+        tol: float = 1e-7,
+        max_iter: int = 1000,
+        mechanism: Any = None,
+        robust: str = "none",
+        robust_alpha: float = 0.01,
+    ):
+        self.alpha = alpha
+        self.method = method
+        self.tol = tol
+        self.max_iter = max_iter
+        self.mechanism = mechanism
+        self.robust = robust
+        self.robust_alpha = robust_alpha
+
+    _parameter_constraints = {
+        "alpha": [Interval(float, 0, None, closed="left")],
+        "method": [Options(*METHODS)],
+        "tol": [Interval(float, 0, None, closed="neither")],
+        "max_iter": [Interval(int, 1, None)],
+        "robust": [Options(*ROBUST)],
+        "robust_alpha": [Interval(float, 0, 1, closed="neither")],
+    }
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.categorical = True  # integer states
+        tags.input_tags.positive_only = True
+        return tags
+
+    def fit(self, X, y, mechanism: Any = None):
+        """Fit on releases (with a mechanism) or on clean integer data (without one)."""
+        validate_estimator(self)
+        mechanism = self.mechanism if mechanism is None else mechanism
+        if mechanism is None:
+            return self._fit_clean(X, y)
+        if isinstance(mechanism, PairedRecordMechanism):
+            return self._fit_paired(X, y, mechanism)
+        method = "mle" if self.method == "auto" else self.method
+        rel = check_releases(X, y, mechanism)
+        tables, n_released, freq = _unbiased(rel)
+        if self.robust == "margins":
+            V = rel.label.unbiased_onehot(rel.y)
+            per_report = [
+                m.unbiased_onehot(x).sum(axis=1)[:, None] * V[r] for m, x, r in zip(rel.mechs, rel.values, rel.rows)
+            ]
+            self._robust_test(per_report)
+        else:
+            self._robust_test(None, len(tables))
+        if method == "clip":
+            joint = [clip_table(t) for t in tables]
+            prior, n_iter = clip_table(freq), 1
+        else:
+            joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
+            prior, n_iter = project_to_simplex(freq), 1
+        if method == "mle":
+            joint, prior, n_iter = mle_tables(rel, joint, prior, tol=self.tol, max_iter=self.max_iter)
+        if self.robust == "margins":  # the kept tables' pooled class margin: the dropped clients' labels do not count
+            prior = clip_table(
+                _pooled_margin([t for t, k in zip(tables, self.consistent_) if k], n_released[self.consistent_])
+            )
+        if hasattr(self, "feature_names_in_"):  # left by an earlier clean fit on a DataFrame
+            del self.feature_names_in_
+        self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, freq, n_iter
+        self.classes_ = np.arange(prior.size)
+        self.n_states_ = np.array([t.shape[0] for t in tables])
+        self.n_features_in_ = len(tables)
+        self._set_model(joint, prior, n_released)
+        return self
+
+    def _fit_paired(self, X_tilde, y_tilde, mechanism: PairedRecordMechanism):
+        """Yilmaz et al. §4 on paired releases: unbiased pair tables, cleaned by ``method``; the class
+        prior is their class margin pooled over attributes; conditionals from each table (_set_model)."""
+        method = "clip" if self.method == "auto" else self.method
+        rel = check_paired_releases(X_tilde, y_tilde, mechanism)
+        tables, n_released, freq = _paired_unbiased(rel)
+        if self.robust == "margins":
+            self._robust_test([mechanism.unbiased_pair_table(j, v).sum(axis=1) for j, v in enumerate(rel.values)])
+        else:
+            self._robust_test(None, len(tables))
+        keep = self.consistent_
+        # the unbiased pooled margin (of the kept tables), negative entries clipped
+        n_iter, prior = 1, clip_table(_pooled_margin([t for t, k in zip(tables, keep) if k], n_released[keep]))
+        if method == "clip":
+            joint = [clip_table(t) for t in tables]
+        else:
+            joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
+            if method == "mle":  # the maximum-likelihood tables' own pooled margin
+                joint, n_iter = paired_mle_tables(rel, joint, tol=self.tol, max_iter=self.max_iter)
+                prior = _pooled_margin([t for t, k in zip(joint, keep) if k], n_released[keep])
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, freq, n_iter
+        self.classes_ = np.arange(mechanism.n_classes)
+        self.n_states_ = np.array(mechanism.n_states)
+        self.n_features_in_ = mechanism.n_features
+        self._set_model(joint, prior, n_released)
+        return self
+
+    def _robust_test(self, per_report: list[np.ndarray] | None, n_features: int = 0) -> None:
+        """Set ``consistent_``, ``margin_z_``, ``margin_z_critical_`` (see ``margin_consistency``)."""
+        if per_report is None:
+            self.consistent_ = np.ones(n_features, dtype=bool)
+            self.margin_z_, self.margin_z_critical_ = np.zeros(n_features), math.inf
+            return
+        self.consistent_, self.margin_z_, self.margin_z_critical_ = margin_consistency(
+            per_report, float(self.robust_alpha)
+        )
+
+    def _fit_clean(self, X, y):
+        X, y = validate(self, X, y)
+        X = self._states(X, None)
+        self.classes_, yi = class_labels(y)
+        C, n = self.classes_.size, X.shape[0]
+        self.n_states_ = X.max(axis=0) + 1
+        joint = []
+        for j, k in enumerate(self.n_states_):
+            joint.append(np.bincount(X[:, j] * C + yi, minlength=k * C).reshape(k, C) / n)
+        prior = np.bincount(yi, minlength=C) / n
+        self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = joint, prior, 1
+        self._robust_test(None, X.shape[1])
+        self._set_model(joint, prior, np.full(X.shape[1], n))
+        return self
+
+    def _set_model(self, joint: list[np.ndarray], prior: np.ndarray, n_released: np.ndarray) -> None:
+        """Conditionals from the joint tables: (n_j p(x_j, c) + α) / (n_j p(c) + k_j α), in log space."""
+        self.joint_, self.class_prior_, self.n_released_ = joint, prior, n_released
+        a = float(self.alpha)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.class_log_prior_ = np.maximum(np.log(prior), LOG_FLOOR)
+            self.feature_log_prob_ = []
+            keep = getattr(self, "consistent_", None)
+            keep = np.ones(len(joint), dtype=bool) if keep is None or len(keep) != len(joint) else keep
+            for t, nj, kept in zip(joint, n_released, keep):
+                num = nj * t.T + a  # (C, k_j)
+                den = num.sum(axis=1, keepdims=True)
+                logp = np.where(den > 0, np.log(num) - np.log(den), -math.log(t.shape[0]))
+                if not kept:  # robust="margins" dropped it: uniform, it does not vote
+                    logp = np.full(logp.shape, -math.log(t.shape[0]))
+                self.feature_log_prob_.append(np.maximum(logp, LOG_FLOOR))
+
+    # --- prediction ---------------------------------------------------------------------------
+    def _states(self, X: np.ndarray, k: np.ndarray | None) -> np.ndarray:
+        """Clean integer states, >= 0 (and < k per column when k is given)."""
+        if X.dtype.kind == "f" and (not np.all(np.isfinite(X)) or np.any(X != np.round(X))):
+            raise ValidationError("X", "must hold integer states (finite, whole numbers)")
+        if np.any(X < 0):
+            raise ValidationError("X", "Negative values in data: states must be integers >= 0")
+        if k is not None:
+            return as_state_array("X", X, k)
+        return X.astype(np.int64)
+
+    def _check_X(self, X) -> np.ndarray:
+        check_is_fitted(self, "feature_log_prob_")
+        Xv = validate(self, X, reset=False)
+        return self._states(Xv, self.n_states_)
+
+    def predict_joint_log_proba(self, X) -> np.ndarray:
+        """log p(c) + Σ_j log p(x_j | c) for each clean record (n, C)."""
+        Xv = self._check_X(X)
+        jll = np.tile(self.class_log_prior_, (Xv.shape[0], 1))
+        for j, logp in enumerate(self.feature_log_prob_):
+            jll += logp[:, Xv[:, j]].T
+        return jll
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """log p(c | x), floored at LOG_FLOOR so that it is exactly log(predict_proba)."""
+        jll = self.predict_joint_log_proba(X)
+        return np.maximum(jll - np.logaddexp.reduce(jll, axis=1, keepdims=True), LOG_FLOOR)
+
+    def predict_proba(self, X) -> np.ndarray:
+        return np.exp(self.predict_log_proba(X))
+
+    def predict(self, X) -> np.ndarray:
+        jll = self.predict_joint_log_proba(X)
+        return self.classes_[np.argmax(jll, axis=1)]

@@ -1,0 +1,208 @@
+"""A sweep cell: one population and one release of it (one federation) at grid point ``g``, N
+index ``n`` and repeat ``r`` of a scenario — its seed, its per-field privacy parameters, its
+``RunConfig`` and the fingerprint that decides whether a finished cell can be reused."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from .. import _config_schema as schema
+from ..errors import ValidationError
+from ..population import WHOLE_RECORD_FAMILIES
+from ..run_config import DEFAULTS, UNSET, RunConfig
+from ._spec import ScenarioSpec
+
+#: run-config keys added after results were first fingerprinted (fake clients, the frequency check)
+_NEW_KEYS = ("fake-fraction", "fake-attack", "fake-attribute", "fake-state", "fake-label", "check-alpha")
+_NEW_KEYS += ("accept-mechanisms", "max-record-epsilon", "fake-targets")  # the server's schema, MGA (issue 32)
+
+
+@cache
+def dataset_shape(name: str) -> tuple[int, int | None, int]:
+    """(D, states per feature or None, classes) of a built-in dataset."""
+    from ..datasets import load
+
+    ds = load(name)
+    st = ds.schema.states()
+    k = int(st[0]) if np.all(st > 0) and np.all(st == st[0]) else None
+    return ds.schema.n_features, k, ds.schema.n_classes
+
+
+@dataclass(frozen=True)
+class PrivacyParams:
+    """Per-field budgets of one grid point (0 = unused), and what was asked for."""
+
+    mechanism: str
+    delta: float
+    feature_flip: float = 0.0
+    feature_epsilon: float = 0.0
+    label_flip: float = 0.0
+    label_epsilon: float = 0.0
+    budget_mix: tuple = ()
+    requested_eps_record: float | None = None
+    calibration: str = "analytic"
+    label_public: bool = False
+    n_sampled: int | None = None
+    gaussian_noise: str = "joint"
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    spec: ScenarioSpec
+    g: int
+    n: int
+    r: int
+
+    @property
+    def key(self) -> str:
+        return f"g{self.g:03d}-n{self.n:02d}-r{self.r:03d}"
+
+    @property
+    def seed(self) -> int:
+        """``SeedSequence(scenario.seed, spawn_key=(g, n, r))``: independent of which process runs
+        the cell, of the order and of how many run at once."""
+        ss = np.random.SeedSequence(self.spec.scenario.seed, spawn_key=(self.g, self.n, self.r))
+        return int(ss.generate_state(1, dtype=np.uint32)[0])
+
+    @property
+    def n_clients(self) -> int:
+        return self.spec.n_grid[self.n]
+
+    @property
+    def grid_value(self) -> float | None:
+        return self.spec.grid[self.g] if self.spec.grid_axis else None
+
+    def privacy(self) -> PrivacyParams:
+        """The per-field parameters at this grid point (a record budget is split by
+        ``privacy.split`` and, for randomised response, turned into a flip probability)."""
+        spec, priv = self.spec, self.spec.privacy
+        base = {
+            "mechanism": priv.mechanism,
+            "delta": priv.delta,
+            "n_sampled": (priv.n_sampled or 1) if priv.mechanism == "paired" else (priv.n_sampled or None),
+            "gaussian_noise": priv.gaussian_noise,
+        }
+        axis = spec.grid_axis
+        label = (
+            {"label_flip": priv.label_flip}
+            if priv.label_flip not in (None, "same")
+            else {"label_epsilon": priv.label_epsilon}
+            if priv.label_epsilon is not None
+            else {}
+        )
+        if not axis:
+            mix = spec.population.budget_mix
+            return PrivacyParams(**base, budget_mix=mix, **(label if mix else {}))
+        v = spec.grid[self.g]
+        if spec.task == "regression":  # one block on the inputs; the target public or Laplace
+            s = priv.split
+            return PrivacyParams(
+                **base,
+                requested_eps_record=v,
+                calibration=priv.calibration,
+                label_public=priv.label_public,
+                feature_epsilon=v if priv.label_public else s["features"] * v,
+                label_epsilon=0.0 if priv.label_public else s["label"] * v,
+            )
+        if axis == "epsilon_grid":
+            return _record_budget(spec, v, base)
+        feat = {"feature_flip": v} if axis == "feature_flip_grid" else {"feature_epsilon": v}
+        if priv.label_flip == "same":
+            label = {"label_flip": v}
+        return PrivacyParams(**base, **feat, **label)
+
+    def run_config(self, results_dir: str = "results/federation", executor: str | None = None) -> RunConfig:
+        """The ``RunConfig`` of this cell: every key the scenario sets (``fedrr._config_schema``: the
+        keys of both paths) as the scenario gives it, then the keys a cell derives (its N, its grid
+        point's budgets, its seed, ...)."""
+        spec = self.spec
+        kw = {k.name: getattr(getattr(spec, k.section), k.name) for k in schema.run_keys() if k.scenario}
+        kw.update(self.derived())
+        kw.update(results_dir=results_dir, executor=executor or spec.run.executor)
+        return RunConfig(**kw)
+
+    def derived(self) -> dict[str, Any]:
+        """The run-config keys this cell derives from the scenario (``Key.from_scenario``), whose
+        scenario value is a grid (``Key.axis``) or resolved at the grid point (the budgets), or that
+        only one mode reads (cohort_size)."""
+        spec, pop = self.spec, self.spec.population
+        p = self.privacy()
+        from ..learners import names
+
+        return {
+            "n_clients": self.n_clients,
+            "feature_flip": p.feature_flip or None,  # PrivacyParams' 0 = unused; a run config leaves it out
+            "feature_epsilon": p.feature_epsilon or None,
+            "label_flip": p.label_flip or None,
+            "label_epsilon": p.label_epsilon or None,
+            "budget_mix": p.budget_mix,
+            "n_sampled": p.n_sampled or 0,
+            "seed": self.seed,
+            "learners": tuple(n for n in spec.learners.names if n in names(oracles=False)),
+            "run_mode": "cohort" if spec.run.mode == "cohort" else "node",
+            # read in cohort mode only: the manifests of earlier sweeps list cohort_size = 1000 with any mode
+            "cohort_size": spec.run.cohort_size if spec.run.mode == "cohort" else None,
+            "run_name": self.key,
+            "extras": dict(pop.options) if not spec.is_dataset else {},
+        }
+
+    def fingerprint(self) -> str:
+        """What determines the cell's result: a finished cell file is reused only if this matches."""
+        spec = self.spec
+        if spec.task == "regression":
+            rc: dict[str, Any] = {
+                "privacy": self.privacy().__dict__,
+                "n": self.n_clients,
+                "seed": self.seed,
+                "dataset": spec.population.dataset,
+                "n_test": spec.population.n_test_per_class,
+            }
+        else:
+            rc = self.run_config().to_flwr()
+            for k in ("feature-flip", "feature-epsilon", "label-flip", "label-epsilon"):
+                if rc[k] == UNSET:  # fingerprinted as before unset became "" (finished cells stay valid)
+                    rc[k] = 0.0
+            for k in ("executor", "ray-address", "results-dir", "wave-size", "node-wait-timeout", "reply-timeout"):
+                rc.pop(k, None)
+            for k in _NEW_KEYS:  # at their defaults they leave the fingerprints of earlier cells unchanged
+                if rc.get(k) == DEFAULTS[k]:
+                    rc.pop(k, None)
+        rc["all-learners"] = list(spec.learners.names)
+        rc["mode"] = spec.run.mode
+        return hashlib.sha256(json.dumps(rc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:
+    """ε per record split: the label gets split.label·ε, the features split.features·ε, shared by the
+    fields a client releases (all D, or n_sampled of them: each released field gets
+    split.features·ε / m; a joint Gaussian block is one field and gets all of it). Randomised
+    response on features with one k becomes a flip probability. Mechanisms "paired" and "auto": no
+    split — ``feature_epsilon`` = ε_record, all of it to the pairs (each of m gets ε_record/m) or to
+    the planned release."""
+    from ..mechanisms import RandomizedResponse
+
+    if spec.privacy.mechanism in WHOLE_RECORD_FAMILIES:  # all of ε_record to the release (no label budget)
+        return PrivacyParams(**base, requested_eps_record=v, feature_epsilon=v)
+    D, k, _ = dataset_shape(spec.population.dataset)
+    s = spec.privacy.split
+    joint = spec.privacy.mechanism == "gaussian" and spec.privacy.gaussian_noise == "joint"
+    m = 1 if joint else spec.privacy.n_sampled or D
+    eps_feat = s["features"] * v / m
+    out = {"requested_eps_record": v, "label_epsilon": s["label"] * v}
+    if spec.privacy.mechanism == "rr" and k is not None:
+        try:
+            out["feature_flip"] = RandomizedResponse(k, epsilon=eps_feat).flip_prob
+        except ValidationError as exc:
+            raise ValidationError(
+                "privacy.epsilon_grid",
+                f"ε_record = {v:g} gives ε = {eps_feat:.3g} per feature on {m} released features: {exc}",
+            ) from None
+    else:
+        out["feature_epsilon"] = eps_feat
+    return PrivacyParams(**base, **out)

@@ -1,0 +1,143 @@
+"""The plots of a sweep's results: metric vs ε per record (one panel per N) and, with an N grid,
+metric vs N (one panel per grid point); PNG and SVG, from ``results.csv``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ValidationError
+from ._report import HUGE_EPSILON, METRICS, _fmt_eps, _is_oracle, _learner_order, aggregate, load_table, metric_of
+
+
+def _decorate(ax, xlabel: str, ylabel: str, title: str) -> None:
+    """Log x-axis, labels, title, grid and (if anything was drawn) a legend."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    ax.set_xscale("log")
+    xs = sorted({float(x) for line in ax.get_lines() for x in line.get_xdata() if np.isfinite(x) and x > 0})
+    if 1 < len(xs) <= 12:  # label the measured points themselves; log-scale minor labels overlap
+        ax.xaxis.set_major_locator(FixedLocator(xs))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_eps(v)))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8)
+
+
+#: one marker shape per learner (in the scenario's order), so learners on the same value stay visible
+MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h")
+
+
+def _mean_band(ax, pts: list[dict], xkey: str, name: str, reps: int, index: int = 0) -> None:
+    """One learner's mean line over ``pts`` (x from ``xkey``) with a ±1 sd band when repeated; a
+    point where the learner fell back to the intercept-only model in any repeat is drawn hollow."""
+    x = np.array([a[xkey] for a in pts], float)
+    m = np.array([a["mean"] for a in pts])
+    sd = np.array([a["sd"] for a in pts])
+    marker = MARKERS[index % len(MARKERS)]
+    size = 8 - 0.6 * (index % 5)  # later learners drawn smaller, on top: overlapping markers stay visible
+    (line,) = ax.plot(x, m, marker=marker, markersize=size, label=name, zorder=2 + index, **_style(name))
+    fell = np.array([a.get("fell_back", 0) > 0 for a in pts])
+    if fell.any():
+        ax.plot(
+            x[fell],
+            m[fell],
+            linestyle="none",
+            marker=marker,
+            markersize=size,
+            markerfacecolor="white",
+            markeredgecolor=line.get_color(),
+            zorder=2.5 + index,
+        )
+    if reps > 1:
+        ax.fill_between(x, m - sd, m + sd, color=line.get_color(), alpha=0.2, linewidth=0)
+
+
+def _style(name: str) -> dict:
+    return {"linestyle": "--"} if _is_oracle(name, "accuracy") else {}
+
+
+def _fallback_note(ax, agg: dict) -> None:
+    if any(a.get("fell_back") for a in agg.values()):
+        ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="0.3", label="fell back")
+
+
+def plot(out: str | Path) -> list[Path]:
+    """<metric>_vs_epsilon.{png,svg} (one panel per N) and, with an N grid, <metric>_vs_n.{png,svg};
+    the metric is accuracy, or MSE for regression scenarios."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out = Path(out)
+    cfg, table, missing = load_table(out)
+    if not table:
+        raise ValidationError("RESULTS_DIR", f"{str(out)!r} has no finished cells yet")
+    agg = aggregate(table)
+    learners = _learner_order(cfg)
+    G, Ns = max(len(cfg.grid), 1), cfg.n_grid
+    ylabel, stem, _ = METRICS[metric_of(cfg)]
+    xlabel = (
+        "ε per record (input block + label; label public: inputs only)"
+        if metric_of(cfg) == "mse"
+        else "ε per record (released features + label, composed)"
+    )
+    written = []
+    reps = cfg.scenario.repeats
+    band = f"mean ± sd over {reps} repeats" if reps > 1 else "1 repeat"
+    fig, axes = plt.subplots(1, len(Ns), figsize=(5.2 * len(Ns), 4.0), squeeze=False)
+    for j, ax in enumerate(axes[0]):
+        for li, name in enumerate(learners):
+            pts = sorted((agg[(g, j, name)] for g in range(G) if (g, j, name) in agg), key=lambda a: a["eps"])
+            pts = [a for a in pts if a["count"]]
+            if not pts:
+                continue
+            _mean_band(ax, pts, "eps", name, reps, li)
+        _fallback_note(ax, agg)
+        _decorate(ax, xlabel, ylabel, f"{cfg.name}: N = {Ns[j]:,} clients ({band})")
+    top = max(a["eps"] for a in agg.values())
+    if top > HUGE_EPSILON:
+        fig.text(
+            0.01,
+            0.005,
+            f"Note: ε per record up to {_fmt_eps(top)}; above {HUGE_EPSILON:g} local DP is a nominal guarantee:\n"
+            "read the axis as noise size.",
+            fontsize=7,
+            color="0.35",
+        )
+    fig.tight_layout(rect=(0, 0.05, 1, 1))
+    for ext in ("png", "svg"):
+        p = out / f"{stem}_vs_epsilon.{ext}"
+        fig.savefig(p, dpi=120)
+        written.append(p)
+    plt.close(fig)
+    if len(Ns) > 1:
+        fig, axes = plt.subplots(1, G, figsize=(5.2 * G, 4.0), squeeze=False)
+        for g, ax in enumerate(axes[0]):
+            eps_g = None
+            for li, name in enumerate(learners):
+                pts = [agg[(g, j, name)] for j in range(len(Ns)) if (g, j, name) in agg and agg[(g, j, name)]["count"]]
+                if not pts:
+                    continue
+                eps_g = pts[0]["eps"]
+                _mean_band(ax, pts, "n", name, reps, li)
+            _fallback_note(ax, agg)
+            _decorate(
+                ax,
+                "N (clients, one record each)",
+                ylabel,
+                f"ε per record = {_fmt_eps(eps_g) if eps_g is not None else '?'} ({band})",
+            )
+        fig.tight_layout()
+        for ext in ("png", "svg"):
+            p = out / f"{stem}_vs_n.{ext}"
+            fig.savefig(p, dpi=120)
+            written.append(p)
+        plt.close(fig)
+    return written

@@ -1,0 +1,251 @@
+"""Privacy-budget sweeps: run every cell of a scenario, write each as it finishes, resume.
+
+A cell is one population and one release of it (one federation) at one grid point, one N and one
+repeat; every learner is fitted in the cell (``runner.run_cell``). Offline cells run in parallel
+(Ray tasks or worker processes); Flower cells run one after another (each is a Ray simulation).
+
+Each finished cell is written atomically to ``OUT/cells/<key>.json``. A rerun skips every cell
+whose file exists with the same fingerprint (the parameters that decide its result), so a killed
+sweep resumes where it stopped and every cell ends up present exactly once. A cell's seed derives
+from (scenario seed, cell index) only: results do not depend on parallelism or order."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import FedrrError, ValidationError
+from ..io import write_json
+from ..parallel import ray_map_unordered
+from ._cells import CellSpec
+from ._manifest import manifest
+from ._resources import check_resources
+from ._runner import as_config_error, run_cell
+from ._spec import ScenarioSpec
+
+
+def _run_cell_in_worker(task: dict) -> dict:
+    """run_cell in a worker process, with any error turned into one that pickles intact."""
+    if task.get("start_dir"):  # a Ray worker may predate this run: its start directory comes with the task
+        from ..population import mark_start_dir
+
+        mark_start_dir(task["start_dir"])
+    try:
+        return run_cell(task["cell"], task["out"], task["executor"])
+    except (ValidationError, FedrrError):
+        raise
+    except Exception as exc:
+        raise FedrrError(f"{type(exc).__name__}: {exc}") from None
+
+
+def _worker_init() -> None:
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1)  # one BLAS thread per worker process: the workers are the parallelism
+
+
+def _run_cell_on_ray(task: dict) -> dict:
+    """A Ray task: one cell, one BLAS thread (the tasks are the parallelism)."""
+    _worker_init()
+    return _run_cell_in_worker(task)
+
+
+# ---------------------------------------------------------------------------------- sweeps
+@dataclass
+class SweepResult:
+    out: Path
+    computed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def is_done(cell: CellSpec, out: Path) -> bool:
+    p = out / "cells" / f"{cell.key}.json"
+    if not p.exists():
+        return False
+    try:
+        rec = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return rec.get("status") == "done" and rec.get("fingerprint") == cell.fingerprint()
+
+
+def preflight(spec: ScenarioSpec) -> None:
+    """Checks that need the dataset (mechanism vs feature types, test split size, ε too small or
+    large for a flip probability) and the memory estimate, before any cell starts."""
+    first = spec.cells()[:1] or [CellSpec(spec, 0, 0, 0)]
+    for cell in [CellSpec(spec, g, 0, 0) for g in range(max(len(spec.grid), 1))]:
+        cell.privacy()
+    check_resources(spec)
+    pop = spec.population
+    if spec.task == "regression":
+        from ._regression import load_regression_data
+
+        N = load_regression_data(pop.dataset)[0].shape[0]
+        if max(spec.n_grid) + pop.n_test_per_class > N:
+            raise ValidationError(
+                "population.n_clients",
+                f"{max(spec.n_grid)} clients + {pop.n_test_per_class} test "
+                f"rows (n_test_per_class) exceed the {N} rows of {pop.dataset!r}",
+            )
+        return
+    from ..population import build_population
+
+    if spec.is_dataset:
+        try:
+            build_population(first[0].run_config()).test_set()
+        except ValidationError as exc:
+            raise as_config_error(exc, first[0]) from None
+    else:  # a custom population: it imports, builds at the smallest N, and gives client 0 a mechanism
+        cell = min(first + [CellSpec(spec, 0, n, 0) for n in range(len(spec.n_grid))], key=lambda c: c.n_clients)
+        try:
+            pop = build_population(cell.run_config())
+            if not pop.mechanism(0).epsilon > 0:
+                raise ValidationError("population.population", "client 0's mechanism states no ε > 0")
+        except ValidationError as exc:
+            raise as_config_error(exc, cell) from None
+        except Exception as exc:
+            raise ValidationError(
+                "population.population", f"{spec.population.population} failed to build: {type(exc).__name__}: {exc}"
+            ) from None
+
+
+def _one_ray(mode: str):
+    """Flower cells, one after another, on one Ray instance (``_compat.ray_kept_up``: Flower would
+    start and stop Ray for every cell); nothing to keep for offline cells."""
+    if mode == "offline":
+        return contextlib.nullcontext(lambda: None)
+    from ..federation import ray_kept_up
+
+    return ray_kept_up()
+
+
+def sweep(
+    spec: ScenarioSpec,
+    out: str | Path,
+    *,
+    grid_indices: list[int] | None = None,
+    workers: int | None = None,
+    progress: bool | None = None,
+    log: Callable[[str], None] = print,
+    argv: list[str] | None = None,
+    parallel: str | None = None,
+) -> SweepResult:
+    """Run the scenario's cells (all, or those at ``grid_indices``) into ``out``; skip finished ones.
+    Offline cells run ``workers`` at a time on Ray or in a process pool (``parallel``, default the
+    config's ``run.parallel``); Flower cells run one after another (each is a Ray simulation)."""
+    from tqdm.auto import tqdm
+
+    t0 = time.perf_counter()
+    out = Path(out)
+    from ..population import mark_start_dir
+
+    start_dir = mark_start_dir()  # worker processes and Ray workers import populations from there too
+    for note in spec.notes:  # a budget the user did not set, said once at the start
+        log(note)
+    preflight(spec)
+    (out / "cells").mkdir(parents=True, exist_ok=True)
+    for stale in (out / "cells").glob(".*.tmp"):  # a write cut short by a kill: never a finished cell
+        stale.unlink(missing_ok=True)
+    man_path = out / "manifest.json"
+    man = manifest(spec, argv)
+    if man_path.exists():
+        try:
+            old = json.loads(man_path.read_text())
+            man["first_started_at"] = old.get("first_started_at", old.get("started_at"))
+        except (OSError, json.JSONDecodeError):
+            pass
+    write_json(man_path, man)
+    all_cells = spec.cells(grid_indices)
+    res = SweepResult(out)
+    todo = []
+    for c in all_cells:
+        if is_done(c, out):
+            res.skipped.append(c.key)
+        else:
+            todo.append(c)
+    if res.skipped:
+        log(f"[fedrr] {len(res.skipped)} of {len(all_cells)} cells already finished in {out}/cells (skipped)")
+    mode = spec.run.mode
+    n_workers = workers if workers is not None else (spec.run.workers or os.cpu_count() or 1)
+    n_workers = max(1, min(n_workers, len(todo))) if mode == "offline" else 1
+    executor = "serial" if n_workers > 1 else None
+    tasks = {c.key: {"cell": c, "out": str(out), "executor": executor, "start_dir": start_dir} for c in todo}
+    bar = tqdm(
+        total=len(all_cells),
+        initial=len(res.skipped),
+        desc=f"{spec.name} cells",
+        unit="cell",
+        disable=(not progress) if progress is not None else None,
+        file=sys.stderr,
+    )
+
+    def done(key: str, rec: dict | None, err: BaseException | None) -> None:
+        bar.update(1)
+        if err is not None:
+            res.failed[key] = f"{type(err).__name__}: {err}"
+            bar.write(f"[fedrr] cell {key} FAILED: {res.failed[key]}")
+            return
+        res.computed.append(key)
+        metric = rec.get("metric", "accuracy")
+        accs = ", ".join(f"{n} {e[metric]:.4g}" if metric in e else f"{n} error" for n, e in rec["learners"].items())
+        bar.write(
+            f"[fedrr] cell {key}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}: {accs} "
+            f"({rec['seconds']:.0f} s)"
+        )
+
+    parallel = parallel if parallel is not None else spec.run.parallel
+    if parallel not in ("ray", "processes"):
+        raise ValidationError("run.parallel", f"must be 'ray' or 'processes', got {parallel!r}")
+    try:
+        if n_workers > 1 and parallel == "ray":
+            ray_map_unordered(_run_cell_on_ray, tasks, n_workers, spec.run.ray_address, done, fatal=(ValidationError,))
+        elif n_workers > 1:
+            import multiprocessing as mp
+
+            with ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
+                futs = {pool.submit(_run_cell_in_worker, t): k for k, t in tasks.items()}
+                pending = set(futs)
+                try:
+                    while pending:
+                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        for f in finished:
+                            err = f.exception()
+                            done(futs[f], None if err else f.result(), err)
+                except BaseException:
+                    for f in pending:
+                        f.cancel()
+                    raise
+        else:
+            with _one_ray(mode if tasks else "offline") as restart:
+                for key, t in tasks.items():
+                    try:
+                        rec = run_cell(t["cell"], t["out"], t["executor"])
+                    except ValidationError:
+                        raise
+                    except Exception as exc:  # one failed cell must not lose the others
+                        done(key, None, exc)
+                        restart()  # nor leave them a Ray instance it may have broken
+                    else:
+                        done(key, rec, None)
+    finally:
+        bar.close()
+    res.seconds = time.perf_counter() - t0
+    man["finished_at"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    man["cells"] = {
+        "total": len(all_cells),
+        "computed": len(res.computed),
+        "skipped": len(res.skipped),
+        "failed": res.failed,
+    }
+    man["seconds"] = res.seconds
+    write_json(man_path, man)
+    return res

@@ -1,0 +1,438 @@
+"""The release planner: which record release gives the learners the most precise statistics for a
+budget ε per person, n records and the schema (k_j states per attribute, C classes).
+
+What the learners need. Naive Bayes and spread-EM's association signal rest on the pair tables
+P(x_j = s, y = c) of every attribute j, and on the class prior P(y = c). The planner predicts, for
+each candidate design, the variance of the unbiased estimate of every such cell from n records, and
+picks the design with the least **total** variance
+
+    score = Σ_j Σ_{s,c} Var P̂_j(s, c) + Σ_c Var P̂(y = c),
+
+the expected squared L2 error E‖P̂ − P‖² of all the tables together. The total (not the mean) is the
+loss of the whole set of tables; every design estimates the same Σ_j k_j·C + C cells, so the mean
+ranks the designs identically.
+
+Candidates (``plan_release``), for m = 1 … min(F, max_sampled) sampled attributes per person:
+
+* **paired**: each sampled pair (x_j, y) as one value of the k_j·C domain through one frequency
+  oracle at ε/m (``PairedRecordMechanism``), the oracle with the least rare-value variance for
+  k_j·C values at ε/m (``frequency_oracle``);
+* **split**: the label by C-ary randomised response at λ·ε, and each of m sampled attributes by its
+  own least-variance oracle at (1 − λ)·ε/m (``RecordMechanism``), for λ in ``label_shares``
+  (default 0.25, 0.5, 0.75).
+
+Variance formulas (exact per report; the tests check each against Monte Carlo). Every oracle fedrr
+builds (k-RR, OUE, OLH) reports, for each value u of its domain, an indicator b_u ("the report
+supports u") with P(b_u = 1 | v) = α if u = v else β (RR: keep and other probabilities; OUE: p, q;
+OLH: p, q*), and debiases it as û_u = (b_u − β)/(α − β), E[û_u | v] = 1{u = v}. Hence
+
+    E[û_u² | v] = g₁ = 1 + α(1 − α)/(α − β)²  if u = v,    g₀ = β(1 − β)/(α − β)²  otherwise
+
+(g₀ is Wang et al.'s Var*, ``rare_value_variance``). With π the table of (x_j, y) in the population:
+
+* paired, cell v = (s, c) of attribute j, one report: Var = g₀ + (g₁ − g₀)·π_v − π_v²;
+* split, the joint debiasing of (attribute report, label report): P̂(s, c) = mean of û_A[s]·û_L[c]
+  (for RR × RR this IS (M_A ⊗ M_L)⁻¹ applied to the empirical joint, since the inverse of a
+  Kronecker product is the Kronecker product of the inverses), whose second moment factorises given
+  (x, y) because the two channels' noise is independent: Var = (G_A π G_Lᵀ)[s, c] − π[s, c]², with
+  G[s, x] = g₁ if s = x else g₀ for each channel;
+* attribute sampling: attribute j is released by n_j ≈ n·m/F people (each draws m of F uniformly),
+  and P̂_j is the mean over them, so Var P̂_j(s, c) = Var(one report)·F/(m·n) (= V/E[n_j]; E[1/n_j]
+  exceeds 1/E[n_j] by a relative (1 − m/F)·F/(n·m), below 10⁻³ for Adult);
+* class prior, split: the label reports of all n people, Var = (g₀ + (g₁ − g₀)ρ_c − ρ_c²)/n for the
+  label's k-RR, ρ the class distribution;
+* class prior, paired: the mean over the F attributes of the column sums Z_jc = Σ_s û_{(s,c)},
+  Var = [(m/F)·Σ_j E Z_jc² + m(m − 1)ρ_c − m²ρ_c²]/(n·m²) (one person's m sampled attributes carry
+  independent noise, so E[Z_jc Z_j'c] = ρ_c for j ≠ j'). E Z_jc² needs the cross moments
+  E[b_u b_w | v] of two values of one report: 0 for RR (one value is reported), the product for OUE
+  (independent bits), and for OLH the average over every seed of its hash family (exact enumeration,
+  up to ``_OLH_ENUMERATION`` seed × value pairs; beyond, the pairwise-independence approximation
+  P(H(u) = H(w) = H(v)) ≈ c², c the family's collision probability, marked in ``describe()``).
+
+Reference distribution: the variances depend on π only through the π_v terms above, which are small
+next to g₀ for the rare cells that decide the ranking. By default π is uniform on every pair table
+(each cell 1/(k_j·C), classes 1/C); ``reference=`` takes F tables (k_j, C), e.g. a public prior.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .._params import Interval, IsNone, ListOf, check_param
+from ..errors import ValidationError
+from ._discrete import MAX_STATES, DiscreteMechanism, RandomizedResponse
+from ._hashing import LocalHashing
+from ._oracles import frequency_oracle
+from ._paired import MAX_CLASSES, PairedRecordMechanism
+from ._record import MAX_FEATURES, RecordMechanism
+from ._unary import UnaryEncoding
+
+#: the label's share λ of ε in the split designs the planner compares
+LABEL_SHARES = (0.25, 0.5, 0.75)
+#: most attributes per person the planner tries by default (m = 1 … min(F, this))
+MAX_PLANNED_SAMPLED = 16
+#: OLH class-prior moments are enumerated over every seed when n_seeds·k_j·C ≤ this (k_j·C ≲ 370)
+_OLH_ENUMERATION = 5 * 10**7
+
+_SHORT = {RandomizedResponse.kind: "rr", UnaryEncoding.kind: "oue", LocalHashing.kind: "olh"}
+
+_CONSTRAINTS = {
+    "n_states": [ListOf(Interval(int, 2, None), distinct=False)],
+    "n_classes": [Interval(int, 2, MAX_CLASSES)],
+    "epsilon": [Interval(float, 0, None, closed="neither")],
+    "n_records": [Interval(int, 1, None)],
+    "label_shares": [ListOf(Interval(float, 0, 1, closed="neither"))],
+    "max_sampled": [IsNone(), Interval(int, 1, None)],
+}
+
+
+# --- per-report moments ------------------------------------------------------------------------
+def support_probabilities(oracle: DiscreteMechanism) -> tuple[float, float]:
+    """(α, β): P(the report supports u | v) for u = v and for u ≠ v (RR keep/other, OUE p/q, OLH p/q*)."""
+    if isinstance(oracle, RandomizedResponse):
+        return oracle.keep_prob, oracle.other_prob
+    if isinstance(oracle, UnaryEncoding):
+        return oracle.p, oracle.q
+    if isinstance(oracle, LocalHashing):
+        return oracle.p, oracle.q_star
+    raise ValidationError(
+        "oracle", f"must be RandomizedResponse, UnaryEncoding or LocalHashing, got {type(oracle).__name__}"
+    )
+
+
+def debiased_second_moments(oracle: DiscreteMechanism) -> tuple[float, float]:
+    """(g₀, g₁): E[û_u² | v] for u ≠ v and u = v, û_u = (b_u − β)/(α − β) the debiased indicator."""
+    a, b = support_probabilities(oracle)
+    d2 = (a - b) ** 2
+    return b * (1 - b) / d2, 1.0 + a * (1 - a) / d2
+
+
+def paired_cell_variance(oracle: DiscreteMechanism, table: np.ndarray) -> np.ndarray:
+    """(k, C): the variance of ONE paired report's unbiased estimate of each cell P(x_j = s, y = c),
+    records drawn from ``table`` (k, C); the pair (s, c) is the oracle's value s·C + c."""
+    g0, g1 = debiased_second_moments(oracle)
+    return g0 + (g1 - g0) * table - table**2
+
+
+def split_cell_variance(attribute: DiscreteMechanism, label: DiscreteMechanism, table: np.ndarray) -> np.ndarray:
+    """(k, C): the variance of ONE split report's unbiased estimate û_A[s]·û_L[c] of P(x_j = s, y = c)
+    (the joint debiasing of the attribute's and the label's reports), records drawn from ``table``."""
+    k, C = table.shape
+    a0, a1 = debiased_second_moments(attribute)
+    l0, l1 = debiased_second_moments(label)
+    GA = np.full((k, k), a0) + (a1 - a0) * np.eye(k)
+    GL = np.full((C, C), l0) + (l1 - l0) * np.eye(C)
+    return GA @ table @ GL.T - table**2
+
+
+def label_prior_variance(label: DiscreteMechanism, rho: np.ndarray) -> np.ndarray:
+    """(C,): the variance of one label report's unbiased estimate of each P(y = c), classes from ρ."""
+    g0, g1 = debiased_second_moments(label)
+    return g0 + (g1 - g0) * rho - rho**2
+
+
+def paired_column_second_moment(oracle: DiscreteMechanism, table: np.ndarray) -> tuple[np.ndarray, bool]:
+    """(C,) E[Z_c²] with Z_c = Σ_s û_{(s,c)} one paired report's estimate of P(y = c), records drawn from
+    ``table`` (k, C); and whether it is exact (False: OLH beyond the enumeration limit)."""
+    k, C = table.shape
+    a, b = support_probabilities(oracle)
+    g0, g1 = debiased_second_moments(oracle)
+    pi = table.reshape(-1)  # pair value v = s·C + c
+    K = pi.size
+    col = np.arange(K) % C  # the class of each pair value
+    in_col = col[None, :] == np.arange(C)[:, None]  # (C, K): v in column c
+    # Σ_{u∈S_c} E[b_u | v] = kβ + (α − β)·1{v ∈ S_c}
+    first = k * b + (a - b) * in_col
+    B2, exact = _cross_support(oracle, k, C, a, b)  # (C, K): E[Σ_{u≠w ∈ S_c} b_u b_w | v]
+    cross = (B2 - 2 * b * (k - 1) * first + k * (k - 1) * b * b) / (a - b) ** 2
+    diag = k * g0 + (g1 - g0) * in_col
+    return (diag + cross) @ pi, exact
+
+
+def _cross_support(oracle: DiscreteMechanism, k: int, C: int, a: float, b: float) -> tuple[np.ndarray, bool]:
+    K = k * C
+    in_col = (np.arange(K) % C)[None, :] == np.arange(C)[:, None]
+    if isinstance(oracle, RandomizedResponse):  # one value is reported: b_u b_w = 0 for u ≠ w
+        return np.zeros((C, K)), True
+    if isinstance(oracle, UnaryEncoding):  # independent bits: (Σ μ_u)² − Σ μ_u²
+        s1 = k * b + (a - b) * in_col
+        s2 = k * b * b + (a * a - b * b) * in_col
+        return s1**2 - s2, True
+    # OLH: Σ_{u≠w∈S} b_u b_w = N(Y)² − N(Y), N(y) = #{u ∈ S: H(u) = y}; given the seed and v,
+    # Y = H(v) with probability p, else each other bucket with probability `other`.
+    o: LocalHashing = oracle  # type: ignore[assignment]
+    p, other, g = o.p, o.other, o.g
+    exact = o.n_seeds * K <= _OLH_ENUMERATION
+    if exact:
+        seeds_all = np.arange(o.n_seeds)
+    else:  # a fixed uniform subset of the seeds: an unbiased estimate of the seed average
+        size = max(1000, _OLH_ENUMERATION // K)
+        seeds_all = np.sort(np.random.default_rng(0).choice(o.n_seeds, size=min(size, o.n_seeds), replace=False))
+    acc = np.zeros((C, K))
+    states = np.arange(K)
+    chunk = max(1, 2 * 10**6 // K)
+    for start in range(0, seeds_all.size, chunk):
+        seeds = seeds_all[start : start + chunk]
+        h = o.hash(seeds[:, None], states[None, :])  # (B, K)
+        B = seeds.size
+        rows = np.arange(B)[:, None]
+        for cc in range(C):
+            hS = h[:, cc::C]  # the k values of column c: v = s·C + c
+            N = np.bincount((hS + g * rows).ravel(), minlength=B * g).reshape(B, g)
+            sumN2 = (N.astype(float) ** 2).sum(axis=1)
+            Nv = N[rows, h].astype(float)  # (B, K): N(H(v))
+            acc[cc] += (other * (sumN2 - k))[:, None].sum(axis=0) + (p - other) * (Nv**2 - Nv).sum(axis=0)
+    return acc / seeds_all.size, exact
+
+
+# --- candidates ---------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Candidate:
+    """One design the planner scored: ``design`` "paired" or "split", ``n_sampled`` = m attributes per
+    person, ``label_share`` = λ (split only), the oracle kind of each attribute (``oracles``) and the
+    label's (split only), the predicted variance of every pair-table cell with n records
+    (``cell_variance``: one (k_j, C) array per attribute) and of the class prior (``prior_variance``),
+    and ``score`` = their total."""
+
+    design: str
+    n_sampled: int
+    label_share: float | None
+    oracles: tuple[str, ...]
+    label_oracle: str | None
+    cell_variance: tuple[np.ndarray, ...] = field(repr=False)
+    prior_variance: np.ndarray = field(repr=False)
+    exact: bool = True
+
+    @property
+    def score(self) -> float:
+        return float(sum(v.sum() for v in self.cell_variance) + self.prior_variance.sum())
+
+    @property
+    def n_cells(self) -> int:
+        return int(sum(v.size for v in self.cell_variance) + self.prior_variance.size)
+
+    def name(self) -> str:
+        if self.design == "paired":
+            return f"paired, m={self.n_sampled}"
+        return f"split λ={self.label_share:g}, m={self.n_sampled}"
+
+    def oracle_summary(self) -> str:
+        counts: dict[str, int] = {}
+        for k in self.oracles:
+            counts[_SHORT[k]] = counts.get(_SHORT[k], 0) + 1
+        text = " ".join(f"{n}×{k}" for k, n in counts.items())
+        return text + ("" if self.label_oracle is None else f" + label {_SHORT[self.label_oracle]}")
+
+
+@dataclass(frozen=True, eq=False)
+class ReleasePlan:
+    """What ``plan_release`` returns: the chosen ``mechanism`` (a ``PairedRecordMechanism`` or a
+    ``RecordMechanism``), every scored ``candidates`` (best first) and the inputs. ``describe()`` is the
+    readable reason."""
+
+    mechanism: PairedRecordMechanism | RecordMechanism
+    candidates: tuple[Candidate, ...]
+    n_states: tuple[int, ...]
+    n_classes: int
+    epsilon: float
+    n_records: int
+    reference: str
+
+    @property
+    def best(self) -> Candidate:
+        return self.candidates[0]
+
+    def describe(self, top: int | None = None) -> str:
+        """A text table of the candidates, the chosen one first: total predicted variance of the pair
+        tables and class prior, its ratio to the best, and the RMS error per cell."""
+        best = self.best.score
+        rows = self.candidates if top is None else self.candidates[:top]
+        F, C = len(self.n_states), self.n_classes
+        lines = [
+            f"Release plan: ε = {self.epsilon:g} per person, n = {self.n_records} records, F = {F} attributes "
+            f"(k = {', '.join(map(str, self.n_states))}), C = {C} classes; reference: {self.reference}.",
+            f"Chosen: {self.best.name()} ({self.best.oracle_summary()}) -> {self.mechanism!r}",
+            "Score: total predicted variance of every pair-table cell P(x_j=s, y=c) and the class prior "
+            f"({self.best.n_cells} cells), from n records.",
+            "",
+            f"{'rank':>4}  {'design':<22} {'oracles':<28} {'total var':>11} {'× best':>8} {'RMS/cell':>9}",
+        ]
+        for i, c in enumerate(rows, 1):
+            mark = "" if c.exact else " ≈"
+            lines.append(
+                f"{i:>4}  {c.name():<22} {c.oracle_summary():<28} {c.score:>11.4g} {c.score / best:>8.2f} "
+                f"{math.sqrt(c.score / c.n_cells):>9.3g}{mark}"
+            )
+        if top is not None and len(self.candidates) > top:
+            lines.append(f"      … {len(self.candidates) - top} more candidates")
+        if not all(c.exact for c in rows):
+            lines.append("≈: an OLH class-prior moment averaged over a random subset of hash seeds (module doc).")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.describe()
+
+
+def _reference_tables(reference: Any, ks: tuple[int, ...], C: int) -> tuple[list[np.ndarray], str]:
+    if reference is None:
+        return [np.full((k, C), 1.0 / (k * C)) for k in ks], "uniform pair tables"
+    try:
+        items = list(reference)
+    except TypeError:
+        raise ValidationError("reference", f"must be None or {len(ks)} tables (k_j, C), got {reference!r}") from None
+    if len(items) != len(ks):
+        raise ValidationError("reference", f"must give one (k_j, C) table per attribute ({len(ks)}), got {len(items)}")
+    tables = []
+    for j, (t, k) in enumerate(zip(items, ks)):
+        try:
+            arr = np.asarray(t, dtype=float)
+        except (TypeError, ValueError):
+            raise ValidationError(f"reference[{j}]", "must be a table of probabilities") from None
+        if arr.shape != (k, C):
+            raise ValidationError(f"reference[{j}]", f"must have shape ({k}, {C}), got {arr.shape}")
+        if not np.all(np.isfinite(arr)) or np.any(arr < 0) or abs(arr.sum() - 1) > 1e-6:
+            raise ValidationError(f"reference[{j}]", "must be non-negative and sum to 1")
+        tables.append(arr / arr.sum())
+    return tables, "the given reference tables"
+
+
+def _score_paired(oracles, ks, C, m, n, tables, rho) -> Candidate:
+    F = len(ks)
+    cells, moments, exact = [], [], True
+    for o, t in zip(oracles, tables):
+        cells.append(paired_cell_variance(o, t) * F / (m * n))
+        mom, ex = paired_column_second_moment(o, t)
+        moments.append(mom)
+        exact &= ex
+    total_second = np.sum(moments, axis=0)
+    prior = ((m / F) * total_second + m * (m - 1) * rho - m * m * rho**2) / (n * m * m)
+    kinds = tuple(o.kind for o in oracles)
+    return Candidate("paired", m, None, kinds, None, tuple(cells), prior, exact)
+
+
+def _score_split(oracles, label, lam, ks, m, n, tables, rho) -> Candidate:
+    F = len(ks)
+    cells = [split_cell_variance(o, label, t) * F / (m * n) for o, t in zip(oracles, tables)]
+    prior = label_prior_variance(label, rho) / n
+    return Candidate("split", m, lam, tuple(o.kind for o in oracles), label.kind, tuple(cells), prior)
+
+
+def _least_variance_oracles(ks: Sequence[int], epsilon: float) -> list[DiscreteMechanism]:
+    built: dict[int, DiscreteMechanism] = {}
+    for k in ks:
+        if k not in built:
+            built[k] = frequency_oracle(k, epsilon)
+    return [built[k] for k in ks]
+
+
+def predicted_variance(
+    mechanism: PairedRecordMechanism | RecordMechanism, n_records: int, *, reference: Sequence[Any] | None = None
+) -> Candidate:
+    """The planner's prediction for a given record mechanism: a ``Candidate`` holding the variance of the
+    unbiased estimate of every pair-table cell P(x_j = s, y = c) and of the class prior from
+    ``n_records`` releases (formulas in the module doc), evaluated at ``reference`` (None: uniform).
+
+    ``mechanism``: a ``PairedRecordMechanism``, or a ``RecordMechanism`` whose fields are each one
+    discrete frequency oracle (k-RR, OUE or OLH) and whose label is randomised response (a split
+    release; without attribute sampling m = F)."""
+    n = check_param("n_records", n_records, _CONSTRAINTS["n_records"])
+    if isinstance(mechanism, PairedRecordMechanism):
+        ks, C = mechanism.n_states, mechanism.n_classes
+        tables, _ = _reference_tables(reference, ks, C)
+        rho = np.mean([t.sum(axis=0) for t in tables], axis=0)
+        return _score_paired(list(mechanism.oracles), ks, C, mechanism.n_sampled, n, tables, rho)
+    if not isinstance(mechanism, RecordMechanism):
+        raise ValidationError(
+            "mechanism", f"must be a PairedRecordMechanism or a RecordMechanism, got {type(mechanism).__name__}"
+        )
+    oracles = [f.mechanism for f in mechanism.fields]
+    if not all(isinstance(o, (RandomizedResponse, UnaryEncoding, LocalHashing)) for o in oracles):
+        raise ValidationError("mechanism", "every field of a split release must be a k-RR, OUE or OLH oracle")
+    if not isinstance(mechanism.label, RandomizedResponse):
+        raise ValidationError("mechanism", "a split release needs a RandomizedResponse label mechanism")
+    ks, C = tuple(o.k for o in oracles), mechanism.label.k
+    tables, _ = _reference_tables(reference, ks, C)
+    rho = np.mean([t.sum(axis=0) for t in tables], axis=0)
+    m = mechanism.n_sampled or len(oracles)
+    lam = mechanism.label.epsilon / mechanism.epsilon
+    return _score_split(oracles, mechanism.label, lam, ks, m, n, tables, rho)
+
+
+def build_mechanism(
+    candidate: Candidate, n_states: Sequence[int], n_classes: int, epsilon: float
+) -> PairedRecordMechanism | RecordMechanism:
+    """The record mechanism of a scored candidate (its oracles as scored)."""
+    m = candidate.n_sampled
+    if candidate.design == "paired":
+        return PairedRecordMechanism(n_states, n_classes, epsilon, n_sampled=m, oracle=list(candidate.oracles))
+    lam = candidate.label_share
+    feats = _least_variance_oracles(n_states, (1 - lam) * epsilon / m)
+    return RecordMechanism(feats, RandomizedResponse(n_classes, epsilon=lam * epsilon), n_sampled=m)
+
+
+def plan_release(
+    n_states: Sequence[int],
+    n_classes: int,
+    epsilon: float,
+    n_records: int,
+    *,
+    reference: Sequence[Any] | None = None,
+    label_shares: Sequence[float] = LABEL_SHARES,
+    max_sampled: int | None = None,
+) -> ReleasePlan:
+    """Plan one person's release for learning from ``n_records`` records with ε per person: score the
+    paired and split designs for m = 1 … min(F, ``max_sampled`` or 16) sampled attributes (split: label
+    share λ in ``label_shares``) by the total predicted variance of the pair tables P(x_j = s, y = c)
+    and the class prior (see the module doc for the formulas), and return a ``ReleasePlan`` whose
+    ``mechanism`` is the best design's and whose ``describe()`` tabulates every candidate.
+
+    ``reference``: None (uniform pair tables) or one (k_j, C) probability table per attribute, the
+    distribution the variances are evaluated at (a public prior; never the private records).
+
+    Every predicted variance is proportional to 1/``n_records``, so n scales the reported errors but
+    does not change the ranking; plan_release is deterministic (the same plan on every machine)."""
+    if isinstance(n_states, np.ndarray):
+        n_states = n_states.tolist()
+    if isinstance(label_shares, np.ndarray):
+        label_shares = label_shares.tolist()
+    ks = check_param("n_states", n_states, _CONSTRAINTS["n_states"])
+    C = check_param("n_classes", n_classes, _CONSTRAINTS["n_classes"])
+    eps = check_param("epsilon", epsilon, _CONSTRAINTS["epsilon"])
+    n = check_param("n_records", n_records, _CONSTRAINTS["n_records"])
+    shares = check_param("label_shares", label_shares, _CONSTRAINTS["label_shares"])
+    cap = check_param("max_sampled", max_sampled, _CONSTRAINTS["max_sampled"])
+    if len(ks) > MAX_FEATURES:
+        raise ValidationError("n_states", f"must list at most {MAX_FEATURES} attributes, got {len(ks)}")
+    for j, k in enumerate(ks):
+        if k * C > MAX_STATES:
+            raise ValidationError(f"n_states[{j}]", f"times n_classes must be <= {MAX_STATES}, got {k}·{C}")
+    tables, ref_text = _reference_tables(reference, ks, C)
+    rho = np.mean([t.sum(axis=0) for t in tables], axis=0)
+    F = len(ks)
+    top_m = min(F, MAX_PLANNED_SAMPLED if cap is None else cap)
+    cands: list[Candidate] = []
+    skipped: list[str] = []
+    for m in range(1, top_m + 1):
+        try:
+            pair_oracles = _least_variance_oracles([k * C for k in ks], eps / m)
+            cands.append(_score_paired(pair_oracles, ks, C, m, n, tables, rho))
+        except ValidationError as exc:  # ε/m too small (or large) for an oracle on some domain
+            skipped.append(f"paired m={m}: {exc}")
+        for lam in shares:
+            try:
+                label = RandomizedResponse(C, epsilon=lam * eps)
+                attr = _least_variance_oracles(ks, (1 - lam) * eps / m)
+                cands.append(_score_split(attr, label, lam, ks, m, n, tables, rho))
+            except ValidationError as exc:
+                skipped.append(f"split λ={lam:g} m={m}: {exc}")
+    if not cands:
+        raise ValidationError("epsilon", f"no release design can be built at ε = {eps:g}: {skipped[0]}")
+    order = sorted(range(len(cands)), key=lambda i: (cands[i].score, i))  # ties: fewer attributes, paired first
+    ranked = tuple(cands[i] for i in order)
+    mech = build_mechanism(ranked[0], ks, C, eps)
+    return ReleasePlan(mech, ranked, tuple(ks), C, eps, n, ref_text)
