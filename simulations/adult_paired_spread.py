@@ -8,7 +8,8 @@ frequency oracle at the full ε (``PairedRecordMechanism(schema.states(), 2, ε,
 ``--n-sampled 2``: two pairs at ε/2 each).
 
 1. Selection (training rows only): 20 % of the training rows are held out as a clean validation set;
-   the other 80 % are released (seed 0), every (prior, C) of ``--grid`` is fitted on them, and the
+   the other 80 % are released (seed 0), every (prior, C) of ``--grid`` is fitted on them (a prior
+   "latent-class/M": ``prior="latent-class"`` with M components), and the
    configuration with the best validation accuracy is kept, per ε. The test file plays no part.
 2. Headline: the chosen ``SpreadLogisticRegression(encoding="onehot", prior, C)`` and ``LDPNaiveBayes``
    fitted on releases of ALL training rows, ``--seeds`` seeds; accuracy, balanced accuracy and AUC on
@@ -69,8 +70,11 @@ def release(X, y, ks, eps, m, seed):
 
 
 def fit_spread(Xt, yt, mech, prior, C, seed, max_iter):
+    """``prior`` as the estimator takes it, or "latent-class/M": the latent-class prior of M components."""
     t = time.perf_counter()
-    est = SpreadLogisticRegression(C=C, prior=prior, encoding="onehot", max_iter=max_iter, random_state=seed)
+    name, _, m = prior.partition("/")
+    kw = {"n_latent_classes": int(m)} if m else {}
+    est = SpreadLogisticRegression(C=C, prior=name, encoding="onehot", max_iter=max_iter, random_state=seed, **kw)
     est.fit(Xt, yt, mechanism=mech)
     return est, time.perf_counter() - t
 
