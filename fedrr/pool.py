@@ -34,6 +34,21 @@ def validate_release_arrays(
     """One node's reply, as arrays (x, y, client_id, mechanism_index) and the JSON list of its
     record mechanisms' specs -> a validated Release, or ReplyRejected naming what was wrong."""
     x, y, cid, midx = parts["x"], parts["y"], parts["client_id"], parts["mechanism_index"]
+    _check_reply_arrays(x, y, cid, midx, n_features, expected_ids)
+    mechs = _parse_mechanism_specs(specs_json, x.shape[1])
+    if midx.min() < 0 or midx.max() >= len(mechs):
+        raise ReplyRejected("malformed", f"mechanism_index outside [0, {len(mechs) - 1}]")
+    for j, mech in enumerate(mechs):
+        rows = midx == j
+        if rows.any():
+            _check_mechanism_rows(mech, x, y, rows)
+    return Release(
+        x, y, cid.astype(np.int64), midx.astype(np.int64), tuple(json.dumps(m.to_spec(), sort_keys=True) for m in mechs)
+    )
+
+
+def _check_reply_arrays(x, y, cid, midx, n_features: int | None, expected_ids: set[int] | None) -> None:
+    """The reply's arrays: shapes, dtypes, no inf, client ids asked for and distinct."""
     if x.ndim != 2 or x.shape[0] < 1 or x.shape[0] > MAX_RECORDS_PER_REPLY:
         raise ReplyRejected("wrong_shape", f"x must be (m, D) with 1 <= m <= {MAX_RECORDS_PER_REPLY}, got {x.shape}")
     m = x.shape[0]
@@ -56,15 +71,19 @@ def validate_release_arrays(
         )
     if len(set(cid.tolist())) != m:
         raise ReplyRejected("malformed", "duplicate client ids in one reply")
+
+
+def _parse_mechanism_specs(specs_json: Any, n_columns: int) -> tuple:
+    """The JSON list of record mechanism specs -> the mechanisms, each on exactly ``n_columns`` features."""
     try:
         specs = json.loads(str(specs_json))
         if not isinstance(specs, list) or not specs:
             raise ValueError("not a non-empty list")
         specs = [json.loads(s) if isinstance(s, str) else s for s in specs]
         for spec in specs:  # before building anything: a spec must cover exactly x's columns
-            if not isinstance(spec, dict) or spec.get("n_features") != x.shape[1]:
-                raise ValueError(f"each spec must be a record mechanism on the reply's {x.shape[1]} features")
-        mechs = tuple(record_mechanism_from_spec(s) for s in specs)
+            if not isinstance(spec, dict) or spec.get("n_features") != n_columns:
+                raise ValueError(f"each spec must be a record mechanism on the reply's {n_columns} features")
+        return tuple(record_mechanism_from_spec(s) for s in specs)
     except (
         ValueError,
         TypeError,
@@ -73,33 +92,29 @@ def validate_release_arrays(
         RecursionError,
     ) as exc:  # RecursionError: absurdly nested JSON
         raise ReplyRejected("unknown_mechanism", f"mechanism specs not understood: {str(exc)[:200]}") from None
-    if midx.min() < 0 or midx.max() >= len(mechs):
-        raise ReplyRejected("malformed", f"mechanism_index outside [0, {len(mechs) - 1}]")
-    for j, mech in enumerate(mechs):
-        rows = midx == j
-        if not rows.any():
-            continue
-        if mech.n_features != x.shape[1]:
-            raise ReplyRejected("unknown_mechanism", f"mechanism covers {mech.n_features} features, x has {x.shape[1]}")
-        if is_paired(mech):
-            _check_paired_rows(mech, x[rows], y[rows])
-        else:
-            if y.dtype.kind == "f" and np.isnan(y[rows]).any():
-                raise ReplyRejected("not_finite", "y holds NaN, but its mechanism releases the label")
-            if mech.n_sampled is None and x.dtype.kind == "f" and np.isnan(x[rows]).any():
-                raise ReplyRejected("not_finite", "x holds NaN, but its mechanism releases every attribute")
-            if mech.n_sampled is not None:  # the sampling pattern: whole fields, exactly n_sampled per row
-                try:
-                    mech.released_fields(x[rows])
-                except ValidationError as exc:
-                    raise ReplyRejected("wrong_sampling", str(exc)[:200]) from None
-        try:
-            mech.validate_release(x[rows], y[rows] if mech.label is not None or is_paired(mech) else None)
-        except ValidationError as exc:
-            raise ReplyRejected("out_of_domain", str(exc)[:200]) from None
-    return Release(
-        x, y, cid.astype(np.int64), midx.astype(np.int64), tuple(json.dumps(m.to_spec(), sort_keys=True) for m in mechs)
-    )
+
+
+def _check_mechanism_rows(mech, x: np.ndarray, y: np.ndarray, rows: np.ndarray) -> None:
+    """The rows released through one mechanism (``rows``: a non-empty mask): layout, NaNs where
+    nothing was released, the sampling pattern, then the values' domain."""
+    if mech.n_features != x.shape[1]:
+        raise ReplyRejected("unknown_mechanism", f"mechanism covers {mech.n_features} features, x has {x.shape[1]}")
+    if is_paired(mech):
+        _check_paired_rows(mech, x[rows], y[rows])
+    else:
+        if y.dtype.kind == "f" and np.isnan(y[rows]).any():
+            raise ReplyRejected("not_finite", "y holds NaN, but its mechanism releases the label")
+        if mech.n_sampled is None and x.dtype.kind == "f" and np.isnan(x[rows]).any():
+            raise ReplyRejected("not_finite", "x holds NaN, but its mechanism releases every attribute")
+        if mech.n_sampled is not None:  # the sampling pattern: whole fields, exactly n_sampled per row
+            try:
+                mech.released_fields(x[rows])
+            except ValidationError as exc:
+                raise ReplyRejected("wrong_sampling", str(exc)[:200]) from None
+    try:
+        mech.validate_release(x[rows], y[rows] if mech.label is not None or is_paired(mech) else None)
+    except ValidationError as exc:
+        raise ReplyRejected("out_of_domain", str(exc)[:200]) from None
 
 
 def _check_paired_rows(mech: PairedRecordMechanism, x: np.ndarray, y: np.ndarray) -> None:

@@ -112,7 +112,7 @@ class ClientPopulation(ABC):
         }
 
 
-def record_mechanism_for(
+def record_mechanism_for(  # noqa: C901, PLR0913  one branch per mechanism family; keyword-only budgets
     family: str,
     n_features: int,
     n_states: Any,

@@ -52,6 +52,12 @@ class RunConfig:
             cons = f.metadata.get("constraints")
             if cons:
                 object.__setattr__(self, f.name, check_param(f.metadata["flwr"], getattr(self, f.name), cons))
+        self._check_budgets()
+        self._check_collection()
+        self._check_population_keys()
+
+    def _check_budgets(self) -> None:
+        """The budget keys against each other and against the mechanism family."""
         for a, b in (("feature_flip", "feature_epsilon"), ("label_flip", "label_epsilon")):
             if getattr(self, a) is not None and getattr(self, b) is not None:
                 raise ValidationError(
@@ -86,6 +92,9 @@ class RunConfig:
                     f"must be 0 with mechanism 'auto', got {self.n_sampled}: the planner chooses how many "
                     "attributes each client releases",
                 )
+
+    def _check_collection(self) -> None:
+        """Cohorts, protocol, learners and what the server accepts (fills cohort_size when unset)."""
         if self.cohort_size is None:  # unset: one client per node, or DEFAULT_COHORT_SIZE per cohort node
             object.__setattr__(self, "cohort_size", 1 if self.run_mode == "node" else DEFAULT_COHORT_SIZE)
         if self.protocol == "ldp-sgd" and self.run_mode != "node":
@@ -112,7 +121,6 @@ class RunConfig:
                 "is required with accept-mechanisms = 'declared' (the largest record ε the server accepts) and "
                 "only then",
             )
-        self._check_population_keys()
 
     def _check_population_keys(self) -> None:
         """Every key is fedrr's or a parameter of the population's constructor; a custom population

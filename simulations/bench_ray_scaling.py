@@ -248,7 +248,7 @@ class TwoNodeCluster:
         print(f"cluster stopped; processes left: {left}", flush=True)
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> int:  # noqa: C901  a benchmark script's CLI: one branch per mode and part
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--make-pool", help=argparse.SUPPRESS)

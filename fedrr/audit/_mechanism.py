@@ -164,7 +164,7 @@ def _sample_statistic(draw, stat, n: int, rng: np.random.Generator, row_width: i
     return out
 
 
-def _threshold_pipeline(
+def _threshold_pipeline(  # noqa: PLR0913  the audit's samplers, statistic and levels, passed explicitly
     draw_x, draw_xp, stat, n: int, rng, alpha: float, pilot_fraction: float, delta: float, row_width: int
 ):
     n_pilot = max(1, int(round(pilot_fraction * n)))

@@ -56,28 +56,7 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         )
         _need("population.options", not pop.options, "is only for a custom population (population = 'module:Class')")
     else:
-        owned = {f.name for f in dataclasses.fields(RunConfig)}
-        for k in pop.options:
-            _need(
-                f"population.options.{_key_path(k)}",
-                str(k).replace("-", "_") not in owned,
-                "is a run-config key the scenario sets itself (or the federation reads); options are only the "
-                "custom population's own constructor arguments",
-            )
-        try:  # imports it: an unimportable population fails here, before anything runs
-            params = population_parameters(pop.population)
-        except ValidationError as exc:
-            raise ValidationError("population.population", exc.message) from None
-        if params is not None:
-            theirs = sorted(params - owned)
-            for k in pop.options:
-                if str(k).replace("-", "_") not in params:
-                    raise unknown_key(
-                        f"population.options.{_key_path(k)}",
-                        k,
-                        theirs,
-                        f" (the constructor arguments of {pop.population} that the scenario does not set)",
-                    )
+        _custom_population_options(pop)
     _need(
         "privacy.gaussian_noise",
         priv.gaussian_noise == "joint" or priv.mechanism == "gaussian",
@@ -170,6 +149,33 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         "'spread-true' (spread-EM with the clean data's own prior) needs discrete features: privacy.mechanism = 'rr'",
     )
     return secs, axis
+
+
+def _custom_population_options(pop: Any) -> None:
+    """A custom population's options: none is a run-config key, each is a parameter of its
+    constructor (when its signature can be read)."""
+    owned = {f.name for f in dataclasses.fields(RunConfig)}
+    for k in pop.options:
+        _need(
+            f"population.options.{_key_path(k)}",
+            str(k).replace("-", "_") not in owned,
+            "is a run-config key the scenario sets itself (or the federation reads); options are only the "
+            "custom population's own constructor arguments",
+        )
+    try:  # imports it: an unimportable population fails here, before anything runs
+        params = population_parameters(pop.population)
+    except ValidationError as exc:
+        raise ValidationError("population.population", exc.message) from None
+    if params is not None:
+        theirs = sorted(params - owned)
+        for k in pop.options:
+            if str(k).replace("-", "_") not in params:
+                raise unknown_key(
+                    f"population.options.{_key_path(k)}",
+                    k,
+                    theirs,
+                    f" (the constructor arguments of {pop.population} that the scenario does not set)",
+                )
 
 
 def _whole_record(pop: Any, priv: Any, is_dataset: bool) -> None:

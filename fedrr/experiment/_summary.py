@@ -62,39 +62,9 @@ def summary_markdown(out: str | Path) -> str:
         )
         lines += [head, "|" + "---|" * (5 + len(learners))]
         for g in range(G):
-            first = next((agg[(g, j, n)] for n in learners if (g, j, n) in agg), None)
-            if first is None:
-                continue
-            r = first["row"]
-            cells_txt = []
-            for n in learners:
-                a = agg.get((g, j, n))
-                if a is None or not a["count"]:
-                    cells_txt.append("error" if a and a["errors"] else "–")
-                else:
-                    cells_txt.append(
-                        fmt.format(a["mean"])
-                        + (" ± " + fmt.format(a["sd"]) if reps > 1 else "")
-                        + (f" (fell back {a['fell_back']}/{a['count']})" if a.get("fell_back") else "")
-                    )
-            rel = [
-                x["n_releases"]
-                for x in table
-                if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]
-            ]
-            drp = [
-                x["dropped"]
-                for x in table
-                if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]
-            ]
-            eps_txt = _fmt_eps(first["eps"]) + (" ⚠" if first["eps"] > HUGE_EPSILON else "")
-            if r["eps_record_max"] - r["eps_record_min"] > 1e-9 * r["eps_record_max"]:
-                eps_txt += f" (mean; {_fmt_eps(r['eps_record_min'])}–{_fmt_eps(r['eps_record_max'])})"
-            lines.append(
-                f"| {eps_txt} | {first['delta']:.2g} | {_param_text(r)} | "
-                + " | ".join(cells_txt)
-                + f" | {np.mean(rel):,.0f} | {np.mean(drp):,.0f} |"
-            )
+            row = _grid_row(agg, table, learners, reps, fmt, g, j)
+            if row is not None:
+                lines.append(row)
         lines.append("")
         if metric == "accuracy":
             lines += _balanced_auc_table(agg, learners, G, j)
@@ -166,6 +136,35 @@ def summary_markdown(out: str | Path) -> str:
             "with the clean records' own per-feature prior.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _grid_row(agg: dict, table: list, learners: list, reps: int, fmt: str, g: int, j: int) -> str | None:
+    """The table row of grid point g at the j-th N (None: no learner has a cell there)."""
+    first = next((agg[(g, j, n)] for n in learners if (g, j, n) in agg), None)
+    if first is None:
+        return None
+    r = first["row"]
+    cells_txt = []
+    for n in learners:
+        a = agg.get((g, j, n))
+        if a is None or not a["count"]:
+            cells_txt.append("error" if a and a["errors"] else "–")
+        else:
+            cells_txt.append(
+                fmt.format(a["mean"])
+                + (" ± " + fmt.format(a["sd"]) if reps > 1 else "")
+                + (f" (fell back {a['fell_back']}/{a['count']})" if a.get("fell_back") else "")
+            )
+    rel = [x["n_releases"] for x in table if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]]
+    drp = [x["dropped"] for x in table if x["grid_index"] == g and x["n_index"] == j and x["learner"] == learners[0]]
+    eps_txt = _fmt_eps(first["eps"]) + (" ⚠" if first["eps"] > HUGE_EPSILON else "")
+    if r["eps_record_max"] - r["eps_record_min"] > 1e-9 * r["eps_record_max"]:
+        eps_txt += f" (mean; {_fmt_eps(r['eps_record_min'])}–{_fmt_eps(r['eps_record_max'])})"
+    return (
+        f"| {eps_txt} | {first['delta']:.2g} | {_param_text(r)} | "
+        + " | ".join(cells_txt)
+        + f" | {np.mean(rel):,.0f} | {np.mean(drp):,.0f} |"
+    )
 
 
 def _balanced_auc_table(agg: dict, learners: list, G: int, j: int) -> list[str]:

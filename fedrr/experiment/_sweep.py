@@ -128,6 +128,39 @@ def _one_ray(mode: str):
     return ray_kept_up()
 
 
+def _start_manifest(man_path: Path, spec: ScenarioSpec, argv: list[str] | None) -> dict:
+    """The run's manifest, written at the start; a resumed sweep keeps its first start time."""
+    man = manifest(spec, argv)
+    if man_path.exists():
+        try:
+            old = json.loads(man_path.read_text())
+            man["first_started_at"] = old.get("first_started_at", old.get("started_at"))
+        except (OSError, json.JSONDecodeError):
+            pass
+    write_json(man_path, man)
+    return man
+
+
+def _run_in_processes(tasks: dict, n_workers: int, done: Callable) -> None:
+    """The cells on a pool of ``n_workers`` spawned processes, each reported to ``done`` as it finishes;
+    on an exception (Ctrl-C included) the cells not started are cancelled."""
+    import multiprocessing as mp
+
+    with ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
+        futs = {pool.submit(_run_cell_in_worker, t): k for k, t in tasks.items()}
+        pending = set(futs)
+        try:
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    err = f.exception()
+                    done(futs[f], None if err else f.result(), err)
+        except BaseException:
+            for f in pending:
+                f.cancel()
+            raise
+
+
 def sweep(
     spec: ScenarioSpec,
     out: str | Path,
@@ -156,14 +189,7 @@ def sweep(
     for stale in (out / "cells").glob(".*.tmp"):  # a write cut short by a kill: never a finished cell
         stale.unlink(missing_ok=True)
     man_path = out / "manifest.json"
-    man = manifest(spec, argv)
-    if man_path.exists():
-        try:
-            old = json.loads(man_path.read_text())
-            man["first_started_at"] = old.get("first_started_at", old.get("started_at"))
-        except (OSError, json.JSONDecodeError):
-            pass
-    write_json(man_path, man)
+    man = _start_manifest(man_path, spec, argv)
     all_cells = spec.cells(grid_indices)
     res = SweepResult(out)
     todo = []
@@ -209,21 +235,7 @@ def sweep(
         if n_workers > 1 and parallel == "ray":
             ray_map_unordered(_run_cell_on_ray, tasks, n_workers, spec.run.ray_address, done, fatal=(ValidationError,))
         elif n_workers > 1:
-            import multiprocessing as mp
-
-            with ProcessPoolExecutor(n_workers, mp_context=mp.get_context("spawn"), initializer=_worker_init) as pool:
-                futs = {pool.submit(_run_cell_in_worker, t): k for k, t in tasks.items()}
-                pending = set(futs)
-                try:
-                    while pending:
-                        finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        for f in finished:
-                            err = f.exception()
-                            done(futs[f], None if err else f.result(), err)
-                except BaseException:
-                    for f in pending:
-                        f.cancel()
-                    raise
+            _run_in_processes(tasks, n_workers, done)
         else:
             with _one_ray(mode if tasks else "offline") as restart:
                 for key, t in tasks.items():

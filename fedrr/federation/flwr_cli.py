@@ -108,7 +108,7 @@ def parse_overrides(items: list[str] | None) -> dict:
 
 
 # ---------------------------------------------------------------------------------- run
-def flwr_run(
+def flwr_run(  # noqa: PLR0913  keyword-only options of one `flwr run` invocation
     app: str | os.PathLike = ".",
     *,
     run_config: dict | None = None,

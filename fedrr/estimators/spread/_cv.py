@@ -254,7 +254,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             if getattr(self, "estimator_", None) is not None:
                 self.estimator_._center_memo = None
 
-    def _fit(self, X, y, mechanism: Any = None):
+    def _fit(self, X, y, mechanism: Any = None):  # noqa: C901  select, test, refit: one sequence on shared state
         p = validate_estimator(self)
         mechanism = self.mechanism if mechanism is None else mechanism
         prior = self.prior

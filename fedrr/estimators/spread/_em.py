@@ -197,7 +197,8 @@ def _cosine(averages: list[np.ndarray], d_coef: int) -> float:
     return best
 
 
-def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) -> EMResult:
+# C901: one EM loop; its phases (burn-in, averaging, stopping) share the chains' state
+def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) -> EMResult:  # noqa: C901
     rows = 1 if n_classes == 2 else n_classes
     m = opts.n_chains
     probs = [ChainObjective(group, c, rows, n_inputs, opts.C, opts.fit_intercept) for c in range(m)]
