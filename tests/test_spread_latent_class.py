@@ -148,3 +148,16 @@ def test_refused_where_it_cannot_be_fitted(tmp_path):
     with pytest.raises(ValidationError) as e:
         SpreadLogisticRegression(prior="latent-class", n_latent_classes=0).fit(Xr, yr, mechanism=rm)
     assert e.value.field == "n_latent_classes"
+
+
+def test_an_attribute_no_record_released_is_uniform():
+    X, y = _sample(4, 3000)
+    pm = PairedRecordMechanism([K] * D, C, 8.0, n_sampled=1)
+    Xt, _ = pm.release(X, y, rng=np.random.default_rng(4))
+    moved = ~np.isnan(Xt[:, 2])
+    Xt[moved, 2], Xt[moved, 0] = np.nan, 0.0  # the records that released attribute 2 release attribute 0
+    view = paired_view(pm, Xt)
+    layout = ColumnLayout.from_mechanism(view)
+    prior = latent_class_prior(Xt, np.zeros(len(y), int), [(view, np.arange(len(y)))], layout, 2, 0)
+    np.testing.assert_allclose(np.exp(prior.log_p[2]), 1 / K)
+    assert not np.allclose(np.exp(prior.log_p[1]), 1 / K)

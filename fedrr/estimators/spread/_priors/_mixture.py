@@ -194,6 +194,9 @@ def latent_class_prior(
     log_pi = np.full(M, -np.log(M))
     py = rng.dirichlet(np.full(C, 5.0), size=M)
     P = [rng.dirichlet(np.full(int(k), 5.0), size=M) for k in layout.k]
+    seen = {b[0] for b in blocks}
+    for d in set(range(len(P))) - seen:  # no record released it: the releases say nothing of it
+        P[d] = np.full_like(P[d], 1.0 / P[d].shape[1])
     prev = -np.inf
     for _ in range(max_iter):
         logB = np.broadcast_to(log_pi[:, None] + np.log(py), (n, M, C)) + label[:, None, :]
@@ -213,7 +216,7 @@ def latent_class_prior(
         counts = [np.zeros_like(p) for p in P]
         for (d, rows, ET), a in zip(blocks, A):  # E[1{m, x_d = s}] over the records that released d
             counts[d] += np.tensordot(post[rows] / a, ET, axes=([0, 2], [0, 2]))
-        for d in {b[0] for b in blocks}:
+        for d in seen:
             c = counts[d] * P[d] + 1e-12
             P[d] = c / c.sum(axis=1, keepdims=True)
         if ll - prev <= tol * abs(ll):
