@@ -291,3 +291,23 @@ def test_candidates_of_a_fold_share_one_prior_center_and_give_the_same_fit(monke
     assert own.C_ == shared.C_ and own.scores_ == shared.scores_ and own.p_value_ == shared.p_value_
     np.testing.assert_array_equal(own.coef_, shared.coef_)
     np.testing.assert_array_equal(own.intercept_, shared.intercept_)
+
+
+def test_class_freqs_says_when_it_stops_at_its_iteration_cap():
+    """The debiased class frequencies' EM stops at ``iters`` with a ConvergenceWarning, not silently
+    (issue 30); at a label ε of 0.01 it needs more than 500 steps."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from fedrr.estimators.spread._cv_scores import class_freqs
+
+    rm = RecordMechanism([RandomizedResponse(2, epsilon=1.0)], RandomizedResponse(2, epsilon=0.01))
+    y = np.random.default_rng(0).integers(0, 2, 1000)
+    with pytest.warns(ConvergenceWarning, match="stopped at 500 iterations"):
+        class_freqs(y, [(rm, np.arange(1000))], 2)
+    easy = RecordMechanism([RandomizedResponse(2, epsilon=1.0)], RandomizedResponse(2, epsilon=3.0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        pi = class_freqs(y, [(easy, np.arange(1000))], 2)
+    assert abs(pi.sum() - 1) < 1e-12

@@ -5,9 +5,12 @@ through the label mechanism, and the fallback's permutation test on held-out rel
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import rankdata
+from sklearn.exceptions import ConvergenceWarning
 
 from ...errors import ValidationError
 from ...mechanisms import DiscreteMechanism
@@ -49,7 +52,8 @@ def _null_loglik(X_tr, y_tr, X_te, y_te, mech_tr, mech_te, C: int) -> np.ndarray
 
 
 def class_freqs(y: np.ndarray, groups, C: int, iters: int = 500) -> np.ndarray:
-    """Class frequencies debiased through each record's label mechanism: EM on the simplex."""
+    """Class frequencies debiased through each record's label mechanism: EM on the simplex, until no
+    frequency moves by 1e-10 or ``iters`` steps (a ConvergenceWarning says it stopped there)."""
     Ls = []
     for rm, rows in groups:
         lab = rm.label
@@ -63,9 +67,13 @@ def class_freqs(y: np.ndarray, groups, C: int, iters: int = 500) -> np.ndarray:
         post = L * pi
         new = (post / post.sum(axis=1, keepdims=True)).mean(axis=0)
         if np.max(np.abs(new - pi)) < 1e-10:
-            pi = new
-            break
+            return new
         pi = new
+    warnings.warn(
+        f"class frequencies: EM stopped at {iters} iterations before its steps fell below 1e-10",
+        ConvergenceWarning,
+        stacklevel=2,
+    )
     return pi
 
 
