@@ -131,23 +131,17 @@ def _threshold_audit(s_x: np.ndarray, s_xp: np.ndarray, thresholds: np.ndarray, 
     _, hi_le_x = clopper_pearson(le_x, n, level)
     r_plus = _certified_log_ratio(lo_ge_x, hi_ge_xp, delta)
     r_minus = _certified_log_ratio(lo_le_xp, hi_le_x, delta)
-    if r_plus.max() >= r_minus.max():
-        t = int(np.argmax(r_plus))
-        return (
-            float(r_plus[t]),
-            "+",
-            float(thresholds[t]),
-            (int(ge_x[t]), int(ge_xp[t])),
-            (float(lo_ge_x[t]), float(hi_ge_xp[t])),
-            n_intervals,
-        )
-    t = int(np.argmax(r_minus))
+    if r_plus.max() >= r_minus.max():  # S = {s ≥ t}: hits at x, at x', and their bounds
+        r, direction, c, c2, lo, hi = r_plus, "+", ge_x, ge_xp, lo_ge_x, hi_ge_xp
+    else:  # S' = {s ≤ t}, x' and x swapped
+        r, direction, c, c2, lo, hi = r_minus, "-", le_xp, le_x, lo_le_xp, hi_le_x
+    t = int(np.argmax(r))
     return (
-        float(r_minus[t]),
-        "-",
+        float(r[t]),
+        direction,
         float(thresholds[t]),
-        (int(le_xp[t]), int(le_x[t])),
-        (float(lo_le_xp[t]), float(hi_le_x[t])),
+        (int(c[t]), int(c2[t])),
+        (float(lo[t]), float(hi[t])),
         n_intervals,
     )
 
@@ -184,6 +178,30 @@ def _witness_from(res, x, xp, n_cert: int, stat_name: str) -> Witness:
     if direction == "+":
         return Witness(x, xp, f"S = {{{stat_name} ≥ {t:.6g}}}", c, c2, n_cert, plo, qhi, threshold=t, direction="+")
     return Witness(xp, x, f"S = {{{stat_name} ≤ {t:.6g}}}", c, c2, n_cert, plo, qhi, threshold=t, direction="-")
+
+
+def _threshold_result(  # noqa: PLR0913  the AuditResult's fields, passed explicitly
+    name: str, mech: Any, delta: float, exact: float | None, n: int, alpha: float, run, witness: Witness, sets: str
+) -> AuditResult:
+    """The AuditResult of a threshold-set audit of ``mech``'s claimed ε at ``delta``: ``run`` is
+    ``_threshold_pipeline``'s (result, n_cert); ``sets`` names the test sets at the head of ``method``."""
+    res, n_cert = run
+    eps_hat = max(0.0, res[0])
+    claimed = float(mech.epsilon)
+    return AuditResult(
+        name,
+        claimed,
+        delta,
+        eps_hat,
+        exact,
+        n,
+        n_cert,
+        alpha,
+        res[5],
+        eps_hat <= claimed,
+        witness,
+        f"{sets}, {res[5] // 4} pilot thresholds, Clopper–Pearson + Bonferroni",
+    )
 
 
 def _audit_threshold(
@@ -233,27 +251,14 @@ def _audit_threshold(
     delta = float(mech.delta)
     res, n_cert = _threshold_pipeline(draw_at(x), draw_at(xp), stat, n, rng, alpha, pilot_fraction, delta, w)
     witness = _witness_from(res, x, xp, n_cert, name)
-    eps_hat = max(0.0, res[0])
-    claimed = float(mech.epsilon)
     if oracle:
         exact, kind = exact_oracle_epsilon(mech)[0], "discrete oracle"
     elif _is_bounded(mech):
         exact, kind = exact_bounded_epsilon(mech, x, xp), "bounded numeric"
     else:
         exact, kind = exact_additive_epsilon(mech, x, xp), "additive noise"
-    return AuditResult(
-        label,
-        claimed,
-        delta,
-        eps_hat,
-        exact,
-        n,
-        n_cert,
-        alpha,
-        res[5],
-        eps_hat <= claimed,
-        witness,
-        f"{kind}: threshold sets on {statistic}, {res[5] // 4} pilot thresholds, Clopper–Pearson + Bonferroni",
+    return _threshold_result(
+        label, mech, delta, exact, n, alpha, (res, n_cert), witness, f"{kind}: threshold sets on {statistic}"
     )
 
 

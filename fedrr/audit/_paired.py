@@ -13,7 +13,7 @@ from ..errors import ValidationError
 from ..mechanisms import PairedRecordMechanism, is_paired
 from ._bounds import DEFAULT_ALPHA, AuditResult
 from ._exact import _check_common, _is_oracle, _label, exact_discrete_epsilon, exact_oracle_epsilon
-from ._mechanism import _witness_from
+from ._mechanism import _threshold_result, _witness_from
 from ._record import llr_threshold_test, neighbour_pair
 
 
@@ -59,20 +59,6 @@ def audit_paired(
     witness = _witness_from(res, (np.asarray(X).copy(), y), (np.asarray(Xp).copy(), yp), n_cert, "paired LLR")
     v, vp = np.asarray(X) * C + y, np.asarray(Xp) * C + yp
     exact = max(exact_paired_epsilon(mech, v, vp), exact_paired_epsilon(mech, vp, v))
-    eps_hat = max(0.0, res[0])
-    claimed = float(mech.epsilon)
-    return AuditResult(
-        name,
-        claimed,
-        0.0,
-        eps_hat,
-        exact,
-        n,
-        n_cert,
-        alpha,
-        res[5],
-        eps_hat <= claimed,
-        witness,
-        f"paired record: threshold sets on the release LLR, {res[5] // 4} pilot thresholds, "
-        "Clopper–Pearson + Bonferroni",
+    return _threshold_result(
+        name, mech, 0.0, exact, n, alpha, (res, n_cert), witness, "paired record: threshold sets on the release LLR"
     )

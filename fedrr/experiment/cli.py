@@ -254,25 +254,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     g.add_argument("--index", type=int, metavar="I", help="the grid point by position (0 = first)")
     p.set_defaults(func=lambda a: _cmd_sweep(a, single=True))
-    p = sub.add_parser(
-        "plot", help="(re)draw the plots of a results directory", epilog="example: fedrr plot results/quickstart"
-    )
-    p.add_argument("results_dir", metavar="RESULTS_DIR")
-    p.set_defaults(func=_cmd_plot)
-    p = sub.add_parser(
-        "show",
-        help="print the markdown summary table of a results directory",
-        epilog="example: fedrr show results/quickstart",
-    )
-    p.add_argument("results_dir", metavar="RESULTS_DIR")
-    p.set_defaults(func=_cmd_show)
-    p = sub.add_parser(
-        "check",
-        help="validate a config (and its dataset) without running anything",
-        epilog="example: fedrr check configs/quickstart.toml",
-    )
-    p.add_argument("config", metavar="CONFIG")
-    p.set_defaults(func=_cmd_check)
+    # the commands of one positional argument (a results directory or a config), each with an example
+    for name, func, arg, hlp in (
+        ("plot", _cmd_plot, "results_dir", "(re)draw the plots of a results directory"),
+        ("show", _cmd_show, "results_dir", "print the markdown summary table of a results directory"),
+        ("check", _cmd_check, "config", "validate a config (and its dataset) without running anything"),
+    ):
+        example = "configs/quickstart.toml" if arg == "config" else "results/quickstart"
+        p = sub.add_parser(name, help=hlp, epilog=f"example: fedrr {name} {example}")
+        p.add_argument(arg, metavar=arg.upper())
+        p.set_defaults(func=func)
     p = sub.add_parser(
         "reproduce",
         help="rerun a results directory from its manifest and compare results.csv (exit 1 if it differs)",

@@ -104,14 +104,21 @@ def register(cls):
     return cls
 
 
+def _from_kind(classes: dict[str, type], kind: Any, spec: dict, unknown: str) -> Any:
+    """``classes[kind].from_spec(spec)``: a kind that is not a key of ``classes`` is refused with
+    ``ValidationError("spec.kind", unknown)``, a parameter missing from the spec with
+    ``ValidationError("spec.<name>", ...)``."""
+    if not isinstance(kind, str) or kind not in classes:
+        raise ValidationError("spec.kind", unknown)
+    try:
+        return classes[kind].from_spec(spec)
+    except KeyError as exc:  # from_spec reads its parameters with spec[...]
+        raise ValidationError(f"spec.{exc.args[0]}", f"is missing from the {kind!r} spec") from None
+
+
 def mechanism_from_spec(spec: dict) -> Mechanism:
     """Rebuild a mechanism from ``to_spec()`` output; unknown kinds are rejected."""
     if not isinstance(spec, dict) or "kind" not in spec:
         raise ValidationError("spec", "must be a dict with a 'kind' entry")
     kind = spec["kind"]
-    if not isinstance(kind, str) or kind not in _REGISTRY:
-        raise ValidationError("spec.kind", f"unknown mechanism {kind!r}; known: {sorted(_REGISTRY)}")
-    try:
-        return _REGISTRY[kind].from_spec(spec)
-    except KeyError as exc:  # from_spec reads its parameters with spec[...]
-        raise ValidationError(f"spec.{exc.args[0]}", f"is missing from the {kind!r} spec") from None
+    return _from_kind(_REGISTRY, kind, spec, f"unknown mechanism {kind!r}; known: {sorted(_REGISTRY)}")

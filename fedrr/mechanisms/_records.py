@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ValidationError
+from ._base import _from_kind
 from ._paired import PairedRecordMechanism
 from ._record import RecordMechanism
 
@@ -37,9 +38,5 @@ def record_mechanism_from_spec(spec: Any) -> RecordMechanism | PairedRecordMecha
     if not isinstance(spec, dict):
         raise ValidationError("spec", f"must be a dict (a record mechanism spec), got {type(spec).__name__}")
     kind = spec.get("kind", RecordMechanism.kind)
-    if not isinstance(kind, str) or kind not in RECORD_KINDS:
-        raise ValidationError("spec.kind", f"must be a record mechanism, one of {sorted(RECORD_KINDS)}, got {kind!r}")
-    try:
-        return RECORD_KINDS[kind].from_spec(spec)
-    except KeyError as exc:  # from_spec reads its parameters with spec[...]
-        raise ValidationError(f"spec.{exc.args[0]}", f"is missing from the {kind!r} spec") from None
+    unknown = f"must be a record mechanism, one of {sorted(RECORD_KINDS)}, got {kind!r}"
+    return _from_kind(RECORD_KINDS, kind, spec, unknown)
