@@ -294,8 +294,8 @@ def test_candidates_of_a_fold_share_one_prior_center_and_give_the_same_fit(monke
 
 
 def test_class_freqs_says_when_it_stops_at_its_iteration_cap():
-    """The debiased class frequencies' EM stops at ``iters`` with a ConvergenceWarning, not silently
-    (issue 30); at a label ε of 0.01 it needs more than 500 steps."""
+    """The debiased class frequencies' EM stops at ``iters`` with a ConvergenceWarning when it is still
+    moving, not silently (issue 30); where it converges it says nothing."""
     import warnings
 
     from sklearn.exceptions import ConvergenceWarning
@@ -304,8 +304,8 @@ def test_class_freqs_says_when_it_stops_at_its_iteration_cap():
 
     rm = RecordMechanism([RandomizedResponse(2, epsilon=1.0)], RandomizedResponse(2, epsilon=0.01))
     y = np.random.default_rng(0).integers(0, 2, 1000)
-    with pytest.warns(ConvergenceWarning, match="stopped at 500 iterations"):
-        class_freqs(y, [(rm, np.arange(1000))], 2)
+    with pytest.warns(ConvergenceWarning, match="stopped at 5 iterations"):
+        class_freqs(y, [(rm, np.arange(1000))], 2, iters=5)
     easy = RecordMechanism([RandomizedResponse(2, epsilon=1.0)], RandomizedResponse(2, epsilon=3.0))
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)

@@ -56,8 +56,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     C : inverse L2 penalty on ``coef_`` as in scikit-learn (np.inf: none; at least 1e-12, so 1/C is finite).
-    prior : "auto" (the default: "naive-bayes" where it applies, records releasing sampled attributes
-        through discrete oracles with a label, or paired releases; else "learned"; ``auto_prior``;
+    prior : "auto" (the default: "latent-class" for paired releases of two or more pairs per record,
+        "naive-bayes" for one pair or records releasing sampled attributes through discrete oracles
+        with a label; else "learned"; ``auto_prior``;
         ``fit_pool``, which streams the pool and cannot fit naive Bayes on it, uses "learned"),
         "learned" (from the releases, refined during EM, pulled toward the mechanism-debiased
         marginals by ``prior_strength``), "flat", or a given prior (CategoricalPrior / (D, k)
@@ -380,6 +381,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             if p["prior"] == "naive-bayes":
                 return naive_bayes_prior(*releases, layout)
             memo = getattr(self, "_center_memo", None)  # a CV's candidates on one fold share it
+            if memo is not None:  # one start for the whole CV, whatever random_state draws per fit
+                seed = memo.setdefault(("latent-class", "seed"), seed)
             key = ("latent-class", _releases_key(*releases), p["n_latent_classes"], seed)
             if memo is not None and key in memo:
                 return memo[key]

@@ -8,10 +8,12 @@ attribute from p(x_d | m, x̃_d)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field, fields
 
 import numpy as np
 from scipy.special import logsumexp
+from sklearn.exceptions import ConvergenceWarning
 
 from ....errors import ValidationError
 from ....mechanisms import RecordMechanism
@@ -172,22 +174,46 @@ def latent_class_prior(
     layout: ColumnLayout,
     n_components: int,
     seed: int,
-    max_iter: int = 300,
-    tol: float = 1e-7,
 ) -> MixtureSpreadPrior:
-    """``prior="latent-class"``: p(x) = Σ_m π_m Π_d p(x_d | m), a latent-class model of the records
-    (and their label, p(y | m), which the prior then drops: p_θ(y | x) models it) fitted to the
-    releases by EM on their exact likelihood, fixed in spread-EM. A record's reports are independent
-    given its true values, so given the component its likelihood is
+    """``prior="latent-class"``: p(x) = Σ_m π_m Π_d p(x_d | m), the x-part of the latent-class model
+    ``latent_class_em`` fits to the releases (its p(y | m) is dropped: p_θ(y | x) models the label),
+    fixed in spread-EM. Unlike ``"naive-bayes"``, whose components are the classes, the components
+    can model how attributes co-occur; that needs records that release two or more attributes (with
+    one, only each attribute's table with the label is identified, and the rest of the fit is set
+    by the EM's start: ``auto_prior`` does not choose it there)."""
+    log_pi, _, P = latent_class_em(X, y, groups, layout, n_components, seed)
+    out = _empty(layout, "gaussian", 1)
+    prior = MixtureSpreadPrior(
+        **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=log_pi, log_p=[np.log(p) for p in P]
+    )
+    pi = np.exp(log_pi)
+    for d, p in enumerate(P):
+        prior.disc[d, : p.shape[1]] = pi @ p
+    return prior
+
+
+def latent_class_em(
+    X: np.ndarray,
+    y: np.ndarray,
+    groups: list,
+    layout: ColumnLayout,
+    n_components: int,
+    seed: int,
+    max_iter: int = 300,
+    tol: float = 1e-6,
+) -> tuple[np.ndarray, np.ndarray, list]:
+    """The latent-class model p(x, y) = Σ_m π_m p(y | m) Π_d p(x_d | m) fitted to the releases by
+    EM on their exact likelihood: (log π (M,), p(y | m) (M, C), [p(x_d | m) (M, k_d)]). A record's
+    reports are independent given its true values, so given the component its likelihood is
 
         Σ_c p(c | m) P(ỹ | c) Π_{d released} Σ_s p(s | m) P(x̃_d | s, c)
 
     (paired releases: P(v̂_d | s, c) of the pair report and no separate label term; record releases:
-    P(x̃_d | s), the same for every c, and the label's P(ỹ | c)). Unlike ``"naive-bayes"``, whose
-    components are the classes, the components can model how attributes co-occur; that needs records
-    that release two or more attributes (with one, only each attribute's table with the label is
-    identified, and the rest of the fit is set by the EM's start: ``auto_prior`` does not choose it
-    there). Discrete columns and a label only; ``groups``: (mechanism or PairedView, rows)."""
+    P(x̃_d | s), the same for every c, and the label's P(ỹ | c)). Discrete columns and a label only;
+    ``groups``: (mechanism or PairedView, rows). The start is drawn from ``seed``'s own stream. EM
+    stops when the mean log-likelihood per record rises by at most ``tol`` in a step (a
+    ConvergenceWarning if ``max_iter`` steps come first: the likelihood is flat along some directions
+    at small ε, where EM creeps)."""
     blocks, label = _lc_blocks(X, y, groups, layout)
     n, C, M = X.shape[0], _n_classes(groups), int(n_components)
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x1C,)))  # its own stream
@@ -219,17 +245,17 @@ def latent_class_prior(
         for d in seen:
             c = counts[d] * P[d] + 1e-12
             P[d] = c / c.sum(axis=1, keepdims=True)
-        if ll - prev <= tol * abs(ll):
+        if ll - prev <= tol:  # the mean log-likelihood per record has stopped rising
             break
         prev = ll
-    out = _empty(layout, "gaussian", 1)
-    prior = MixtureSpreadPrior(
-        **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=log_pi, log_p=[np.log(p) for p in P]
-    )
-    pi = np.exp(log_pi)
-    for d, p in enumerate(P):
-        prior.disc[d, : p.shape[1]] = pi @ p
-    return prior
+    else:
+        warnings.warn(
+            f"prior='latent-class': EM stopped at {max_iter} iterations, its mean log-likelihood per "
+            f"record still rising by more than {tol:g}",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return log_pi, py, P
 
 
 def _n_classes(groups: list) -> int:
