@@ -64,7 +64,7 @@ NB_LEARNERS = ("ldp-nb", "ldp-nb-normsub", "ldp-nb-robust", "majority")
 SPREAD_LEARNERS = ("spread", "spread-robust")
 LEARNERS = SPREAD_LEARNERS + NB_LEARNERS
 CONFIG = Path(__file__).resolve().parent.parent / "configs" / "adult_planned.toml"
-TARGET_CELLS = {(4.0, "output", 0.0), (4.0, "output", 0.05)}  # the target: paired ε 4, 5 % output attack
+TARGET_CELLS = {(4.0, "none", 0.0), (4.0, "output", 0.05)}  # the target: paired ε 4, 5 % output attack
 TARGET = (11, 38, 1)  # native country = United-States, label >50K
 #: flag pools: name -> (fraction, attack, state of native country)
 FLAG_POOLS = {
