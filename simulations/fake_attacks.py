@@ -133,7 +133,9 @@ def accuracy_rows(args, out: Path) -> list[dict]:
     target = [c for c in plan if c in TARGET_CELLS]
     # the order a cut run keeps: spread on the target's cells, the ldp-nb learners everywhere, spread elsewhere
     jobs = [("spread", c, args.spread_seeds) for c in target] + [("nb", c, args.seeds) for c in plan]
-    jobs += [("spread", c, args.spread_other_seeds) for c in plan if c not in TARGET_CELLS]
+    jobs += [
+        ("spread", c, args.spread_other_seeds) for c in plan if c not in TARGET_CELLS and c[2] in args.spread_fractions
+    ]
     recs: dict[tuple, dict] = {}
     for family, (eps, attack, f), seeds in jobs:
         learners = SPREAD_LEARNERS if family == "spread" else NB_LEARNERS
@@ -228,6 +230,7 @@ def _rows(acc: list[dict], eps: float, attack: str, f: float) -> list[dict]:
 
 
 def accuracy_md(args, acc: list[dict]) -> list[str]:
+    fracs = " / ".join(f"{100 * f:g} %" for f in args.spread_fractions)
     lines = [
         f"## Accuracy: the planner's release (configs/adult_planned.toml), {args.n_clients:,} clients, "
         "target (native country = US, >50K)",
@@ -235,8 +238,9 @@ def accuracy_md(args, acc: list[dict]) -> list[str]:
         f"Test accuracy on adult.test, mean ± sd over seeds (the same seeds in every row: seed r is the same "
         f"honest pool in every row). ldp-nb and its variants and majority: {args.seeds} seeds per row; spread and "
         f"spread-robust: {args.spread_seeds} seeds in the target's rows (ε 4, output attack, 0 and 5 %), "
-        f"{args.spread_other_seeds} in the others (the number of seeds in brackets; '–': not run, for the CPU "
-        f"budget). 'flagged': pools the frequency check (α = {args.alpha:g}) flagged, of the rows' seeds. "
+        f"{args.spread_other_seeds} in the other rows at fakes {fracs} (the number of seeds in brackets; '–': "
+        f"not run, for the CPU budget). 'flagged': pools the frequency check (α = {args.alpha:g}) flagged, of "
+        "the rows' seeds. "
         "ldp-nb-normsub: Norm-Sub consistency (Cao, Jia & Gong's evaluated countermeasure); ldp-nb-robust and "
         "spread-robust: robust='margins'. 'dropped': spread-robust's fits whose test rejected an attribute (and "
         "which: 11 is native country).",
@@ -318,6 +322,8 @@ def command(args) -> str:
     for name, default in defaults:
         if not args.quick and getattr(args, name) != default:
             opts += f" --{name.replace('_', '-')} {getattr(args, name):g}"
+    if not args.quick and list(args.spread_fractions) != list(FRACTIONS):
+        opts += " --spread-fractions " + " ".join(f"{f:g}" for f in args.spread_fractions)
     if not args.quick and list(args.eps) != [4.0, 2.0]:
         opts += " --eps " + " ".join(f"{e:g}" for e in args.eps)
     return COMMAND + opts
@@ -333,6 +339,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="spread's seeds in the target's rows: ε 4, output, 0 and 5 %% (default 10)")  # fmt: skip
     parser.add_argument("--spread-other-seeds", type=int, default=2,
                         help="spread's seeds in the other rows (default 2; 0: not run)")  # fmt: skip
+    parser.add_argument("--spread-fractions", type=float, nargs="+", default=list(FRACTIONS),
+                        help="the fake fractions of spread's other rows (default all)")  # fmt: skip
     parser.add_argument("--flag-seeds", type=int, default=10, help="seeds per flag-count pool (default 10)")
     parser.add_argument("--alpha", type=float, default=0.01, help="the check's false-alarm probability per pool")
     parser.add_argument("--eps", type=float, nargs="+", default=[4.0, 2.0], help="record ε of the accuracy part")
