@@ -213,7 +213,7 @@ def release_prior(mechanism: Any) -> str:
     "held-out noisy likelihood, with a fallback to the intercept-only model when the releases do not "
     "support a model",
 )
-def _spread(d: FitData, o: FitOptions):
+def _spread(d: FitData, o: FitOptions, **params):
     from .estimators import SpreadLogisticRegressionCV
 
     Cs = tuple(sorted({0.01, 0.1, 1.0, 10.0, float(o.C)}))
@@ -225,8 +225,19 @@ def _spread(d: FitData, o: FitOptions):
         max_iter=o.spread_max_iter,
         cv_max_iter=min(40, o.spread_max_iter),  # spread_max_iter bounds every EM run, the selection fits too
         encoding=o.encoding,
+        **params,
     )
     return est.fit(d.X, d.y, mechanism=d.mechanism)
+
+
+@_learner(
+    "classification",
+    "spread-robust",
+    "spread with the fake-client defence robust='margins': the records that released an attribute whose table's "
+    "class margin disagrees with the others' (attribute sampling; ldp-nb-robust's test) are dropped before the fit",
+)
+def _spread_robust(d: FitData, o: FitOptions):
+    return _spread(d, o, robust="margins")
 
 
 def _plain(d: FitData, o: FitOptions, **kw):

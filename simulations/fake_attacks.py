@@ -1,19 +1,27 @@
 """The published attacks and a defence that acts, on UCI Adult (issue 32): Cao, Jia & Gong's maximal
 gain attack (``fedrr.fake``, attack "mga": k-RR the target, OUE padded to the honest number of ones,
 OLH the best of sampled seeds), its unpadded variant ("output"), both at the honest sampling rate
-("mga-sampled") and the input attack, against ldp-nb with and without a defence.
+("mga-sampled") and the input attack, against spread and ldp-nb with and without a defence.
 
 Two parts:
 
-* accuracy: configs/adult_paired.toml's paired release (one (attribute, label) pair per client, the
-  least-variance oracle for each pair domain; at ε 4 k-RR for every attribute), 30,162 clients, fakes
-  at 0 / 1 / 5 / 10 % (ε 4 and 2) promoting (native country = US, >50K), the same seeds at every fraction (the
-  honest clients' releases are the same, only the fakes differ). Learners: ldp-nb (the published
-  clipping), ldp-nb-normsub (Norm-Sub consistency, the countermeasure Cao, Jia & Gong evaluated),
-  ldp-nb-robust (``LDPNaiveBayes(robust="margins")``: the attribute whose table's class margin
-  disagrees with the others' is dropped) and majority; the frequency check's flags (α 0.01). Every
-  number comes from the sweep's cell runner (``fedrr.experiment.run_cell``, offline), cells
-  under OUT/cells reused. spread is left out: ~50 s per fit on Adult.
+* accuracy: configs/adult_planned.toml's release (the release planner's, ``mechanism = "auto"``: on
+  Adult at ε 2 and 4 the paired release, one (attribute, label) pair per client through the
+  least-variance oracle of its pair domain — k-RR for every attribute at ε 4; at ε 2 OLH for
+  native country and education), 30,162 clients, fakes at 0 / 1 / 5 / 10 % promoting (native
+  country = US, >50K), the same seeds at every fraction (the honest clients' releases are the same,
+  only the fakes differ). Where the target attribute's oracle is k-RR the maximal-gain attack *is*
+  the output attack (the script checks that the two give the same pool on the first seed and then
+  runs "output" only). Learners: ldp-nb (the published clipping), ldp-nb-normsub (Norm-Sub
+  consistency, the countermeasure Cao, Jia & Gong evaluated), ldp-nb-robust
+  (``LDPNaiveBayes(robust="margins")``: the attribute whose table's class margin disagrees with the
+  others' is dropped), majority, at ``--seeds`` seeds in every cell; spread and spread-robust
+  (``SpreadLogisticRegressionCV(robust="margins")``: the same test, the records that released the
+  rejected attribute dropped before the fit) at ``--spread-seeds`` seeds in the target's cells (ε 4,
+  output attack, 0 and 5 %) and ``--spread-other-seeds`` in the others' (0 there leaves them out:
+  a spread fit is ~35 s on this pool). The frequency check's flags (α 0.01). Every number comes from
+  the sweep's cell runner (``fedrr.experiment.run_cell``, offline); finished cells under
+  OUT/cells (same fingerprint) are reused, so a killed run resumes.
 * flags: how often the frequency check flags a pool (α 0.01, 10 seeds), with the attacked field
   released by OUE so that the padding matters: split release (label by RR at ε 2, one sampled
   attribute at ε 2, native country by OUE — fedrr's own choice there is OLH — the others by the
@@ -21,7 +29,7 @@ Two parts:
   14: one training client), by the unpadded output attack, the padded MGA, the MGA at the honest
   sampling rate and the input attack; and honest pools (split and paired ε 4).
 
-    python simulations/fake_attacks.py                          # results/fake_clients/attacks*.{md,csv} (~25 min)
+    python simulations/fake_attacks.py                          # results/fake_clients/attacks*.{md,csv} (~2 h)
     python simulations/fake_attacks.py --part flags             # the flag counts only
     python simulations/fake_attacks.py --quick --out /tmp/fa    # 3,000 clients, 1 seed, a minute
 """
@@ -30,23 +38,29 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
+import tomllib
 from pathlib import Path
 
 import numpy as np
 
 from fedrr.datasets import load
-from fedrr.experiment import parse_scenario, run_cell
+from fedrr.experiment import is_done, parse_scenario, run_cell
 from fedrr.fake import FakeClients
 from fedrr.frequency_check import frequency_check
 from fedrr.io import provenance
 from fedrr.mechanisms import PairedRecordMechanism, RandomizedResponse, RecordMechanism, UnaryEncoding, frequency_oracle
-from fedrr.population import DatasetPopulation
+from fedrr.population import DatasetPopulation, build_population
 from fedrr.release import offline_release
 
 COMMAND = "python simulations/fake_attacks.py"
 FRACTIONS = (0.0, 0.01, 0.05, 0.1)
 ATTACKS = ("mga", "output", "mga-sampled", "input")
-LEARNERS = ("ldp-nb", "ldp-nb-normsub", "ldp-nb-robust", "majority")
+NB_LEARNERS = ("ldp-nb", "ldp-nb-normsub", "ldp-nb-robust", "majority")
+SPREAD_LEARNERS = ("spread", "spread-robust")
+LEARNERS = SPREAD_LEARNERS + NB_LEARNERS
+CONFIG = Path(__file__).resolve().parent.parent / "configs" / "adult_planned.toml"
+TARGET_CELLS = {(4.0, "none", 0.0), (4.0, "output", 0.05)}  # the issue's target: paired ε 4, 5 % output attack
 TARGET = (11, 38, 1)  # native country = United-States, label >50K
 #: flag pools: name -> (fraction, attack, state of native country)
 FLAG_POOLS = {
@@ -61,47 +75,88 @@ FLAG_POOLS = {
 }
 
 
-def scenario(name: str, args, eps: float, fraction: float, attack: str):
-    """configs/adult_paired.toml at one ε with fake clients on TARGET (a ``ScenarioSpec``)."""
+def scenario(name: str, args, eps: float, fraction: float, attack: str, learners: tuple, repeats: int):
+    """configs/adult_planned.toml's population and release (mechanism "auto") at one ε with fake
+    clients on TARGET (a ``ScenarioSpec``); repeat r has the same seed whatever the learners."""
+    with open(CONFIG, "rb") as fh:
+        cfg = tomllib.load(fh)
     attribute, state, label = TARGET
+    population = dict(cfg["population"], n_clients=args.n_clients, fake_fraction=fraction, fake_attack=attack,
+                      fake_attribute=attribute, fake_state=state, fake_label=label)  # fmt: skip
     return parse_scenario(
         {
-            "scenario": {"name": name, "seed": 0, "repeats": args.seeds},
-            "population": {
-                "dataset": "adult_binned",
-                "n_clients": args.n_clients,
-                "fake_fraction": fraction,
-                "fake_attack": attack,
-                "fake_attribute": attribute,
-                "fake_state": state,
-                "fake_label": label,
-            },
-            "privacy": {"mechanism": "paired", "epsilon_grid": [eps], "n_sampled": 1},
-            "learners": {"names": list(LEARNERS), "encoding": "onehot"},
+            "scenario": {"name": name, "seed": 0, "repeats": repeats},
+            "population": population,
+            "privacy": {"mechanism": cfg["privacy"]["mechanism"], "epsilon_grid": [eps]},
+            "learners": {"names": list(learners), "encoding": cfg["learners"]["encoding"]},
             "run": {"mode": "offline", "check_alpha": args.alpha},
         }
     )
 
 
-def accuracy_rows(args, out: Path) -> list[dict]:
-    rows = []
+def _cell(cell, out: Path) -> dict:
+    """The cell's record: the finished file when its fingerprint matches, else a run."""
+    path = out / "cells" / f"{cell.key}.json"
+    if is_done(cell, out):
+        return json.loads(path.read_text())
+    return run_cell(cell, out)
+
+
+def same_pools(args, eps: float) -> bool:
+    """Do "mga" and "output" give the same pool at this ε (5 % fakes, the first seed)?"""
+    pools = []
+    for attack in ("mga", "output"):
+        cell = scenario("probe", args, eps, 0.05, attack, NB_LEARNERS, 1).cells()[0]
+        rel = offline_release(build_population(cell.run_config(results_dir="/tmp")), cell.seed)
+        pools.append(np.nan_to_num(np.asarray(rel.x, float), nan=-1.0))
+    return pools[0].shape == pools[1].shape and bool(np.array_equal(pools[0], pools[1]))
+
+
+def cells_plan(args) -> list[tuple]:
+    """(ε, attack, fraction) of every row, "mga" left out where it gives "output"'s pools."""
+    plan = []
     for eps in args.eps:
-        for attack in ATTACKS:
-            for f in args.fractions:
-                if f == 0 and attack != ATTACKS[0]:
-                    continue  # one honest pool per seed, shared by the attacks
-                spec = scenario(f"acc-e{eps:g}-{attack}-f{f:g}", args, eps, f, attack)
-                for cell in spec.cells():
-                    rec = run_cell(cell, out / "cells" / spec.name)
-                    check = rec["frequency_check"]
-                    row = {"epsilon": eps, "attack": attack if f > 0 else "none", "fake_fraction": f,
-                           "seed": rec["seed"], "flagged": check["flagged"],
-                           "flagged_fields": " ".join(check["flagged_fields"])}  # fmt: skip
-                    for name in LEARNERS:
-                        row[name] = rec["learners"][name].get("accuracy")
-                    rows.append(row)
-                    print(f"  ε {eps:g} {row['attack']} {f:g} seed {row['seed']}: "
-                          + " ".join(f"{n} {row[n]:.4f}" for n in LEARNERS), flush=True)  # fmt: skip
+        attacks = [a for a in ATTACKS if not (a == "mga" and args.mga_is_output[eps])]
+        plan.append((eps, "none", 0.0))
+        plan += [(eps, a, f) for a in attacks for f in args.fractions[1:]]
+    return plan
+
+
+def accuracy_rows(args, out: Path) -> list[dict]:
+    """One row per (ε, attack, fraction, seed): the ldp-nb learners at every seed, spread's at the
+    seeds its budget gives the cell (the target's cells first, so a cut run keeps them)."""
+    plan = cells_plan(args)
+    target = [c for c in plan if c in TARGET_CELLS]
+    # the order a cut run keeps: spread on the target's cells, the ldp-nb learners everywhere, spread elsewhere
+    jobs = [("spread", c, args.spread_seeds) for c in target] + [("nb", c, args.seeds) for c in plan]
+    jobs += [
+        ("spread", c, args.spread_other_seeds) for c in plan if c not in TARGET_CELLS and c[2] in args.spread_fractions
+    ]
+    recs: dict[tuple, dict] = {}
+    for family, (eps, attack, f), seeds in jobs:
+        learners = SPREAD_LEARNERS if family == "spread" else NB_LEARNERS
+        if seeds > 0:
+            name = f"acc-{family}-e{eps:g}-{'output' if attack == 'none' else attack}-f{f:g}"
+            spec = scenario(name, args, eps, f, "output" if attack == "none" else attack, learners, seeds)
+            for cell in spec.cells():
+                rec = _cell(cell, out / "cells" / spec.name)
+                key = (eps, attack, f, cell.r)
+                row = recs.setdefault(key, {"epsilon": eps, "attack": attack, "fake_fraction": f, "seed": rec["seed"]})
+                for n in learners:
+                    row[n] = rec["learners"][n].get("accuracy")
+                if family == "spread":
+                    diag = rec["learners"]["spread-robust"].get("diagnostics") or {}
+                    row["robust_dropped"] = " ".join(str(j) for j in diag.get("robust_dropped", []))
+                    row["robust_n_dropped"] = diag.get("robust_n_dropped")
+                    row["spread_fallback"] = (rec["learners"]["spread"].get("diagnostics") or {}).get("fallback")
+                    row["spread_robust_fallback"] = diag.get("fallback")
+                check = rec["frequency_check"]
+                row["flagged"], row["flagged_fields"] = check["flagged"], " ".join(check["flagged_fields"])
+                print(f"  ε {eps:g} {attack} {f:g} seed {row['seed']} ({family}): "
+                      + " ".join(f"{n} {row[n]:.4f}" for n in learners), flush=True)  # fmt: skip
+    cols = ["epsilon", "attack", "fake_fraction", "seed", *LEARNERS, "flagged", "flagged_fields", "robust_dropped",
+            "robust_n_dropped", "spread_fallback", "spread_robust_fallback"]  # fmt: skip
+    rows = [{c: recs[k].get(c) for c in cols} for k in sorted(recs, key=lambda k: (-k[0], plan.index(k[:3]), k[3]))]
     return rows
 
 
@@ -152,57 +207,86 @@ def _flag_row(setting: str, label: str, f: float, seed: int, rel, mech, args) ->
 
 def write_csv(path: Path, rows: list[dict], args) -> None:
     with open(path, "w", newline="") as fh:
-        fh.write(f"# {command(args)}\n")
+        fh.write(f"# {command(args)}\n# {provenance()}\n")
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
 
 
-def _ms(a) -> str:
+def _ms(a, n: bool = False) -> str:
     a = np.asarray([v for v in a if v is not None], float)
-    return f"{a.mean():.4f} ± {a.std(ddof=1) if a.size > 1 else 0:.4f}" if a.size else "n/a"
+    if not a.size:
+        return "–"
+    out = f"{a.mean():.4f} ± {a.std(ddof=1) if a.size > 1 else 0:.4f}"
+    return out + (f" ({a.size})" if n else "")
+
+
+def _rows(acc: list[dict], eps: float, attack: str, f: float) -> list[dict]:
+    return [r for r in acc if r["epsilon"] == eps and r["attack"] == attack and r["fake_fraction"] == f]
 
 
 def accuracy_md(args, acc: list[dict]) -> list[str]:
+    fracs = " / ".join(f"{100 * f:g} %" for f in args.spread_fractions)
     lines = [
-        f"## Accuracy: paired release, {args.n_clients:,} clients, target (native country = US, >50K)",
+        f"## Accuracy: the planner's release (configs/adult_planned.toml), {args.n_clients:,} clients, "
+        "target (native country = US, >50K)",
         "",
-        f"Test accuracy on adult.test, mean ± sd over {args.seeds} seeds (the same seeds in every row); "
-        f"'flagged': pools the frequency check (α = {args.alpha:g}) flagged. ldp-nb-normsub: Norm-Sub "
-        "consistency (Cao, Jia & Gong's evaluated countermeasure); ldp-nb-robust: robust='margins'.",
+        f"Test accuracy on adult.test, mean ± sd over seeds (the same seeds in every row: seed r is the same "
+        f"honest pool in every row). ldp-nb and its variants and majority: {args.seeds} seeds per row; spread and "
+        f"spread-robust: {args.spread_seeds} seeds in the target's rows (ε 4, output attack, 0 and 5 %), "
+        f"{args.spread_other_seeds} in the other rows at fakes {fracs} (the number of seeds in brackets; '–': "
+        f"not run, for the CPU budget). 'flagged': pools the frequency check (α = {args.alpha:g}) flagged, of "
+        "the rows' seeds. "
+        "ldp-nb-normsub: Norm-Sub consistency (Cao, Jia & Gong's evaluated countermeasure); ldp-nb-robust and "
+        "spread-robust: robust='margins'. 'dropped': spread-robust's fits whose test rejected an attribute (and "
+        "which: 11 is native country).",
         "",
     ]
     for eps in args.eps:
-        lines += [f"### ε {eps:g}", "", "| attack | fakes | " + " | ".join(LEARNERS) + " | flagged |",
-                  "|---" * (len(LEARNERS) + 3) + "|"]  # fmt: skip
-        base = [r for r in acc if r["epsilon"] == eps and r["fake_fraction"] == 0]
-        lines.append("| none | 0 % | " + " | ".join(_ms([r[n] for r in base]) for n in LEARNERS)
-                     + f" | {sum(r['flagged'] for r in base)} of {len(base)} |")  # fmt: skip
+        if args.mga_is_output[eps]:
+            note = ("The maximal-gain attack gave the output attack's pool exactly (checked on the first seed: "
+                    "native country's pair oracle is k-RR here), so its rows are the output attack's.")  # fmt: skip
+        else:
+            note = "The maximal-gain and output attacks give different pools here (native country's oracle: OLH)."
+        head = "| attack | fakes | " + " | ".join(LEARNERS) + " | flagged | dropped |"
+        lines += [f"### ε {eps:g}", "", note, "", head, "|---" * (len(LEARNERS) + 4) + "|"]
+        for e, attack, f in [c for c in cells_plan(args) if c[0] == eps]:
+            rs = _rows(acc, e, attack, f)
+            sp = [r for r in rs if r["spread"] is not None]
+            drops = sorted({r["robust_dropped"] for r in sp if r["robust_dropped"]})
+            dropped = f"{sum(bool(r['robust_dropped']) for r in sp)} of {len(sp)}" if sp else "–"
+            if drops:
+                dropped += " (" + ", ".join(d for d in drops) + ")"
+            lines.append(
+                f"| {attack} | {100 * f:g} % | "
+                + " | ".join(_ms([r[n] for r in rs], n in SPREAD_LEARNERS) for n in LEARNERS)
+                + f" | {sum(r['flagged'] for r in rs)} of {len(rs)} | {dropped} |"
+            )
+        lines += ["", *recovery_md(acc, eps, args), ""]
+    return lines
+
+
+def recovery_md(acc: list[dict], eps: float, args) -> list[str]:
+    """removed / recovered / share at 5 % fakes, per seed, for ldp-nb and for spread."""
+    lines = [
+        "Recovery at 5 % fakes, per seed: removed = learner(0 %) − learner(5 %); recovered = defence(5 %) − "
+        "learner(5 %); share = recovered / removed (of the means over the seeds that have both).",
+        "",
+        "| learner | attack | seeds | removed | Norm-Sub recovered | robust recovered | robust share |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for base, normsub, robust in (("ldp-nb", "ldp-nb-normsub", "ldp-nb-robust"), ("spread", None, "spread-robust")):
+        honest = {r["seed"]: r for r in _rows(acc, eps, "none", 0.0) if r[base] is not None}
         for attack in ATTACKS:
-            for f in args.fractions[1:]:
-                rs = [r for r in acc if r["epsilon"] == eps and r["attack"] == attack and r["fake_fraction"] == f]
-                lines.append(f"| {attack} | {100 * f:g} % | " + " | ".join(_ms([r[n] for r in rs]) for n in LEARNERS)
-                             + f" | {sum(r['flagged'] for r in rs)} of {len(rs)} |")  # fmt: skip
-        lines += [
-            "",
-            "Recovery at 5 % fakes, per seed: removed = ldp-nb(0 %) − ldp-nb(5 %); recovered = defence(5 %) − "
-            "ldp-nb(5 %); share = recovered / removed (of the means over seeds).",
-            "",
-            "| attack | removed | Norm-Sub recovered | robust recovered | robust share |",
-            "|---|---|---|---|---|",
-        ]
-        honest = {r["seed"]: r for r in base}
-        for attack in ATTACKS:
-            rs = [r for r in acc if r["epsilon"] == eps and r["attack"] == attack and r["fake_fraction"] == 0.05]
+            rs = [r for r in _rows(acc, eps, attack, 0.05) if r[base] is not None and r["seed"] in honest]
             if not rs:
                 continue
-            removed = np.array([honest[r["seed"]]["ldp-nb"] - r["ldp-nb"] for r in rs])
-            norm = np.array([r["ldp-nb-normsub"] - r["ldp-nb"] for r in rs])
-            rob = np.array([r["ldp-nb-robust"] - r["ldp-nb"] for r in rs])
-            share = rob.mean() / removed.mean() if removed.mean() > 0 else float("nan")
-            lines.append(f"| {attack} | {_ms(removed)} | {_ms(norm)} | {_ms(rob)} | "
+            removed = np.array([honest[r["seed"]][base] - r[base] for r in rs])
+            rec = np.array([r[robust] - r[base] for r in rs])
+            norm = _ms([r[normsub] - r[base] for r in rs]) if normsub else "–"
+            share = rec.mean() / removed.mean() if removed.mean() > 0 else float("nan")
+            lines.append(f"| {base} | {attack} | {len(rs)} | {_ms(removed)} | {norm} | {_ms(rec)} | "
                          + (f"{share:.0%}" if np.isfinite(share) else "n/a (nothing removed)") + " |")  # fmt: skip
-        lines.append("")
     return lines
 
 
@@ -230,9 +314,12 @@ def command(args) -> str:
     opts = " --quick" if args.quick else ""
     if args.part != "all":
         opts += f" --part {args.part}"
-    for name, default in (("seeds", 5), ("flag_seeds", 10), ("alpha", 0.01)):
+    defaults = (("seeds", 10), ("spread_seeds", 10), ("spread_other_seeds", 2), ("flag_seeds", 10), ("alpha", 0.01))
+    for name, default in defaults:
         if not args.quick and getattr(args, name) != default:
             opts += f" --{name.replace('_', '-')} {getattr(args, name):g}"
+    if not args.quick and list(args.spread_fractions) != list(FRACTIONS):
+        opts += " --spread-fractions " + " ".join(f"{f:g}" for f in args.spread_fractions)
     if not args.quick and list(args.eps) != [4.0, 2.0]:
         opts += " --eps " + " ".join(f"{e:g}" for e in args.eps)
     return COMMAND + opts
@@ -243,7 +330,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default="results/fake_clients", help="output folder (default results/fake_clients)")
     parser.add_argument("--part", choices=("all", "accuracy", "flags"), default="all")
     parser.add_argument("--quick", action="store_true", help="3,000 clients, 0 and 5 %%, 1 seed")
-    parser.add_argument("--seeds", type=int, default=5, help="seeds per accuracy row (default 5)")
+    parser.add_argument("--seeds", type=int, default=10, help="ldp-nb's seeds per accuracy row (default 10)")
+    parser.add_argument("--spread-seeds", type=int, default=10,
+                        help="spread's seeds in the target's rows: ε 4, output, 0 and 5 %% (default 10)")  # fmt: skip
+    parser.add_argument("--spread-other-seeds", type=int, default=2,
+                        help="spread's seeds in the other rows (default 2; 0: not run)")  # fmt: skip
+    parser.add_argument("--spread-fractions", type=float, nargs="+", default=list(FRACTIONS),
+                        help="the fake fractions of spread's other rows (default all)")  # fmt: skip
     parser.add_argument("--flag-seeds", type=int, default=10, help="seeds per flag-count pool (default 10)")
     parser.add_argument("--alpha", type=float, default=0.01, help="the check's false-alarm probability per pool")
     parser.add_argument("--eps", type=float, nargs="+", default=[4.0, 2.0], help="record ε of the accuracy part")
@@ -251,18 +344,21 @@ def main(argv: list[str] | None = None) -> None:
     args.n_clients, args.fractions = 30162, FRACTIONS
     if args.quick:
         args.n_clients, args.fractions, args.seeds, args.flag_seeds, args.eps = 3000, (0.0, 0.05), 1, 1, [4.0]
+        args.spread_seeds = args.spread_other_seeds = 1
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = [
         "# Published attacks and a defence on UCI Adult (issue 32)",
         "",
         f"Made by `{command(args)}`. The older table next to this one (fake_clients.md) used an earlier "
-        "design: the unpadded output attack only, the split release, no defence.",
+        "design: the unpadded output attack only, the split release, no defence. The accuracy part's cells "
+        "are those of the sweep's cell runner on the planner's release of configs/adult_planned.toml.",
         "",
         provenance(),
         "",
     ]
     if args.part in ("all", "accuracy"):
+        args.mga_is_output = {eps: same_pools(args, eps) for eps in args.eps}
         acc = accuracy_rows(args, out)
         write_csv(out / "attacks_accuracy.csv", acc, args)
         lines += accuracy_md(args, acc)

@@ -14,7 +14,7 @@ from ._reproduce import digest, reproduce
 from ._runner import run_cell
 from ._spec import ScenarioSpec, load_scenario, parse_scenario
 from ._summary import summary_markdown
-from ._sweep import sweep
+from ._sweep import is_done, sweep
 
 __all__ = [
     "CellSpec",
@@ -26,6 +26,7 @@ __all__ = [
     "write_reports",
     "run_cell",
     "sweep",
+    "is_done",
     "reproduce",
     "digest",
     "machine",

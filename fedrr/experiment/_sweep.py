@@ -68,6 +68,8 @@ class SweepResult:
 
 
 def is_done(cell: CellSpec, out: Path) -> bool:
+    """Whether ``out/cells`` holds this cell's finished record, computed for this cell (same
+    fingerprint): what a resumed sweep skips."""
     p = out / "cells" / f"{cell.key}.json"
     if not p.exists():
         return False

@@ -66,6 +66,7 @@ from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
 from ._mstep import log_class_probs
 from ._paired import PairedView
 from ._pool import group_records
+from ._robust import ROBUST, drop_inconsistent, no_test
 
 #: the spread-EM parameters this class passes through (the rest are its own)
 PASSED = (
@@ -128,6 +129,10 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     heldout_samples : posterior draws per held-out record for its noisy likelihood.
     cv_max_iter : EM budget of each cross-validation fit, which runs one chain (burn-in, then one
         averaging window of ``n_average``); the final refit uses ``max_iter`` and ``n_chains``.
+    robust, robust_alpha : the defence against fake clients of ``SpreadLogisticRegression`` (see there
+        for what it does not defend), run once on the whole pool before anything else: the selection,
+        the fallback's test, the intercept-only model and the refit all see the kept records only.
+        Learned: ``consistent_``, ``margin_z_``, ``margin_z_critical_``, ``n_dropped_``.
     Other parameters: as ``SpreadLogisticRegression``.
 
     Attributes: ``C_``, ``prior_strength_``, ``scores_`` ({(C, strength): mean held-out log p(x̃, c̃)}
@@ -163,6 +168,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         "heldout_samples": [Interval(int, 1, None)],
         "cv_max_iter": [Interval(int, 1, None)],
         "random_state": random_state_constraints(),
+        "robust": [Options(*ROBUST)],
+        "robust_alpha": [Interval(float, 0, 1, closed="neither")],
     }
 
     def __init__(
@@ -200,6 +207,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         agreement_tol: float = 0.2,
         mechanism: Any = None,
         verbose: int = 0,
+        robust: str = "none",
+        robust_alpha: float = 0.01,
     ):
         self.Cs = Cs
         self.prior_strengths = prior_strengths
@@ -233,6 +242,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.agreement_tol = agreement_tol
         self.mechanism = mechanism
         self.verbose = verbose
+        self.robust = robust
+        self.robust_alpha = robust_alpha
 
     def _spread(self, **changes) -> SpreadLogisticRegression:
         kw = {k: getattr(self, k) for k in PASSED}
@@ -267,9 +278,19 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self.C_, self.prior_strength_, self.fallback_, self.gain_ = p["Cs"][0], None, False, None
             self.scores_, self.cond_scores_, self.accuracy_scores_ = {}, {}, {}
             self.cv_results_, self.p_value_, self.fallback_reason_ = {}, None, None
+            self.consistent_, self.margin_z_, self.margin_z_critical_ = no_test(self.n_features_in_)
+            self.n_dropped_ = 0
             return self
+        n_given = np.shape(X)[0]
+        if p["robust"] == "margins":  # once, on the whole pool: every fit below sees the kept records only
+            X, y, mechanism, kept, *test = drop_inconsistent(X, y, mechanism, p["robust_alpha"])
+            self.consistent_, self.margin_z_, self.margin_z_critical_ = test
+            self.n_dropped_ = n_given - kept.size
         base = self._spread()
         Xv, yi, groups, layout = base._prepare(X, y, mechanism, base._params())
+        if p["robust"] == "none":
+            self.consistent_, self.margin_z_, self.margin_z_critical_ = no_test(layout.n_features)
+            self.n_dropped_ = 0
         n = Xv.shape[0]
         if n < 2 * p["cv"]:
             raise ValidationError("cv", f"{p['cv']} folds need at least {2 * p['cv']} records, got {n}")
@@ -506,6 +527,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             "p_value": self.p_value_,
             "fallback_reason": self.fallback_reason_,
         }
+        if self.robust != "none":  # the defence: which attributes it rejected, how many records it dropped
+            out["robust_dropped"] = [int(j) for j in np.flatnonzero(~self.consistent_)]
+            out["robust_n_dropped"] = int(self.n_dropped_)
         if self.estimator_ is not None and hasattr(self.estimator_, "converged_"):
             out.update(self.estimator_.diagnostics())
         elif self.fallback_:

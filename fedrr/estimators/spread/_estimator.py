@@ -44,6 +44,7 @@ from ._priors._factorised import (
 )
 from ._priors._joint import joint_prior
 from ._priors._mixture import latent_class_prior, naive_bayes_prior
+from ._robust import ROBUST, drop_inconsistent, no_test
 from ._runtime import holds_shards, shard_group, traffic_report
 
 E_STEPS = ("mcmc", "importance")
@@ -93,7 +94,26 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         pool's posterior samples is at most this fraction of the logits' standard deviation (two
         models of unrelated noise: ≈ √2). Agreement rules out Monte Carlo noise, not the absence of
         signal in the releases (``SpreadLogisticRegressionCV`` checks that).
+    robust : a defence against fake clients (``fedrr.fake``): "none" (default) or "margins", the
+        cross-attribute consistency test of ``LDPNaiveBayes(robust="margins")`` on the releases
+        (``margin_consistency``, level ``robust_alpha``): every record that released an
+        attribute whose table's class margin disagrees with the other attributes' is dropped before
+        the fit (``_robust``: with one pair per record that is masking its report, which carries the
+        label too; the E-step then imputes that attribute from the prior for every record). It acts
+        on attacks that put their crafted reports on one attribute more than on the others (the
+        maximal-gain and output attacks). It does NOT defend: releases without attribute sampling;
+        fakes that release at the honest sampling rate ("mga-sampled", "output-sampled") or spread
+        their targets over more than half of the attributes; crafted reports that leave the target
+        table's class margin where it was (the input attack, labels at the honest class
+        frequencies); an attack below the test's power; damage to the attributes kept. An honest
+        pool loses an attribute's records with probability ≈ ``robust_alpha``. Needs discrete
+        oracles with a label, or pairs, and one mechanism for every record; not in ``fit_pool``.
+    robust_alpha : the consistency test's level (Bonferroni over attributes and classes).
     mechanism : default RecordMechanism when ``fit`` gets none; None there means clean data.
+
+    Learned (besides the model's): ``consistent_`` (F,) bool, the attributes the defence kept (all
+    True with robust="none" or clean data), ``margin_z_`` (F,) and ``margin_z_critical_`` (the
+    test's statistics; 0 and ∞ when not run), ``n_dropped_`` (records dropped by the defence).
     """
 
     _parameter_constraints = {
@@ -122,6 +142,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         "random_state": random_state_constraints(),
         "agreement_tol": [Interval(float, 0, None, closed="neither")],
         "verbose": [Interval(int, 0, None)],
+        "robust": [Options(*ROBUST)],
+        "robust_alpha": [Interval(float, 0, 1, closed="neither")],
     }
 
     def __init__(
@@ -150,6 +172,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         agreement_tol: float = 0.2,
         mechanism: Any = None,
         verbose: int = 0,
+        robust: str = "none",
+        robust_alpha: float = 0.01,
     ):
         self.C = C
         self.prior = prior
@@ -174,6 +198,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.agreement_tol = agreement_tol
         self.mechanism = mechanism
         self.verbose = verbose
+        self.robust = robust
+        self.robust_alpha = robust_alpha
 
     def _params(self) -> dict:
         return validate_estimator(self)
@@ -193,8 +219,23 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         # the work is matrix-vector products on shards: multi-threaded BLAS only contends
         with threadpool_limits(limits=1, user_api="blas"):
             if mechanism is None:
-                return self._fit_clean(X, y, p)
-            return self._fit_noisy(X, y, mechanism, p)
+                self._fit_clean(X, y, p)
+                self._set_robust(no_test(self.n_features_in_), 0)
+                return self
+            if p["robust"] == "margins":
+                n = np.shape(X)[0]
+                X, y, mechanism, kept, *test = drop_inconsistent(X, y, mechanism, p["robust_alpha"])
+                self._fit_noisy(X, y, mechanism, p)
+                self._set_robust(test, n - kept.size)
+                return self
+            self._fit_noisy(X, y, mechanism, p)
+            self._set_robust(no_test(self.n_features_in_), 0)
+            return self
+
+    def _set_robust(self, test: tuple, n_dropped: int) -> None:
+        """``consistent_``, ``margin_z_``, ``margin_z_critical_`` (the defence's test) and ``n_dropped_``."""
+        self.consistent_, self.margin_z_, self.margin_z_critical_ = test
+        self.n_dropped_ = int(n_dropped)
 
     def _fit_clean(self, X, y, p):
         """No mechanism: ordinary L2-penalised logistic regression (scikit-learn's input rules)."""
@@ -342,6 +383,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         mechanism (to find the classes) and the mechanism index, never X. ``prior="auto"`` is
         "learned" here (naive Bayes is fitted on the releases)."""
         p = self._params()
+        if p["robust"] != "none":
+            raise ValidationError("robust", f"{p['robust']!r} tests the releases in memory: use fit, not fit_pool")
         if isinstance(p["prior"], str) and p["prior"] == "auto":
             p["prior"] = "learned"
         with threadpool_limits(limits=1, user_api="blas"):
@@ -371,7 +414,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             except BaseException:
                 group.close()
                 raise
-            return self._fit_group(group, design, layout, prior, p, S)
+            self._fit_group(group, design, layout, prior, p, S)
+            self._set_robust(no_test(layout.n_features), 0)
+            return self
 
     def _initial_prior(self, layout: ColumnLayout, pools, p, n: int, releases=None, seed: int = 0) -> SpreadPrior:
         if isinstance(p["prior"], str) and p["prior"] in ("naive-bayes", "latent-class"):  # (X, y, groups)

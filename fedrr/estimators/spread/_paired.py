@@ -115,20 +115,26 @@ def as_view(rm) -> RecordMechanism:
 def pair_tables(paired: PairedRecordMechanism, X: np.ndarray, tol: float = 1e-7, max_iter: int = 200) -> list:
     """Per attribute the maximum-likelihood pair table P(x_j = s, y = c) (k_j, C) from its pair reports
     in the releases ``X`` (NaN: not sampled), exact likelihoods (``simplex_mle``, distinct reports
-    grouped); uniform for an attribute no record released."""
-    out = []
+    grouped). An attribute no record released (a small pool, a cross-validation fold, or one whose
+    records ``robust="margins"`` dropped) gets a table uniform over its states with the class margin
+    of the released attributes' tables (uniform if none was released): it says nothing of x_j and
+    leaves the class prior that ``class_margin`` averages over the tables where the releases put it."""
+    out: list = []
+    C = paired.n_classes
     for j, k in enumerate(paired.n_states):
         v = X[:, j]
         v = v[~np.isnan(v)]
-        K = k * paired.n_classes
+        K = k * C
         if v.size == 0:
-            out.append(np.full((k, paired.n_classes), 1.0 / K))
+            out.append(None)
             continue
         uniq, counts = np.unique(v, return_counts=True)
         L = paired.pair_log_likelihood(j, uniq).reshape(uniq.size, K)
         p, _ = simplex_mle(L, counts.astype(float), np.full(K, 1.0 / K), tol=tol, max_iter=max_iter)
-        out.append(np.maximum(p, 0).reshape(k, paired.n_classes))
-    return out
+        out.append(np.maximum(p, 0).reshape(k, C))
+    seen = [t for t in out if t is not None]
+    pc = class_margin(seen) if seen else np.full(C, 1.0 / C)
+    return [np.tile(pc / k, (k, 1)) if t is None else t for t, k in zip(out, paired.n_states)]
 
 
 def class_margin(tables: list) -> np.ndarray:
