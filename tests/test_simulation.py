@@ -337,7 +337,7 @@ INVALID = [
     (
         _with(learners__names=["spread", "magic"]),
         "learners.names",
-        "unknown value 'magic'; valid: spread, spread-plain",
+        "unknown value 'magic'; valid: spread, spread-robust, spread-plain",
     ),
     (_with(learners__names=[]), "learners.names", "is empty"),
     (_with(learners__names=["clean"]), "learners.names", "at least one learner trained on the releases"),

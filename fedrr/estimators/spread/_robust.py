@@ -1,5 +1,5 @@
 """Spread-EM's defence against fake clients, ``robust="margins"`` (issue 32): the cross-attribute
-consistency test of ``LDPNaiveBayes(robust="margins")`` (``naive_bayes.margin_consistency``, run
+consistency test of ``LDPNaiveBayes(robust="margins")`` (``margin_consistency``, run
 through that estimator on the same releases, not copied) decides which attributes' releases are not
 to be trusted, and every record that released one of them is dropped before spread-EM sees the pool.
 
