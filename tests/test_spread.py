@@ -546,6 +546,30 @@ def test_rr_proposals_are_the_per_column_posterior_draws(k, flip):
     assert stream.random() == ref.random()  # as many uniforms used
 
 
+def test_column_major_proposals_are_the_same_draws():
+    """``Shard._propose_columns`` (the held-out scores' draws, never scattered into records) gives
+    ``_propose``'s draws from the same stream, column-major; and None where a column is not
+    randomised response."""
+    from fedrr.mechanisms import LaplaceMechanism
+
+    D, n, S, k = 5, 60, 4, 7
+    rm = RecordMechanism(RandomizedResponse(k, 0.4), RandomizedResponse(2, 0.2), n_features=D)
+    layout = ColumnLayout.from_mechanism(rm)
+    rng = np.random.default_rng(2)
+    prior = given_prior(layout, rng.dirichlet(np.ones(k), D))
+    X = rng.integers(0, k, (n, D)).astype(float)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    shard = Shard(0, rm, X, np.zeros(n), Design(layout, "unit"), 2, 0, 1)
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    cols = shard._propose_columns(a, prior, S)
+    np.testing.assert_array_equal(cols.transpose(1, 2, 0), shard._propose(b, prior, S))
+    assert a.random() == b.random()
+    mixed = RecordMechanism([RandomizedResponse(k, 0.4), LaplaceMechanism(1.0, 0.0, 1.0)], None)
+    X2 = np.column_stack([rng.integers(0, k, n), rng.random(n)]).astype(float)
+    shard2 = Shard(0, mixed, X2, np.zeros(n), Design(ColumnLayout.from_mechanism(mixed), "unit"), 2, 0, 1)
+    assert shard2._propose_columns(a, prior, S) is None
+
+
 def test_a_prior_is_counted_by_its_arrays_in_a_local_groups_traffic():
     """A local group counts a prior (a dataclass) by the bytes of its arrays, not its repr."""
     from fedrr.estimators.spread._runtime._wire import nbytes

@@ -351,3 +351,6 @@ def test_compiled_log_g_equals_the_numpy_composition(encoding, release):
     np.testing.assert_allclose(lg, lg0, rtol=1e-6, atol=1e-6)  # the same float32 state inputs; other sum order
     np.testing.assert_allclose(resp, resp0, rtol=1e-6, atol=1e-7)
     assert lg.shape == (3, n) and resp.shape == (3, n, C)
+    lp, lp0 = shard._log_class_probs(xs, coef, b), shard._log_class_probs_decoded(xs, coef, b)
+    np.testing.assert_allclose(lp, lp0, rtol=1e-6, atol=1e-6)  # the held-out scores' lookup path
+    assert lp.shape == (3, n, C)

@@ -28,8 +28,12 @@ def heldout_loglik(
     proba = np.empty((len(y), len(est.classes_)))
     for rm, rows in group_records(_mechanism_arg(mechs), len(y)):
         shard = Shard(0, rm, X[rows], y[rows], est.design_, len(est.classes_), seed, 1)
-        xs = shard._propose(np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,))), est._prior_state, S)
-        lp = shard._log_class_probs(xs, est.coef_, est.intercept_)  # (S, b, C), one decode for both
+        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,)))
+        drawn = shard._propose_columns(rng, est._prior_state, S)  # randomised response: never scattered
+        if drawn is not None:
+            lp = shard._log_class_probs_columns(drawn, est.coef_, est.intercept_)  # (S, b, C)
+        else:
+            lp = shard._log_class_probs(shard._propose(rng, est._prior_state, S), est.coef_, est.intercept_)
         lg = logsumexp(lp + shard.yterm, axis=-1)  # log g(x) = log Σ_c p(c̃ | c) p_θ(c | x), as Shard._log_g
         cond[rows] = logsumexp(lg, axis=0) - np.log(S)
         full[rows] = cond[rows] + est._prior_state.log_marginal(rm, shard.X, shard.released)

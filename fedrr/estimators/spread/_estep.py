@@ -24,7 +24,7 @@ from ...errors import ValidationError
 from ...mechanisms import DiscreteMechanism, MatrixMechanism, RandomizedResponse, RecordMechanism, guide_table
 from ...parallel import shard_bounds
 from ._design import Design
-from ._mstep import log_class_probs, logits, soft_ce
+from ._mstep import class_log_softmax, log_class_probs, logits, soft_ce
 from ._paired import PairedView, PairTerms, as_view
 from ._priors._factorised import SpreadPrior, release_counts
 from ._priors._joint import JointSpreadPrior, PatternSampler
@@ -222,10 +222,14 @@ class Shard:
             if joint is None or joint[0] is not prior.log_p:  # fixed prior: CDFs kept
                 joint = self._joint = (prior.log_p, prior.sampler(self.rm, self.X, self.released))
             return joint[1].draw(rng.random((S, self.b, self.D + 1)))
+        from ._kernels import scatter_columns  # numba: compiled at first use, not when spread is imported
+
         out = np.empty((S, self.b, self.D))
         for mech, cols in self.rm.column_groups():
             if type(mech) is RandomizedResponse and isinstance(prior, SpreadPrior):
-                self._propose_rr(rng, prior, S, mech, np.asarray(cols), out)
+                drawn = np.empty((len(cols), S, self.b), np.int32)  # column-major: each column contiguous
+                self._propose_rr(rng, prior, S, mech, np.asarray(cols), drawn, np.arange(len(cols)))
+                scatter_columns(drawn, np.asarray(cols, np.int64), out)
                 continue
             for c in cols:
                 pri = prior.for_column(c)
@@ -239,12 +243,28 @@ class Shard:
                     out[:, miss, c] = prior.sample_column(c, rng, (S, miss.size))
         return out
 
-    def _propose_rr(self, rng, prior: SpreadPrior, S: int, mech: RandomizedResponse, cols, out) -> None:
-        """``_propose`` for randomised-response columns: the same draws, from the same stream in the
-        same order, as ``RRPosterior.sample`` column by column (then ``sample_column`` for records
-        that did not release), with the prior's tables built once for all the columns and the
-        inverse-CDF search compiled (``rr_excluding``)."""
-        from ._kernels import rr_excluding  # numba: compiled at first use, not when spread is imported
+    def _propose_columns(self, rng, prior, S: int) -> np.ndarray | None:
+        """``_propose``'s draws, the same ones from the same stream, column-major (D, S, b) integers and
+        never scattered into records (at held-out sizes, writing that array is most of the cost),
+        when every column is randomised response under a factorised prior; else None."""
+        groups = self.rm.column_groups()
+        if isinstance(prior, (JointSpreadPrior, MixtureSpreadPrior)) or not isinstance(prior, SpreadPrior):
+            return None
+        if any(type(mech) is not RandomizedResponse for mech, _ in groups):
+            return None
+        small = max(mech.k for mech, _ in groups) <= np.iinfo(np.int16).max  # half the memory to write
+        drawn = np.empty((self.D, S, self.b), np.int16 if small else np.int32)
+        for mech, cols in groups:
+            self._propose_rr(rng, prior, S, mech, np.asarray(cols), drawn, np.asarray(cols))
+        return drawn
+
+    def _propose_rr(self, rng, prior: SpreadPrior, S: int, mech: RandomizedResponse, cols, drawn, slots) -> None:
+        """``_propose`` for randomised-response columns, into drawn[slots[j]] (S, b) for column cols[j]:
+        the same draws, from the same stream in the same order, as ``RRPosterior.sample`` column by
+        column (then ``sample_column`` for records that did not release), with the prior's tables
+        built once for all the columns and each column's stay-or-move decisions and inverse-CDF
+        search compiled (``rr_moves``, ``rr_fill``)."""
+        from ._kernels import rr_fill, rr_moves  # numba: compiled at first use, not when spread is imported
 
         k = mech.k
         raw = prior.disc[cols, :k]
@@ -258,19 +278,12 @@ class Shard:
             miss = np.flatnonzero(~self.released[:, c])
             if rel.size:
                 xt = self.X[rel, c].astype(np.int64)
-                pi_xt = pi[j, xt]
-                stay = pi_xt * q / (pi_xt * q + (1.0 - pi_xt) * r)
-                draw = np.empty((S, rel.size), np.int64)
-                draw[...] = xt
-                flat = draw.reshape(-1)
-                move = np.flatnonzero(
-                    rng.random((S, rel.size)).reshape(-1) >= np.broadcast_to(stay, (S, rel.size)).reshape(-1)
-                )
-                if move.size:
-                    flat[move] = rr_excluding(cdf[j], guide[j], flat[move], rng.random(move.size))
-                out[:, rel, c] = draw
+                moved = np.empty((S, rel.size), np.bool_)
+                n_moved = rr_moves(xt, pi[j], q, r, rng.random((S, rel.size)), moved)
+                v = rng.random(n_moved) if n_moved else np.empty(0)
+                rr_fill(xt, moved, v, cdf[j], guide[j], rel, drawn[slots[j]])
             if miss.size:
-                out[:, miss, c] = prior.sample_column(c, rng, (S, miss.size))
+                drawn[slots[j]][:, miss] = prior.sample_column(c, rng, (S, miss.size))
 
     def _propose_joint(self, rng, prior: JointSpreadPrior, S: int) -> np.ndarray:
         """S exact draws per record from ρ(x | x̃) ∝ p(x̃ | x)·p(x) under an empirical joint prior:
@@ -294,7 +307,29 @@ class Shard:
         return out
 
     def _log_class_probs(self, x: np.ndarray, coef, intercept) -> np.ndarray:
-        """log p_θ(c | x) for samples x (..., D): (..., C)."""
+        """log p_θ(c | x) for samples x (..., D): (..., C); for all-discrete records the logits are
+        sums of table lookups (``logits_lookup``), without decoding x into model inputs."""
+        if self.design.layout.discrete.all():
+            from ._kernels import logits_lookup  # numba: compiled at first use, not when spread is imported
+
+            xs = np.ascontiguousarray(x.reshape(-1, self.D))
+            z = np.empty((xs.shape[0], coef.shape[0]))
+            W = np.ascontiguousarray(self.design.logit_table(coef), dtype=float)
+            logits_lookup(xs, W, np.asarray(intercept, float), z)
+            return class_log_softmax(z).reshape(x.shape[:-1] + (-1,))
+        return self._log_class_probs_decoded(x, coef, intercept)
+
+    def _log_class_probs_columns(self, drawn: np.ndarray, coef, intercept) -> np.ndarray:
+        """``_log_class_probs`` of column-major draws (D, S, b) (``_propose_columns``): (S, b, C)."""
+        from ._kernels import logits_from_columns  # numba: compiled at first use
+
+        z = np.empty(drawn.shape[1:] + (coef.shape[0],))
+        W = np.ascontiguousarray(self.design.logit_table(coef), dtype=float)
+        logits_from_columns(drawn, W, np.asarray(intercept, float), z)
+        return class_log_softmax(z)
+
+    def _log_class_probs_decoded(self, x: np.ndarray, coef, intercept) -> np.ndarray:
+        """``_log_class_probs`` through the model inputs (any column type): decode, product."""
         Z = self.design.decode(x.reshape(-1, self.D)).reshape(x.shape[:-1] + (-1,))
         return log_class_probs(Z, coef, intercept)
 
@@ -315,7 +350,7 @@ class Shard:
 
     def _log_g_numpy(self, x: np.ndarray, coef, intercept) -> tuple[np.ndarray, np.ndarray]:
         """``_log_g`` through the model inputs (any column type): decode, product, log-softmax."""
-        terms = self._log_class_probs(x, coef, intercept) + self.label_terms(x)
+        terms = self._log_class_probs_decoded(x, coef, intercept) + self.label_terms(x)
         lg = logsumexp(terms, axis=-1)
         return lg, np.exp(terms - lg[..., None])
 

@@ -434,6 +434,100 @@ def rr_excluding(cdf, guide, xt, u):
 
 
 @njit(cache=True, nogil=True)
+def rr_moves(xt, pi, q, r, u, moved):
+    """Which draws of a randomised-response column's posterior leave the released state x̃ (u ≥
+    P(x = x̃ | x̃) = π(x̃) q / (π(x̃) q + (1 − π(x̃)) r), the arithmetic of ``_estep._propose_rr``), into
+    moved (S, n); their number."""
+    S, n = u.shape
+    count = 0
+    for i in range(n):
+        p = pi[xt[i]]
+        stay = p * q / (p * q + (1.0 - p) * r)
+        for s in range(S):
+            m = u[s, i] >= stay
+            moved[s, i] = m
+            count += m
+    return count
+
+
+@njit(cache=True, nogil=True)
+def rr_fill(xt, moved, v, cdf, guide, rows, out):
+    """out[s, rows[i]] = x̃_i, or for the moved draws (in row-major order of moved, one uniform of v
+    each) a state ≠ x̃_i by ``rr_excluding``'s search: one column of ``_estep._propose_rr``."""
+    S, n = moved.shape
+    k = cdf.shape[0]
+    t = 0
+    for s in range(S):
+        for i in range(n):
+            x = xt[i]
+            if moved[s, i]:
+                hi = cdf[x]
+                lo = cdf[x - 1] if x > 0 else 0.0
+                mass = hi - lo
+                rest = 1.0 - mass
+                w = v[t] * rest
+                t += 1
+                if not w < lo:
+                    w = w + mass
+                j = int(w * k)
+                st = guide[j if j < k - 1 else k - 1]
+                while cdf[st] <= w and st < k - 1:
+                    st += 1
+                x = st if rest > 0 else x
+            out[s, rows[i]] = x
+
+
+@njit(cache=True, nogil=True)
+def scatter_columns(cols_first, cols, out):
+    """out[s, n, cols[j]] = cols_first[j, s, n]: draws made column by column (contiguous per column)
+    put into the record-major samples, a block of records at a time (the block stays in cache)."""
+    J, S, b = cols_first.shape
+    B = 16
+    for s in range(S):
+        for n0 in range(0, b, B):
+            n1 = min(n0 + B, b)
+            for j in range(J):
+                c = cols[j]
+                src = cols_first[j, s]
+                for n in range(n0, n1):
+                    out[s, n, c] = src[n]
+
+
+@njit(cache=True, nogil=True)
+def logits_from_columns(drawn, W, intercept, out):
+    """out[s, n, r] = b_r + Σ_d W[r, d, drawn[d, s, n]] for column-major states (D, S, b): the sums
+    of ``logits_lookup``, in the same order over d, read column by column."""
+    D, S, b = drawn.shape
+    Rn = W.shape[0]
+    for k in range(Rn):
+        for s in range(S):
+            for n in range(b):
+                out[s, n, k] = intercept[k]
+        for d in range(D):
+            Wkd = W[k, d]
+            for s in range(S):
+                src = drawn[d, s]
+                for n in range(b):
+                    out[s, n, k] += Wkd[src[n]]
+
+
+@njit(cache=True, nogil=True)
+def logits_lookup(xs, W, intercept, out):
+    """z[n, r] = b_r + Σ_d W[r, d, x_nd] for all-discrete states xs (N, D) and the per-state logit
+    table W (``Design.logit_table``): the model's logits without decoding x into model inputs."""
+    N, D = xs.shape
+    Rn = W.shape[0]
+    for n in range(N):
+        x = xs[n]
+        for k in range(Rn):
+            acc = intercept[k]
+            Wk = W[k]
+            for d in range(D):
+                acc += Wk[d, int(x[d])]
+            out[n, k] = acc
+
+
+@njit(cache=True, nogil=True)
 def mixture_draw(u, cls_cdf, base, kd, relidx, relcdf, out):
     """Draws from a latent-class prior's posterior (``_priors._mixture.MixtureSampler``), by the
     uniforms u (S, n, D + 1): the class is the number of entries of the record's class CDF

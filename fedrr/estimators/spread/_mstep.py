@@ -19,8 +19,12 @@ from ._runtime import Lockstep
 
 def log_class_probs(Z: np.ndarray, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
     """log p_θ(c | x) for every class: (..., C). Binary models have one row (class 1 vs 0)."""
-    z = Z @ coef.T + intercept
-    if coef.shape[0] == 1:
+    return class_log_softmax(Z @ coef.T + intercept)
+
+
+def class_log_softmax(z: np.ndarray) -> np.ndarray:
+    """log p_θ(c | x) from the logits z (..., Rn): binary models' one logit is class 1's against 0."""
+    if z.shape[-1] == 1:
         z = np.concatenate([np.zeros_like(z), z], axis=-1)
     return log_softmax(z, axis=-1)
 
