@@ -353,9 +353,11 @@ def _wdro_cv(d: FitData, o: FitOptions):
     own_protocol=True,
 )
 def _ldp_sgd(d: FitData, o: FitOptions):
-    """Not an oracle: the simulator is the protocol (each client's one release computed from its own
-    record and generator; the server sees releases only), but simulating it needs the records."""
-    from .estimators import LDPSGDClassifier
+    """Not an oracle: the protocol itself (the clients' side, ``GradientClients``, holds their records
+    and releases one gradient each; the server's, ``LDPSGDClassifier``, sees releases only), but
+    simulating it needs the records."""
+    from .estimators import LDPSGDClassifier, ldp_sgd_design
+    from .gradient_release import GradientClients
 
     if d.clean_X is None or d.clean_y is None or d.client_id is None:
         raise ValidationError(
@@ -364,12 +366,13 @@ def _ldp_sgd(d: FitData, o: FitOptions):
             "cell), or a federation with protocol 'ldp-sgd'",
         )
     mechs = list(d.mechanism) if isinstance(d.mechanism, (list, tuple)) else [d.mechanism] * len(d.clean_y)
-    from .estimators import ldp_sgd_design
-
     n_states, n_classes = ldp_sgd_design(record_domain(mechs[0]))  # a paired record: its clean domain
-    est = LDPSGDClassifier(**{"C": o.C, **o.ldp_sgd}, n_states=n_states, random_state=o.random_state)
     eps = [m.epsilon for m in mechs]  # each client's ε = its record's ε, by the mechanism's own accounting
-    return est.fit(d.clean_X, d.clean_y, client_epsilon=eps, client_ids=d.client_id, classes=np.arange(n_classes))
+    clients = GradientClients(
+        d.clean_X, d.clean_y, eps, client_ids=d.client_id, classes=np.arange(n_classes), seed=o.random_state
+    )
+    est = LDPSGDClassifier(**{"C": o.C, **o.ldp_sgd}, n_states=n_states, random_state=o.random_state)
+    return est.fit(clients)
 
 
 @_learner(

@@ -5,7 +5,8 @@ Data: ``load_adult_binned`` — adult.data's 30,162 rows are the clients, adult.
 the test set; 12 discrete attributes, one-hot encoded (k − 1 indicators each: 91 inputs, d = 92 with the
 intercept). Each client releases ONE thing once, at ε per client: a clipped logistic-loss gradient
 (m = max(1, ⌊ε/2.5⌋) of the 92 coordinates by the Piecewise Mechanism at ε/m), or — in the intercept
-and check groups — the intercept-only gradient / its accuracy gain (``fedrr.estimators.LDPSGDClassifier``). The
+and check groups — the intercept-only gradient / its accuracy gain (``fedrr.gradient_release.GradientClients``
+for the clients, ``fedrr.estimators.LDPSGDClassifier`` for the server). The
 model falls back to the intercept-only model (the majority class) when the group-size rule leaves no
 model round or the check group's released gain is not two standard errors above zero.
 
@@ -27,6 +28,7 @@ import numpy as np
 
 from fedrr.datasets import load_adult_binned
 from fedrr.estimators import LDPSGDClassifier
+from fedrr.gradient_release import GradientClients
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 
@@ -43,8 +45,9 @@ def run(epsilons=EPSILONS, n_seeds: int = 3, *, seed: int = 0, mechanism: str = 
     for eps in epsilons:
         for s in range(n_seeds):
             t0 = time.perf_counter()
-            est = LDPSGDClassifier(eps, mechanism=mechanism, n_states=k, random_state=run_seed(seed, eps, s))
-            est.fit(train.X, train.y)
+            clients = GradientClients(train.X, train.y, eps, seed=run_seed(seed, eps, s))
+            est = LDPSGDClassifier(mechanism=mechanism, n_states=k, random_state=run_seed(seed, eps, s))
+            est.fit(clients)
             assert est.epsilon_ <= eps  # every client's one release, by the mechanisms' own accounting
             c = est.check_ or {}
             unchecked = copy.copy(est)  # the SGD model itself, before the check group decided

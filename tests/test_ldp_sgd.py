@@ -1,7 +1,7 @@
 """LDP-SGD in its one-release form (Wang et al., ICDE 2019, §V): each client's one gradient release is
-bounded and replayed, the aggregate is unbiased, the offline simulator equals a real Flower run for a
-seed, it learns at large ε and falls back to the intercept-only model at tiny ε; the formulas the
-protocol takes from the paper are checked numerically."""
+bounded and replayed, the aggregate is unbiased, the offline protocol (``GradientClients`` answering
+``LDPSGDClassifier``) equals a real Flower run for a seed, it learns at large ε and falls back to the
+intercept-only model at tiny ε; the formulas the protocol takes from the paper are checked numerically."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from flwr.app import Context, Message, MessageType, RecordDict
 
+from fedrr import gradient_release as G
 from fedrr.errors import ValidationError
 from fedrr.estimators import LDPSGDClassifier, ldp_sgd_design
 from fedrr.estimators import _ldp_sgd as L
@@ -19,6 +20,7 @@ from fedrr.examples import TwoBudgetSyntheticPopulation as TwoBudget
 from fedrr.federation import _ldp_sgd_client as client
 from fedrr.federation import content_release, release_content
 from fedrr.federation._ldp_sgd_protocol import content_query, parse_answer, query_content
+from fedrr.gradient_release import GradientClients
 from fedrr.learners import FitData, FitOptions, fit_and_score
 from fedrr.mechanisms import PiecewiseMechanism, RandomizedResponse, RecordMechanism
 from fedrr.pool import ReplyRejected
@@ -37,12 +39,18 @@ def _task(n: int, seed: int = 0, D: int = 4):
     return X, y
 
 
+def _fit(X, y, epsilon=1.0, *, seed=0, client_ids=None, classes=None, **params) -> LDPSGDClassifier:
+    """The offline protocol: the clients (noise seeded by ``seed``) answer the server (shuffle seeded by it too)."""
+    clients = GradientClients(X, y, epsilon, client_ids=client_ids, classes=classes, seed=seed)
+    return LDPSGDClassifier(random_state=seed, **params).fit(clients)
+
+
 # ------------------------------------------------------------------------------ formulas
 def test_sampling_rule_and_worst_case_variance_match_the_paper_and_monte_carlo():
     """m = max(1, min(d, ⌊ε/2.5⌋)) (Algorithm 4); PM's Var[t̃ | t] = t²/(e^{ε/2} − 1) + (e^{ε/2} + 3)/(3(e^{ε/2} − 1)²)
     (Wang et al. Lemma 1) within the snapping's cell rounding; the scaled coordinate's worst-case variance
     (PM at t = ±1, Duchi at t = 0) by Monte Carlo."""
-    assert [L.n_sampled_rule(e, 10) for e in (0.5, 2.4, 2.5, 5, 7.4, 8, 30, 100)] == [1, 1, 1, 2, 2, 3, 10, 10]
+    assert [G.n_sampled_rule(e, 10) for e in (0.5, 2.4, 2.5, 5, 7.4, 8, 30, 100)] == [1, 1, 1, 2, 2, 3, 10, 10]
     rng = np.random.default_rng(1)
     for eps in (1.0, 4.0):
         r = math.exp(eps / 2)
@@ -52,7 +60,7 @@ def test_sampling_rule_and_worst_case_variance_match_the_paper_and_monte_carlo()
             assert abs(v.mean() - t) < 5 * v.std() / math.sqrt(v.size)
             assert v.var() == pytest.approx(paper, rel=0.02)
     for mech, t in (("piecewise", 1.0), ("duchi", 0.0)):
-        rm = L.query_mechanism(mech, 8.0, 12, None, 1.0)
+        rm = G.query_mechanism(mech, 8.0, 12, None, 1.0)
         R, _ = rm.release(np.full((100_000, 12), t), rng=rng)
         est = 12 / rm.n_sampled * np.nan_to_num(R)
         assert est.var(axis=0).mean() == pytest.approx(L.coordinate_variance(rm), rel=0.03)
@@ -64,7 +72,7 @@ def test_group_size_rule_is_d_log_d_over_eps_squared():
     g = {}
     for eps in (0.1, 0.2):
         for d in (10, 100):
-            v = L.coordinate_variance(L.query_mechanism("piecewise", eps, d, None, 1.0))
+            v = L.coordinate_variance(G.query_mechanism("piecewise", eps, d, None, 1.0))
             g[eps, d] = 2 * v * math.log(2 * d / L.BETA)
     assert g[0.1, 10] / g[0.2, 10] == pytest.approx(4, rel=0.05)
     assert g[0.1, 100] / g[0.1, 10] == pytest.approx(10 * math.log(4000) / math.log(400), rel=0.02)
@@ -74,19 +82,104 @@ def test_group_size_rule_is_d_log_d_over_eps_squared():
 @pytest.mark.parametrize("mechanism", ["piecewise", "duchi"])
 def test_each_release_is_bounded_and_carries_m_coordinates(mechanism):
     X, y = _task(40)
-    Z = L.encode(X, np.zeros(4, int))
+    Z = G.encode(X, np.zeros(4, int))
     theta = np.array([[0.3, 2.0, -1.0, 0.5, 0.1]])
     for kind, eps, clip in (("gradient", 2.0, 0.5), ("gradient", 9.0, 1.0), ("intercept", 2.0, 1.0), ("check", 1.0, 1)):
-        q = L.Query(kind, 0, theta, theta * 0 if kind == "check" else None)
+        q = G.Query(kind, 0, theta, theta * 0 if kind == "check" else None)
         for i in range(40):
-            x, rm = L.client_answer(q, Z[i], y[i], eps, np.random.default_rng(i), mechanism=mechanism, clip=clip)
+            x, rm = G.client_answer(q, Z[i], y[i], eps, np.random.default_rng(i), mechanism=mechanism, clip=clip)
             rm.validate_release(x[None])  # cell midpoints (PM) or ±B (Duchi), exactly m coordinates
             mech = rm.fields[0].mechanism
             reach = mech.C if mechanism == "piecewise" else mech.B
             bound = clip if kind == "gradient" else 1.0
             assert np.nanmax(np.abs(x)) <= reach * bound * (1 + 1e-12)
-            assert np.sum(~np.isnan(x)) == rm.n_sampled == L.n_sampled_rule(eps, x.size)
+            assert np.sum(~np.isnan(x)) == rm.n_sampled == G.n_sampled_rule(eps, x.size)
             assert rm.epsilon <= eps
+
+
+# ------------------------------------------------------------------------- the clients' side
+def test_clients_answer_only_the_group_asked_each_from_its_own_record_and_generator():
+    """A group's answers come back in the order asked, each the client's own ``client_answer`` with
+    ``client_generator(seed, id)`` (byte for byte); nobody else releases, and nobody releases twice."""
+    from fedrr.release import client_generator
+
+    X, y = _task(30)
+    ids = np.arange(30) * 2 + 5
+    clients = GradientClients(X, y, 3.0, client_ids=ids, seed=11)
+    q = G.Query("gradient", 1, np.array([[0.3, 2.0, -1.0, 0.5, 0.1]]))
+    group = [ids[7], ids[2], ids[20]]
+    got = clients.answer(q, group, mechanism="duchi", clip=0.5)
+    assert got.x.shape == (3, 5) and got.epsilon.shape == (3,) and len(got.mechanisms) == 3
+    Z = G.encode(X, np.zeros(4, int))
+    for row, (i, cid) in enumerate(zip([7, 2, 20], group)):
+        x, _ = G.client_answer(q, Z[i], y[i], 3.0, client_generator(11, cid), mechanism="duchi", clip=0.5)
+        assert got.x[row].tobytes() == x.tobytes()
+    assert np.flatnonzero(clients.released).tolist() == [2, 7, 20]
+    with pytest.raises(ValidationError, match="already released") as exc:
+        clients.answer(q, [ids[0], ids[2]])
+    assert exc.value.field == "client_ids" and np.flatnonzero(clients.released).tolist() == [2, 7, 20]
+    empty = clients.answer(G.Query("intercept", 0, np.zeros((1, 5))), [])
+    assert empty.x.shape == (0, 1) and empty.epsilon.shape == (0,)
+
+
+def test_clients_report_each_ones_realised_epsilon():
+    """Each client's realised ε is its mechanism's own accounting: at most its budget, within 1e-6 of it;
+    a deployed node's clients (seed None) draw from OS entropy."""
+    X, y = _task(12, seed=1)
+    eps = np.array([0.5, 1.0, 2.0, 8.0] * 3)
+    clients = GradientClients(X, y, eps, seed=0)
+    q = G.Query("check", 9, np.ones((1, 5)), np.zeros((1, 5)))
+    got = clients.answer(q, np.arange(12), n_states=[0, 0, 0, 0])
+    assert np.all(got.epsilon <= eps) and np.allclose(got.epsilon, eps, rtol=1e-6)
+    assert [m.epsilon for m in got.mechanisms] == got.epsilon.tolist()
+    a, b = (GradientClients(X, y, 8.0).answer(q, np.arange(12)) for _ in range(2))
+    assert a.x.tobytes() != b.x.tobytes()
+
+
+def test_clients_refuse_bad_input_naming_the_field():
+    X, y = _task(20)
+    q = G.Query("gradient", 1, np.zeros((1, 5)))
+    ok = {"epsilon": 1.0, "seed": 0}
+    built = [
+        ({"X": np.r_[X[:19], [[np.nan] * 4]]}, "X"),
+        ({"X": X[:, 0]}, "X"),
+        ({"X": X[:0], "y": y[:0]}, "X"),
+        ({"y": y[:19]}, "y"),
+        ({"y": y + 0.5}, "y"),
+        ({"y": np.zeros(20)}, "y"),
+        ({"epsilon": 0.0}, "epsilon"),
+        ({"epsilon": np.ones(3)}, "epsilon"),
+        ({"epsilon": np.full(20, np.inf)}, "epsilon"),
+        ({"client_ids": np.arange(20)[::-1]}, "client_ids"),
+        ({"client_ids": np.arange(20) + 2**40}, "client_ids"),
+        ({"classes": [0, 2]}, "classes"),
+        ({"seed": -1}, "seed"),
+        ({"seed": 1.5}, "seed"),
+    ]
+    for bad, field in built:
+        kw = {"X": X, "y": y, **ok, **bad}
+        with pytest.raises(ValidationError) as exc:
+            GradientClients(kw.pop("X"), kw.pop("y"), kw.pop("epsilon"), **kw)
+        assert exc.value.field == field, (bad, exc.value)
+    clients = GradientClients(X, y, 1.0, seed=0)
+    asked = [
+        ((q, [25]), {}, "client_ids"),
+        ((q, [1, 1]), {}, "client_ids"),
+        ((q, [1.0]), {}, "client_ids"),
+        ((G.Query("gradient", 1, np.zeros((1, 4))), [1]), {}, "query"),
+        ((G.Query("check", 1, np.zeros((1, 5))), [1]), {}, "query"),
+        ((G.Query("sgd", 1, np.zeros((1, 5))), [1]), {}, "query"),
+        ((q, [1]), {"n_states": [3, 0]}, "n_states"),
+        ((q, [1]), {"n_states": [2, 0, 0, 0]}, "X"),
+        ((q, [1]), {"mechanism": "gauss"}, "mechanism"),
+        ((q, [1]), {"n_sampled": 0}, "n_sampled"),
+        ((q, [1]), {"clip": 0.0}, "clip"),
+    ]
+    for args, kw, field in asked:
+        with pytest.raises(ValidationError) as exc:
+            clients.answer(*args, **kw)
+        assert exc.value.field == field, (args, kw, exc.value)
+    assert not clients.released.any()  # a refused query releases nothing
 
 
 @pytest.mark.parametrize("mechanism, eps", [("piecewise", 1.0), ("duchi", 1.0), ("piecewise", 8.0)])
@@ -94,7 +187,7 @@ def test_aggregated_gradient_is_unbiased(mechanism, eps):
     """The server's step with η = 1, no penalty: θ_0 − θ_1 is its averaged gradient; over 400 groups its
     mean is the clients' mean clipped gradient within 4.5 standard errors, every coordinate."""
     X, y = _task(300, seed=3)
-    Z = L.encode(X, np.zeros(4, int))
+    Z = G.encode(X, np.zeros(4, int))
     theta = np.array([[0.2, 1.5, -0.5, 0.0, 2.5]])
     P = 1 / (1 + np.exp(-(Z @ theta[0])))
     truth = np.clip((P - y)[:, None] * Z, -0.8, 0.8).mean(axis=0)
@@ -104,9 +197,9 @@ def test_aggregated_gradient_is_unbiased(mechanism, eps):
     for _ in range(400):
         server = L.LDPSGDServer(2, 4, 300, 5.0, plan, learning_rate=1.0, C=math.inf)
         server.theta = theta.copy()
-        rm = L.query_mechanism(mechanism, eps, 5, None, 0.8)
-        G = np.clip((P - y)[:, None] * Z, -0.8, 0.8)
-        server.update(1, rm.release(G, rng=rng)[0])  # one client per row (a batch draws the same law)
+        rm = G.query_mechanism(mechanism, eps, 5, None, 0.8)
+        grads = np.clip((P - y)[:, None] * Z, -0.8, 0.8)
+        server.update(1, rm.release(grads, rng=rng)[0])  # one client per row (a batch draws the same law)
         steps.append((theta - server.theta)[0])
     steps = np.array(steps)
     z = (steps.mean(axis=0) - truth) / (steps.std(axis=0, ddof=1) / math.sqrt(len(steps)))
@@ -126,7 +219,7 @@ def identity():
     TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = saved
 
 
-def _msg(q: L.Query, kind=MessageType.TRAIN) -> Message:
+def _msg(q: G.Query, kind=MessageType.TRAIN) -> Message:
     return Message(content=query_content(q), dst_node_id=1, message_type=kind, group_id="t")
 
 
@@ -145,8 +238,8 @@ def test_a_node_releases_once_and_replays_it_for_any_later_query(tmp_path, ident
     deployed = {"record-file": str(tmp_path / "rec.npz"), "ledger-dir": str(tmp_path / "ledger")}
     n_states, K = ldp_sgd_design(rm)
     shape = (K - 1, 1 + int(np.sum(n_states - 1)))
-    qa, qb = L.Query("gradient", 3, np.full(shape, 0.1)), L.Query("gradient", 5, np.full(shape, -2.0))
-    qc = L.Query("check", 7, np.ones(shape), np.zeros(shape))
+    qa, qb = G.Query("gradient", 3, np.full(shape, 0.1)), G.Query("gradient", 5, np.full(shape, -2.0))
+    qc = G.Query("check", 7, np.ones(shape), np.zeros(shape))
     for node_config in ({"partition-id": 4}, deployed):
         ctx = Context(run_id=1, node_id=1, node_config=node_config, state=RecordDict(), run_config=cfg)
         first = client.train(_msg(qa), ctx)
@@ -158,13 +251,13 @@ def test_a_node_releases_once_and_replays_it_for_any_later_query(tmp_path, ident
         for r in again:
             assert _reply_bytes(r) == _reply_bytes(first)
         node_eps = rm.epsilon if "ledger-dir" in node_config else TwoBudget(6).mechanism(4).epsilon
-        expected = L.query_mechanism("piecewise", node_eps, shape[0] * shape[1], None, 1.0)
+        expected = G.query_mechanism("piecewise", node_eps, shape[0] * shape[1], None, 1.0)
         x = parse_answer(first, qa, 4, expected)
         assert x.shape == (shape[0] * shape[1],) and np.sum(~np.isnan(x)) == expected.n_sampled
         with pytest.raises(ReplyRejected, match="stale_replay"):
             parse_answer(again[0], qb, 4, expected)
         with pytest.raises(ReplyRejected, match="unknown_mechanism"):  # not the ε the node announced
-            parse_answer(first, qa, 4, L.query_mechanism("piecewise", node_eps / 2, shape[1], None, 1.0))
+            parse_answer(first, qa, 4, G.query_mechanism("piecewise", node_eps / 2, shape[1], None, 1.0))
 
 
 def test_a_node_that_released_its_record_sends_nothing_new(tmp_path, identity):
@@ -180,18 +273,18 @@ def test_a_node_that_released_its_record_sends_nothing_new(tmp_path, identity):
     cfg = RunConfig.from_flwr({"protocol": "ldp-sgd"}).to_flwr()
     node = {"record-file": str(tmp_path / "rec.npz"), "ledger-dir": str(tmp_path / "ledger")}
     ctx = Context(run_id=1, node_id=1, node_config=node, state=RecordDict(), run_config=cfg)
-    q = L.Query("gradient", 1, np.zeros((1, 16)))
+    q = G.Query("gradient", 1, np.zeros((1, 16)))
     reply = client.train(_msg(q), ctx)
     assert _reply_bytes(reply) == _reply_bytes(Message(release_content(record_release), reply_to=_msg(q)))
     with pytest.raises(ReplyRejected, match="malformed"):
-        parse_answer(reply, q, 0, L.query_mechanism("piecewise", rm.epsilon, 16, None, 1.0))
+        parse_answer(reply, q, 0, G.query_mechanism("piecewise", rm.epsilon, 16, None, 1.0))
 
 
 def test_a_query_of_the_wrong_shape_or_protocol_is_refused():
     with pytest.raises(ValidationError, match="theta"):
-        content_query(query_content(L.Query("gradient", 0, np.zeros((1, 3)))), (1, 4))
+        content_query(query_content(G.Query("gradient", 0, np.zeros((1, 3)))), (1, 4))
     with pytest.raises(ValidationError, match="theta"):
-        content_query(query_content(L.Query("gradient", 0, np.full((1, 4), np.inf))), (1, 4))
+        content_query(query_content(G.Query("gradient", 0, np.full((1, 4), np.inf))), (1, 4))
     with pytest.raises(ValidationError, match="query"):
         content_query(RecordDict(), (1, 4))
 
@@ -200,13 +293,13 @@ def test_a_query_of_the_wrong_shape_or_protocol_is_refused():
 def test_learns_at_large_epsilon_and_the_multiclass_model_too():
     X, y = _task(4000, seed=5)
     Xt, yt = _task(4000, seed=6)
-    est = LDPSGDClassifier(8.0, random_state=0).fit(X, y)
+    est = _fit(X, y, 8.0, seed=0)
     majority = max(yt.mean(), 1 - yt.mean())
     assert not est.fallback_ and est.score(Xt, yt) > majority + 0.15, est.diagnostics()
     assert est.epsilon_ <= 8.0 and est.epsilon_ == pytest.approx(8.0, rel=1e-6)
     assert est.predict_proba(Xt).shape == (4000, 2) and est.decision_function(Xt).shape == (4000,)
     k3 = np.digitize(X[:, 0] + 0.3 * X[:, 1], [-0.4, 0.4])  # 3 classes, a clean linear signal
-    est3 = LDPSGDClassifier(8.0, random_state=1).fit(X, k3)
+    est3 = _fit(X, k3, 8.0, seed=1)
     kt = np.digitize(Xt[:, 0] + 0.3 * Xt[:, 1], [-0.4, 0.4])
     assert est3.coef_.shape == (3, 4) and not est3.fallback_ and est3.score(Xt, kt) > 0.6
 
@@ -214,10 +307,10 @@ def test_learns_at_large_epsilon_and_the_multiclass_model_too():
 def test_falls_back_to_the_intercept_only_model_at_tiny_epsilon():
     X, y = _task(2000, seed=8)
     Xt, yt = _task(2000, seed=9)
-    a_priori = LDPSGDClassifier(0.05, random_state=0).fit(X, y)
+    a_priori = _fit(X, y, 0.05, seed=0)
     assert a_priori.fallback_ and "groups too small" in a_priori.fallback_reason_
     assert a_priori.groups_ == [("intercept", 2000)] and np.all(a_priori.coef_ == 0)
-    forced = LDPSGDClassifier(0.2, groups=3, random_state=0).fit(X, y)
+    forced = _fit(X, y, 0.2, seed=0, groups=3)
     assert forced.fallback_ and "check" in forced.fallback_reason_ and forced.n_iter_ == 3
     for est in (a_priori, forced):  # the majority class, for everyone
         assert np.all(est.predict(Xt) == np.bincount(y).argmax())
@@ -229,11 +322,11 @@ def test_one_hot_attributes_budget_mix_and_client_ids():
     X = np.column_stack([rng.integers(0, 3, 3000), rng.integers(0, 2, 3000), rng.uniform(0, 1, 3000)])
     y = (rng.random(3000) < 1 / (1 + np.exp(-(2.5 * (X[:, 0] == 2) - 2 * X[:, 1] + X[:, 2] - 0.5)))).astype(int)
     eps = np.where(np.arange(3000) % 2, 4.0, 12.0)
-    est = LDPSGDClassifier(n_states=[3, 2, 0], random_state=4).fit(X, y, client_epsilon=eps)
+    est = _fit(X, y, eps, seed=4, n_states=[3, 2, 0])
     assert est.coef_.shape == (1, 4) and est.client_epsilon_.max() <= 12.0
     assert np.all(est.client_epsilon_[eps == 4.0] <= 4.0)
     ids = np.arange(3000) * 3 + 1
-    other = LDPSGDClassifier(n_states=[3, 2, 0], random_state=4).fit(X, y, client_epsilon=eps, client_ids=ids)
+    other = _fit(X, y, eps, seed=4, client_ids=ids, n_states=[3, 2, 0])
     assert not np.array_equal(other.theta_, est.theta_)  # the ids seed the clients' generators
 
 
@@ -241,7 +334,6 @@ def test_one_hot_attributes_budget_mix_and_client_ids():
 @pytest.mark.parametrize(
     "params, field",
     [
-        ({"epsilon": -1.0}, "epsilon"),
         ({"mechanism": "laplace"}, "mechanism"),
         ({"n_sampled": 0}, "n_sampled"),
         ({"clip": 0.0}, "clip"),
@@ -257,24 +349,52 @@ def test_one_hot_attributes_budget_mix_and_client_ids():
 def test_bad_parameters_name_the_field(params, field):
     X, y = _task(200)
     with pytest.raises(ValidationError) as exc:
-        LDPSGDClassifier(**params).fit(X, y)
+        LDPSGDClassifier(**params).fit(GradientClients(X, y, 1.0, seed=0))
     assert exc.value.field == field
 
 
 def test_bad_data_name_the_field():
     X, y = _task(200)
     cases = [
-        (lambda: LDPSGDClassifier().fit(X * 3, y), "X"),
-        (lambda: LDPSGDClassifier(n_states=[2, 0, 0, 0]).fit(X, y), "X"),
-        (lambda: LDPSGDClassifier().fit(X, np.zeros(200)), "y"),
-        (lambda: LDPSGDClassifier().fit(X, y, client_epsilon=np.ones(5)), "client_epsilon"),
-        (lambda: LDPSGDClassifier().fit(X, y, client_ids=np.arange(200)[::-1]), "client_ids"),
-        (lambda: LDPSGDClassifier().fit(X, y, classes=[0]), "classes"),
+        (lambda: _fit(X * 3, y), "X"),
+        (lambda: _fit(X, y, n_states=[2, 0, 0, 0]), "X"),
+        (lambda: _fit(X, np.zeros(200)), "y"),
+        (lambda: _fit(X, y, -1.0), "epsilon"),
+        (lambda: _fit(X, y, np.ones(5)), "epsilon"),
+        (lambda: _fit(X, y, client_ids=np.arange(200)[::-1]), "client_ids"),
+        (lambda: _fit(X, y, classes=[0]), "classes"),
     ]
     for call, field in cases:
         with pytest.raises(ValidationError) as exc:
             call()
         assert exc.value.field == field
+
+
+def test_fit_refuses_clean_records():
+    """The server never takes clean data: arrays (or labels beside the clients) are refused, saying what to pass."""
+    X, y = _task(50)
+    for call in (lambda: LDPSGDClassifier().fit(X, y), lambda: LDPSGDClassifier().fit(X)):
+        with pytest.raises(ValidationError, match="GradientClients") as exc:
+            call()
+        assert exc.value.field == "clients"
+    with pytest.raises(ValidationError) as exc:
+        LDPSGDClassifier().fit(GradientClients(X, y, 1.0, seed=0), y)
+    assert exc.value.field == "y"
+
+
+def test_the_numbers_are_those_of_the_records_form():
+    """fit(GradientClients) gives the model ``fit(X, y, client_epsilon=eps, client_ids=ids)`` gave before
+    the clients' side moved to ``fedrr.gradient_release`` (recorded then; seed 4 for clients and server)."""
+    rng = np.random.default_rng(2)
+    X = np.column_stack([rng.integers(0, 3, 3000), rng.integers(0, 2, 3000), rng.uniform(0, 1, 3000)])
+    y = (rng.random(3000) < 1 / (1 + np.exp(-(2.5 * (X[:, 0] == 2) - 2 * X[:, 1] + X[:, 2] - 0.5)))).astype(int)
+    eps = np.where(np.arange(3000) % 2, 4.0, 12.0)
+    est = _fit(X, y, eps, seed=4, client_ids=np.arange(3000) * 3 + 1, n_states=[3, 2, 0])
+    before = [0.06460904479643344, -0.44322358689722086, 1.5333118459381936, -1.0572730773111507, -0.03662516486534056]
+    np.testing.assert_allclose(est.theta_, [before], rtol=0, atol=1e-12)
+    assert not est.fallback_ and est.groups_[0] == ("intercept", 300) and est.groups_[-1] == ("check", 300)
+    assert len(est.groups_) == 74 and est.check_["gain"] == pytest.approx(0.1805991858868595, abs=1e-12)
+    assert est.client_epsilon_[:2].tolist() == pytest.approx([11.999999999997213, 3.9999999999992353], abs=1e-12)
 
 
 @pytest.mark.parametrize(
@@ -355,7 +475,7 @@ def federation(tmp_path_factory):
         seen["received"] = list(rec.received)
         by_node = {m.metadata.src_node_id: m for m in rec.received if _is_release(m)}
         nodes = sorted(by_node)[:3]
-        q = L.Query("gradient", 99, np.full((1, 16), 1.5))
+        q = G.Query("gradient", 99, np.full((1, 16), 1.5))
         msgs = [
             Message(query_content(q), dst_node_id=n, message_type=MessageType.TRAIN, group_id="again") for n in nodes
         ]
@@ -381,16 +501,16 @@ def test_flower_run_equals_the_offline_simulator(federation, monkeypatch):
     n_states, K = ldp_sgd_design(pop.mechanism(0))
     eps = np.array([pop.mechanism(int(c)).epsilon for c in ids])  # two budgets
     calls = []
-    original = L.client_answer
+    original = G.client_answer
 
     def spy(q, *a, **kw):
         out = original(q, *a, **kw)
         calls.append((q.round, out[0]))
         return out
 
-    monkeypatch.setattr(L, "client_answer", spy)
+    monkeypatch.setattr(G, "client_answer", spy)
     est = LDPSGDClassifier(n_states=n_states, groups=2, random_state=cfg.seed)
-    est.fit(X, y, client_epsilon=eps, client_ids=ids, classes=np.arange(K))
+    est.fit(GradientClients(X, y, eps, client_ids=ids, classes=np.arange(K), seed=cfg.seed))
     entry = seen["metrics"]["learners"]["ldp-sgd"]
     assert seen["metrics"]["status"] == "done" and seen["metrics"]["dropped"] == {}
     assert [tuple(g) for g in entry["diagnostics"]["groups"]] == est.groups_ == [

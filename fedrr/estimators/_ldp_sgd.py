@@ -3,9 +3,10 @@ Analyzing Multidimensional Data with Local Differential Privacy", ICDE 2019, §V
 into disjoint groups; group t answers ONE query, the clipped gradient of the loss at the current model
 θ_t, released with dimension sampling (their Algorithm 4: m of the d coordinates, each by the Piecewise
 Mechanism or Duchi et al.'s at ε/m, scaled by d/m by the server); the server averages and steps. Every
-client releases once. Flower-free: ``client_answer`` (a client), ``LDPSGDServer`` (the server) and
-``LDPSGDClassifier``, which runs both in one process; fedrr's Flower apps call the same two, so a
-federation's model equals the simulator's for a seed.
+client releases once. Flower-free: the clients are ``fedrr.gradient_release`` (``GradientClients``,
+``client_answer``); the server is ``LDPSGDServer``, and ``LDPSGDClassifier.fit(clients)`` runs it
+against a ``GradientClients``, seeing their releases only. fedrr's Flower apps call the same two sides,
+so a federation's model equals the offline one for a seed.
 
 Model: multinomial logistic regression, class 0 the reference (binary: ordinary logistic), on
 z = [1, x']: x' has k − 1 indicators per k-state attribute (state 0 the base) and the numeric ones
@@ -38,8 +39,6 @@ m = max(1, min(d, ⌊ε/2.5⌋)) is Wang et al.'s rule.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -47,17 +46,22 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._params import Boolean, Interval, IsNone, Options, random_state_constraints, seed_from, validate_estimator
-from .._validation import as_float_array
 from ..errors import ValidationError
-from ..mechanisms import DuchiMechanism, PiecewiseMechanism, RecordMechanism
-from ..release import client_generator
+from ..gradient_release import (
+    GROUPS_KEY,
+    MECHANISMS,
+    GradientClients,
+    Query,
+    check_n_states,
+    encode,
+    n_inputs,
+    probabilities,
+    query_mechanism,
+)
+from ..mechanisms import PiecewiseMechanism, RecordMechanism
 from ._frequencies import project_to_simplex
-from ._sklearn import class_labels, validate
+from ._sklearn import validate
 
-MECHANISMS = ("piecewise", "duchi")
-KINDS = ("intercept", "gradient", "check")
-#: spawn key of the group shuffle, SeedSequence(seed, spawn_key=(GROUPS_KEY,)); client ids stay below it
-GROUPS_KEY = 2**40
 HOLDOUT = 0.1  # fraction of the clients in the intercept group, and in the check group
 BETA = 0.05  # group-size rule: every coordinate within ±clip with probability ≈ 1 − β
 Z_CHECK = 2.0  # the check's one-sided threshold, in standard errors
@@ -65,92 +69,11 @@ HORIZON = 32.0  # default steps: η = HORIZON / (L T), T steps adding up to 32 s
 
 
 # ------------------------------------------------------------------------------------ the design
-def check_n_states(n_states: Any, n_features: int) -> np.ndarray:
-    """(D,) ints: k ≥ 2 for a k-state attribute, 0 for a numeric one (None: all numeric)."""
-    if n_states is None:
-        return np.zeros(n_features, dtype=np.int64)
-    k = np.broadcast_to(np.asarray(n_states), (n_features,)) if np.ndim(n_states) == 0 else np.asarray(n_states)
-    if k.shape != (n_features,) or k.dtype.kind not in "iu" or np.any((k != 0) & (k < 2)):
-        raise ValidationError("n_states", f"must be None, an int >= 2 or {n_features} ints (0 = numeric, k >= 2)")
-    return k.astype(np.int64)
-
-
-def encode(X: np.ndarray, n_states: np.ndarray) -> np.ndarray:
-    """z = [1, x'] (n, 1 + p): k − 1 indicators per k-state attribute, numeric attributes as they are."""
-    X = np.asarray(X, dtype=float)
-    cols = [np.ones((X.shape[0], 1))]
-    for j, k in enumerate(n_states):
-        x = X[:, j]
-        if k == 0:
-            if np.any(np.abs(x) > 1):
-                raise ValidationError("X", f"numeric column {j} must lie in [-1, 1] (scale it; Wang et al. §V)")
-            cols.append(x[:, None])
-        else:
-            if np.any((x != np.round(x)) | (x < 0) | (x >= k)):
-                raise ValidationError("X", f"column {j} must hold integer states in [0, {k - 1}]")
-            cols.append((x[:, None] == np.arange(1, k)).astype(float))
-    return np.hstack(cols)
-
-
-def n_sampled_rule(epsilon: float, d: int) -> int:
-    """Wang et al.'s m = max(1, min(d, ⌊ε/2.5⌋)) (Algorithm 4)."""
-    return max(1, min(d, math.floor(epsilon / 2.5)))
-
-
-@lru_cache(maxsize=256)
-def query_mechanism(mechanism: str, epsilon: float, d: int, n_sampled: int | None, bound: float) -> RecordMechanism:
-    """The release of a d-coordinate answer in [−bound, bound]^d at ε: m coordinates sampled, each by
-    PM / Duchi at min(ε/m, 20) (more is noiseless in effect; Duchi cannot realise ε ≳ 26 exactly), shrunk
-    by 2⁻⁴⁰ relative until the stated ε (the RecordMechanism's own accounting, m·ε'_field, each field's
-    rounded up) is at most ε."""
-    m = min(d, n_sampled) if n_sampled else n_sampled_rule(epsilon, d)
-    cls, eps_f = PiecewiseMechanism if mechanism == "piecewise" else DuchiMechanism, min(epsilon / m, 20.0)
-    while (rm := RecordMechanism(cls(eps_f, -bound, bound), n_features=d, n_sampled=m)).epsilon > epsilon:
-        eps_f *= 1 - 2.0**-40
-    return rm
-
-
 def coordinate_variance(rm: RecordMechanism) -> float:
     """Worst case over the input of Var[(d/m)·x̃_j·1[j released]] in bound² units (module doc)."""
     mech, d, m = rm.fields[0].mechanism, rm.n_features, rm.n_sampled
     s2 = (mech.noise_std / mech.half) ** 2
     return d / m * (s2 + 1) - 1 if isinstance(mech, PiecewiseMechanism) else d / m * s2
-
-
-def _probs(theta: np.ndarray, Z: np.ndarray) -> np.ndarray:
-    s = np.hstack([np.zeros((Z.shape[0], 1)), Z @ theta.T])
-    e = np.exp(s - s.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-# ----------------------------------------------------------------------------------- the client
-@dataclass(frozen=True)
-class Query:
-    """What the server sends a group: the kind, the round, the model θ (K − 1, 1 + p) and, for the
-    check, the fallback model θ_0. Nothing in it can seed or re-budget a client's noise."""
-
-    kind: str
-    round: int
-    theta: np.ndarray
-    theta0: np.ndarray | None = None
-
-
-def client_answer(query: Query, z, y: int, epsilon: float, rng, *, mechanism="piecewise", n_sampled=None, clip=1.0):
-    """One client's one release (d_q,), NaN where not released, and the RecordMechanism it used. z: its
-    encoded record, y: its class index, ε: its budget, rng: its own generator."""
-    K1 = query.theta.shape[0]
-    if query.kind == "intercept":
-        v, bound = _probs(query.theta[:, :1], np.ones((1, 1)))[0, 1:] - (np.arange(1, K1 + 1) == y), 1.0
-    elif query.kind == "gradient":
-        g = np.outer(_probs(query.theta, z[None])[0, 1:] - (np.arange(1, K1 + 1) == y), z)
-        v, bound = np.clip(g.ravel(), -clip, clip), float(clip)
-    elif query.kind == "check":
-        right = [int(np.argmax(_probs(t, z[None])[0]) == y) for t in (query.theta, query.theta0)]
-        v, bound = np.array([right[0] - right[1]], float), 1.0
-    else:
-        raise ValidationError("query", f"kind must be one of {KINDS}, got {query.kind!r}")
-    rm = query_mechanism(mechanism, float(epsilon), v.size, n_sampled, bound)
-    return rm.release(v[None], rng=rng)[0][0], rm
 
 
 # ----------------------------------------------------------------------------------- the server
@@ -241,14 +164,13 @@ class LDPSGDServer:
 
 # -------------------------------------------------------------------------------- the estimator
 class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
-    """LDP-SGD (Wang et al. 2019, §V) simulated offline: ``fit(X, y)`` takes the clients' CLEAN records
-    (row i = one client) and runs the protocol of the module docstring: each client's one release is
-    computed from its own record with its own generator ``client_generator(seed, client_id)``; the
-    server's side sees the releases only. The protocol, not an oracle.
+    """LDP-SGD (Wang et al. 2019, §V), the server's side: ``fit(clients)`` runs the protocol of the
+    module docstring against a ``fedrr.gradient_release.GradientClients``, which holds the clients'
+    records, ids and budgets. It sends each group its query and steps on the releases it gets back;
+    it never reads a record. Each client releases once, at its own ε (``GradientClients(epsilon=...)``).
 
     Parameters
     ----------
-    epsilon : each client's ε (its one release; ``fit(client_epsilon=...)`` gives one per client).
     mechanism : "piecewise" or "duchi", per released coordinate.
     n_sampled : coordinates released per client (None: Wang et al.'s ⌊ε/2.5⌋ rule, at least 1).
     clip : gradient coordinates are clipped to [−clip, clip] (they lie in [−1, 1]: 1 clips nothing).
@@ -256,9 +178,11 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
     learning_rate : the step η (None: 32/(L T), L the loss's smoothness bound, T the model rounds).
     C : inverse L2 strength, λ = 1/(C n) on the non-intercept weights.
     n_states : None (numeric attributes in [−1, 1]), an int k, or one int per attribute (0 = numeric):
-        k-state attributes are one-hot encoded as k − 1 indicators.
+        k-state attributes are one-hot encoded as k − 1 indicators (the clients encode with it).
     fallback : hold out the check group and fall back to θ_0 when the model does not beat it.
-    random_state : the run seed (int; None: fresh entropy; a Generator: a seed drawn from it).
+    random_state : the server's seed, of the group shuffle (int; None: fresh entropy; a Generator: a
+        seed drawn from it). The clients' noise has its own seed (``GradientClients(seed=...)``); in a
+        simulation both are the run seed.
 
     Attributes: ``classes_``, ``coef_`` (binary (1, p), else (K, p) with row 0 the reference class, p
     the encoded inputs), ``intercept_``, ``theta_``, ``epsilon_`` (largest realised per-client ε, from
@@ -268,7 +192,6 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
     """
 
     _parameter_constraints = {
-        "epsilon": [Interval(float, 0, None, closed="neither")],
         "mechanism": [Options(*MECHANISMS)],
         "n_sampled": [IsNone(), Interval(int, 1, None)],
         "clip": [Interval(float, 0, None, closed="neither")],
@@ -281,7 +204,6 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(
         self,
-        epsilon: float = 1.0,
         *,
         mechanism: str = "piecewise",
         n_sampled: int | None = None,
@@ -293,7 +215,6 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
         fallback: bool = True,
         random_state: Any = None,
     ):
-        self.epsilon = epsilon
         self.mechanism = mechanism
         self.n_sampled = n_sampled
         self.clip = clip
@@ -304,39 +225,30 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
         self.fallback = fallback
         self.random_state = random_state
 
-    def fit(self, X, y, *, client_epsilon: Any = None, client_ids: Any = None, classes: Any = None):
-        """Run the protocol on clean records. ``client_epsilon`` (n,): each client's ε (default
-        ``epsilon``); ``client_ids`` (n,): their ids, increasing (default 0..n−1), which seed their
-        generators; ``classes``: all class labels (default: those in y)."""
+    def fit(self, clients: GradientClients, y: None = None):
+        """Run the protocol with ``clients`` (a ``GradientClients``): their public ids, budgets and
+        classes plan the groups, and ``clients.answer`` returns each group's releases. ``y``: None
+        (scikit-learn's signature; the labels stay with the clients)."""
         p = validate_estimator(self)
-        X, y = validate(self, X, y)
-        n = X.shape[0]
-        if classes is None:
-            self.classes_, yi = class_labels(y)
-        else:
-            self.classes_ = np.unique(np.asarray(classes))
-            if len(self.classes_) < 2 or not np.all(np.isin(y, self.classes_)):
-                raise ValidationError("classes", "must hold at least 2 classes, every label of y among them")
-            yi = np.searchsorted(self.classes_, y)
-        self.n_states_ = check_n_states(self.n_states, X.shape[1])
-        Z = encode(X, self.n_states_)
-        eps = np.full(n, p["epsilon"]) if client_epsilon is None else as_float_array("client_epsilon", client_epsilon)
-        if eps.shape != (n,) or not np.all(eps > 0):
-            raise ValidationError("client_epsilon", f"must be {n} finite numbers > 0, one per client")
-        ids = np.arange(n) if client_ids is None else np.asarray(client_ids)
-        if ids.shape != (n,) or ids.dtype.kind not in "iu" or np.any(np.diff(ids) <= 0) or ids.min() < 0:
-            raise ValidationError("client_ids", f"must be {n} increasing integers >= 0, one per client")
-        if ids.max() >= GROUPS_KEY:
-            raise ValidationError("client_ids", "must be < 2^40 (the group shuffle's spawn key)")
+        if not isinstance(clients, GradientClients):
+            raise ValidationError(
+                "clients",
+                f"must be a fedrr.gradient_release.GradientClients, got {type(clients).__name__}: LDP-SGD's server "
+                "never takes clean records; wrap them as GradientClients(X, y, epsilon, seed=...) and fit(clients)",
+            )
+        if y is not None:
+            raise ValidationError("y", "must be None: the labels stay with the clients (GradientClients(X, y, ...))")
+        self.classes_, self.n_features_in_ = clients.classes, clients.n_features
+        self.n_states_ = check_n_states(self.n_states, clients.n_features)
         seed = seed_from(p["random_state"])
-        kw = {"mechanism": p["mechanism"], "n_sampled": p["n_sampled"], "clip": p["clip"]}
-        server = make_server(len(self.classes_), Z.shape[1] - 1, X.shape[1], eps, p, seed)
-        self.client_epsilon_ = np.full(n, np.nan)
+        eps, ids = clients.epsilon, clients.client_ids
+        server = make_server(len(self.classes_), n_inputs(self.n_states_), clients.n_features, eps, p, seed)
+        kw = {"n_states": self.n_states_, "mechanism": p["mechanism"], "n_sampled": p["n_sampled"], "clip": p["clip"]}
+        self.client_epsilon_ = np.full(clients.n_clients, np.nan)
         for r, (_, rows) in enumerate(server.plan):
-            q = server.query(r)
-            out = [client_answer(q, Z[i], yi[i], eps[i], client_generator(seed, ids[i]), **kw) for i in rows]
-            self.client_epsilon_[rows] = [rm.epsilon for _, rm in out]
-            server.update(r, np.array([x for x, _ in out]).reshape(len(rows), -1))
+            got = clients.answer(server.query(r), ids[rows], **kw)
+            self.client_epsilon_[rows] = got.epsilon
+            server.update(r, got.x)
         self._set_result(server)
         return self
 
@@ -369,7 +281,7 @@ class LDPSGDClassifier(ClassifierMixin, BaseEstimator):
 
     def predict_proba(self, X):
         check_is_fitted(self, "theta_")
-        return _probs(self.theta_, encode(validate(self, X, reset=False), self.n_states_))
+        return probabilities(self.theta_, encode(validate(self, X, reset=False), self.n_states_))
 
     def predict(self, X):
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]

@@ -1,15 +1,16 @@
 """fedrr's LDP-SGD ClientApp: a node hosts one client, which answers ONE query ever — a gradient (train
 message: the intercept or a model round) or the check (evaluate message) — computed by
-``fedrr.estimators.client_answer`` from its own record at its own ε. The first query's model
-determines the release; it is stored in the node's ledger before it is sent (``fedrr.release``'s rule:
-``Context.state`` in simulation, ``DiskLedger`` in deployment — the same single slot a record release
-uses, so a node releases one thing once, whatever the protocol) and every later query, whatever model
-it carries, gets that stored release back byte for byte.
+``fedrr.gradient_release.GradientClients`` (holding the one client) from its own record at its own ε.
+The first query's model determines the release; it is stored in the node's ledger before it is sent
+(``fedrr.release``'s rule: ``Context.state`` in simulation, ``DiskLedger`` in deployment — the same
+single slot a record release uses, so a node releases one thing once, whatever the protocol) and every
+later query, whatever model it carries, gets that stored release back byte for byte.
 
 Modes as in ``client_app``: simulation (records, budgets and the layout from the run's population,
-noise from ``client_generator(seed, client_id)``, so a federation equals ``LDPSGDClassifier`` for a
-seed) or deployment (``record-file`` and ``ledger-dir`` node config, OS entropy). The node's ε is its
-record mechanism's ε (``RecordMechanism.epsilon``), never set by the server.
+noise from ``client_generator(seed, client_id)``, so a federation equals ``LDPSGDClassifier`` fitted on
+``GradientClients`` for a seed) or deployment (``record-file`` and ``ledger-dir`` node config, OS
+entropy). The node's ε is its record mechanism's ε (``RecordMechanism.epsilon``), never set by the
+server.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from ..errors import ValidationError
-from ..estimators import client_answer, encode, ldp_sgd_design
+from ..estimators import ldp_sgd_design
+from ..gradient_release import GradientClients, n_inputs
 from ..learners import record_domain
-from ..release import ClientUnavailable, DiskLedger, FilePopulation, client_generator, release_once
+from ..release import ClientUnavailable, DiskLedger, FilePopulation, release_once
 from ..run_config import RunConfig
 from ._compat import error_reply
 from ._ldp_sgd_protocol import IDENTITY_KEY, content_query, release_of
@@ -69,11 +71,12 @@ def answer(msg: Message, context: Context) -> Message:
     n_states, n_classes = ldp_sgd_design(record_domain(rm))  # a paired record: its clean domain
 
     def make():
-        q = content_query(msg.content, (n_classes - 1, 1 + int(np.sum(np.where(n_states > 0, n_states - 1, 1)))))
-        rng = np.random.default_rng() if deployed else client_generator(cfg.seed, cid)  # OS entropy when deployed
+        q = content_query(msg.content, (n_classes - 1, 1 + n_inputs(n_states)))
+        seed = None if deployed else cfg.seed  # None: OS entropy when deployed
+        me = GradientClients(x[None], [y], rm.epsilon, client_ids=[cid], classes=np.arange(n_classes), seed=seed)
         kw = {"mechanism": cfg.ldp_sgd_mechanism, "n_sampled": cfg.ldp_sgd_n_sampled or None, "clip": cfg.ldp_sgd_clip}
-        released, used = client_answer(q, encode(x[None], n_states)[0], y, rm.epsilon, rng, **kw)
-        return release_of(q, released, used, cid)
+        got = me.answer(q, [cid], n_states=n_states, **kw)
+        return release_of(q, got.x[0], got.mechanisms[0], cid)
 
     if deployed:
         ledger = DiskLedger(str(context.node_config["ledger-dir"]))

@@ -20,7 +20,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 
 from ..errors import ValidationError
-from ..estimators import KINDS, Query
+from ..gradient_release import KINDS, Query
 from ..mechanisms import RecordMechanism
 from ..pool import ReplyRejected
 from ..release import Release

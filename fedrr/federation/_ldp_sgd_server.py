@@ -18,6 +18,7 @@ from flwr.serverapp import Grid, ServerApp
 from .. import __version__
 from ..errors import FedrrError
 from ..estimators import LDPSGDClassifier, LDPSGDServer, ldp_sgd_design, make_server
+from ..gradient_release import n_inputs
 from ..io import write_json
 from ..learners import record_domain
 from ..population import build_population
@@ -30,10 +31,10 @@ app = ServerApp()
 
 
 def fitted_classifier(server: LDPSGDServer, *, classes, n_states, client_epsilon, **params) -> LDPSGDClassifier:
-    """The classifier a federation's server ends with: the simulator's attributes, from its server."""
+    """The classifier a federation's server ends with: the offline fit's attributes, from its server."""
     eps = np.asarray(client_epsilon, float)
     kw = {k: v for k, v in params.items() if k in LDPSGDClassifier._parameter_constraints}
-    est = LDPSGDClassifier(float(np.nanmax(eps)), n_states=np.asarray(n_states), **kw)
+    est = LDPSGDClassifier(n_states=np.asarray(n_states), **kw)
     est.classes_, est.n_states_, est.n_features_in_ = np.asarray(classes), np.asarray(n_states), len(n_states)
     est.client_epsilon_ = eps
     est._set_result(server)
@@ -88,8 +89,7 @@ def run_sgd_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
         raise FedrrError(f"only {len(order)} clients answered (min-valid = {cfg.min_valid}); {reasons}")
     n_states, n_classes = ldp_sgd_design(record_domain(population.mechanism(cids[0] if cids else 0)))
     p = cfg.ldp_sgd_params()
-    n_inputs = int(np.sum(np.where(n_states > 0, n_states - 1, 1)))
-    server = make_server(n_classes, n_inputs, len(n_states), eps, p, cfg.seed)
+    server = make_server(n_classes, n_inputs(n_states), len(n_states), eps, p, cfg.seed)
     strategy = LDPSGDStrategy(
         server, order, cids, eps, mechanism=p["mechanism"], n_sampled=p["n_sampled"], clip=p["clip"]
     )

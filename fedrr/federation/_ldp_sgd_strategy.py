@@ -18,7 +18,8 @@ from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Strategy
 from flwr.supercore import log
 
-from ..estimators import LDPSGDServer, query_mechanism
+from ..estimators import LDPSGDServer
+from ..gradient_release import query_mechanism
 from ..pool import ReplyRejected
 from ._ldp_sgd_protocol import parse_answer, query_content
 
