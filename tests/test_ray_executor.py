@@ -372,3 +372,67 @@ def test_wdro_radius_grid_on_ray_tasks_equals_serial(ex):
     np.testing.assert_array_equal(a.scores_, b.scores_)
     np.testing.assert_array_equal(a.coef_, b.coef_)
     assert b.scores_.shape == (4, 3)
+
+
+def _task_pid(data, executor, i):
+    import os
+
+    return os.getpid(), int(data["x"][i]), type(executor).__name__
+
+
+def _task_fails(data, executor, i):
+    if i == 2:
+        raise ValidationError("task", f"task {i} refuses")
+    return i
+
+
+def test_held_data_is_sent_once_and_its_tasks_run_on_the_pooled_actors(ex):
+    """``HeldData``: every actor holds the data for the whole job; the tasks come back in order,
+    spread over the actors (each a serial executor there), the same actors job after job; a task's
+    own error arrives as itself."""
+    from fedrr.estimators.spread._runtime import HeldData
+
+    data = {"x": np.arange(10) * 3}
+    with HeldData(ex, data) as held:
+        assert held.remote and len(held.actors) == 2
+        out = held.run(_task_pid, [(i,) for i in range(10)])
+    assert [v for _, v, _ in out] == list(range(0, 30, 3))
+    assert {k for _, _, k in out} == {"SerialExecutor"}
+    pids = {p for p, _, _ in out}
+    assert len(pids) == 2  # both actors worked
+    with HeldData(ex, data) as held:
+        again = {p for p, _, _ in held.run(_task_pid, [(i,) for i in range(4)])}
+        with pytest.raises(ValidationError, match="task 2 refuses"):
+            held.run(_task_fails, [(i,) for i in range(4)])
+    assert again == pids  # the executor's pooled actors: started once
+    local = HeldData(SerialExecutor(), data)
+    assert not local.remote and local.run(_task_pid, [(1,)])[0][1:] == (3, "SerialExecutor")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")  # the short latent-class EM
+@pytest.mark.parametrize("paired", [False, True])
+def test_spread_cv_on_ray_equals_the_serial_cv(ex, paired):
+    """SpreadLogisticRegressionCV on a Ray executor (the selection's fits spread over actors that hold
+    the releases; on record releases the tested fit beside the refit) gives the serial CV's model,
+    scores and test bit for bit."""
+    from fedrr.datasets import make_logistic_discrete
+    from fedrr.estimators import SpreadLogisticRegressionCV
+    from fedrr.mechanisms import PairedRecordMechanism
+
+    rng = np.random.default_rng(4)
+    ds = make_logistic_discrete(1200, 3, np.array([3.0, -3.0, 2.0, 2.0]), rng=rng)
+    if paired:
+        rm = PairedRecordMechanism([3] * 4, 2, 4.0, n_sampled=2)
+    else:
+        rm = RecordMechanism(RandomizedResponse(3, 0.25), RandomizedResponse(2, 0.2), n_features=4)
+    Xt, yt = rm.release(ds.X, ds.y, rng=rng)
+    kw = dict(random_state=5, Cs=[1.0, 0.1], max_iter=20, cv_max_iter=10, n_permutations=99)
+    a = SpreadLogisticRegressionCV(executor=SerialExecutor(), **kw).fit(Xt, yt, mechanism=rm)
+    b = SpreadLogisticRegressionCV(executor=ex, **kw).fit(Xt, yt, mechanism=rm)
+    assert (a.C_, a.prior_strength_, a.p_value_, a.fallback_) == (b.C_, b.prior_strength_, b.p_value_, b.fallback_)
+    for k, v in a.cv_results_.items():
+        if k != "params":
+            np.testing.assert_array_equal(np.asarray(v), np.asarray(b.cv_results_[k]))
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    np.testing.assert_array_equal(a.intercept_, b.intercept_)
+    assert not b.fallback_ and b.estimator_.executor is ex  # a model was kept: the refit path ran

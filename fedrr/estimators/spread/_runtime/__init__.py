@@ -10,10 +10,20 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ....parallel import RayExecutor, SerialExecutor, ThreadExecutor
+from ._held import HeldData
 from ._local import LocalShards, Lockstep, prior_step, traffic_report
 from ._ray_shards import RayShards
 
-__all__ = ["LocalShards", "Lockstep", "RayShards", "holds_shards", "prior_step", "shard_group", "traffic_report"]
+__all__ = [
+    "HeldData",
+    "LocalShards",
+    "Lockstep",
+    "RayShards",
+    "holds_shards",
+    "prior_step",
+    "shard_group",
+    "traffic_report",
+]
 
 
 def holds_shards(executor: Any) -> bool:

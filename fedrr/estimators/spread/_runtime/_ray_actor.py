@@ -35,7 +35,20 @@ class ShardActor:
 
     def __init__(self, factories: Sequence[Callable[[], Any]] = ()):
         self._limit = threadpool_limits(1, user_api="blas")  # the same BLAS arithmetic as the driver's shards
+        self._held: dict[Any, Any] = {}  # key -> data a job keeps here across its tasks (``hold``)
         self.load(factories)
+
+    def hold(self, key: Any, data: Any) -> None:
+        """Keep ``data`` (a job's records, sent once) for the tasks that ``run_held`` gives it."""
+        self._held[key] = data
+
+    def run_held(self, key: Any, fn: Callable, args: tuple) -> Any:
+        """``fn(data, *args)`` on the data held under ``key``, with one BLAS thread (as the shards)."""
+        with threadpool_limits(1, user_api="blas"):
+            return fn(self._held[key], *args)
+
+    def drop(self, key: Any) -> None:
+        self._held.pop(key, None)
 
     def load(self, factories: Sequence[Callable[[], Any]]) -> int:
         """Drop the shards held so far and build these (an actor serves one group after another)."""
