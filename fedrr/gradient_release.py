@@ -14,6 +14,7 @@ has k − 1 indicators per k-state attribute (state 0 the base) and the numeric 
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, NamedTuple
@@ -150,12 +151,19 @@ class GradientClients:
             raise ValidationError("y", f"must hold {n} labels, one per row of X, got shape {y.shape}")
         self.classes, self._y = _class_index(y, classes)
         self.epsilon = _per_client_epsilon(epsilon, n)
-        self.client_ids = _client_ids(client_ids, n)
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0):
             raise ValidationError("seed", f"must be an int >= 0 (the run seed) or None (OS entropy), got {seed!r}")
-        self.seed = None if seed is None else int(seed)
-        self.released = np.zeros(n, dtype=bool)
+        # the ids seed the clients' generators only in a simulation (a run seed): then they are bounded
+        self.client_ids = _client_ids(client_ids, n, seeded=seed is not None)
+        self._seed = None if seed is None else int(seed)
+        self._released = np.zeros(n, dtype=bool)  # who answered: the clients' own record, not the server's
+        self._lock = threading.Lock()  # two threads asking the same client: one release
         self._encoded: tuple[tuple[int, ...], np.ndarray] | None = None
+
+    @property
+    def released(self) -> np.ndarray:
+        """Which clients have answered (a copy: only answering sets it)."""
+        return self._released.copy()
 
     @property
     def n_clients(self) -> int:
@@ -189,8 +197,10 @@ class GradientClients:
         shape = (len(self.classes) - 1, Z.shape[1])
         _check_query(query, shape)
         kw = {"mechanism": mechanism, "n_sampled": n_sampled, "clip": clip}
+        with self._lock:
+            rows = self._rows(client_ids)  # checked again under the lock: each client answers once
+            self._released[rows] = True
         out = [client_answer(query, Z[i], self._y[i], self.epsilon[i], self._rng(i), **kw) for i in rows]
-        self.released[rows] = True
         d = {"intercept": shape[0], "gradient": shape[0] * shape[1], "check": 1}[query.kind]
         return GradientAnswers(
             np.array([x for x, _ in out]).reshape(len(rows), d),
@@ -206,8 +216,8 @@ class GradientClients:
         known = (rows < self.n_clients) & (self.client_ids[np.minimum(rows, self.n_clients - 1)] == ids)
         if not np.all(known):
             raise ValidationError("client_ids", f"no such client(s): {ids[~known][:5].tolist()}")
-        if np.any(self.released[rows]):
-            again = ids[self.released[rows]][:5].tolist()
+        if np.any(self._released[rows]):
+            again = ids[self._released[rows]][:5].tolist()
             raise ValidationError(
                 "client_ids", f"client(s) {again} already released: each client answers one query ever"
             )
@@ -221,7 +231,7 @@ class GradientClients:
         return self._encoded[1]
 
     def _rng(self, i: int) -> np.random.Generator:
-        return np.random.default_rng() if self.seed is None else client_generator(self.seed, self.client_ids[i])
+        return np.random.default_rng() if self._seed is None else client_generator(self._seed, self.client_ids[i])
 
 
 def _class_index(y: np.ndarray, classes: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -247,11 +257,14 @@ def _per_client_epsilon(epsilon: Any, n: int) -> np.ndarray:
     return eps
 
 
-def _client_ids(client_ids: Any, n: int) -> np.ndarray:
+def _client_ids(client_ids: Any, n: int, seeded: bool = True) -> np.ndarray:
+    """The clients' ids, increasing; with a run seed (``seeded``) in [0, 2^40), as they seed generators."""
     ids = np.arange(n) if client_ids is None else np.asarray(client_ids)
-    if ids.shape != (n,) or ids.dtype.kind not in "iu" or np.any(np.diff(ids) <= 0) or ids.min() < 0:
+    if ids.shape != (n,) or ids.dtype.kind not in "iu" or np.any(np.diff(ids) <= 0):
+        raise ValidationError("client_ids", f"must be {n} increasing integers, one per client")
+    if seeded and ids.min() < 0:
         raise ValidationError("client_ids", f"must be {n} increasing integers >= 0, one per client")
-    if ids.max() >= GROUPS_KEY:
+    if seeded and ids.max() >= GROUPS_KEY:
         raise ValidationError("client_ids", "must be < 2^40 (the group shuffle's spawn key)")
     return ids.astype(np.int64)
 

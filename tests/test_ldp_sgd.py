@@ -572,3 +572,18 @@ workers = 1
     assert "accuracy" in sgd and "diagnostics" in sgd, rec["learners"]
     assert rec["eps"]["max"] == pytest.approx(4.0, rel=1e-6)
     assert sgd["eps_per_client"] <= rec["eps"]["max"] and sgd["eps_per_client"] == pytest.approx(4.0, rel=1e-6)
+
+
+def test_deployed_clients_take_any_increasing_ids_and_their_record_of_answers_is_their_own():
+    """Ids bound the generators' spawn keys only in a simulation (a run seed); a deployed node (seed
+    None, OS entropy) keeps its population's ids. ``released`` is a copy: only answering sets it."""
+    from fedrr.gradient_release import GradientClients
+
+    X, y = np.zeros((2, 1)), np.array([0, 1])
+    with pytest.raises(ValidationError, match="2\\^40"):
+        GradientClients(X, y, 1.0, client_ids=[5, 2**41], seed=0)
+    with pytest.raises(ValidationError, match=">= 0"):
+        GradientClients(X, y, 1.0, client_ids=[-3, 4], seed=0)
+    deployed = GradientClients(X, y, 1.0, client_ids=[-3, 2**41])
+    deployed.released[:] = True
+    assert not deployed.released.any()
