@@ -436,3 +436,30 @@ def test_spread_cv_on_ray_equals_the_serial_cv(ex, paired):
     np.testing.assert_array_equal(a.coef_, b.coef_)
     np.testing.assert_array_equal(a.intercept_, b.intercept_)
     assert not b.fallback_ and b.estimator_.executor is ex  # a model was kept: the refit path ran
+
+
+def _task_dies_once(data, executor, i, marker):
+    import os
+
+    if i == 1 and not os.path.exists(marker):
+        open(marker, "w").close()
+        os._exit(1)  # the actor's process dies mid-task
+    import warnings
+
+    warnings.warn(f"task {i} warns", UserWarning, stacklevel=1)
+    return i * 10
+
+
+def test_held_data_reruns_a_task_whose_actor_died_and_raises_its_warnings_here(ex, tmp_path):
+    """An actor killed mid-task is replaced (holding the data again) and the task runs again; the
+    tasks' warnings reach the driver; ``max_actors`` caps the actors a job holds."""
+    from fedrr.estimators.spread._runtime import HeldData
+
+    with HeldData(ex, {"x": np.arange(3)}) as held:
+        with pytest.warns(UserWarning, match="task 3 warns"):
+            out = held.run(_task_dies_once, [(i, str(tmp_path / "died")) for i in range(4)])
+    assert out == [0, 10, 20, 30] and (tmp_path / "died").exists()
+    with HeldData(ex, {"x": np.arange(3)}, max_actors=1) as held:
+        assert len(held.actors) == 1
+        with pytest.raises(ValidationError, match="task 2 refuses"):
+            held.run(_task_fails, [(i,) for i in range(4)])

@@ -135,7 +135,12 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         for what it does not defend), run once on the whole pool before anything else: the selection,
         the fallback's test, the intercept-only model and the refit all see the kept records only.
         Learned: ``consistent_``, ``margin_z_``, ``margin_z_critical_``, ``n_dropped_``.
-    Other parameters: as ``SpreadLogisticRegression``.
+    Other parameters: as ``SpreadLogisticRegression``. On a Ray ``executor`` the releases go to the
+        actors once and every fit runs whole on one actor (a serial executor there): the
+        selection's fits spread over the actors, and on two actors the tested fit beside the refit
+        (else the refit is sharded over all). The result is the serial CV's for an int
+        ``random_state``; for None or a Generator every fit takes the CV's one seed. The fits'
+        warnings are raised on the driver; their ``verbose`` output stays on the actors.
 
     Attributes: ``C_``, ``prior_strength_``, ``scores_`` ({(C, strength): mean held-out log p(x̃, c̃)}
     over A's folds), ``cond_scores_`` (the same for log p(c̃ | x̃)), ``accuracy_scores_`` (with
@@ -333,21 +338,24 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         fold = np.full(n, -1)
         fold[sel] = rng.permutation(sel.size) % p["cv"]
         data = self._held_data(p, Xv, yi, mechs, fold, n_classes, seed, paired, (X, y, mechanism))
+        n_tasks = max(2, p["cv"] * len(p["Cs"]) * len(p["prior_strengths"]))  # the most actors that have work
         if paired:  # the test needs no model: run it first, and fit no candidate when it keeps none
             self._test_paired(p, Xv, groups)
             if p["fallback"] and not self.p_value_ <= p["alpha"]:  # as _finish decides (a NaN p keeps none)
                 self._no_selection(p)
                 return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, n, n, None, base.classes_)
-            with HeldData(self.executor, data) as held:
+            with HeldData(self.executor, data, n_tasks) as held:
                 self._select(p, fold, paired, held)
             best = (self.C_, self.prior_strength_)
             return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, n, n, best, base.classes_)
-        with HeldData(self.executor, data) as held:
+        with HeldData(self.executor, data, n_tasks) as held:
             self._select(p, fold, paired, held)
             best = (self.C_, self.prior_strength_)
-            # the test: the chosen candidate fitted on A, scored on B, against B's labels permuted;
-            # on Ray the refit on all releases runs beside it, on another actor (kept if the test passes)
-            tasks = [("test", *best, sel, test)] + ([("refit", *best)] if held.remote else [])
+            # the test: the chosen candidate fitted on A, scored on B, against B's labels permuted. On
+            # two actors the refit on all releases runs beside it (kept if the test passes; an error
+            # of its own raised only then); elsewhere it follows, sharded over every actor
+            beside = held.remote and len(held.actors) == 2
+            tasks = [("test", *best, sel, test)] + ([("refit", *best)] if beside else [])
             (cond, proba), *refit = held.run(_final_fit, tasks)
         mech_a, mech_b = [mechs[i] for i in sel], [mechs[i] for i in test]
         gain = cond - _null_loglik(Xv[sel], yi[sel], Xv[test], yi[test], mech_a, mech_b, n_classes)
@@ -425,9 +433,11 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self.estimator_ = None
             self._intercept_only(Xv, yi, groups, layout)
         else:
+            if isinstance(refit, Exception):  # the refit beside the test failed, and it is needed
+                raise refit
             if refit is None:
                 refit = self._spread(C=best[0], prior_strength=best[1]).fit(X, y, mechanism=mechanism)
-            else:  # fitted on an actor, by a serial executor there: the CV's own, as _spread gives it
+            else:  # fitted on an actor by a serial executor there (its traffic_ says so): the CV's own here
                 refit.set_params(executor=self.executor)
             self.estimator_ = refit
             self._copy_from(self.estimator_)
@@ -478,7 +488,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         """What the CV's tasks read (``_fold_scores``, ``_final_fit``): the releases, as prepared and
         as given (``fit_args``: X, y, mechanism, for the refit), and the sub-fits' parameters."""
         remote = isinstance(self.executor, RayExecutor)
-        if remote and not isinstance(self.random_state, int):  # one latent-class start for the whole CV
+        fixed = isinstance(self.random_state, (int, np.integer))
+        if remote and not fixed:  # one latent-class start for the whole CV
             self._centers.setdefault(("latent-class", "seed"), seed)
         return {
             "X": Xv,
@@ -489,7 +500,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             "params": {k: getattr(self, k) for k in PASSED if k != "executor"} | {"prior": self._prior},
             # an int random_state is passed on as it is; otherwise, on Ray, the CV's own seed (a
             # Generator drawn from on each actor would give each actor's fits other seeds)
-            "random_state": self.random_state if not remote or isinstance(self.random_state, int) else seed,
+            "random_state": self.random_state if not remote or fixed else seed,
             "max_iter": p["cv_max_iter"],
             "heldout_samples": p["heldout_samples"],
             "accuracy": p["scoring"] == "accuracy",
@@ -614,9 +625,12 @@ def _final_fit(data: dict, executor: Any, kind: str, C: float, a: float, sel=Non
         random_state=data["random_state"], executor=executor, **{**data["params"], "C": C, "prior_strength": a}
     )
     est._center_memo = data["memo"]
-    if kind == "refit":
+    if kind == "refit":  # beside the test: its error matters only if the test keeps the model
         X, y, mechanism = data["fit_args"]
-        est.fit(X, y, mechanism=mechanism)
+        try:
+            est.fit(X, y, mechanism=mechanism)
+        except Exception as exc:  # noqa: BLE001 - handed to _finish, which raises it if the model is kept
+            return exc
         est._center_memo = None  # the CV's memo stays where it is
         return est
     Xv, yi, mechs = data["X"], data["y"], data["mechs"]
