@@ -139,8 +139,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         actors once and every fit runs whole on one actor (a serial executor there): the
         selection's fits spread over the actors, and on two actors the tested fit beside the refit
         (else the refit is sharded over all). The result is the serial CV's for an int
-        ``random_state``; for None or a Generator every fit takes the CV's one seed. The fits'
-        warnings are raised on the driver; their ``verbose`` output stays on the actors.
+        ``random_state``; for None or a Generator the fits on the actors take the CV's one seed.
+        Their warnings are raised on the driver; their ``verbose`` output stays on the actors.
 
     Attributes: ``C_``, ``prior_strength_``, ``scores_`` ({(C, strength): mean held-out log p(x̃, c̃)}
     over A's folds), ``cond_scores_`` (the same for log p(c̃ | x̃)), ``accuracy_scores_`` (with
@@ -337,7 +337,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         sel, test = np.sort(order[n_test:]), np.sort(order[:n_test])
         fold = np.full(n, -1)
         fold[sel] = rng.permutation(sel.size) % p["cv"]
-        data = self._held_data(p, Xv, yi, mechs, fold, n_classes, seed, paired, (X, y, mechanism))
+        # the releases as given go along only for a refit beside the test (record releases)
+        data = self._held_data(p, Xv, yi, mechs, fold, n_classes, seed, paired, None if paired else (X, y, mechanism))
         n_tasks = max(2, p["cv"] * len(p["Cs"]) * len(p["prior_strengths"]))  # the most actors that have work
         if paired:  # the test needs no model: run it first, and fit no candidate when it keeps none
             self._test_paired(p, Xv, groups)
