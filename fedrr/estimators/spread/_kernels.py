@@ -409,28 +409,23 @@ def rr_chain(
     return accepted
 
 
-@njit(cache=True, nogil=True)
-def rr_excluding(cdf, guide, xt, u):
-    """x ~ π(x | x ≠ x̃) per entry by inverse CDF on one column's normalised CDF with x̃'s mass cut
-    out, from the uniforms u: ``RRPosterior._sample_excluding`` (the same arithmetic, so the same
-    states), its guide-table search compiled."""
-    k = cdf.shape[0]
-    out = np.empty(xt.size, np.int64)
-    for i in range(xt.size):
-        x = xt[i]
-        hi = cdf[x]
-        lo = cdf[x - 1] if x > 0 else 0.0
-        mass = hi - lo
-        rest = 1.0 - mass
-        v = u[i] * rest
-        if not v < lo:
-            v = v + mass
-        j = int(v * k)
-        s = guide[j if j < k - 1 else k - 1]
-        while cdf[s] <= v and s < k - 1:
-            s += 1
-        out[i] = s if rest > 0 else x
-    return out
+@njit(cache=True, inline="always")
+def _excluding(x, u, cdf, guide, k):
+    """x' ~ π(x' | x' ≠ x) by inverse CDF on one column's normalised CDF with x's mass cut out, from
+    the uniform u: ``RRPosterior._sample_excluding``'s arithmetic (so the same state), its search
+    started by the guide table."""
+    hi = cdf[x]
+    lo = cdf[x - 1] if x > 0 else 0.0
+    mass = hi - lo
+    rest = 1.0 - mass
+    w = u * rest
+    if not w < lo:
+        w = w + mass
+    j = int(w * k)
+    s = guide[j if j < k - 1 else k - 1]
+    while cdf[s] <= w and s < k - 1:
+        s += 1
+    return s if rest > 0 else x
 
 
 @njit(cache=True, nogil=True)
@@ -453,7 +448,7 @@ def rr_moves(xt, pi, q, r, u, moved):
 @njit(cache=True, nogil=True)
 def rr_fill(xt, moved, v, cdf, guide, rows, out):
     """out[s, rows[i]] = x̃_i, or for the moved draws (in row-major order of moved, one uniform of v
-    each) a state ≠ x̃_i by ``rr_excluding``'s search: one column of ``_estep._propose_rr``."""
+    each) a state ≠ x̃_i (``_excluding``): one column of ``_estep._propose_rr``."""
     S, n = moved.shape
     k = cdf.shape[0]
     t = 0
@@ -461,19 +456,8 @@ def rr_fill(xt, moved, v, cdf, guide, rows, out):
         for i in range(n):
             x = xt[i]
             if moved[s, i]:
-                hi = cdf[x]
-                lo = cdf[x - 1] if x > 0 else 0.0
-                mass = hi - lo
-                rest = 1.0 - mass
-                w = v[t] * rest
+                x = _excluding(x, v[t], cdf, guide, k)
                 t += 1
-                if not w < lo:
-                    w = w + mass
-                j = int(w * k)
-                st = guide[j if j < k - 1 else k - 1]
-                while cdf[st] <= w and st < k - 1:
-                    st += 1
-                x = st if rest > 0 else x
             out[s, rows[i]] = x
 
 
