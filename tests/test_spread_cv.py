@@ -283,15 +283,16 @@ def test_candidates_of_a_fold_share_one_prior_center_and_give_the_same_fit(monke
         est._center_memo = None
         return est
 
-    def unshared(self, *args):  # the selection's and the tested fit's tasks get no memo
-        return {**type(self)._held_data_orig(self, *args), "memo": None}
+    import fedrr.estimators.spread._cv as cv_module
+
+    real_data = cv_module.task_data
+
+    def unshared(*args):  # the selection's and the tested fit's tasks get no memo
+        return {**real_data(*args), "memo": None}
 
     monkeypatch.setattr(SpreadLogisticRegressionCV, "_spread_orig", SpreadLogisticRegressionCV._spread, raising=False)
     monkeypatch.setattr(SpreadLogisticRegressionCV, "_spread", alone)
-    monkeypatch.setattr(
-        SpreadLogisticRegressionCV, "_held_data_orig", SpreadLogisticRegressionCV._held_data, raising=False
-    )
-    monkeypatch.setattr(SpreadLogisticRegressionCV, "_held_data", unshared)
+    monkeypatch.setattr(cv_module, "task_data", unshared)
     calls.clear()
     own = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=RM)
     assert len(calls) == 3 * 3 + 2

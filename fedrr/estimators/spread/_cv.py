@@ -50,48 +50,22 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._params import Interval, ListOf, Options, Satisfies, random_state_constraints, seed_from, validate_estimator
 from ...errors import ValidationError
-from ...parallel import RayExecutor
-from ._cv_paired import independence_test, model_pair_tables, pair_report_loglik, paired_class_prior
+from ._cv_paired import independence_test, paired_class_prior
 from ._cv_scores import (
-    _mechanism_arg,
     _null_loglik,
     class_freqs,
     debiased_hits,
-    heldout_loglik,
     label_blocks,
     label_terms,
     permutation_test,
 )
+from ._cv_tasks import PASSED, final_fit, fold_scores, task_data
 from ._design import Design
 from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
 from ._mstep import log_class_probs
 from ._paired import PairedView
-from ._pool import group_records
 from ._robust import ROBUST, drop_inconsistent, no_test
 from ._runtime import HeldData
-
-#: the spread-EM parameters this class passes through (the rest are its own)
-PASSED = (
-    "prior",
-    "n_latent_classes",
-    "e_step",
-    "n_chains",
-    "n_samples",
-    "max_iter",
-    "burn_in",
-    "n_average",
-    "tol",
-    "m_step_iter",
-    "encoding",
-    "numeric_prior",
-    "n_bins",
-    "fit_intercept",
-    "relaxation",
-    "executor",
-    "shard_size",
-    "agreement_tol",
-    "verbose",
-)
 
 
 class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
@@ -338,7 +312,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         fold = np.full(n, -1)
         fold[sel] = rng.permutation(sel.size) % p["cv"]
         # the releases as given go along only for a refit beside the test (record releases)
-        data = self._held_data(p, Xv, yi, mechs, fold, n_classes, seed, paired, None if paired else (X, y, mechanism))
+        data = task_data(self, p, (Xv, yi, mechs, fold), n_classes, seed, paired, None if paired else (X, y, mechanism))
         n_tasks = max(2, p["cv"] * len(p["Cs"]) * len(p["prior_strengths"]))  # the most actors that have work
         if paired:  # the test needs no model: run it first, and fit no candidate when it keeps none
             self._test_paired(p, Xv, groups)
@@ -357,7 +331,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             # of its own raised only then); elsewhere it follows, sharded over every actor
             beside = held.remote and len(held.actors) == 2
             tasks = [("test", *best, sel, test)] + ([("refit", *best)] if beside else [])
-            (cond, proba), *refit = held.run(_final_fit, tasks)
+            (cond, proba), *refit = held.run(final_fit, tasks)
         mech_a, mech_b = [mechs[i] for i in sel], [mechs[i] for i in test]
         gain = cond - _null_loglik(Xv[sel], yi[sel], Xv[test], yi[test], mech_a, mech_b, n_classes)
         M, codes = label_terms(p["test_statistic"], proba, yi[test], mech_b, n_classes)
@@ -446,7 +420,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
 
     def _select(self, p: dict, fold: np.ndarray, paired: bool, held: HeldData) -> None:
         """k-fold cross-validation over the records with fold ≥ 0 (the selection part), its fits
-        where ``held`` keeps the releases (``_fold_scores``): sets ``C_``,
+        where ``held`` keeps the releases (``fold_scores``): sets ``C_``,
         ``prior_strength_``, ``scores_``, ``cond_scores_``, ``accuracy_scores_`` and ``cv_results_``."""
         cands = [(C, a) for C in p["Cs"] for a in p["prior_strengths"]]
         full_s = {k: np.empty(p["cv"]) for k in cands}  # per fold: mean held-out log p(x̃, c̃)
@@ -454,7 +428,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         acc_s = {k: np.empty(p["cv"]) for k in cands}  # debiased clean accuracy
         n_held = np.array([np.sum(fold == f) for f in range(p["cv"])], dtype=float)
         tasks = [(f, C, a) for f in range(p["cv"]) for C, a in cands]
-        for (f, C, a), (full, cond, acc) in zip(tasks, held.run(_fold_scores, tasks)):
+        for (f, C, a), (full, cond, acc) in zip(tasks, held.run(fold_scores, tasks)):
             full_s[C, a][f], cond_s[C, a][f], acc_s[C, a][f] = full, cond, acc
         w = n_held / n_held.sum()  # record-weighted means, as over the pooled held-out records
         self.scores_ = {k: float(w @ v) for k, v in full_s.items()}
@@ -484,33 +458,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         res["mean_test_loglik"] = np.array([self.cond_scores_[k] for k in cands])
         res["mean_test_marginal"] = np.array([self.scores_[k] - self.cond_scores_[k] for k in cands])
         self.cv_results_ = res
-
-    def _held_data(self, p: dict, Xv, yi, mechs, fold, n_classes: int, seed: int, paired: bool, fit_args) -> dict:
-        """What the CV's tasks read (``_fold_scores``, ``_final_fit``): the releases, as prepared and
-        as given (``fit_args``: X, y, mechanism, for the refit), and the sub-fits' parameters."""
-        remote = isinstance(self.executor, RayExecutor)
-        fixed = isinstance(self.random_state, (int, np.integer))
-        if remote and not fixed:  # one latent-class start for the whole CV
-            self._centers.setdefault(("latent-class", "seed"), seed)
-        return {
-            "X": Xv,
-            "y": yi,
-            "mechs": mechs,
-            "fold": fold,
-            "fit_args": fit_args,
-            "params": {k: getattr(self, k) for k in PASSED if k != "executor"} | {"prior": self._prior},
-            # an int random_state is passed on as it is; otherwise, on Ray, the CV's own seed (a
-            # Generator drawn from on each actor would give each actor's fits other seeds)
-            "random_state": self.random_state if not remote or fixed else seed,
-            "max_iter": p["cv_max_iter"],
-            "heldout_samples": p["heldout_samples"],
-            "accuracy": p["scoring"] == "accuracy",
-            "seed": seed,
-            "cv": p["cv"],
-            "n_classes": n_classes,
-            "paired": paired,
-            "memo": self._centers,  # on Ray each actor holds a copy: one start, the same centers
-        }
 
     def _no_selection(self, p: dict) -> None:
         """Paired releases whose independence test keeps no model: the fallback does not depend on
@@ -591,54 +538,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     def predict(self, X):
         lp = self.predict_log_proba(X)  # checks fitted first
         return self.classes_[np.argmax(lp, axis=1)]
-
-
-def _fold_scores(data: dict, executor: Any, f: int, C: float, a: float) -> tuple[float, float, float]:
-    """One selection task: the candidate (C, prior strength a) fitted with one chain on the folds
-    other than f, and its mean held-out scores on fold f: log p(x̃, c̃), log p(c̃ | x̃) and the
-    debiased accuracy (NaN unless scored); paired releases: the pairs' log-likelihood, twice."""
-    Xv, yi, mechs, fold = data["X"], data["y"], data["mechs"], data["fold"]
-    tr, te = np.flatnonzero((fold >= 0) & (fold != f)), np.flatnonzero(fold == f)
-    mech_tr, mech_te = [mechs[i] for i in tr], [mechs[i] for i in te]
-    kw = {**data["params"], "C": C, "prior_strength": a, "max_iter": data["max_iter"], "n_chains": 1}
-    # one chain per selection fit: its score needs no agreement check
-    est = SpreadLogisticRegression(random_state=data["random_state"], executor=executor, **kw)
-    est._center_memo = data["memo"]
-    est.fit(Xv[tr], yi[tr], mechanism=_mechanism_arg(mech_tr))
-    seed = data["seed"]
-    if data["paired"]:  # the pairs' held-out likelihood: the only score a paired release has
-        tables = model_pair_tables(est, seed=seed + f)
-        held = group_records(_mechanism_arg(mech_te), te.size)
-        score = float(pair_report_loglik(tables, held, Xv[te]).mean())
-        return score, score, np.nan
-    full, cond, proba = heldout_loglik(est, Xv[te], yi[te], mech_te, data["heldout_samples"], seed + f)
-    acc = np.nan
-    if data["accuracy"]:
-        acc = float(debiased_hits(proba.argmax(axis=1), yi[te], mech_te, data["n_classes"]).mean())
-    return float(full.mean()), float(cond.mean()), acc
-
-
-def _final_fit(data: dict, executor: Any, kind: str, C: float, a: float, sel=None, test=None):
-    """The chosen candidate's tested fit on the selection part ``sel`` and its held-out
-    (log p(c̃ | x̃), p̂(c | x̃)) on the ``test`` rows (kind "test"), or its refit on all the releases
-    as the CV was given them (kind "refit"), with the CV's other spread-EM parameters."""
-    est = SpreadLogisticRegression(
-        random_state=data["random_state"], executor=executor, **{**data["params"], "C": C, "prior_strength": a}
-    )
-    est._center_memo = data["memo"]
-    if kind == "refit":  # beside the test: its error matters only if the test keeps the model
-        X, y, mechanism = data["fit_args"]
-        try:
-            est.fit(X, y, mechanism=mechanism)
-        except Exception as exc:  # noqa: BLE001 - handed to _finish, which raises it if the model is kept
-            return exc
-        est._center_memo = None  # the CV's memo stays where it is
-        return est
-    Xv, yi, mechs = data["X"], data["y"], data["mechs"]
-    est.fit(Xv[sel], yi[sel], mechanism=_mechanism_arg([mechs[i] for i in sel]))
-    mech_b = [mechs[i] for i in test]
-    _, cond, proba = heldout_loglik(est, Xv[test], yi[test], mech_b, data["heldout_samples"], data["seed"] + data["cv"])
-    return cond, proba
 
 
 def _on_scale(t, statistic: str, n: int, n1: int):

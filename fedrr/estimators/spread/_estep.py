@@ -45,6 +45,11 @@ def _posterior_mean(mech, x_tilde: np.ndarray, pi: np.ndarray, T: np.ndarray) ->
     return (post / post.sum(axis=1, keepdims=True)) @ T
 
 
+def _states_dtype(k: int) -> type:
+    """The smallest integer type of the column-major draws of states 0..k−1: the memory to write."""
+    return np.int16 if k <= np.iinfo(np.int16).max else np.int32
+
+
 class Shard:
     def __init__(
         self,
@@ -227,7 +232,7 @@ class Shard:
         out = np.empty((S, self.b, self.D))
         for mech, cols in self.rm.column_groups():
             if type(mech) is RandomizedResponse and isinstance(prior, SpreadPrior):
-                drawn = np.empty((len(cols), S, self.b), np.int32)  # column-major: each column contiguous
+                drawn = np.empty((len(cols), S, self.b), _states_dtype(mech.k))  # column-major: each contiguous
                 self._propose_rr(rng, prior, S, mech, np.asarray(cols), drawn, np.arange(len(cols)))
                 scatter_columns(drawn, np.asarray(cols, np.int64), out)
                 continue
@@ -252,8 +257,7 @@ class Shard:
             return None
         if any(type(mech) is not RandomizedResponse for mech, _ in groups):
             return None
-        small = max(mech.k for mech, _ in groups) <= np.iinfo(np.int16).max  # half the memory to write
-        drawn = np.empty((self.D, S, self.b), np.int16 if small else np.int32)
+        drawn = np.empty((self.D, S, self.b), _states_dtype(max(mech.k for mech, _ in groups)))
         for mech, cols in groups:
             self._propose_rr(rng, prior, S, mech, np.asarray(cols), drawn, np.asarray(cols))
         return drawn

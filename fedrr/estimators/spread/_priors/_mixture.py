@@ -140,13 +140,7 @@ def naive_bayes_prior(X: np.ndarray, y: np.ndarray, groups: list, layout: Column
     pi = nb.class_prior_ / nb.class_prior_.sum()
     with np.errstate(divide="ignore"):
         log_pi = np.log(pi)
-    out = _empty(layout, "gaussian", 1)
-    prior = MixtureSpreadPrior(
-        **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=log_pi, log_p=log_p
-    )
-    for d, lp in enumerate(log_p):
-        prior.disc[d, : lp.shape[1]] = pi @ np.exp(lp)
-    return prior
+    return mixture_prior(layout, pi, log_pi, log_p)
 
 
 def paired_naive_bayes_prior(view: PairedView, layout: ColumnLayout):
@@ -158,13 +152,7 @@ def paired_naive_bayes_prior(view: PairedView, layout: ColumnLayout):
     for t in tabs:
         cond = np.maximum(t, 1e-12).T  # (C, k)
         log_p.append(np.log(cond / cond.sum(axis=1, keepdims=True)))
-    out = _empty(layout, "gaussian", 1)
-    prior = MixtureSpreadPrior(
-        **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=np.log(pi), log_p=log_p
-    )
-    for d, lp in enumerate(log_p):
-        prior.disc[d, : lp.shape[1]] = pi @ np.exp(lp)
-    return prior
+    return mixture_prior(layout, pi, np.log(pi), log_p)
 
 
 def latent_class_prior(
@@ -182,13 +170,19 @@ def latent_class_prior(
     one, only each attribute's table with the label is identified, and the rest of the fit is set
     by the EM's start: ``auto_prior`` does not choose it there)."""
     log_pi, _, P = latent_class_em(X, y, groups, layout, n_components, seed)
+    return mixture_prior(layout, np.exp(log_pi), log_pi, [np.log(p) for p in P], P)
+
+
+def mixture_prior(layout: ColumnLayout, pi, log_pi, log_p: list, p: list | None = None) -> MixtureSpreadPrior:
+    """The fixed mixture prior Σ_m π_m Π_d p(x_d | m) of the components' log_p[d] (M, k_d), with
+    each column's marginal Σ_m π_m p(x_d | m) in its table (from ``p``, the same probabilities
+    unlogged, where the caller has them)."""
     out = _empty(layout, "gaussian", 1)
     prior = MixtureSpreadPrior(
-        **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=log_pi, log_p=[np.log(p) for p in P]
+        **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)}, log_pi=log_pi, log_p=log_p
     )
-    pi = np.exp(log_pi)
-    for d, p in enumerate(P):
-        prior.disc[d, : p.shape[1]] = pi @ p
+    for d, pd in enumerate(p if p is not None else [np.exp(lp) for lp in log_p]):
+        prior.disc[d, : pd.shape[1]] = pi @ pd
     return prior
 
 
