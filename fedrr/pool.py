@@ -4,6 +4,7 @@ allowed to reach an estimator."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -35,16 +36,23 @@ def validate_release_arrays(
     record mechanisms' specs -> a validated Release, or ReplyRejected naming what was wrong."""
     x, y, cid, midx = parts["x"], parts["y"], parts["client_id"], parts["mechanism_index"]
     _check_reply_arrays(x, y, cid, midx, n_features, expected_ids)
-    mechs = _parse_mechanism_specs(specs_json, x.shape[1])
+    mechs, canonical = _mechanisms_of(str(specs_json), x.shape[1])
     if midx.min() < 0 or midx.max() >= len(mechs):
         raise ReplyRejected("malformed", f"mechanism_index outside [0, {len(mechs) - 1}]")
     for j, mech in enumerate(mechs):
         rows = midx == j
         if rows.any():
             _check_mechanism_rows(mech, x, y, rows)
-    return Release(
-        x, y, cid.astype(np.int64), midx.astype(np.int64), tuple(json.dumps(m.to_spec(), sort_keys=True) for m in mechs)
-    )
+    return Release(x, y, cid.astype(np.int64), midx.astype(np.int64), canonical)
+
+
+@functools.lru_cache(maxsize=64)
+def _mechanisms_of(specs_json: str, n_columns: int) -> tuple[tuple, tuple[str, ...]]:
+    """The reply's mechanisms and their canonical specs. Every honest reply of a run names the same
+    few specs, and building one (784 fields on MNIST) costs more than the rest of a reply's checks:
+    each is built once. Bounded, and a spec that is rejected raises and is not kept."""
+    mechs = _parse_mechanism_specs(specs_json, n_columns)
+    return mechs, tuple(json.dumps(m.to_spec(), sort_keys=True) for m in mechs)
 
 
 def _check_reply_arrays(x, y, cid, midx, n_features: int | None, expected_ids: set[int] | None) -> None:

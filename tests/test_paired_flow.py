@@ -162,6 +162,25 @@ def test_a_bad_paired_reply_never_costs_an_honest_one(pop):
         TaskIdentity._task_id, TaskIdentity._run_id, TaskIdentity._node_id = saved
 
 
+def test_a_spec_is_built_once_for_all_the_replies_that_name_it(pop, monkeypatch):
+    """Honest replies all name the same spec: it is built once (it was once per reply, 2.6 s of a
+    300-node MNIST collection), with the same validated release; a bad spec is refused every time."""
+    import fedrr.pool as pool_module
+
+    built = []
+    real = pool_module.record_mechanism_from_spec
+    monkeypatch.setattr(pool_module, "record_mechanism_from_spec", lambda s: built.append(1) or real(s))
+    pool_module._mechanisms_of.cache_clear()
+    rels = [release_clients(pop, [c], lambda c: client_generator(3, c)) for c in range(5)]
+    valid = [validate_release_arrays(_parts(r), _specs(r), None) for r in rels]
+    assert len(built) == 1
+    assert all(v.mechanisms == r.mechanisms and np.array_equal(v.x, r.x, equal_nan=True) for v, r in zip(valid, rels))
+    bad = json.dumps([{"n_features": rels[0].x.shape[1], "kind": "nonsense"}])
+    for _ in range(2):
+        with pytest.raises(ReplyRejected, match="unknown_mechanism"):
+            validate_release_arrays(_parts(rels[0]), bad, None)
+
+
 def test_an_integer_label_next_to_paired_reports_is_refused(pop):
     """A paired reply carrying a label value (an int array, as a split release's) is refused."""
     rel = release_clients(pop, [0], lambda c: client_generator(3, c))
