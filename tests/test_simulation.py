@@ -696,19 +696,29 @@ def test_a_flower_sweeps_cells_share_one_ray_instance_shut_down_at_the_end(tmp_p
         .replace('names = ["spread", "naive", "clean"]', 'names = ["naive", "clean"]')
     )
     assert "repeats = 2 " in text and "n_clients = 24 " in text
-    starts = []
+    starts, actors = [], []
     real_init = ray.init
     monkeypatch.setattr(ray, "init", lambda *a, **k: starts.append(1) or real_init(*a, **k))
     from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+    from flwr.simulation.ray_transport.ray_actor import BasicActorPool
 
-    original_terminate = RayBackend.terminate
+    real_add = BasicActorPool.add_actors_to_pool
+    monkeypatch.setattr(BasicActorPool, "add_actors_to_pool", lambda self, n: actors.append(n) or real_add(self, n))
+    original = RayBackend.terminate, RayBackend.build
     assert not ray.is_initialized()
     res = sweep(parse_scenario(__import__("tomllib").loads(text)), tmp_path / "qs", progress=False, log=lambda s: None)
     assert sorted(res.computed) == ["g000-n00-r000", "g000-n00-r001"] and not res.failed
     assert len(starts) == 1 and not ray.is_initialized()
-    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+    assert len(actors) == 1  # the second cell ran on the first cell's ClientApp actors
+    assert (RayBackend.terminate, RayBackend.build) == original  # Flower's own, restored
+    # and answered as fresh ones: every figure equals the same cells' offline run (the same releases)
+    offline = text.replace('mode = "flower"', 'mode = "offline"\nworkers = 1')
+    sweep(parse_scenario(__import__("tomllib").loads(offline)), tmp_path / "off", progress=False, log=lambda s: None)
+    def figures(out):
+        recs = {p.stem: json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))}
+        return {(k, n): r["learners"][n]["accuracy"] for k, r in recs.items() for n in r["learners"]}
 
-    assert RayBackend.terminate is original_terminate  # Flower's own, restored
+    assert len(figures(tmp_path / "qs")) == 4 and figures(tmp_path / "qs") == figures(tmp_path / "off")
 
 
 def test_ray_kept_up_restarts_only_the_ray_it_started():

@@ -56,27 +56,66 @@ def ray_kept_up():
     starts no Ray instance (a sweep's Flower cells, one after another). Ray is shut down when the
     block ends, if it was not running before it. The block's value restarts it: called after a
     failed cell, it shuts down the Ray this block started (a cell may have broken it; the next
-    Flower simulation starts a fresh one), and leaves alone a Ray that was up before."""
+    Flower simulation starts a fresh one), and leaves alone a Ray that was up before.
+
+    The ClientApp actors are kept too: a simulation whose actors all came back idle hands them to
+    the next one with the same client resources, which then starts none (each start imports flwr
+    and fedrr and loads the population's dataset: seconds per Flower cell). An actor holds no
+    run's state (a node's ledger is in its Context, which Flower keeps on the driver; the app
+    arrives with every message), so a reused actor answers as a fresh one."""
+    import ray
     from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
 
     from ...parallel import ray_ready, ray_stop
 
     was_up = ray_ready()
-    original = RayBackend.terminate
+    original = RayBackend.terminate, RayBackend.build
+    kept: dict[str, Any] = {}  # "key": the Ray job and client resources, "actors": the last run's idle actors
 
-    def terminate(self) -> None:  # RayBackend.terminate without its ray.shutdown()
-        if self.pool:
+    def key(backend) -> str:  # the same Ray instance (a restarted one has another job id), the same resources
+        job = ray.get_runtime_context().get_job_id() if ray.is_initialized() else None
+        return repr((job, sorted(backend.client_resources.items()), backend.actor_kwargs))
+
+    def drop_kept() -> None:
+        for actor in kept.pop("actors", ()):
+            with contextlib.suppress(Exception):  # already gone with its Ray instance
+                ray.kill(actor)
+        kept.clear()
+
+    def build(self, app_fn) -> None:  # RayBackend.build, on the last run's actors when they fit
+        if kept.get("key") != key(self):
+            drop_kept()
+            return original[1](self, app_fn)
+        from flwr.simulation.ray_transport.ray_actor import BasicActorPool, ClientAppActor
+
+        self.pool = BasicActorPool(
+            actor_type=ClientAppActor, client_resources=self.client_resources, actor_kwargs=self.actor_kwargs
+        )
+        self.pool.pool.extend(kept.pop("actors"))
+        self.pool.num_actors = len(self.pool.pool)
+        kept.clear()
+        self.app_fn = app_fn
+
+    def terminate(self) -> None:  # RayBackend.terminate without its ray.shutdown(), keeping idle actors
+        if not self.pool:
+            return
+        drop_kept()
+        if self.pool.num_actors > 0 and len(self.pool.pool) == self.pool.num_actors and not self.pool._future_to_actor:
+            kept.update(key=key(self), actors=list(self.pool.pool))
+        else:
             self.pool.terminate_all_actors()
 
     def restart() -> None:
+        drop_kept()
         if not was_up:
             ray_stop()
 
-    RayBackend.terminate = terminate
+    RayBackend.terminate, RayBackend.build = terminate, build
     try:
         yield restart
     finally:
-        RayBackend.terminate = original
+        RayBackend.terminate, RayBackend.build = original
+        drop_kept()
         if not was_up:
             ray_stop()
 
