@@ -54,7 +54,9 @@ class Key:
     concern. ``axis``: in a scenario, a list of values makes a grid axis (one cell per value).
     ``toml``: how a scenario TOML writes the value, when not as the value itself (a table).
     ``scenario_also``: values a scenario accepts besides (resolved per cell, e.g. label_flip "same").
-    ``only``: why the key is in one path only."""
+    ``only``: why the key is in one path only. ``builtin``: the constraints are the built-in
+    population's; a custom population whose factory takes the key gets its value as given (it
+    checks it, as its own keys)."""
 
     name: str
     concern: str
@@ -70,6 +72,7 @@ class Key:
     only: str = ""
     #: a key not in a scenario: the scenario key a sweep cell derives its value from (if one)
     from_scenario: str = ""
+    builtin: bool = False
 
     def __post_init__(self):
         assert self.concern in CONCERNS, self.concern
@@ -156,7 +159,16 @@ def _keys() -> tuple[Key, ...]:
             "ClientPopulation",
             (Satisfies(_is_population, "'dataset' (built in) or an import path 'package.module:Class'"),),
         ),
-        K("dataset", "population", "str", "digits_7_vs_9", "dataset of the built-in population", (Options(*DATASETS),)),
+        K(
+            "dataset",
+            "population",
+            "str",
+            "digits_7_vs_9",
+            "dataset of the built-in population; in a run config, a custom population that takes a `dataset` "
+            "parameter gets the name as given",
+            (Options(*DATASETS),),
+            builtin=True,
+        ),
         K(
             "n_clients",
             "population",

@@ -50,11 +50,16 @@ class RunConfig:
                 )
         for f in dataclasses.fields(self):
             cons = f.metadata.get("constraints")
-            if cons:
-                object.__setattr__(self, f.name, check_param(f.metadata["flwr"], getattr(self, f.name), cons))
+            if cons and not (_builtin(f) and self.population != "dataset"):  # a custom population's: below
+                self._check_field(f)
         self._check_budgets()
         self._check_collection()
         self._check_population_keys()
+
+    def _check_field(self, f: dataclasses.Field) -> None:
+        object.__setattr__(
+            self, f.name, check_param(f.metadata["flwr"], getattr(self, f.name), f.metadata["constraints"])
+        )
 
     def _check_budgets(self) -> None:
         """The budget keys against each other and against the mechanism family."""
@@ -124,7 +129,9 @@ class RunConfig:
 
     def _check_population_keys(self) -> None:
         """Every key is fedrr's or a parameter of the population's constructor; a custom population
-        that sets its own budgets is not handed a budget it would ignore."""
+        that sets its own budgets is not handed a budget it would ignore. A built-in population's key
+        (``dataset``) that a custom population takes is its own: passed as given, else checked as for
+        the built-in population."""
         own = [f.metadata["flwr"] for f in dataclasses.fields(self) if f.metadata.get("flwr")]
         if self.population == "dataset":
             for k in self.extras:
@@ -135,6 +142,9 @@ class RunConfig:
         params = population_parameters(self.population)
         if params is None:  # a factory whose signature cannot be read: its own keys cannot be checked
             return
+        for f in dataclasses.fields(self):
+            if _builtin(f) and f.name not in params:
+                self._check_field(f)
         theirs = sorted(p.replace("_", "-") for p in params if p.replace("_", "-") not in own)
         for k in self.extras:
             if str(k).replace("-", "_") not in params:
@@ -247,6 +257,12 @@ class RunConfig:
     def n_nodes(self) -> int:
         """Flower nodes a simulation needs: one per client, or one per cohort."""
         return -(-self.n_clients // self.cohort_size)
+
+
+def _builtin(f: dataclasses.Field) -> bool:
+    """Whether the field's constraints are the built-in population's (``Key.builtin``)."""
+    key = f.metadata.get("key")
+    return key is not None and key.builtin
 
 
 def _flwr_key(name: str) -> str:
