@@ -10,6 +10,11 @@ import numpy as np
 from .errors import ValidationError
 
 
+def first_true(mask: Any) -> tuple[int, ...] | None:
+    """The index of ``mask``'s first True (row-major) as a tuple of ints; None when none is True."""
+    return tuple(int(i) for i in np.argwhere(mask)[0]) if np.any(mask) else None
+
+
 def check_positive(field: str, value: Any, *, allow_inf: bool = False) -> float:
     """A finite real number > 0 (or +inf if allowed)."""
     if isinstance(value, (str, bytes)):

@@ -12,6 +12,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -414,46 +415,39 @@ def _paired_majority(d: FitData):
     return est
 
 
-@_learner(
-    "classification",
-    "ldp-nb",
-    "LDP naive Bayes from debiased (attribute, label) pair frequencies (Yilmaz et al. 2019), maximum-likelihood tables",
-)
-def _ldp_nb(d: FitData, o: FitOptions):
-    from .estimators import LDPNaiveBayes
-
-    if isinstance(d.mechanism, (list, tuple)):
-        raise ValidationError("learners", "'ldp-nb' needs one record mechanism for every client (no budget mix)")
-    return LDPNaiveBayes().fit(d.X, d.y, mechanism=d.mechanism)
-
-
-@_learner(
-    "classification",
-    "ldp-nb-normsub",
-    "ldp-nb with Norm-Sub consistency (Wang et al. 2020): each debiased table's negative cells to 0, the same "
-    "amount taken off the others so that it sums to 1 (the Euclidean projection onto the simplex), no likelihood fit",
-)
-def _ldp_nb_normsub(d: FitData, o: FitOptions):
-    return _ldp_nb_variant("ldp-nb-normsub", d, method="projection")
-
-
-@_learner(
-    "classification",
-    "ldp-nb-robust",
-    "ldp-nb with the fake-client defence robust='margins': attributes whose table's class margin disagrees with "
-    "the others' (attribute sampling) are dropped, the class prior pooled over the rest",
-)
-def _ldp_nb_robust(d: FitData, o: FitOptions):
-    return _ldp_nb_variant("ldp-nb-robust", d, robust="margins")
-
-
-def _ldp_nb_variant(name: str, d: FitData, **params):
+def _ldp_nb_variant(name: str, params: dict, d: FitData, o: FitOptions):
     """``LDPNaiveBayes(**params)`` on one record mechanism for every client (no budget mix)."""
     from .estimators import LDPNaiveBayes
 
     if isinstance(d.mechanism, (list, tuple)):
         raise ValidationError("learners", f"{name!r} needs one record mechanism for every client (no budget mix)")
     return LDPNaiveBayes(**params).fit(d.X, d.y, mechanism=d.mechanism)
+
+
+# the LDP naive Bayes learners: one LDPNaiveBayes each, with its parameters
+for _name, _params, _doc in (
+    (
+        "ldp-nb",
+        {},
+        "LDP naive Bayes from debiased (attribute, label) pair frequencies (Yilmaz et al. 2019), maximum-likelihood "
+        "tables",
+    ),
+    (
+        "ldp-nb-normsub",
+        {"method": "projection"},
+        "ldp-nb with Norm-Sub consistency (Wang et al. 2020): each debiased table's negative cells to 0, the same "
+        "amount taken off the others so that it sums to 1 (the Euclidean projection onto the simplex), no likelihood "
+        "fit",
+    ),
+    (
+        "ldp-nb-robust",
+        {"robust": "margins"},
+        "ldp-nb with the fake-client defence robust='margins': attributes whose table's class margin disagrees with "
+        "the others' (attribute sampling) are dropped, the class prior pooled over the rest",
+    ),
+):
+    _learner("classification", _name, _doc)(partial(_ldp_nb_variant, _name, _params))
+del _name, _params, _doc
 
 
 # -------------------------------------------------------------------------------- regression

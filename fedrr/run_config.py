@@ -50,81 +50,24 @@ class RunConfig:
                 )
         for f in dataclasses.fields(self):
             cons = f.metadata.get("constraints")
-            if cons:
-                object.__setattr__(self, f.name, check_param(f.metadata["flwr"], getattr(self, f.name), cons))
-        self._check_budgets()
-        self._check_collection()
-        self._check_population_keys()
-
-    def _check_budgets(self) -> None:
-        """The budget keys against each other and against the mechanism family."""
-        for a, b in (("feature_flip", "feature_epsilon"), ("label_flip", "label_epsilon")):
-            if getattr(self, a) is not None and getattr(self, b) is not None:
-                raise ValidationError(
-                    _flwr_key(b),
-                    f"{_flwr_key(a)} = {getattr(self, a)!r} and {_flwr_key(b)} = {getattr(self, b)!r} both set the "
-                    "same budget: give one of them",
-                )
-        if self.budget_mix and (self.feature_flip is not None or self.feature_epsilon is not None):
-            given = "feature-flip" if self.feature_flip is not None else "feature-epsilon"
-            raise ValidationError(given, "budget-mix sets the feature budgets itself: leave this key out")
-        if self.feature_flip is not None and self.mechanism != "rr":
-            raise ValidationError(
-                "feature-flip",
-                f"is a flip probability of mechanism 'rr'; mechanism {self.mechanism!r} takes feature-epsilon",
-            )
-        if self.mechanism in WHOLE_RECORD_FAMILIES and self.population == "dataset":
-            why = (
-                "the label is released inside every (attribute, label) pair and has no budget of its own"
-                if self.mechanism == "paired"
-                else "the planner decides how the label is released (inside pairs, or at a share of feature-epsilon)"
-            )
-            for k in ("label_flip", "label_epsilon"):
-                if getattr(self, k) is not None:
-                    raise ValidationError(
-                        _flwr_key(k),
-                        f"must be unset with mechanism {self.mechanism!r}, got {getattr(self, k)!r}: {why}; "
-                        "feature-epsilon is the ε of the whole release",
-                    )
-            if self.mechanism == "auto" and self.n_sampled:
-                raise ValidationError(
-                    "n-sampled",
-                    f"must be 0 with mechanism 'auto', got {self.n_sampled}: the planner chooses how many "
-                    "attributes each client releases",
-                )
-
-    def _check_collection(self) -> None:
-        """Cohorts, protocol, learners and what the server accepts (fills cohort_size when unset)."""
+            if cons and not (_builtin(f) and self.population != "dataset"):  # a custom population's: below
+                self._check_field(f)
         if self.cohort_size is None:  # unset: one client per node, or DEFAULT_COHORT_SIZE per cohort node
             object.__setattr__(self, "cohort_size", 1 if self.run_mode == "node" else DEFAULT_COHORT_SIZE)
-        if self.protocol == "ldp-sgd" and self.run_mode != "node":
-            raise ValidationError("run-mode", "protocol 'ldp-sgd' needs one client per node (run-mode 'node')")
-        if self.run_mode == "node" and self.cohort_size != 1:
-            raise ValidationError("cohort-size", "must be 1 in run-mode 'node' (use run-mode 'cohort')")
-        from .learners import names
+        for rule in schema.RUN_RULES:  # the keys' relations (budgets, collection), in the schema
+            rule.check(self)
+        self._check_population_keys()
 
-        bad = [n for n in self.learners if n not in names(oracles=False)]
-        if bad:
-            raise ValidationError(
-                "learners",
-                f"unknown learner {bad[0]!r}; the server trains on releases only: {', '.join(names(oracles=False))}",
-            )
-        if self.mechanism == "gaussian" and self.gaussian_noise == "joint" and self.n_sampled:
-            raise ValidationError(
-                "n-sampled",
-                f"must be 0 with gaussian-noise = 'joint', got {self.n_sampled}: the joint block releases all "
-                "features as one field; attribute sampling needs gaussian-noise = 'per-feature'",
-            )
-        if (self.accept_mechanisms == "declared") != (self.max_record_epsilon is not None):
-            raise ValidationError(
-                "max-record-epsilon",
-                "is required with accept-mechanisms = 'declared' (the largest record ε the server accepts) and "
-                "only then",
-            )
+    def _check_field(self, f: dataclasses.Field) -> None:
+        object.__setattr__(
+            self, f.name, check_param(f.metadata["flwr"], getattr(self, f.name), f.metadata["constraints"])
+        )
 
     def _check_population_keys(self) -> None:
         """Every key is fedrr's or a parameter of the population's constructor; a custom population
-        that sets its own budgets is not handed a budget it would ignore."""
+        that sets its own budgets is not handed a budget it would ignore. A built-in population's key
+        (``dataset``) that a custom population takes is its own: passed as given, else checked as for
+        the built-in population."""
         own = [f.metadata["flwr"] for f in dataclasses.fields(self) if f.metadata.get("flwr")]
         if self.population == "dataset":
             for k in self.extras:
@@ -135,6 +78,9 @@ class RunConfig:
         params = population_parameters(self.population)
         if params is None:  # a factory whose signature cannot be read: its own keys cannot be checked
             return
+        for f in dataclasses.fields(self):
+            if _builtin(f) and f.name not in params:
+                self._check_field(f)
         theirs = sorted(p.replace("_", "-") for p in params if p.replace("_", "-") not in own)
         for k in self.extras:
             if str(k).replace("-", "_") not in params:
@@ -247,6 +193,12 @@ class RunConfig:
     def n_nodes(self) -> int:
         """Flower nodes a simulation needs: one per client, or one per cohort."""
         return -(-self.n_clients // self.cohort_size)
+
+
+def _builtin(f: dataclasses.Field) -> bool:
+    """Whether the field's constraints are the built-in population's (``Key.builtin``)."""
+    key = f.metadata.get("key")
+    return key is not None and key.builtin
 
 
 def _flwr_key(name: str) -> str:

@@ -7,7 +7,7 @@ the population's frequencies
 
 * naively: the raw frequencies of the released values (biased towards uniform), and
 * debiased: inverting the noise (``method="inversion"``, Warner's estimator for the vote) and by
-  maximum likelihood (``method="mle"``, EM on the simplex).
+  maximum likelihood (``method="mle"``, a certified Newton method on the simplex).
 
 Each ε is a separate scenario (a fresh, independent release of the same population); releasing in
 every scenario would of course cost the sum of the ε's. The error metric is the L1 distance to the
@@ -88,7 +88,7 @@ def run(n: int, seed: int) -> list[dict]:
             try:
                 mle = estimate_frequencies(x_tilde, mech, method="mle")
                 converged = True
-            except ConvergenceError:  # reported, not hidden: EM is very slow at small ε
+            except ConvergenceError:  # reported, not hidden
                 mle, converged = np.full(k, np.nan), False
             rows.append(
                 {

@@ -268,6 +268,27 @@ def test_mle_raises_convergence_error_rather_than_returning_garbage():
         estimate_frequencies(xt, mech, method="mle", max_iter=3)
 
 
+def test_simplex_mle_newton_and_em_agree_and_estimate_frequencies_is_its_newton():
+    """One solver: estimate_frequencies(method="mle") off the square shortcut is simplex_mle's Newton
+    method on the released values' rows of P; its EM (the large-k path) reaches the same certified gap."""
+    from fedrr.estimators._frequencies import simplex_mle
+
+    mech = RandomizedResponse(5, epsilon=1.0)
+    rng = np.random.default_rng(3)
+    xt = mech.release(rng.choice(5, size=500, p=[0.5, 0.3, 0.2, 0.0, 0.0]), rng)
+    counts = np.bincount(xt, minlength=5).astype(float)
+    L = np.log(mech.matrix[counts > 0])
+    newton, _ = simplex_mle(L, counts[counts > 0], tol=1e-10, max_iter=10_000, method="newton")
+    em, _ = simplex_mle(L, counts[counts > 0], tol=1e-9, max_iter=200_000, method="em")
+    np.testing.assert_array_equal(estimate_frequencies(xt, mech, method="mle"), newton)
+    f = counts / counts.sum()
+    for p in (newton, em):
+        assert np.max(mech.matrix.T @ (f / (mech.matrix @ p))) - 1 <= 1e-9
+    np.testing.assert_allclose(em, newton, atol=1e-4)
+    with pytest.raises(ValidationError, match="method"):
+        simplex_mle(L, counts[counts > 0], tol=1e-10, max_iter=10, method="bfgs")
+
+
 # --- simplex projection and warner_estimate -----------------------------------------------------
 
 

@@ -61,7 +61,9 @@ def test_the_fit_recovers_a_known_latent_class_model_from_paired_releases(seed):
     Xt, _ = pm.release(X, y, rng=np.random.default_rng(100 + seed))
     view = paired_view(pm, Xt)
     layout = ColumnLayout.from_mechanism(view)
-    prior = latent_class_prior(Xt, np.zeros(len(y), int), [(view, np.arange(len(y)))], layout, 2, 0)
+    prior = latent_class_prior(
+        layout, latent_class_em(Xt, np.zeros(len(y), int), [(view, np.arange(len(y)))], layout, 2, 0)
+    )
     e_pi, e_p = _errors(prior)
     assert e_pi < 0.02 and e_p < 0.05, (e_pi, e_p)
 
@@ -73,7 +75,8 @@ def test_the_fit_recovers_it_from_record_releases_with_a_label(seed):
     X, y = _sample(seed, 20000)
     rm = RecordMechanism([RandomizedResponse(K, epsilon=2.0)] * D, RandomizedResponse(2, epsilon=2.0))
     Xr, yr = rm.release(X, y, rng=np.random.default_rng(200 + seed))
-    prior = latent_class_prior(Xr, yr.astype(int), [(rm, np.arange(len(y)))], ColumnLayout.from_mechanism(rm), 2, 0)
+    layout = ColumnLayout.from_mechanism(rm)
+    prior = latent_class_prior(layout, latent_class_em(Xr, yr.astype(int), [(rm, np.arange(len(y)))], layout, 2, 0))
     e_pi, e_p = _errors(prior)
     assert e_pi < 0.04 and e_p < 0.05, (e_pi, e_p)
 
@@ -128,24 +131,24 @@ def test_the_fit_is_reproducible_and_a_cv_fits_it_once_per_fold():
     import fedrr.estimators.spread._estimator as est_mod
 
     calls = []
-    real = est_mod.latent_class_prior
+    real = est_mod.latent_class_em
     try:
-        est_mod.latent_class_prior = lambda *a, **k: calls.append(1) or real(*a, **k)
+        est_mod.latent_class_em = lambda *a, **k: calls.append(1) or real(*a, **k)
         kw = dict(prior="latent-class", n_latent_classes=2, encoding="onehot", random_state=0)
         cv = SpreadLogisticRegressionCV(Cs=(0.1, 1.0), cv=2, cv_max_iter=4, max_iter=8, burn_in=4, fallback=False, **kw)
         cv.fit(Xt, None, mechanism=pm)
     finally:
-        est_mod.latent_class_prior = real
+        est_mod.latent_class_em = real
     assert len(calls) == 3  # one per fold's training releases, one for the refit: not one per candidate
     calls.clear()
     try:
-        est_mod.latent_class_prior = lambda *a, **k: calls.append(a[-1]) or real(*a, **k)
+        est_mod.latent_class_em = lambda *a, **k: calls.append(a[-1]) or real(*a, **k)
         kw["random_state"] = None  # each fit draws its own seed: the CV's fits still share one start
         SpreadLogisticRegressionCV(Cs=(0.1, 1.0), cv=2, cv_max_iter=4, max_iter=8, burn_in=4, fallback=False, **kw).fit(
             Xt, None, mechanism=pm
         )
     finally:
-        est_mod.latent_class_prior = real
+        est_mod.latent_class_em = real
     assert len(calls) == 3 and len(set(calls)) == 1, calls
 
 
@@ -184,6 +187,8 @@ def test_an_attribute_no_record_released_is_uniform():
     Xt[moved, 2], Xt[moved, 0] = np.nan, 0.0  # the records that released attribute 2 release attribute 0
     view = paired_view(pm, Xt)
     layout = ColumnLayout.from_mechanism(view)
-    prior = latent_class_prior(Xt, np.zeros(len(y), int), [(view, np.arange(len(y)))], layout, 2, 0)
+    prior = latent_class_prior(
+        layout, latent_class_em(Xt, np.zeros(len(y), int), [(view, np.arange(len(y)))], layout, 2, 0)
+    )
     np.testing.assert_allclose(np.exp(prior.log_p[2]), 1 / K)
     assert not np.allclose(np.exp(prior.log_p[1]), 1 / K)

@@ -112,6 +112,42 @@ def test_misspelt_key_in_population_options():
     _refused(lambda: parse_scenario(sc), "population.options.n_tset", "n_test")
 
 
+DATASET_POP = '''
+from fedrr.examples import TwoBudgetSyntheticPopulation
+
+
+class DatasetPopulation(TwoBudgetSyntheticPopulation):
+    """A custom population that takes a dataset of its own (not one of fedrr's built-in names)."""
+
+    def __init__(self, dataset: str, n_clients: int = 1000, seed: int = 0):
+        super().__init__(n_clients, seed)
+        self.dataset = dataset
+'''
+
+
+def test_a_custom_population_takes_its_own_dataset_name(tmp_path, monkeypatch):
+    (tmp_path / "pop_with_dataset.py").write_text(DATASET_POP)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = load_run_config({"population": "pop_with_dataset:DatasetPopulation", "dataset": "my-sensor-logs"})
+    assert cfg.dataset == "my-sensor-logs"
+    assert RunConfig.from_flwr(cfg.to_flwr()) == cfg
+    assert build_population(cfg.replace(n_clients=10)).dataset == "my-sensor-logs"
+    # a custom population without a dataset parameter is not handed one: the built-in names still hold
+    _unknown_dataset(lambda: load_run_config({"population": TWO_BUDGETS, "dataset": "my-sensor-logs"}))
+
+
+def _unknown_dataset(fn) -> None:
+    with pytest.raises(ValidationError) as exc:
+        fn()
+    assert exc.value.field == "dataset", exc.value
+    assert "'my-sensor-logs'" in exc.value.message and "digits_7_vs_9" in exc.value.message, exc.value.message
+
+
+def test_the_built_in_population_refuses_an_unknown_dataset_naming_the_key():
+    _unknown_dataset(lambda: load_run_config({"dataset": "my-sensor-logs"}))
+    _unknown_dataset(lambda: RunConfig(dataset="my-sensor-logs"))
+
+
 def test_misspelt_extra_of_a_custom_population_in_a_flat_config():
     _refused(lambda: load_run_config({"population": TWO_BUDGETS, "n-tset": 100}), "n-tset", "n-test")
     cfg = load_run_config({"population": TWO_BUDGETS, "n-test": 100, "n-clients": 10})  # its real parameter

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator
 from sklearn.model_selection import StratifiedKFold
 from sklearn.utils.validation import check_is_fitted
 
@@ -23,7 +23,7 @@ from ..errors import ValidationError
 from ..mechanisms import DiscreteMechanism
 from ..parallel import SerialExecutor
 from ._dro import _validate
-from ._dro_logistic import WassersteinDROLogisticRegression, binary_labels, zero_radius
+from ._dro_logistic import BinaryClassifierMixin, WassersteinDROLogisticRegression, binary_labels, zero_radius
 from ._dro_radius import wasserstein_radius
 
 _RHO = Interval(float, 0, None)
@@ -49,7 +49,7 @@ def heldout_loglik(z: np.ndarray, yi: np.ndarray, P: np.ndarray | None) -> float
     return float(np.mean(logq))
 
 
-class WassersteinDROLogisticRegressionCV(ClassifierMixin, BaseEstimator):
+class WassersteinDROLogisticRegressionCV(BinaryClassifierMixin, BaseEstimator):
     """Binary W-DRO logistic regression (Farokhi 2020 eq 8; :class:`WassersteinDROLogisticRegression`)
     with ρ chosen by stratified k-fold cross-validation on the releases (mirrors scikit-learn's
     ``LogisticRegressionCV``).
@@ -112,11 +112,6 @@ class WassersteinDROLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.solver = solver
         self.solver_options = solver_options
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags
 
     def fit(self, X, y):
         params = {k: getattr(self, k) for k in self._parameter_constraints}

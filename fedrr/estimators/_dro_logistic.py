@@ -46,7 +46,16 @@ def zero_radius(X: np.ndarray, s: np.ndarray, fit_intercept: bool) -> float:
     return g_norm if math.isfinite(g_norm) else math.inf
 
 
-class WassersteinDROLogisticRegression(ClassifierMixin, _WassersteinBase):
+class BinaryClassifierMixin(ClassifierMixin):
+    """A classifier of two labels only: sklearn's ``multi_class`` tag off."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+
+class WassersteinDROLogisticRegression(BinaryClassifierMixin, _WassersteinBase):
     """Binary logistic regression on LDP-noised inputs with the W-DRO regulariser (eq 8):
     min (1/n) Σ log(1 + exp(−sᵢ(θᵀx̃ᵢ + b))) + ρ‖θ‖₂, sᵢ = ±1 (``classes_[1]`` ↦ +1).
 
@@ -77,11 +86,6 @@ class WassersteinDROLogisticRegression(ClassifierMixin, _WassersteinBase):
         self.fit_intercept = fit_intercept
         self.solver = solver
         self.solver_options = solver_options
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags
 
     _parameter_constraints = {"rho": RHO, "beta": BETA, "fit_intercept": [Boolean()]}
 

@@ -19,8 +19,9 @@ from ..errors import ConvergenceError, ValidationError
 from ..mechanisms import DiscreteMechanism, MatrixMechanism
 
 METHODS = ("inversion", "mle")
-#: generic MLE: the certified Newton solver while (unique releases)·k² stays below this, else EM
+#: simplex_mle(method="auto"): the certified Newton solver while (rows of A)·k² stays below this, else EM
 NEWTON_MAX_WORK = 2**26
+_CALLER = "estimate_frequencies(method='mle')"
 _CHUNK = 1 << 22  # entries of an (n, k) work array
 
 
@@ -58,11 +59,11 @@ def estimate_frequencies(
 
     method="inversion": the (weighted) mean of ``unbiased_onehot`` — for matrix oracles P⁻¹ f̃ —
     projected onto the simplex (the unbiased moment estimator when it lies inside).
-    method="mle": maximises Σₙ log p(x̃ₙ | π) = Σₙ log Σ_s π_s p(x̃ₙ | s) over the simplex. Matrix
-    oracles: the interior inversion when valid, else a log-barrier Newton method on P. Other oracles:
-    the same Newton method on the likelihood matrix of the distinct releases while that is small
-    (distinct·k² ≤ NEWTON_MAX_WORK), else EM, π ← π ⊙ Aᵀ(f / Aπ); both stop on the certified
-    duality gap max_j g_j − 1 ≤ tol (ConvergenceError after max_iter). Releases must be NaN-free.
+    method="mle": maximises Σₙ log p(x̃ₙ | π) = Σₙ log Σ_s π_s p(x̃ₙ | s) over the simplex
+    (``simplex_mle``). Matrix oracles: the interior inversion when valid, else its Newton method on
+    P. Other oracles: the same Newton method on the likelihood matrix of the distinct releases while
+    that is small (distinct·k² ≤ NEWTON_MAX_WORK), else its EM; both stop on the certified duality
+    gap max_j g_j − 1 ≤ tol (ConvergenceError after max_iter). Releases must be NaN-free.
     """
     if not isinstance(mechanism, DiscreteMechanism):
         raise ValidationError(
@@ -84,9 +85,15 @@ def estimate_frequencies(
     counts = np.bincount(xt, minlength=k).astype(float) if w is None else np.bincount(xt, weights=w, minlength=k)
     f_tilde = counts / counts.sum()
     P = mechanism.matrix
+    raw = np.linalg.solve(P, f_tilde)
     if method == "inversion":
-        return project_to_simplex(np.linalg.solve(P, f_tilde))
-    return _simplex_mle(f_tilde, P, tol=tol, max_iter=max_iter)
+        return project_to_simplex(raw)
+    if np.all(raw > 0):  # P square and column-stochastic: an interior inversion (Pπ = f̃) is the MLE
+        return raw / raw.sum()
+    seen = counts > 0  # a release nobody sent adds nothing to the likelihood
+    with np.errstate(divide="ignore"):
+        loglik = np.log(P[seen])
+    return simplex_mle(loglik, counts[seen], tol=tol, max_iter=max_iter, caller=_CALLER)[0]
 
 
 def _weights(weights: Any, shape: tuple[int, ...]) -> np.ndarray | None:
@@ -115,70 +122,8 @@ def _mean_onehot(mech: DiscreteMechanism, xt: np.ndarray, w: np.ndarray | None) 
 def _generic_mle(mech: DiscreteMechanism, xt: np.ndarray, w, *, tol: float, max_iter: int) -> np.ndarray:
     values, inverse = np.unique(xt, return_inverse=True)
     f = np.bincount(inverse.ravel(), weights=w, minlength=values.size)
-    f = f / f.sum()
     L = mech.log_likelihood_matrix(values)
-    A = np.exp(L - L.max(axis=1, keepdims=True))  # rows rescaled: the argmax is unchanged
-    if values.size * mech.k**2 <= NEWTON_MAX_WORK:
-        return _simplex_mle(f, A, tol=tol, max_iter=max_iter, square_shortcut=False)
-    return _simplex_em(f, A, tol=tol, max_iter=max_iter)
-
-
-def _simplex_em(f: np.ndarray, A: np.ndarray, *, tol: float, max_iter: int) -> np.ndarray:
-    """EM for argmax Σ f_u log (Aπ)_u on the simplex: π ← π ⊙ g, g = Aᵀ(f/Aπ); stops when the duality
-    gap max_j g_j − 1 (which bounds the log-likelihood still to gain) is ≤ tol."""
-    pi = np.full(A.shape[1], 1.0 / A.shape[1])
-    for _ in range(max_iter):
-        g = A.T @ (f / (A @ pi))
-        if np.max(g) - 1.0 <= tol:
-            return pi
-        pi = pi * g
-        pi /= pi.sum()
-    raise ConvergenceError(
-        f"estimate_frequencies(method='mle') did not converge in max_iter={max_iter} EM iterations (tol={tol})"
-    )
-
-
-def _simplex_mle(
-    f: np.ndarray, P: np.ndarray, *, tol: float, max_iter: int, square_shortcut: bool = True
-) -> np.ndarray:
-    """argmax Σ f_i log (Pπ)_i over the simplex. For a column-stochastic square P an interior inversion
-    is the MLE (Pπ = f; ``square_shortcut``). Otherwise a log-barrier Newton method on {1ᵀπ = 1} (P may be
-    any non-negative (m, k) matrix); stops on the certified duality gap max_j g_j − 1 ≤ tol,
-    g = Pᵀ(f / Pπ) (L(π*) − L(π) ≤ max_j g_j − 1 by concavity)."""
-    k = P.shape[1]
-    if square_shortcut:
-        raw = np.linalg.solve(P, f)
-        if np.all(raw > 0):
-            return raw / raw.sum()
-    pos = f > 0
-    pi, t, ones = np.full(k, 1.0 / k), 1.0, np.ones(k)
-
-    def obj(p, t):
-        return t * float(f[pos] @ np.log((P @ p)[pos])) + float(np.sum(np.log(p)))
-
-    for _ in range(max_iter):
-        q = P @ pi
-        g = P.T @ (f / q)
-        grad = t * g + 1.0 / pi
-        Hb = t * (P * (f / q**2)[:, None]).T @ P + np.diag(1.0 / pi**2)
-        Hg, H1 = np.linalg.solve(Hb, grad), np.linalg.solve(Hb, ones)
-        step = Hg - (ones @ Hg) / (ones @ H1) * H1
-        s, neg = 1.0, step < 0
-        if neg.any():
-            s = min(1.0, 0.99 * float(np.min(-pi[neg] / step[neg])))
-        o0 = obj(pi, t)
-        while s > 1e-14 and obj(pi + s * step, t) < o0 + 0.25 * s * float(grad @ step):
-            s *= 0.5
-        pi = pi + s * step
-        if step @ Hb @ step < 1e-10:  # centred for this t: barrier gap k/t
-            out = np.maximum(pi, 0.0)
-            out /= out.sum()
-            if np.max(P.T @ (f / (P @ out))) - 1.0 <= tol:
-                return out
-            t *= 20.0
-    raise ConvergenceError(
-        f"estimate_frequencies(method='mle') did not converge in max_iter={max_iter} iterations (tol={tol})"
-    )
+    return simplex_mle(L, f, tol=tol, max_iter=max_iter, method="auto", caller=_CALLER)[0]
 
 
 def clip_table(table: np.ndarray) -> np.ndarray:
@@ -189,16 +134,42 @@ def clip_table(table: np.ndarray) -> np.ndarray:
 
 
 def simplex_mle(
-    loglik: np.ndarray, weights: np.ndarray, start: np.ndarray, *, tol: float, max_iter: int
+    loglik: np.ndarray,
+    weights: np.ndarray,
+    start: np.ndarray | None = None,
+    *,
+    tol: float,
+    max_iter: int,
+    method: str = "newton",
+    caller: str = "simplex_mle",
 ) -> tuple[np.ndarray, int]:
     """argmax_π L(π) = Σ_i w_i log (Aπ)_i over the simplex, A = exp(loglik) up to a per-row scale (which
-    does not move the argmax), w normalised. EM is far too slow at small ε (a flat likelihood), so this
-    is a log-barrier Newton method on {1ᵀπ = 1} (as ``frequencies._simplex_mle``, for a rectangular A).
-    Stops on the certified gap max_s g_s − 1 ≤ tol, g = Aᵀ(w / Aπ): by concavity L(π*) − L(π) ≤ that
-    gap, a bound on the shortfall of the mean log-likelihood per client. Returns (π, Newton steps)."""
+    does not move the argmax), w normalised, from ``start`` (default uniform; strictly inside).
+
+    method="newton": EM is far too slow at small ε (a flat likelihood), so a log-barrier Newton method
+    on {1ᵀπ = 1}, in variables scaled by π (well conditioned however close π gets to the boundary);
+    its step solves a (k+1)² system over all rows, (rows)·k² work. "em": π ← π ⊙ g, for k too large
+    for that. "auto": Newton while (rows)·k² ≤ NEWTON_MAX_WORK, else EM. Both stop on the certified
+    gap max_s g_s − 1 ≤ tol, g = Aᵀ(w / Aπ): by concavity L(π*) − L(π) ≤ that gap, a bound on the
+    shortfall of the mean log-likelihood per row. Returns (π, steps); ConvergenceError naming
+    ``caller`` after max_iter steps."""
     A = np.exp(loglik - loglik.max(axis=1, keepdims=True))
     w = weights / weights.sum()
-    pi, t, K = np.asarray(start, float).copy(), 1.0, A.shape[1]
+    K = A.shape[1]
+    pi = np.full(K, 1.0 / K) if start is None else np.asarray(start, float).copy()
+    if method not in ("newton", "em", "auto"):
+        raise ValidationError("method", f"must be 'newton', 'em' or 'auto', got {method!r}")
+    if method == "auto":
+        method = "newton" if A.shape[0] * K**2 <= NEWTON_MAX_WORK else "em"
+    if method == "em":
+        for it in range(max_iter):
+            g = A.T @ (w / (A @ pi))
+            if np.max(g) - 1.0 <= tol:
+                return pi, it
+            pi = pi * g
+            pi /= pi.sum()
+        raise ConvergenceError(f"{caller}: gap above tol={tol} after max_iter={max_iter} EM iterations")
+    t = 1.0
     for it in range(max_iter):
         q = A @ pi
         g = A.T @ (w / q)
@@ -223,4 +194,4 @@ def simplex_mle(
         pi /= pi.sum()  # no drift off the simplex from rounding
         if slope < 1e-6 or s <= 1e-14:  # (nearly) centred for this t, where the gap is about K / t: tighten
             t *= 20.0
-    raise ConvergenceError(f"LDPNaiveBayes(method='mle'): gap above tol={tol} after max_iter={max_iter} Newton steps")
+    raise ConvergenceError(f"{caller}: gap above tol={tol} after max_iter={max_iter} Newton steps")

@@ -41,6 +41,7 @@ from ._frequencies import clip_table, project_to_simplex, simplex_mle
 from ._sklearn import class_labels, validate
 
 METHODS = ("auto", "mle", "projection", "clip")
+_MLE = "LDPNaiveBayes(method='mle')"  # who the solver's ConvergenceError names
 #: robust="margins": drop the attributes whose table's class margin disagrees with the others'
 ROBUST = ("none", "margins")
 #: log of the smallest positive double: the floor for log-probabilities estimated as exactly 0
@@ -179,7 +180,7 @@ def paired_mle_tables(
             uniq, counts = np.unique(v, return_counts=True)
             L = m.pair_log_likelihood(j, uniq).reshape(uniq.size, -1)
             p0 = 0.5 * p0.ravel() + 0.5 / p0.size
-            p, it = simplex_mle(L, counts.astype(float), p0, tol=tol, max_iter=max_iter)
+            p, it = simplex_mle(L, counts.astype(float), p0, tol=tol, max_iter=max_iter, caller=_MLE)
             out.append(p.reshape(m.n_states[j], m.n_classes))
             steps = max(steps, it)
     return out, steps
@@ -208,10 +209,12 @@ def mle_tables(
             L = (Lx[a][:, :, None] + Ly[b][:, None, :]).reshape(pair.size, -1)
             k = Lx.shape[1]
             p0 = 0.5 * p0.ravel() + 0.5 / (k * C)
-            p, it = simplex_mle(L, counts.astype(float), p0, tol=tol, max_iter=max_iter)
+            p, it = simplex_mle(L, counts.astype(float), p0, tol=tol, max_iter=max_iter, caller=_MLE)
             out.append(p.reshape(k, C))
             steps = max(steps, it)
-        p, it = simplex_mle(Ly, np.bincount(iy).astype(float), 0.5 * prior + 0.5 / C, tol=tol, max_iter=max_iter)
+        p, it = simplex_mle(
+            Ly, np.bincount(iy).astype(float), 0.5 * prior + 0.5 / C, tol=tol, max_iter=max_iter, caller=_MLE
+        )
     return out, p, max(steps, it)
 
 

@@ -226,22 +226,28 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.set_defaults(argv=None)
 
-    p = sub.add_parser(
+    def command(name, func, hlp, example, description=None):
+        """The subcommand ``name`` run by ``func``, its help ending in the line ``example: fedrr NAME EXAMPLE``."""
+        p = sub.add_parser(name, help=hlp, description=description, epilog=f"example: fedrr {name} {example}")
+        p.set_defaults(func=func)
+        return p
+
+    p = command(
         "sweep",
-        help="run every cell of the grid (resumes: finished cells are skipped)",
-        description="Run every (grid point, N, repeat) cell of CONFIG and write results.csv, "
+        lambda a: _cmd_sweep(a, single=False),
+        "run every cell of the grid (resumes: finished cells are skipped)",
+        "configs/quickstart.toml --out results/quickstart",
+        "Run every (grid point, N, repeat) cell of CONFIG and write results.csv, "
         "manifest.json, summary.md and accuracy_vs_epsilon.png/.svg to DIR. Each cell is saved to "
         "DIR/cells/ as it finishes; rerunning skips the finished ones.",
-        epilog="example: fedrr sweep configs/quickstart.toml --out results/quickstart",
     )
     common(p)
-    p.set_defaults(func=lambda a: _cmd_sweep(a, single=False))
-    p = sub.add_parser(
+    p = command(
         "run",
-        help="run one grid point (default: the first) with all its N and repeats (or the first --repeats N)",
-        description="Run the cells of one grid point of CONFIG (into the same DIR a sweep uses, so a "
-        "later sweep reuses them).",
-        epilog="example: fedrr run configs/quickstart.toml --epsilon 3000",
+        lambda a: _cmd_sweep(a, single=True),
+        "run one grid point (default: the first) with all its N and repeats (or the first --repeats N)",
+        "configs/quickstart.toml --epsilon 3000",
+        "Run the cells of one grid point of CONFIG (into the same DIR a sweep uses, so a later sweep reuses them).",
     )
     common(p)
     g = p.add_mutually_exclusive_group()
@@ -253,7 +259,6 @@ def build_parser() -> argparse.ArgumentParser:
         "feature_flip_grid: a flip probability; feature_epsilon_grid: ε per feature)",
     )
     g.add_argument("--index", type=int, metavar="I", help="the grid point by position (0 = first)")
-    p.set_defaults(func=lambda a: _cmd_sweep(a, single=True))
     # the commands of one positional argument (a results directory or a config), each with an example
     for name, func, arg, hlp in (
         ("plot", _cmd_plot, "results_dir", "(re)draw the plots of a results directory"),
@@ -261,30 +266,29 @@ def build_parser() -> argparse.ArgumentParser:
         ("check", _cmd_check, "config", "validate a config (and its dataset) without running anything"),
     ):
         example = "configs/quickstart.toml" if arg == "config" else "results/quickstart"
-        p = sub.add_parser(name, help=hlp, epilog=f"example: fedrr {name} {example}")
-        p.add_argument(arg, metavar=arg.upper())
-        p.set_defaults(func=func)
-    p = sub.add_parser(
+        command(name, func, hlp, example).add_argument(arg, metavar=arg.upper())
+    p = command(
         "reproduce",
-        help="rerun a results directory from its manifest and compare results.csv (exit 1 if it differs)",
-        description="Rerun the sweep recorded in RESULTS_DIR/manifest.json (its config text and seed) into "
+        _cmd_reproduce,
+        "rerun a results directory from its manifest and compare results.csv (exit 1 if it differs)",
+        "results/quickstart",
+        "Rerun the sweep recorded in RESULTS_DIR/manifest.json (its config text and seed) into "
         "a scratch directory and compare results.csv with the committed one, every column but the timing "
         "ones; print both files' SHA-256 and every value that differs. See docs/reproducibility.md.",
-        epilog="example: fedrr reproduce results/quickstart",
     )
     p.add_argument("results_dir", metavar="RESULTS_DIR")
     p.add_argument("--out", metavar="DIR", help="where to rerun (default: a new temporary directory)")
     p.add_argument("--index", type=int, metavar="I", help="rerun only the cells of grid point I")
-    p.set_defaults(func=_cmd_reproduce)
-    p = sub.add_parser(
+    p = command(
         "credentials",
-        help="create TLS certificates and SuperNode keys for a test deployment",
-        description="Write a local CA (ca.crt, ca.key), a SuperLink certificate signed by it (server.crt, "
+        _cmd_credentials,
+        "create TLS certificates and SuperNode keys for a test deployment",
+        "certs --nodes 5 --host 127.0.0.1 --host localhost",
+        "Write a local CA (ca.crt, ca.key), a SuperLink certificate signed by it (server.crt, "
         "server.key; every --host as a subject alternative name) and one ECDSA P-384 key pair per "
         "SuperNode in OpenSSH format (node-<i>.key, node-<i>.pub), as Flower 1.41's TLS and SuperNode "
         "authentication read them. Private keys are written 0600. For testing: a real deployment uses "
         "its own PKI. See docs/tutorial/deployment.md.",
-        epilog="example: fedrr credentials certs --nodes 5 --host 127.0.0.1 --host localhost",
     )
     p.add_argument("dir", metavar="DIR", help="directory to write to (created if needed)")
     p.add_argument("--nodes", type=int, required=True, metavar="N", help="number of SuperNode key pairs (>= 1)")
@@ -295,7 +299,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="IP address or DNS name the SuperLink is reached at (repeatable; default: 127.0.0.1 and localhost)",
     )
     p.add_argument("--force", action="store_true", help="overwrite existing files in DIR")
-    p.set_defaults(func=_cmd_credentials)
     return ap
 
 

@@ -87,6 +87,11 @@ class Mechanism(ABC):
         return hash(repr(self))
 
 
+def box_spec(mech: Mechanism, epsilon: Any, lower: Any, upper: Any, **extra: Any) -> dict:
+    """The spec of a mechanism of ε on the box [lower, upper]: kind, epsilon, lower, upper, then ``extra``."""
+    return {"kind": mech.kind, "epsilon": epsilon, "lower": lower, "upper": upper, **extra}
+
+
 def _spec_equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_spec_equal(a[k], b[k]) for k in a)

@@ -72,14 +72,13 @@ def as_packed_release(field: str, value: object, upper: float, what: str):
     """A float array of exact integers in [0, upper) (a packed oracle release); bools rejected."""
     import numpy as np
 
-    from .._validation import as_array, as_float_array
+    from .._validation import as_array, as_float_array, first_true
 
     raw = as_array(field, value, "must be an array of packed releases (integers stored as floats)")
     if raw.dtype.kind == "b":
         raise ValidationError(field, f"must hold {what} (integers in [0, {upper:.0f})), got booleans")
     arr = as_float_array(field, raw)
     bad = (arr != np.floor(arr)) | (arr < 0) | (arr >= upper)
-    if np.any(bad):
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
+    if (idx := first_true(bad)) is not None:
         raise ValidationError(field, f"must hold {what}: integers in [0, {upper:.0f}); got {arr[idx]!r} at index {idx}")
     return arr

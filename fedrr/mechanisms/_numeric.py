@@ -9,10 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array, check_broadcast, check_open_unit, check_positive, check_rng
+from .._validation import as_float_array, check_broadcast, check_open_unit, check_positive, check_rng, first_true
 from ..errors import ValidationError
 from . import _calibration as cal
-from ._base import Mechanism, register
+from ._base import Mechanism, box_spec, register
 from ._continuous_posteriors import posterior_for
 
 GAUSSIAN_CALIBRATIONS = ("analytic", "classic", "farokhi")
@@ -81,8 +81,7 @@ class _AdditiveNoise(Mechanism):
         arr = self._shape_ok(as_float_array(field, x), field)
         lo, hi = self._lo_hi(arr)
         bad = (arr < lo) | (arr > hi)
-        if np.any(bad):
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        if (idx := first_true(bad)) is not None:
             raise ValidationError(
                 field,
                 f"values must lie in the declared bounds [lower, upper]; got {float(arr[idx])} at index {idx} outside "
@@ -95,8 +94,7 @@ class _AdditiveNoise(Mechanism):
         lo, hi = self._lo_hi(arr)
         slack = MAX_NOISE_SDS * self.noise_std
         far = (arr < lo - slack) | (arr > hi + slack)
-        if np.any(far):
-            idx = tuple(int(i) for i in np.argwhere(far)[0])
+        if (idx := first_true(far)) is not None:
             raise ValidationError(
                 field,
                 f"values must lie within {MAX_NOISE_SDS:g} noise standard deviations ({slack:.3g}) of the "
@@ -178,13 +176,7 @@ class LaplaceMechanism(_AdditiveNoise):
         return -np.abs(xt - xx) / self.scale - math.log(2.0 * self.scale)
 
     def to_spec(self) -> dict:
-        return {
-            "kind": self.kind,
-            "epsilon": self._epsilon,
-            "lower": self.lower.tolist(),
-            "upper": self.upper.tolist(),
-            "sensitivity": self.sensitivity,
-        }
+        return box_spec(self, self._epsilon, self.lower.tolist(), self.upper.tolist(), sensitivity=self.sensitivity)
 
     @classmethod
     def from_spec(cls, spec: dict) -> LaplaceMechanism:

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_array, as_state_array, check_int, check_positive
+from .._validation import as_array, as_state_array, check_int, check_positive, first_true
 from ..errors import ValidationError
 from ._base import register
 from ._discrete import MAX_STATES, DiscreteMechanism, RandomizedResponse
@@ -215,8 +215,7 @@ class PairedRecordMechanism:
         if Xa.dtype.kind not in "iuf" or Xa.dtype.kind == "b":
             raise ValidationError("X_tilde", f"must be an array of numbers (NaN where not released), got {Xa.dtype}")
         X = Xa.astype(float)
-        if np.any(np.isinf(X)):
-            idx = tuple(int(i) for i in np.argwhere(np.isinf(X))[0])
+        if (idx := first_true(np.isinf(X))) is not None:
             raise ValidationError("X_tilde", f"must be finite or NaN (an unreleased attribute); found inf at {idx}")
         released = ~np.isnan(X)
         count = released.sum(axis=1)

@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array, check_broadcast, check_int, check_rng
+from .._validation import as_float_array, check_broadcast, check_int, check_rng, first_true
 from ..errors import ValidationError
-from ._base import Mechanism, register
+from ._base import Mechanism, box_spec, register
 from ._grid import check_epsilon, check_realised_epsilon, grid_down, stated_log1p
 from ._piecewise_posteriors import LinearPiecesPosterior
 
@@ -79,8 +79,7 @@ class _BoundedScalar(Mechanism):
     def validate_input(self, x: Any, field: str = "x") -> np.ndarray:
         arr = as_float_array(field, x)
         bad = (arr < self.lower[0]) | (arr > self.upper[0])
-        if np.any(bad):
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        if (idx := first_true(bad)) is not None:
             raise ValidationError(
                 field, f"values must lie in [{self.lower[0]!r}, {self.upper[0]!r}]; got {arr[idx]!r} at index {idx}"
             )
@@ -185,8 +184,7 @@ class PiecewiseMechanism(_BoundedScalar):
         j = np.clip(np.round(np.nan_to_num(pos, nan=-1.0)), 0, N - 1).astype(np.int64)
         v, tol = self.release_value(j), 2.0**-4 * self.cell_width * self.half
         off = ~((arr >= v - tol) & (arr <= v + tol))  # no arr − v: it may overflow
-        if np.any(off):
-            idx = tuple(int(i) for i in np.argwhere(off)[0])
+        if (idx := first_true(off)) is not None:
             raise ValidationError(
                 field,
                 f"piecewise-mechanism releases are the midpoints of {N} cells in "
@@ -223,12 +221,7 @@ class PiecewiseMechanism(_BoundedScalar):
         return knots, 1.0 + np.expm1(self._log_ratio) * self._h(s, j)
 
     def to_spec(self) -> dict:
-        return {
-            "kind": self.kind,
-            "epsilon": self._epsilon_requested,
-            **self._bounds_spec(),
-            "resolution": self.resolution,
-        }
+        return box_spec(self, self._epsilon_requested, **self._bounds_spec(), resolution=self.resolution)
 
     @classmethod
     def from_spec(cls, spec: dict) -> PiecewiseMechanism:
@@ -277,8 +270,7 @@ class DuchiMechanism(_BoundedScalar):
         lo, hi = self.values
         plus, minus = (arr >= hi - tol) & (arr <= hi + tol), (arr >= lo - tol) & (arr <= lo + tol)
         bad = ~(plus | minus)
-        if np.any(bad):
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        if (idx := first_true(bad)) is not None:
             raise ValidationError(
                 field,
                 f"Duchi releases are exactly {self.values[0]!r} or {self.values[1]!r}; got {arr[idx]!r} at index {idx}",
@@ -303,7 +295,7 @@ class DuchiMechanism(_BoundedScalar):
         return knots, 0.5 + 0.5 * self.gamma * sg * np.array([-1.0, 1.0])
 
     def to_spec(self) -> dict:
-        return {"kind": self.kind, "epsilon": self._epsilon_requested, **self._bounds_spec()}
+        return box_spec(self, self._epsilon_requested, **self._bounds_spec())
 
     @classmethod
     def from_spec(cls, spec: dict) -> DuchiMechanism:

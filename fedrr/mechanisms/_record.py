@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_array, as_state_array, check_int
+from .._validation import as_array, as_state_array, check_int, first_true
 from ..errors import ValidationError
 from ._base import Mechanism, mechanism_from_spec, register
 from ._discrete import DiscreteMechanism
@@ -230,8 +230,7 @@ class RecordMechanism:
         if Xa.dtype.kind not in "iuf":
             raise ValidationError("X_tilde", f"must be an array of numbers (NaN for unreleased fields), got {Xa.dtype}")
         X = Xa.astype(float)
-        if np.any(np.isinf(X)):
-            idx = tuple(int(i) for i in np.argwhere(np.isinf(X))[0])
+        if (idx := first_true(np.isinf(X))) is not None:
             raise ValidationError("X_tilde", f"must be finite or NaN (an unreleased field); found inf at index {idx}")
         nan = np.isnan(X)
         released = np.empty((X.shape[0], len(self.fields)), dtype=bool)

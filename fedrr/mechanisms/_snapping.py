@@ -86,9 +86,9 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import check_broadcast, check_positive, check_rng
+from .._validation import check_broadcast, check_positive, check_rng, first_true
 from ..errors import ValidationError
-from ._base import Mechanism, register
+from ._base import Mechanism, box_spec, register
 from ._continuous_posteriors import prior_parts
 from ._exact_sampling import (
     DEFAULT_TAIL,
@@ -199,8 +199,7 @@ class SnappingLaplaceMechanism(_AdditiveNoise):
         xt = super().validate_release(x_tilde, field)
         k = self._index_of(xt)
         bad = (np.abs(k) > self.M) | (self._decode(k) != xt)
-        if np.any(bad):
-            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+        if (idx := first_true(bad)) is not None:
             raise ValidationError(
                 field,
                 f"a snapped release must be one of the {2 * self.M + 1} grid values mid + k·{self.step!r} "
@@ -251,13 +250,7 @@ class SnappingLaplaceMechanism(_AdditiveNoise):
 
     # --- specs ------------------------------------------------------------------------------
     def to_spec(self) -> dict:
-        return {
-            "kind": self.kind,
-            "epsilon": self._requested,
-            "lower": self.lower.tolist(),
-            "upper": self.upper.tolist(),
-            "tail": self.tail,
-        }
+        return box_spec(self, self._requested, self.lower.tolist(), self.upper.tolist(), tail=self.tail)
 
     @classmethod
     def from_spec(cls, spec: dict) -> SnappingLaplaceMechanism:

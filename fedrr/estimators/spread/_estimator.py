@@ -43,7 +43,7 @@ from ._priors._factorised import (
     marginal_mle_prior_from_counts,
 )
 from ._priors._joint import joint_prior
-from ._priors._mixture import latent_class_prior, naive_bayes_prior
+from ._priors._mixture import latent_class_em, latent_class_prior, naive_bayes_prior
 from ._robust import ROBUST, drop_inconsistent, no_test
 from ._runtime import holds_shards, shard_group, traffic_report
 
@@ -431,7 +431,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             key = ("latent-class", _releases_key(*releases), p["n_latent_classes"], seed)
             if memo is not None and key in memo:
                 return memo[key]
-            prior = latent_class_prior(*releases, layout, p["n_latent_classes"], seed)
+            prior = latent_class_prior(layout, latent_class_em(*releases, layout, p["n_latent_classes"], seed))
             if memo is not None:
                 memo[key] = prior
             return prior

@@ -155,21 +155,14 @@ def paired_naive_bayes_prior(view: PairedView, layout: ColumnLayout):
     return mixture_prior(layout, pi, np.log(pi), log_p)
 
 
-def latent_class_prior(
-    X: np.ndarray,
-    y: np.ndarray,
-    groups: list,
-    layout: ColumnLayout,
-    n_components: int,
-    seed: int,
-) -> MixtureSpreadPrior:
+def latent_class_prior(layout: ColumnLayout, fit: tuple) -> MixtureSpreadPrior:
     """``prior="latent-class"``: p(x) = Σ_m π_m Π_d p(x_d | m), the x-part of the latent-class model
-    ``latent_class_em`` fits to the releases (its p(y | m) is dropped: p_θ(y | x) models the label),
-    fixed in spread-EM. Unlike ``"naive-bayes"``, whose components are the classes, the components
-    can model how attributes co-occur; that needs records that release two or more attributes (with
-    one, only each attribute's table with the label is identified, and the rest of the fit is set
-    by the EM's start: ``auto_prior`` does not choose it there)."""
-    log_pi, _, P = latent_class_em(X, y, groups, layout, n_components, seed)
+    ``fit`` = ``latent_class_em(...)`` fitted to the releases (its p(y | m) is dropped: p_θ(y | x)
+    models the label), fixed in spread-EM. Unlike ``"naive-bayes"``, whose components are the
+    classes, the components can model how attributes co-occur; that needs records that release two
+    or more attributes (with one, only each attribute's table with the label is identified, and the
+    rest of the fit is set by the EM's start: ``auto_prior`` does not choose it there)."""
+    log_pi, _, P = fit
     return mixture_prior(layout, np.exp(log_pi), log_pi, [np.log(p) for p in P], P)
 
 
