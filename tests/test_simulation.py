@@ -714,6 +714,7 @@ def test_a_flower_sweeps_cells_share_one_ray_instance_shut_down_at_the_end(tmp_p
     # and answered as fresh ones: every figure equals the same cells' offline run (the same releases)
     offline = text.replace('mode = "flower"', 'mode = "offline"\nworkers = 1')
     sweep(parse_scenario(__import__("tomllib").loads(offline)), tmp_path / "off", progress=False, log=lambda s: None)
+
     def figures(out):
         recs = {p.stem: json.loads(p.read_text()) for p in sorted((out / "cells").glob("*.json"))}
         return {(k, n): r["learners"][n]["accuracy"] for k, r in recs.items() for n in r["learners"]}
