@@ -4,9 +4,11 @@ allowed to reach an estimator."""
 
 from __future__ import annotations
 
-import functools
+import hashlib
 import json
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,13 +48,30 @@ def validate_release_arrays(
     return Release(x, y, cid.astype(np.int64), midx.astype(np.int64), canonical)
 
 
-@functools.lru_cache(maxsize=64)
+#: parsed specs by (SHA-256 of the reply's spec text, width), most recently used last
+_SPECS: OrderedDict[tuple[bytes, int], tuple[tuple, tuple[str, ...]]] = OrderedDict()
+_SPECS_SIZE = 64
+_SPECS_LOCK = threading.Lock()
+
+
 def _mechanisms_of(specs_json: str, n_columns: int) -> tuple[tuple, tuple[str, ...]]:
     """The reply's mechanisms and their canonical specs. Every honest reply of a run names the same
     few specs, and building one (784 fields on MNIST) costs more than the rest of a reply's checks:
-    each is built once. Bounded, and a spec that is rejected raises and is not kept."""
+    each is built once. The cache keeps the spec's digest and what was built from it, never the
+    reply's text (which a reply may pad); a spec that does not parse raises and is not kept."""
+    key = (hashlib.sha256(specs_json.encode("utf-8", "surrogatepass")).digest(), n_columns)
+    with _SPECS_LOCK:
+        hit = _SPECS.get(key)
+        if hit is not None:
+            _SPECS.move_to_end(key)
+            return hit
     mechs = _parse_mechanism_specs(specs_json, n_columns)
-    return mechs, tuple(json.dumps(m.to_spec(), sort_keys=True) for m in mechs)
+    built = mechs, tuple(json.dumps(m.to_spec(), sort_keys=True) for m in mechs)
+    with _SPECS_LOCK:
+        _SPECS[key] = built
+        while len(_SPECS) > _SPECS_SIZE:
+            _SPECS.popitem(last=False)
+    return built
 
 
 def _check_reply_arrays(x, y, cid, midx, n_features: int | None, expected_ids: set[int] | None) -> None:

@@ -49,9 +49,12 @@ class RunConfig:
                     "config file, where every key is declared), never by 0",
                 )
         for f in dataclasses.fields(self):
-            cons = f.metadata.get("constraints")
-            if cons and not (_builtin(f) and self.population != "dataset"):  # a custom population's: below
-                self._check_field(f)
+            if f.metadata.get("constraints"):
+                try:
+                    self._check_field(f)
+                except ValidationError:
+                    if not (_builtin(f) and self._custom_population_takes(f.name)):
+                        raise  # a custom population that takes the key gets its value as given
         if self.cohort_size is None:  # unset: one client per node, or DEFAULT_COHORT_SIZE per cohort node
             object.__setattr__(self, "cohort_size", 1 if self.run_mode == "node" else DEFAULT_COHORT_SIZE)
         for rule in schema.RUN_RULES:  # the keys' relations (budgets, collection), in the schema
@@ -63,11 +66,23 @@ class RunConfig:
             self, f.name, check_param(f.metadata["flwr"], getattr(self, f.name), f.metadata["constraints"])
         )
 
+    def _custom_population_takes(self, name: str) -> bool:
+        """Whether the population is a custom factory with a parameter ``name`` (one whose signature
+        cannot be read, or that does not import, takes nothing: its key is then checked as the
+        built-in population's, in its place)."""
+        if self.population == "dataset":
+            return False
+        from .population import population_parameters
+
+        try:
+            params = population_parameters(self.population)
+        except Exception:  # noqa: BLE001 - reported by _check_population_keys, after the key's own error
+            return False
+        return params is not None and name in params
+
     def _check_population_keys(self) -> None:
         """Every key is fedrr's or a parameter of the population's constructor; a custom population
-        that sets its own budgets is not handed a budget it would ignore. A built-in population's key
-        (``dataset``) that a custom population takes is its own: passed as given, else checked as for
-        the built-in population."""
+        that sets its own budgets is not handed a budget it would ignore."""
         own = [f.metadata["flwr"] for f in dataclasses.fields(self) if f.metadata.get("flwr")]
         if self.population == "dataset":
             for k in self.extras:
@@ -78,9 +93,6 @@ class RunConfig:
         params = population_parameters(self.population)
         if params is None:  # a factory whose signature cannot be read: its own keys cannot be checked
             return
-        for f in dataclasses.fields(self):
-            if _builtin(f) and f.name not in params:
-                self._check_field(f)
         theirs = sorted(p.replace("_", "-") for p in params if p.replace("_", "-") not in own)
         for k in self.extras:
             if str(k).replace("-", "_") not in params:

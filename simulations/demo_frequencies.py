@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     write_csv(out / "results.csv", rows, command, fields=FIELDS)
     plot(rows, out / "accuracy_vs_epsilon.png", args.n, command)
     if not all(r["mle_converged"] for r in rows):
-        print("note: the MLE (EM) did not converge within max_iter at some ε (shown as 'no conv.').")
+        print("note: the MLE did not converge within max_iter at some ε (shown as 'no conv.').")
     print(f"wrote {out / 'results.csv'} and {out / 'accuracy_vs_epsilon.png'} in {time.perf_counter() - t0:.1f}s")
     return rows
 

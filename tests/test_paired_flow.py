@@ -170,7 +170,7 @@ def test_a_spec_is_built_once_for_all_the_replies_that_name_it(pop, monkeypatch)
     built = []
     real = pool_module.record_mechanism_from_spec
     monkeypatch.setattr(pool_module, "record_mechanism_from_spec", lambda s: built.append(1) or real(s))
-    pool_module._mechanisms_of.cache_clear()
+    pool_module._SPECS.clear()
     rels = [release_clients(pop, [c], lambda c: client_generator(3, c)) for c in range(5)]
     valid = [validate_release_arrays(_parts(r), _specs(r), None) for r in rels]
     assert len(built) == 1
@@ -179,6 +179,11 @@ def test_a_spec_is_built_once_for_all_the_replies_that_name_it(pop, monkeypatch)
     for _ in range(2):
         with pytest.raises(ReplyRejected, match="unknown_mechanism"):
             validate_release_arrays(_parts(rels[0]), bad, None)
+    # a padded copy of the spec parses to the same mechanisms, but the cache keeps no reply's text
+    padded = _specs(rels[0]) + " " * 1_000_000
+    validate_release_arrays(_parts(rels[0]), padded, None)
+    assert all(isinstance(k[0], bytes) and len(k[0]) == 32 for k in pool_module._SPECS)
+    assert sum(len(c) for _, cs in pool_module._SPECS.values() for c in cs) < 100_000
 
 
 def test_an_integer_label_next_to_paired_reports_is_refused(pop):

@@ -722,6 +722,43 @@ def test_a_flower_sweeps_cells_share_one_ray_instance_shut_down_at_the_end(tmp_p
     assert len(figures(tmp_path / "qs")) == 4 and figures(tmp_path / "qs") == figures(tmp_path / "off")
 
 
+def test_ray_kept_up_keeps_live_clientapp_actors_only():
+    """The next simulation runs on the last one's ClientApp actors, unless one of them died (Flower
+    puts a dead actor back in its pool after its error): then every actor is new."""
+    import ray
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+    from flwr.simulation.ray_transport.ray_actor import BasicActorPool
+
+    from fedrr.federation import backend_config, ray_kept_up
+
+    started = []
+    real_add = BasicActorPool.add_actors_to_pool
+
+    def add(self, n):
+        started.append(n)
+        real_add(self, n)
+
+    BasicActorPool.add_actors_to_pool = add
+    try:
+        with ray_kept_up():
+            first = RayBackend(backend_config(1.0))
+            first.build(lambda: None)
+            actors = list(first.pool.pool)
+            first.terminate()
+            second = RayBackend(backend_config(1.0))
+            second.build(lambda: None)
+            assert started == [first.pool.actors_capacity] and list(second.pool.pool) == actors  # reused
+            ray.kill(actors[0])
+            second.terminate()
+            third = RayBackend(backend_config(1.0))
+            third.build(lambda: None)
+            assert len(started) == 2 and not set(third.pool.pool) & set(actors)  # all new
+            third.terminate()
+        assert not ray.is_initialized()
+    finally:
+        BasicActorPool.add_actors_to_pool = real_add
+
+
 def test_ray_kept_up_restarts_only_the_ray_it_started():
     """After a failed cell the sweep calls the block's restart: it shuts down a Ray the block started
     (the next cell starts a fresh one) and leaves a Ray that was up before the block."""

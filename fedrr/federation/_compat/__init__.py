@@ -60,9 +60,10 @@ def ray_kept_up():
 
     The ClientApp actors are kept too: a simulation whose actors all came back idle hands them to
     the next one with the same client resources, which then starts none (each start imports flwr
-    and fedrr and loads the population's dataset: seconds per Flower cell). An actor holds no
-    run's state (a node's ledger is in its Context, which Flower keeps on the driver; the app
-    arrives with every message), so a reused actor answers as a fresh one."""
+    and fedrr and loads the population's dataset: seconds per Flower cell); kept only if every one
+    still answers. A node's ledger is in its Context, which Flower keeps on the driver, and the app
+    arrives with every message; what an actor keeps is its process's caches (the last population,
+    keyed by the whole run config, run name included), so a reused actor answers as a fresh one."""
     import ray
     from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
 
@@ -70,11 +71,11 @@ def ray_kept_up():
 
     was_up = ray_ready()
     original = RayBackend.terminate, RayBackend.build
-    kept: dict[str, Any] = {}  # "key": the Ray job and client resources, "actors": the last run's idle actors
+    kept: dict[str, Any] = {}  # "key": Ray node, pool size and resources; "actors": the last run's idle actors
 
-    def key(backend) -> str:  # the same Ray instance (a restarted one has another job id), the same resources
-        job = ray.get_runtime_context().get_job_id() if ray.is_initialized() else None
-        return repr((job, sorted(backend.client_resources.items()), backend.actor_kwargs))
+    def key(backend, capacity: int) -> str:  # the same Ray instance (node), resources and pool size
+        node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+        return repr((node, capacity, sorted(backend.client_resources.items()), backend.actor_kwargs))
 
     def drop_kept() -> None:
         for actor in kept.pop("actors", ()):
@@ -83,11 +84,11 @@ def ray_kept_up():
         kept.clear()
 
     def build(self, app_fn) -> None:  # RayBackend.build, on the last run's actors when they fit
-        if kept.get("key") != key(self):
+        from flwr.simulation.ray_transport.ray_actor import BasicActorPool, ClientAppActor, pool_size_from_resources
+
+        if not kept or kept.get("key") != key(self, pool_size_from_resources(self.client_resources)):
             drop_kept()
             return original[1](self, app_fn)
-        from flwr.simulation.ray_transport.ray_actor import BasicActorPool, ClientAppActor
-
         self.pool = BasicActorPool(
             actor_type=ClientAppActor, client_resources=self.client_resources, actor_kwargs=self.actor_kwargs
         )
@@ -100,10 +101,14 @@ def ray_kept_up():
         if not self.pool:
             return
         drop_kept()
-        if self.pool.num_actors > 0 and len(self.pool.pool) == self.pool.num_actors and not self.pool._future_to_actor:
-            kept.update(key=key(self), actors=list(self.pool.pool))
-        else:
-            self.pool.terminate_all_actors()
+        pool = self.pool
+        idle = pool.num_actors > 0 and len(pool.pool) == pool.num_actors and not pool._future_to_actor
+        if idle and _alive(pool.pool):
+            kept.update(key=key(self, pool.actors_capacity), actors=list(pool.pool))
+        else:  # Flower puts an actor back in its pool after any error, a dead one included
+            for actor in [*pool.pool, *pool._future_to_actor.values()]:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor)
 
     def restart() -> None:
         drop_kept()
@@ -118,6 +123,17 @@ def ray_kept_up():
         drop_kept()
         if not was_up:
             ray_stop()
+
+
+def _alive(actors: list) -> bool:
+    """Whether every actor answers (a dead one raises at once)."""
+    import ray
+
+    try:
+        ray.get([a.__ray_ready__.remote() for a in actors], timeout=60)
+    except Exception:  # noqa: BLE001 - any failure: the actors are not kept
+        return False
+    return True
 
 
 def simulate(
