@@ -60,17 +60,27 @@ def rr_tables(probs, q, r):
             else:
                 large[nl] = k
                 nl += 1
-        while ns > 0 and nl > 0:
-            ns -= 1
-            s = small[ns]
+        # (the current large bucket's scaled mass stays in a register, written back when it turns
+        # small: the same sums in the same order as updating sc[l] in place, without a store and
+        # reload per step on the loop's one dependency chain)
+        if nl > 0:
             l = large[nl - 1]
-            P[d, s] = sc[s]
-            A[d, s] = l
-            sc[l] = (sc[l] + sc[s]) - 1.0
-            if sc[l] < 1.0:
-                nl -= 1
-                small[ns] = l
-                ns += 1
+            scl = sc[l]
+            while ns > 0:
+                ns -= 1
+                s = small[ns]
+                P[d, s] = sc[s]
+                A[d, s] = l
+                scl = (scl + sc[s]) - 1.0
+                if scl < 1.0:
+                    sc[l] = scl
+                    nl -= 1
+                    small[ns] = l
+                    ns += 1
+                    if nl == 0:
+                        break
+                    l = large[nl - 1]
+                    scl = sc[l]
         # leftovers (rounding) keep P = 1, A = self
     return stay, jump, P, A
 
