@@ -5,7 +5,15 @@ Results never depend on the number of workers: work is cut into fixed shards, ea
 The modules are private (``_executors``, ``_ray_executor``); the names below are the public surface."""
 
 from ._executors import Executor, LocalExecutor, SerialExecutor, ThreadExecutor, make_executor, shard_bounds
-from ._ray_executor import RayExecutor, ray_map_unordered, ray_ready, ray_stop  # import ray only when first used
+from ._ray_executor import (  # import ray only when first used
+    RayExecutor,
+    ray_alive,
+    ray_kill,
+    ray_map_unordered,
+    ray_node,
+    ray_ready,
+    ray_stop,
+)
 
 __all__ = [
     "Executor",
@@ -14,7 +22,10 @@ __all__ = [
     "SerialExecutor",
     "ThreadExecutor",
     "make_executor",
+    "ray_alive",
+    "ray_kill",
     "ray_map_unordered",
+    "ray_node",
     "ray_ready",
     "ray_stop",
     "shard_bounds",

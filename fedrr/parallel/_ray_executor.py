@@ -4,6 +4,7 @@ serial executor's because every shard carries its own seed."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import weakref
 from collections.abc import Callable, Iterable
@@ -216,6 +217,33 @@ def ray_stop() -> None:
 
     if ray.is_initialized():
         ray.shutdown()
+
+
+def ray_node() -> str | None:
+    """This process's Ray node id (a restarted Ray has another), None when Ray is not up."""
+    import ray  # optional and heavy: imported when Ray is first used
+
+    return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+
+
+def ray_alive(actors: list, timeout: float = 60.0) -> bool:
+    """Whether every actor answers within ``timeout`` seconds (a dead one raises at once)."""
+    import ray  # optional and heavy: imported when Ray is first used
+
+    try:
+        ray.get([a.__ray_ready__.remote() for a in actors], timeout=timeout)
+    except Exception:  # noqa: BLE001 - any failure: not every actor is alive
+        return False
+    return True
+
+
+def ray_kill(actors: list) -> None:
+    """Kill the actors; one already gone (with its Ray instance) is skipped."""
+    import ray  # optional and heavy: imported when Ray is first used
+
+    for actor in actors:
+        with contextlib.suppress(Exception):
+            ray.kill(actor)
 
 
 def ray_map_unordered(

@@ -64,23 +64,19 @@ def ray_kept_up():
     still answers. A node's ledger is in its Context, which Flower keeps on the driver, and the app
     arrives with every message; what an actor keeps is its process's caches (the last population,
     keyed by the whole run config, run name included), so a reused actor answers as a fresh one."""
-    import ray
     from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
 
-    from ...parallel import ray_ready, ray_stop
+    from ...parallel import ray_alive, ray_kill, ray_node, ray_ready, ray_stop
 
     was_up = ray_ready()
     original = RayBackend.terminate, RayBackend.build
     kept: dict[str, Any] = {}  # "key": Ray node, pool size and resources; "actors": the last run's idle actors
 
     def key(backend, capacity: int) -> str:  # the same Ray instance (node), resources and pool size
-        node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
-        return repr((node, capacity, sorted(backend.client_resources.items()), backend.actor_kwargs))
+        return repr((ray_node(), capacity, sorted(backend.client_resources.items()), backend.actor_kwargs))
 
     def drop_kept() -> None:
-        for actor in kept.pop("actors", ()):
-            with contextlib.suppress(Exception):  # already gone with its Ray instance
-                ray.kill(actor)
+        ray_kill(kept.pop("actors", ()))
         kept.clear()
 
     def build(self, app_fn) -> None:  # RayBackend.build, on the last run's actors when they fit
@@ -103,12 +99,10 @@ def ray_kept_up():
         drop_kept()
         pool = self.pool
         idle = pool.num_actors > 0 and len(pool.pool) == pool.num_actors and not pool._future_to_actor
-        if idle and _alive(pool.pool):
+        if idle and ray_alive(pool.pool):
             kept.update(key=key(self, pool.actors_capacity), actors=list(pool.pool))
         else:  # Flower puts an actor back in its pool after any error, a dead one included
-            for actor in [*pool.pool, *pool._future_to_actor.values()]:
-                with contextlib.suppress(Exception):
-                    ray.kill(actor)
+            ray_kill([*pool.pool, *pool._future_to_actor.values()])
 
     def restart() -> None:
         drop_kept()
@@ -123,17 +117,6 @@ def ray_kept_up():
         drop_kept()
         if not was_up:
             ray_stop()
-
-
-def _alive(actors: list) -> bool:
-    """Whether every actor answers (a dead one raises at once)."""
-    import ray
-
-    try:
-        ray.get([a.__ray_ready__.remote() for a in actors], timeout=60)
-    except Exception:  # noqa: BLE001 - any failure: the actors are not kept
-        return False
-    return True
 
 
 def simulate(
