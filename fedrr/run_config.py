@@ -13,6 +13,7 @@ from dataclasses import field
 from typing import Any
 
 from . import _config_schema as schema
+from ._config_rules import RUN_RULES
 from ._config_schema import (  # noqa: F401  (re-exported: the run config's public constants)
     DEFAULT_COHORT_SIZE,
     DEFAULT_FEATURE_FLIP,
@@ -57,7 +58,7 @@ class RunConfig:
                         raise  # a custom population that takes the key gets its value as given
         if self.cohort_size is None:  # unset: one client per node, or DEFAULT_COHORT_SIZE per cohort node
             object.__setattr__(self, "cohort_size", 1 if self.run_mode == "node" else DEFAULT_COHORT_SIZE)
-        for rule in schema.RUN_RULES:  # the keys' relations (budgets, collection), in the schema
+        for rule in RUN_RULES:  # the keys' relations (budgets, collection)
             rule.check(self)
         self._check_population_keys()
 

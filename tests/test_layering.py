@@ -26,7 +26,7 @@ STAGES = [
     ("parallel", ["fedrr.parallel"]),
     ("estimators", ["fedrr.estimators"]),
     ("learners", ["fedrr.learners"]),
-    ("run config", ["fedrr.run_config", "fedrr._config_schema", "fedrr._config_tables"]),
+    ("run config", ["fedrr.run_config", "fedrr._config_schema", "fedrr._config_rules", "fedrr._config_tables"]),
     ("federation", ["fedrr.federation"]),
     ("experiment, audit", ["fedrr.experiment", "fedrr.audit"]),
     ("testing", ["fedrr.testing"]),
@@ -176,6 +176,7 @@ BASE = {
     "fedrr._params",
     "fedrr._procs",
     "fedrr._config_schema",
+    "fedrr._config_rules",
     "fedrr._config_tables",
     "fedrr._resources",
 }
