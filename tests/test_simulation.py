@@ -722,6 +722,18 @@ def test_a_flower_sweeps_cells_share_one_ray_instance_shut_down_at_the_end(tmp_p
     assert len(figures(tmp_path / "qs")) == 4 and figures(tmp_path / "qs") == figures(tmp_path / "off")
 
 
+def _dead(actor, within: float = 30.0) -> bool:
+    """Whether a killed actor stops answering within ``within`` seconds (ray.kill only asks)."""
+    from fedrr.parallel import ray_alive
+
+    deadline = time.monotonic() + within
+    while ray_alive([actor], timeout=5):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def test_ray_kept_up_keeps_live_clientapp_actors_only():
     """The next simulation runs on the last one's ClientApp actors, unless one of them died (Flower
     puts a dead actor back in its pool after its error): then every actor is new."""
@@ -749,6 +761,7 @@ def test_ray_kept_up_keeps_live_clientapp_actors_only():
             second.build(lambda: None)
             assert started == [first.pool.actors_capacity] and list(second.pool.pool) == actors  # reused
             ray.kill(actors[0])
+            assert _dead(actors[0])  # ray.kill is asynchronous: a call may still be served before it
             second.terminate()
             third = RayBackend(backend_config(1.0))
             third.build(lambda: None)
@@ -757,6 +770,38 @@ def test_ray_kept_up_keeps_live_clientapp_actors_only():
         assert not ray.is_initialized()
     finally:
         BasicActorPool.add_actors_to_pool = real_add
+
+
+def test_ray_kept_up_in_a_running_ray_kills_its_kept_actors_and_leaves_ray_up():
+    """Inside a Ray that was up before the block, the kept ClientApp actors serve the next
+    simulation and are killed when the block ends; that Ray stays up, with no actor of the block's
+    left holding its CPUs."""
+    import ray
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+
+    from fedrr.federation import backend_config, ray_kept_up
+    from fedrr.parallel import ray_alive
+
+    assert not ray.is_initialized()
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        with ray_kept_up():
+            first = RayBackend(backend_config(1.0))
+            first.build(lambda: None)
+            actors = list(first.pool.pool)
+            first.terminate()
+            assert ray_alive(actors)  # kept for the next simulation
+            second = RayBackend(backend_config(1.0))
+            second.build(lambda: None)
+            assert list(second.pool.pool) == actors
+            second.terminate()
+        assert ray.is_initialized() and all(_dead(a) for a in actors)
+        deadline = time.monotonic() + 30  # a dead actor's CPUs come back to the node asynchronously
+        while ray.available_resources().get("CPU") != 2.0 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ray.available_resources().get("CPU") == 2.0
+    finally:
+        ray.shutdown()
 
 
 def test_ray_kept_up_restarts_only_the_ray_it_started():
