@@ -362,6 +362,24 @@ def test_result_does_not_depend_on_executor():
     np.testing.assert_array_equal(serial.coef_, again.coef_)
 
 
+def test_int16_states_give_the_int32_result(monkeypatch):
+    """The compiled E-step keeps its states as int16 where k allows (k ≤ 32,767) and as int32
+    beyond: the same fit either way, bit for bit (forced int32 here)."""
+    from fedrr.estimators.spread import _estep
+
+    rng = np.random.default_rng(6)
+    X, y = _make(2000, rng)
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    Xt, yt = rm.release(X, y, rng=rng)
+    kw = dict(random_state=7, max_iter=8, shard_size=500, executor=SerialExecutor())
+    assert _estep._states_dtype(K) == np.int16
+    small = SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=rm)
+    monkeypatch.setattr(_estep, "_states_dtype", lambda k: np.int32)
+    wide = SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=rm)
+    np.testing.assert_array_equal(small.coef_, wide.coef_)
+    np.testing.assert_array_equal(small.prior_["categorical"][0], wide.prior_["categorical"][0])
+
+
 @pytest.mark.parametrize("e_step", ["mcmc", "importance"])
 def test_threads_give_the_serial_result(e_step):
     """ThreadExecutor (the default; threads also share the M-step's products) gives the serial

@@ -120,7 +120,7 @@ class Shard:
             lik[at : at + block.shape[0], : block.shape[1]] = block
             at += block.shape[0]
         self.q, self.r, self.row_cols, self.kcol, self.lik = q, r, row_cols, kcol, lik
-        self.xtT = np.ascontiguousarray(xt.T, dtype=np.int32)
+        self.xtT = np.ascontiguousarray(xt.T, dtype=_states_dtype(max(K, n_rows)))  # states or lik rows
 
     @property
     def yterm(self) -> np.ndarray:
@@ -170,11 +170,12 @@ class Shard:
         W = np.ascontiguousarray(design.logit_table(coef))
         E = design.state_table if design.scalar else np.zeros((0, K), np.float32)
         has = self.state[chain] is not None
-        stateT = self.state[chain] if has else np.zeros((0, 0), np.int32)
+        states = _states_dtype(K)  # the chain's states, its proposals and kept states (int16 where k allows)
+        stateT = self.state[chain] if has else np.zeros((0, 0), states)
         Zt = np.empty((D, S * b) if design.scalar else (0, 0), np.float32)
         R = np.empty((S, b, C))
         counts = np.zeros((D, K))
-        new_stateT = np.empty((D, b), np.int32)
+        new_stateT = np.empty((D, b), states)
         statesT = np.empty((0, 0) if design.scalar else (D, S * b), np.int32)  # scalar designs read Zt
         stream = rng.integers(0, 2**64, dtype=np.uint64, endpoint=False)  # the kernel's SplitMix64 key
         acc = rr_chain(

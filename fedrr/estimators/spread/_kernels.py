@@ -257,7 +257,9 @@ def rr_chain(
     each state (scalar encodings) — if E has no rows, Zt is not written, nor statesT if it has
     none. Outputs: Zt (D, S·b) model inputs of the kept states (column s·b + n), statesT (D, S·b)
     the kept states, Rout (S, b, C) responsibilities, counts (D, K) += kept states / S, new_stateT
-    (D, b). Returns the number of accepted proposals.
+    (D, b). Returns the number of accepted proposals. The states (stateT, new_stateT and the
+    proposals, which take new_stateT's type) are int16 where k allows: the same values, half the
+    memory traffic of int32.
 
     Columns with ``row_cols[d]`` come from any other discrete oracle: xtT holds the row of ``lik``
     (likelihood p(x̃ | x = s), s < kcol[d]) of the entry's release, and the proposal is drawn from
@@ -273,7 +275,7 @@ def rr_chain(
     Rn = W.shape[0]
     write_z = E.shape[0] > 0
     write_states = statesT.shape[0] > 0
-    props = np.empty((Sp, D, b), np.int32)
+    props = np.empty((Sp, D, b), new_stateT.dtype)  # int16 where k allows: half the memory traffic
     tt = np.empty(b)  # the moving records' alias coordinates (``q >= r`` columns)
     moved = np.empty(b, np.int64)
     Kf = float(K)
@@ -384,7 +386,7 @@ def rr_chain(
     # the kept states, column by column; counts through 4 interleaved integer histograms (runs of
     # one state, such as MNIST's background, would otherwise wait on one memory cell)
     w = 1.0 / S
-    cur_d = np.empty(b, np.int32)
+    cur_d = np.empty(b, new_stateT.dtype)
     hist = np.zeros((4, K), np.int64)
     n4 = b - b % 4
     for d in range(D):
