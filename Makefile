@@ -17,7 +17,8 @@ export NO_MKDOCS_2_WARNING=1
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
+	$(PY) -m compileall -q -j 0 $(VENV)/lib  # the bytecode pip would write, on every core
 	touch $(STAMP)
 
 install: $(STAMP)
