@@ -362,21 +362,38 @@ def test_result_does_not_depend_on_executor():
     np.testing.assert_array_equal(serial.coef_, again.coef_)
 
 
-def test_int16_states_give_the_int32_result(monkeypatch):
+@pytest.mark.parametrize(
+    "features, xt_type",
+    [(RandomizedResponse(K, 0.3), np.int16), (LocalHashing(K, 1.0), np.int32)],
+    ids=["rr-states", "hashing-likelihood-rows"],
+)
+def test_int16_states_give_the_int32_result(monkeypatch, features, xt_type):
     """The compiled E-step keeps its states as int16 where k allows (k ≤ 32,767) and as int32
-    beyond: the same fit either way, bit for bit (forced int32 here)."""
-    from fedrr.estimators.spread import _estep
+    beyond; a column released by another oracle holds likelihood rows, int32 whatever k. The same
+    fit either way, bit for bit (forced int32 here); the kernel sees the types said."""
+    from fedrr.estimators.spread import _estep, _kernels
 
     rng = np.random.default_rng(6)
     X, y = _make(2000, rng)
-    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    rm = RecordMechanism(features, RandomizedResponse(2, 0.2), n_features=D)
     Xt, yt = rm.release(X, y, rng=rng)
-    kw = dict(random_state=7, max_iter=8, shard_size=500, executor=SerialExecutor())
-    assert _estep._states_dtype(K) == np.int16
+    kw = dict(random_state=7, max_iter=8, shard_size=500, executor=SerialExecutor(), prior="learned")
+    seen = set()
+    kernel = _kernels.rr_chain
+
+    def spy(*args):
+        seen.add((args[1].dtype.type, args[20].dtype.type))  # xtT, new_stateT
+        return kernel(*args)
+
+    monkeypatch.setattr(_kernels, "rr_chain", spy)
     small = SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=rm)
+    assert seen == {(xt_type, np.int16)}
+    seen.clear()
     monkeypatch.setattr(_estep, "_states_dtype", lambda k: np.int32)
     wide = SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=rm)
+    assert seen == {(np.int32, np.int32)}
     np.testing.assert_array_equal(small.coef_, wide.coef_)
+    np.testing.assert_array_equal(small.intercept_, wide.intercept_)
     np.testing.assert_array_equal(small.prior_["categorical"][0], wide.prior_["categorical"][0])
 
 

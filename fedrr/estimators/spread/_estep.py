@@ -120,7 +120,9 @@ class Shard:
             lik[at : at + block.shape[0], : block.shape[1]] = block
             at += block.shape[0]
         self.q, self.r, self.row_cols, self.kcol, self.lik = q, r, row_cols, kcol, lik
-        self.xtT = np.ascontiguousarray(xt.T, dtype=_states_dtype(max(K, n_rows)))  # states or lik rows
+        # released states (int16 where k allows); int32 where a column holds likelihood rows, whose
+        # count depends on the shard: one type for every shard of a pool, so one compiled kernel
+        self.xtT = np.ascontiguousarray(xt.T, dtype=np.int32 if row_cols.any() else _states_dtype(K))
 
     @property
     def yterm(self) -> np.ndarray:
