@@ -18,7 +18,8 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet --no-compile -e '.[dev]'
-	$(PY) -m compileall -q -j 0 $(VENV)/lib  # the bytecode pip would write, on every core
+	@# the bytecode pip would write, on every core; like pip, a file that does not compile is skipped
+	$(PY) -m compileall -q -j 0 $(VENV)/lib || true
 	touch $(STAMP)
 
 install: $(STAMP)
