@@ -81,12 +81,14 @@ def is_done(cell: CellSpec, out: Path) -> bool:
 
 
 def longest_first(cells: list[CellSpec]) -> list[CellSpec]:
-    """The order a pool of workers starts offline cells in: the likely longest first, so that the
-    last cells to start are short and the workers finish together (longest-processing-time-first
-    scheduling). A cell's cost grows with its clients and with its releases' signal: spread-EM
-    falls back to the majority class early on releases that show no association, and runs every
-    iteration on those that do. So: more clients first, then the larger ε (the smaller flip
-    probability). Only the wall time depends on the order: a cell's seed is its own."""
+    """The order offline cells are handed to a pool of workers in: the likely longest first, so
+    that the last to start are short and the workers finish together (longest-processing-time-first
+    scheduling; the process pool starts them in this order, Ray schedules them in submission order
+    on one node but does not promise it on a cluster). A cell's cost grows with its clients and
+    with its releases' signal: spread-EM falls back to the majority class early on releases that
+    show no association, and runs every iteration on those that do. So: more clients first, then
+    the larger ε (the smaller flip probability). Only the wall time depends on the order: a cell's
+    seed is its own."""
 
     def signal(c: CellSpec) -> float:
         v = c.grid_value
