@@ -722,6 +722,18 @@ def test_a_flower_sweeps_cells_share_one_ray_instance_shut_down_at_the_end(tmp_p
     assert len(figures(tmp_path / "qs")) == 4 and figures(tmp_path / "qs") == figures(tmp_path / "off")
 
 
+def _backend():
+    """A Flower Ray backend with its ClientApp actors built, as a simulation starts (inside
+    ``ray_kept_up``: on the last simulation's kept actors when they fit)."""
+    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
+
+    from fedrr.federation import backend_config
+
+    backend = RayBackend(backend_config(1.0))
+    backend.build(lambda: None)
+    return backend
+
+
 def _dead(actor, within: float = 60.0) -> bool:
     """Whether a killed actor is reported dead within ``within`` seconds (ray.kill only asks); a
     slow answer is not taken for death."""
@@ -743,10 +755,9 @@ def test_ray_kept_up_keeps_live_clientapp_actors_only():
     """The next simulation runs on the last one's ClientApp actors, unless one of them died (Flower
     puts a dead actor back in its pool after its error): then every actor is new."""
     import ray
-    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
     from flwr.simulation.ray_transport.ray_actor import BasicActorPool
 
-    from fedrr.federation import backend_config, ray_kept_up
+    from fedrr.federation import ray_kept_up
 
     started = []
     real_add = BasicActorPool.add_actors_to_pool
@@ -758,18 +769,15 @@ def test_ray_kept_up_keeps_live_clientapp_actors_only():
     BasicActorPool.add_actors_to_pool = add
     try:
         with ray_kept_up():
-            first = RayBackend(backend_config(1.0))
-            first.build(lambda: None)
+            first = _backend()
             actors = list(first.pool.pool)
             first.terminate()
-            second = RayBackend(backend_config(1.0))
-            second.build(lambda: None)
+            second = _backend()
             assert started == [first.pool.actors_capacity] and list(second.pool.pool) == actors  # reused
             ray.kill(actors[0])
             assert _dead(actors[0])  # ray.kill is asynchronous: a call may still be served before it
             second.terminate()
-            third = RayBackend(backend_config(1.0))
-            third.build(lambda: None)
+            third = _backend()
             assert len(started) == 2 and not set(third.pool.pool) & set(actors)  # all new
             third.terminate()
         assert not ray.is_initialized()
@@ -782,22 +790,19 @@ def test_ray_kept_up_in_a_running_ray_kills_its_kept_actors_and_leaves_ray_up():
     simulation and are killed when the block ends; that Ray stays up, with no actor of the block's
     left holding its CPUs."""
     import ray
-    from flwr.server.superlink.fleet.vce.backend.raybackend import RayBackend
 
-    from fedrr.federation import backend_config, ray_kept_up
+    from fedrr.federation import ray_kept_up
     from fedrr.parallel import ray_alive
 
     assert not ray.is_initialized()
     ray.init(num_cpus=2, include_dashboard=False)
     try:
         with ray_kept_up():
-            first = RayBackend(backend_config(1.0))
-            first.build(lambda: None)
+            first = _backend()
             actors = list(first.pool.pool)
             first.terminate()
             assert ray_alive(actors)  # kept for the next simulation
-            second = RayBackend(backend_config(1.0))
-            second.build(lambda: None)
+            second = _backend()
             assert list(second.pool.pool) == actors
             second.terminate()
         assert ray.is_initialized() and all(_dead(a) for a in actors)
