@@ -146,7 +146,11 @@ class RunSection:
         "flower (one Flower node per client) | cohort (nodes host cohort_size clients) | offline (no Flower)",
         Options(*MODES),
     )
-    workers: int = key(0, "offline cells run in parallel, this many at once (0: one per CPU)", Interval(int, 0, None))
+    workers: int = key(
+        0,
+        "offline cells run in parallel, this many at once, the likely longest first (0: one per CPU)",
+        Interval(int, 0, None),
+    )
     parallel: str = key(
         "ray",
         "how offline cells run in parallel: ray (local, or the cluster at ray_address / "
