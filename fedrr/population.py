@@ -609,7 +609,8 @@ def check_population(population: ClientPopulation, name: str, key: str = "popula
 
 def checked_population(cfg: RunConfig, key: str = "population") -> tuple[ClientPopulation, list]:
     """``build_population(cfg)`` and ``check_population`` of it, any error one ``ValidationError``:
-    what the ``fedrr`` command and the Flower wrapper do before anything runs. Returns the population
+    what the ``fedrr`` command and the Flower wrapper do before anything runs; then every mechanism
+    states an ε > 0 and the clean test set (if any) has the mechanisms' width. Returns the population
     and its distinct mechanisms."""
     name = cfg.population_name()
     try:
@@ -622,4 +623,15 @@ def checked_population(cfg: RunConfig, key: str = "population") -> tuple[ClientP
     for i, m in enumerate(mechanisms):
         if not m.epsilon > 0:
             raise ValidationError(key, f"{name}: mechanism {i} states no ε > 0")
+    try:  # the server scores every learner on it: a test set the models cannot read fails them all
+        test = pop.test_set()
+    except ValidationError:
+        raise
+    except Exception as exc:
+        raise ValidationError(key, f"{name}'s test_set() failed: {type(exc).__name__}: {exc}") from None
+    if test is not None:
+        width, D = np.shape(test[0])[1:2], mechanisms[0].n_features
+        if width != (D,) or len(test[1]) != len(test[0]):
+            got = f"got X {np.shape(test[0])}, y {np.shape(test[1])}"
+            raise ValidationError(key, f"{name}'s test_set() must be (X (n, {D}), y (n,)), {got}")
     return pop, mechanisms

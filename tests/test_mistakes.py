@@ -46,6 +46,14 @@ class WrongWidth(TwoBudgetSyntheticPopulation):
         return RecordMechanism(RandomizedResponse(4, 0.2), RandomizedResponse(2, 0.2), n_features=4)
 
 
+class NarrowTest(TwoBudgetSyntheticPopulation):
+    """A test set of 4 columns for records of 5."""
+
+    def test_set(self):
+        X, y = super().test_set()
+        return X[:, :4], y
+
+
 class Empty(TwoBudgetSyntheticPopulation):
     """No clients."""
 
@@ -152,6 +160,13 @@ def test_check_wrong_width(pops, capsys):
     assert rc == 2
     line = _one_line(err)
     assert f"population.population: {MODULE}:WrongWidth, client 0's record: X: must have shape" in line
+
+
+def test_check_test_set_width(pops, capsys):
+    p = _scenario(pops / "nt.toml", f'population = "{MODULE}:NarrowTest"\nn_clients = 50')
+    rc, err = _check(p, capsys)
+    assert rc == 2
+    assert f"{MODULE}:NarrowTest's test_set() must be (X (n, 5), y (n,)), got X (2000, 4)" in _one_line(err)
 
 
 def test_check_empty_population(pops, capsys):

@@ -177,9 +177,7 @@ def preflight(spec: ScenarioSpec) -> None:
     key = "population.dataset" if spec.is_dataset else "population.population"
     try:
         cfg = cell.run_config()
-        pop, mechanisms = checked_population(cfg, key)
-        if spec.is_dataset:
-            pop.test_set()
+        _, mechanisms = checked_population(cfg, key)
         mech = mechanisms[0] if len(mechanisms) == 1 else mechanisms
         check_accepts(spec.learners.names, mech, population=cfg.population_name())
     except ValidationError as exc:
