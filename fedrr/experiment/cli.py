@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from .._validation import check_int
 from ..errors import FedrrError, ValidationError
 
 _QUIET = {
@@ -99,6 +100,8 @@ def _cmd_sweep(args, single: bool) -> int:
     from ._spec import first_repeats, load_scenario
     from ._sweep import sweep
 
+    if args.workers is not None:  # cells at once; run.workers = 0 (one per CPU) is the way to say "all"
+        check_int("--workers", args.workers, minimum=1)
     cfg = load_scenario(args.config)
     if args.repeats is not None:
         cfg = first_repeats(cfg, args.repeats)
@@ -138,8 +141,9 @@ def _cmd_sweep(args, single: bool) -> int:
         for k, e in res.failed.items():
             print(f"fedrr: cell {k} failed: {e}", file=sys.stderr)
         print("fedrr: rerun the same command to retry the failed cells", file=sys.stderr)
-        return 1
-    return 0
+    if msg := res.learner_failures():  # the cells are kept: their other learners' results stand
+        print(f"fedrr: {msg}", file=sys.stderr)
+    return 1 if res.failed or msg else 0
 
 
 def _cmd_plot(args) -> int:
