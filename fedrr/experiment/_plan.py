@@ -46,10 +46,14 @@ def population_schema(pop: ClientPopulation) -> tuple[list[int], int]:
     return ks, mech.label.k
 
 
-def record_epsilons(pop: ClientPopulation) -> list[float]:
-    """The distinct ε of a whole record release among the population's first clients (several with a
-    budget mix), as every population's manifest lists them."""
-    return list(ClientPopulation.describe(pop)["record_epsilons"])
+def mechanisms_by_epsilon(pop: ClientPopulation, first: int = 1000) -> dict[float, object]:
+    """The record mechanism of each distinct whole-release ε among the population's first clients
+    (several with a budget mix), ε rounded to 6 digits as in the population's manifest."""
+    out: dict[float, object] = {}
+    for i in range(min(pop.n_clients, first)):
+        m = pop.mechanism(i)
+        out.setdefault(round(m.epsilon, 6), m)
+    return dict(sorted(out.items()))
 
 
 def plan(n_states: Sequence[int], n_classes: int, epsilon: float, n_records: int, target: float) -> ReleasePlan:
@@ -100,8 +104,10 @@ def scenario_plans(
         by_eps = {epsilon: None}
         eps_from = "--epsilon"
     else:
-        by_eps = {e: p for p in pops for e in record_epsilons(p)}
+        by_eps = {e: m for p in pops for e, m in mechanisms_by_epsilon(p).items()}
         eps_from = f"privacy.{spec.grid_axis}" if spec.grid_axis else "the population's budgets"
+        if not spec.grid_axis and len(by_eps) > 1:
+            eps_from += " (a budget mix: each ε planned as if all n people had it)"
     ns = [n] if n is not None else list(spec.n_grid)
     header = (
         f"Scenario {spec.name!r} ({path}): F = {len(ks)} attributes (k = {', '.join(map(str, ks))}), C = {C} "
@@ -109,10 +115,10 @@ def scenario_plans(
         f"n from {'--n' if n is not None else 'population.n_clients'}."
     )
     out = []
-    for e, pop in by_eps.items():
+    for e, mech in by_eps.items():
         for nn in ns:
             p = plan(ks, C, e, nn, target)
-            out.append((p, None if pop is None else _own_mechanism_line(p, pop.mechanism(0))))
+            out.append((p, None if mech is None else _own_mechanism_line(p, mech)))
     return header, out
 
 
@@ -127,8 +133,9 @@ def _own_mechanism_line(plan: ReleasePlan, mech) -> str | None:
         return None
     r = plan.relative_errors(own)[1]
     return (
-        f"This scenario's own mechanism ({own.name()}, {own.oracle_summary()}): error {plan.percent(r)} of a "
-        f"cell, {own.score / plan.best.score:.2f}× the plan's total variance (mechanism = 'auto' uses the plan)."
+        f"This scenario's own mechanism at ε = {plan.epsilon:g} ({own.name()}, {own.oracle_summary()}): error "
+        f"{plan.percent(r)} of a cell, {own.score / plan.best.score:.2f}× the plan's total variance "
+        "(mechanism = 'auto' releases with the plan)."
     )
 
 

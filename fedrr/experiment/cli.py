@@ -200,9 +200,9 @@ def _cmd_plan(args) -> int:
     for i, (p, own) in enumerate(plans):
         if i or args.config is not None:
             print()
-        print(p.describe(top=args.top, oracles=i == len(plans) - 1))
         if own:
             print(own)
+        print(p.describe(top=args.top, oracles=i == len(plans) - 1))
     if len(plans) > 1:
         print()
         print(summary([p for p, _ in plans]))

@@ -272,9 +272,11 @@ class ReleasePlan:
     * ``relative_error_``: their RMS over every pair-table cell (π > 0), the plan's headline error;
     * ``too_few_people_``: ``relative_error_`` ≥ ``TOO_FEW_PEOPLE`` (0.5), the error as large as the cells;
     * ``n_needed_``: the fewest people for which the chosen design's ``relative_error_`` ≤ ``target``;
+    * ``relative_error_floor_``: the ``relative_error_`` of noise-free releases of as many pairs per
+      person as the planner tries: no ε beats it with ``n_records`` people;
     * ``epsilon_needed_``: the least ε per person at which the design planned for ``n_records`` people
       reaches ``target``, found within 2 % and rounded up to two significant digits; None if no ε in
-      ``EPSILON_SEARCH`` does.
+      ``EPSILON_SEARCH`` does (at once when ``relative_error_floor_`` > ``target``).
       It re-plans at trial ε (about six plans), so it is computed on first use."""
 
     mechanism: PairedRecordMechanism | RecordMechanism
@@ -328,6 +330,15 @@ class ReleasePlan:
         return self.relative_error_ >= TOO_FEW_PEOPLE
 
     @cached_property
+    def relative_error_floor_(self) -> float:
+        # ε → ∞: g₀ → 0, g₁ → 1, so a cell's variance is at least π(1 − π)·F/(m·n) with m as large as
+        # the planner goes (split likewise: G ≥ the identity entrywise); no design at any ε does better
+        F = len(self.n_states)
+        m = min(F, MAX_PLANNED_SAMPLED if self.max_sampled is None else self.max_sampled)
+        r2 = [((1 - t[t > 0]) / t[t > 0]) * F / (m * self.n_records) for t in self.reference_tables]
+        return float(math.sqrt(np.concatenate(r2).mean()))
+
+    @cached_property
     def n_needed_(self) -> int:
         # every variance is ∝ 1/n: r(n) = r(n₀)·√(n₀/n); the small margin absorbs rounding in the ratio
         return max(1, math.ceil(self.n_records * (self.relative_error_ / self.target) ** 2 * (1 - 1e-12)))
@@ -363,15 +374,15 @@ class ReleasePlan:
             )
         eps_n = self.epsilon_needed_
         if r > t:
-            eps_text = (
-                f"raise ε to {eps_n:g} per person"
-                if eps_n is not None
-                else f"no ε up to {EPSILON_SEARCH[1]:g} reaches it with {n:,} people"
-            )
-            lines.append(
-                f"To bring it under the target {_pct(t)}: collect ≥ {self.n_needed_:,} people at "
-                f"ε = {self.epsilon:g} ({self.best.name()}), or {eps_text}."
-            )
+            more = f"collect ≥ {self.n_needed_:,} people at ε = {self.epsilon:g} ({self.best.name()})"
+            if eps_n is not None:
+                how = f"{more}, or raise ε to {eps_n:g} per person"
+            else:
+                how = (
+                    f"{more}; raising ε alone cannot: no ε up to {EPSILON_SEARCH[1]:g} reaches it with {n:,} "
+                    f"people (even noise-free releases leave {_pct(self.relative_error_floor_)})"
+                )
+            lines.append(f"To bring it under the target {_pct(t)}: {how}.")
         else:
             lower = f"; ε = {eps_n:g} would also reach it" if eps_n is not None and eps_n < self.epsilon else ""
             lines.append(
@@ -437,30 +448,38 @@ def _up(x: float, digits: int = 2) -> float:
 
 
 def _epsilon_needed(plan: ReleasePlan) -> float | None:
+    if plan.relative_error_floor_ > plan.target:  # not even noise-free releases reach it
+        return None
     tables = tuple((t.shape, t.tobytes()) for t in plan.reference_tables)
-    return _epsilon_search(
-        plan.n_states, plan.n_classes, plan.n_records, tables, plan.label_shares, plan.max_sampled, plan.target
-    )
+    key = (plan.n_states, plan.n_classes, plan.n_records, tables, plan.label_shares, plan.max_sampled)
+    return _epsilon_search(key, plan.target, plan.epsilon, plan.relative_error_)
 
 
-@lru_cache(maxsize=64)
-def _epsilon_search(ks, C, n, tables, shares, cap, target) -> float | None:
-    """The least ε in ``EPSILON_SEARCH`` at which ``plan_release`` (this schema, n, reference tables and
-    options) plans a design whose ``relative_error_`` ≤ ``target``, within 2 % (its safe end). From ε = 1
-    it brackets by factors of 4, then tries ±1 % around the point where log r, interpolated linearly in
-    log ε, meets the target (r falls with ε; each try re-plans). The same inputs give the same ε
-    whatever the plan's own ε, and are searched once per process."""
-    lo_lim, hi_lim = EPSILON_SEARCH
+@lru_cache(maxsize=512)
+def _planned_relative_error(key: tuple, eps: float) -> float:
+    """``relative_error_`` of the plan for ε (``key``: schema, n, reference tables, options); inf where
+    no design can be built."""
+    ks, C, n, tables, shares, cap = key
     ref = [np.frombuffer(b).reshape(shape) for shape, b in tables]
+    try:
+        return plan_release(ks, C, eps, n, reference=ref, label_shares=shares, max_sampled=cap).relative_error_
+    except ValidationError:
+        return math.inf
+
+
+def _epsilon_search(key: tuple, target: float, eps0: float, r0: float) -> float | None:
+    """The least ε in ``EPSILON_SEARCH`` at which ``plan_release`` (``key``: this schema, n, reference
+    tables and options) plans a design whose ``relative_error_`` ≤ ``target``, within 2 % (its safe end).
+    From the plan's own ε (``eps0``, error ``r0``) it brackets by factors of 4, then tries ±1 % around
+    the point where log r, interpolated linearly in log ε, meets the target (r falls with ε; each try
+    re-plans, once per process)."""
+    lo_lim, hi_lim = EPSILON_SEARCH
 
     def rel(eps: float) -> float:
-        try:
-            p = plan_release(ks, C, eps, n, reference=ref, label_shares=shares, max_sampled=cap, target=target)
-        except ValidationError:  # no design can be built at this ε
-            return math.inf
-        return p.relative_error_
+        return r0 if eps == eps0 else _planned_relative_error(key, eps)
 
-    e, r = 1.0, rel(1.0)
+    e = min(max(eps0, lo_lim), hi_lim)
+    r = rel(e)
     if r > target:  # lo misses, hi reaches
         lo, rlo = e, r
         while True:
