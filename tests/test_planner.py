@@ -290,7 +290,7 @@ def test_relative_error_matches_measured_releases(ks, n_classes, eps, n, reps, t
     Per repetition Q = mean over the pair-table cells of ((P̂ − π)/π)²; E[Q] is the plan's
     ``relative_error_``², so the mean of the R values of Q must match it within 4 Monte Carlo
     standard errors (sd(Q)/√R), and that SE must be under 5 % of it (the check can see a 10 %
-    error in the RMS)."""
+    error in the RMS). ``pytest -s`` prints each point (docs/concepts/release-planner.md's table)."""
     prior = np.full(n_classes, 1.0 / n_classes) if truth == "uniform" else np.linspace(2, 1, n_classes)
     prior = prior / prior.sum()
     if truth == "uniform":
@@ -313,6 +313,7 @@ def test_relative_error_matches_measured_releases(ks, n_classes, eps, n, reps, t
     se = q.std(ddof=1) / np.sqrt(reps)
     z = (q.mean() - predicted) / se
     measured = f"measured RMS {np.sqrt(q.mean()):.4f}, predicted {plan.relative_error_:.4f}, z = {z:.2f}"
+    print(f"{ks} C={n_classes} ε={eps:g} N={n} R={reps} {plan.best.name()} ({plan.best.oracle_summary()}): {measured}")
     assert abs(z) < 4, measured
     assert se < 0.05 * predicted, measured
 
