@@ -30,6 +30,8 @@ def test_cli_plan_for_a_schema(capsys):
         (["--states", "5,5", "--classes", "2", "--epsilon", "1", "--n", "10", "--target", "-1"], "--target"),
         (["--states", "5,5", "--classes", "2", "--epsilon", "1", "--n", "10", "--top", "0"], "--top"),
         (["configs/quickstart.toml", "--states", "5,5"], "--states"),
+        ([], "CONFIG"),
+        (["--classes", "2", "--epsilon", "1", "--n", "10"], "CONFIG"),
     ],
 )
 def test_cli_plan_errors_name_the_option(argv, key, capsys):

@@ -191,7 +191,11 @@ def _cmd_plan(args) -> int:
         header, plans = scenario_plans(args.config, args.epsilon, args.n, args.target)
         print(header)
     else:
-        for opt, v in (("--states", args.states), ("--classes", args.classes), ("--epsilon", args.epsilon)):
+        if args.states is None:
+            raise ValidationError(
+                "CONFIG", "give a scenario file, or a schema: --states K1,K2,... --classes C --epsilon E --n N"
+            )
+        for opt, v in (("--classes", args.classes), ("--epsilon", args.epsilon)):
             if v is None:
                 raise ValidationError(opt, "is required without a CONFIG (see fedrr plan --help)")
         if args.n is None:
