@@ -2,7 +2,7 @@
 
 The modules are private (``_name.py``); the names below are the package's public surface."""
 
-from ._base import Mechanism, mechanism_from_spec
+from ._base import ContinuousPosterior, DiscretePosterior, Mechanism, mechanism_from_spec
 from ._calibration import (
     analytic_gaussian_delta,
     analytic_gaussian_epsilon,
@@ -20,14 +20,22 @@ from ._paired import PairedRecordMechanism
 from ._piecewise import DuchiMechanism, PiecewiseMechanism
 from ._planner import ReleasePlan, plan_release, predicted_variance
 from ._priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
-from ._record import RecordMechanism
-from ._records import RECORD_MECHANISMS, is_paired, is_record_mechanism, record_mechanism_from_spec
+from ._record import (
+    RECORD_MECHANISMS,
+    RecordMechanism,
+    RecordRelease,
+    is_paired,
+    is_record_mechanism,
+    record_mechanism_from_spec,
+)
 from ._snapping import SnappingLaplaceMechanism, harden
 from ._unary import UnaryEncoding
 
 __all__ = [
     "Mechanism",
     "mechanism_from_spec",
+    "DiscretePosterior",
+    "ContinuousPosterior",
     "RandomizedResponse",
     "TransitionMatrix",
     "DiscreteMechanism",
@@ -40,6 +48,7 @@ __all__ = [
     "GaussianMechanism",
     "PiecewiseMechanism",
     "DuchiMechanism",
+    "RecordRelease",
     "RecordMechanism",
     "PairedRecordMechanism",
     "RECORD_MECHANISMS",
