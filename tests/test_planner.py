@@ -25,7 +25,7 @@ from fedrr.mechanisms import (
     plan_release,
     predicted_variance,
 )
-from fedrr.mechanisms import _planner as P
+from fedrr.planning import _planner as P
 
 C = 2
 PRIOR_Y = np.array([0.7, 0.3])
@@ -266,3 +266,18 @@ def test_max_sampled_caps_the_candidates():
     plan = plan_release(ADULT_STATES, 2, 1.0, 30162, max_sampled=2, label_shares=[0.5])
     assert {c.n_sampled for c in plan.candidates} == {1, 2}
     assert len(plan.candidates) == 4
+
+
+def test_the_planner_names_stay_importable_from_the_mechanisms():
+    """The planner moved to ``fedrr.planning``; code written against ``fedrr.mechanisms`` keeps working."""
+    import fedrr.mechanisms as M
+    import fedrr.planning as planning
+    from fedrr.mechanisms import ReleasePlan, plan_release, predicted_variance
+
+    assert (plan_release, ReleasePlan, predicted_variance) == (
+        planning.plan_release,
+        planning.ReleasePlan,
+        planning.predicted_variance,
+    )
+    with pytest.raises(AttributeError, match="no_such_name"):
+        M.no_such_name  # noqa: B018

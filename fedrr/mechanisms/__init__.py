@@ -10,17 +10,17 @@ from ._calibration import (
     classic_gaussian_sigma,
     laplace_scale,
 )
-from ._discrete import DiscreteMechanism, MatrixMechanism, RandomizedResponse, TransitionMatrix
+from ._discrete import MAX_STATES, DiscreteMechanism, MatrixMechanism, RandomizedResponse, TransitionMatrix
 from ._discrete_posteriors import guide_table
 from ._exact_sampling import libm_log
 from ._hashing import LocalHashing
 from ._numeric import GaussianMechanism, LaplaceMechanism
 from ._oracles import frequency_oracle, unbiased_onehot_covariance
-from ._paired import PairedRecordMechanism
+from ._paired import MAX_CLASSES, PairedRecordMechanism
 from ._piecewise import DuchiMechanism, PiecewiseMechanism
-from ._planner import ReleasePlan, plan_release, predicted_variance
 from ._priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
 from ._record import (
+    MAX_FEATURES,
     RECORD_MECHANISMS,
     RecordMechanism,
     RecordRelease,
@@ -55,9 +55,6 @@ __all__ = [
     "is_record_mechanism",
     "is_paired",
     "record_mechanism_from_spec",
-    "plan_release",
-    "ReleasePlan",
-    "predicted_variance",
     "CategoricalPrior",
     "GaussianPrior",
     "HistogramPrior",
@@ -71,4 +68,20 @@ __all__ = [
     "harden",
     "libm_log",
     "guide_table",
+    "MAX_STATES",
+    "MAX_CLASSES",
+    "MAX_FEATURES",
 ]
+
+#: names that moved to ``fedrr.planning`` (the planner is a policy over the mechanisms, not one of them)
+_MOVED = ("plan_release", "ReleasePlan", "predicted_variance")
+
+
+def __getattr__(name: str):
+    """``fedrr.mechanisms.plan_release`` and the planner's other names, kept importable from here for
+    code written before they moved to ``fedrr.planning``."""
+    if name in _MOVED:
+        from .. import planning
+
+        return getattr(planning, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
