@@ -70,7 +70,6 @@ from .mechanisms import (
     PairedRecordMechanism,
     RecordMechanism,
     UnaryEncoding,
-    is_paired,
 )
 from .population import ClientPopulation, unit_uniform
 
@@ -185,7 +184,7 @@ class FakeClients(ClientPopulation):
         self.base, self.fraction, self.attack = base, float(fraction), attack
         self.seed, self.dropout = base.seed, base.dropout
         rm = base.mechanism(0)
-        if is_paired(rm):
+        if rm.label_in_pairs:
             self.attribute = check_int("attribute", attribute, minimum=0, maximum=rm.n_features - 1)
             self.state, self.states = self._check_states(state, rm.n_states[self.attribute])
             self.label = check_int("label", label, minimum=0, maximum=rm.n_classes - 1)
@@ -262,7 +261,7 @@ class FakeClients(ClientPopulation):
         if not self.is_fake(client_id):
             return self.base.release_record(client_id, rng)
         rm = self.mechanism(client_id)
-        if is_paired(rm):
+        if rm.label_in_pairs:
             return self._paired_release(rm, rng)
         if self.attack == "input":
             x = np.array([rng.integers(0, f.mechanism.k) for f in rm.fields], dtype=np.int64)

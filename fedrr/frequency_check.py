@@ -162,7 +162,7 @@ def frequency_check(
     for gid, rows in groups.items():
         rm, rows = by_id[gid], np.asarray(rows)
         Xg = X[rows]
-        if isinstance(rm, PairedRecordMechanism):
+        if rm.label_in_pairs:
             _paired_group(rm, rows, Xg, parts, counts, impossible)
             continue
         released = rm.released_fields(Xg)
@@ -210,7 +210,7 @@ def _paired_group(
     """The reports and release counts of one paired mechanism's releases: per attribute j, its pair
     reports under field ``"pair x<j>"`` (the oracle on k_j·C values) and its count under ``"x<j>"``
     (released with probability m/F, whatever the data)."""
-    released = rm.released_attributes(Xg)
+    released = rm.released_fields(Xg)
     p = rm.n_sampled / rm.n_features
     for j, oracle in enumerate(rm.oracles):
         rel = released[:, j]

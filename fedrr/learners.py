@@ -185,36 +185,15 @@ def _paired_one(name: str, mechanism: Any) -> None:
             )
 
 
-def _domain_record(paired: Any) -> Any:
-    """A ``RecordMechanism`` on a paired mechanism's *clean* domain (attribute j with k_j states, the
-    label with C classes, its n_sampled attributes sampled), for learners that need only the domain
-    — the encoding of clean records (``clean``), the point guesses of the ``naive`` learner, the model
-    of ``ldp-sgd``. Its noise (randomised response at ε = 1, whose point guess of a state is the state
-    itself) is never used as a likelihood: that of a paired release is ``paired``'s own."""
-    from .mechanisms import RandomizedResponse, RecordMechanism
-
-    rr = {k: RandomizedResponse(k, epsilon=1.0) for k in set(paired.n_states)}
-    return RecordMechanism(
-        [rr[k] for k in paired.n_states],
-        RandomizedResponse(paired.n_classes, epsilon=1.0),
-        n_features=paired.n_features,
-        n_sampled=paired.n_sampled,
-    )
-
-
 def record_domain(mechanism: Any) -> Any:
-    """``mechanism`` (one, or a list) with every paired mechanism replaced by its ``_domain_record``
-    (shared objects kept shared), record mechanisms unchanged: for code that needs only the records'
-    clean domain (the ``clean`` oracle's encoding, LDP-SGD's model in sweeps and in its federation)."""
-    from .mechanisms import is_paired
-
+    """``mechanism`` (one, or a list) with every record mechanism replaced by its ``domain_record()``
+    (shared objects kept shared; a split record mechanism is its own): for code that needs only the
+    records' clean domain (the ``clean`` oracle's encoding, LDP-SGD's model in sweeps and in its federation)."""
     made: dict[int, Any] = {}
 
     def one(m):
-        if not is_paired(m):
-            return m
         if id(m) not in made:
-            made[id(m)] = _domain_record(m)
+            made[id(m)] = m.domain_record()
         return made[id(m)]
 
     return [one(m) for m in mechanism] if isinstance(mechanism, (list, tuple)) else one(mechanism)
@@ -226,12 +205,11 @@ def decode_paired(X: Any, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
     lowest value for OUE and OLH) gives x̂_j = v̂ // C and ŷ = v̂ mod C. Returns (X̂ (n, F) with NaN
     where no pair was released, ŷ (n,) int: the label guess of the row's lowest released attribute)."""
     from .estimators.spread import group_records
-    from .mechanisms import is_paired
 
     X = np.asarray(X, dtype=float)
     out, y = np.full(X.shape, np.nan), np.full(X.shape[0], -1, dtype=np.int64)
     for pm, rows in group_records(mechanism, X.shape[0]):
-        if not is_paired(pm):
+        if not pm.label_in_pairs:
             raise ValidationError("mechanism", "decode_paired takes paired mechanisms only (no mix with split ones)")
         Xg, _ = pm.validate_release(X[rows])
         released = ~np.isnan(Xg)
@@ -355,7 +333,7 @@ def _naive_data(d: FitData) -> tuple:
         return d.X, d.y, d.mechanism
     _paired_one("naive", d.mechanism)
     Xd, yd = decode_paired(d.X, d.mechanism)
-    return Xd, yd, _domain_record(_first(d.mechanism))
+    return Xd, yd, _first(d.mechanism).domain_record()
 
 
 @_learner(

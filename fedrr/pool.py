@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .errors import FedrrError, ValidationError
-from .mechanisms import PairedRecordMechanism, RecordMechanism, is_paired, record_mechanism_from_spec
+from .mechanisms import PairedRecordMechanism, RecordRelease, record_mechanism_from_spec
 from .release import Release
 
 #: the largest reply one node may send (a cohort); bigger ones are dropped as malformed
@@ -126,7 +126,7 @@ def _check_mechanism_rows(mech, x: np.ndarray, y: np.ndarray, rows: np.ndarray) 
     nothing was released, the sampling pattern, then the values' domain."""
     if mech.n_features != x.shape[1]:
         raise ReplyRejected("unknown_mechanism", f"mechanism covers {mech.n_features} features, x has {x.shape[1]}")
-    if is_paired(mech):
+    if mech.label_in_pairs:
         _check_paired_rows(mech, x[rows], y[rows])
     else:
         if y.dtype.kind == "f" and np.isnan(y[rows]).any():
@@ -139,7 +139,7 @@ def _check_mechanism_rows(mech, x: np.ndarray, y: np.ndarray, rows: np.ndarray) 
             except ValidationError as exc:
                 raise ReplyRejected("wrong_sampling", str(exc)[:200]) from None
     try:
-        mech.validate_release(x[rows], y[rows] if mech.label is not None or is_paired(mech) else None)
+        mech.validate_release(x[rows], y[rows] if mech.uses_label else None)
     except ValidationError as exc:
         raise ReplyRejected("out_of_domain", str(exc)[:200]) from None
 
@@ -173,7 +173,7 @@ class Pool:
     X: np.ndarray
     y: np.ndarray
     client_id: np.ndarray
-    mechanisms: list[RecordMechanism | PairedRecordMechanism]
+    mechanisms: list[RecordRelease]
     counts: dict[str, int] = field(default_factory=dict)
 
     @property

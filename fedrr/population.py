@@ -33,10 +33,9 @@ from .mechanisms import (
     PairedRecordMechanism,
     RandomizedResponse,
     RecordMechanism,
-    ReleasePlan,
     frequency_oracle,
-    plan_release,
 )
+from .planning import ReleasePlan, plan_release
 
 if TYPE_CHECKING:  # typing only: the run config sits above the core stages and imports them
     from .run_config import RunConfig

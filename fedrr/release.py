@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .errors import FedrrError, ValidationError
-from .mechanisms import PairedRecordMechanism, RecordMechanism, is_paired, record_mechanism_from_spec
+from .mechanisms import RecordRelease, record_mechanism_from_spec
 from .population import ClientPopulation
 
 
@@ -209,13 +209,10 @@ class DiskLedger:
 
 
 # --------------------------------------------------------------------- a deployed node's record
-def write_record_file(
-    path: str | os.PathLike, x: Any, y: Any, mechanism: RecordMechanism | PairedRecordMechanism, client_id: int = 0
-) -> None:
+def write_record_file(path: str | os.PathLike, x: Any, y: Any, mechanism: RecordRelease, client_id: int = 0) -> None:
     """Deployment: the node's own clean record and its chosen mechanism (stays on the node). A paired
     mechanism needs the label (it is released inside every pair), so it is checked with it."""
-    needs_y = mechanism.label is not None or is_paired(mechanism)
-    mechanism.validate_input(np.asarray(x)[None, :], np.asarray([y]) if needs_y else None)
+    mechanism.validate_input(np.asarray(x)[None, :], np.asarray([y]) if mechanism.uses_label else None)
     np.savez(
         path,
         x=np.asarray(x),

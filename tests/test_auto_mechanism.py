@@ -10,7 +10,8 @@ from fedrr.datasets import load
 from fedrr.errors import ValidationError
 from fedrr.experiment import parse_scenario, run_cell
 from fedrr.learners import FitData, fit_and_score
-from fedrr.mechanisms import PairedRecordMechanism, RecordMechanism, plan_release
+from fedrr.mechanisms import PairedRecordMechanism, RecordMechanism
+from fedrr.planning import plan_release
 from fedrr.pool import Pool
 from fedrr.population import DatasetPopulation, build_population, record_mechanism_for
 from fedrr.release import offline_release

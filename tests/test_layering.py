@@ -19,7 +19,8 @@ PKG = ROOT / "fedrr"
 #: the data flow, in order: a module may import its own stage and earlier ones only
 STAGES = [
     ("base", ["fedrr.errors", "fedrr._validation", "fedrr._params", "fedrr.io", "fedrr._procs", "fedrr"]),
-    ("inputs", ["fedrr.datasets", "fedrr.mechanisms"]),
+    # the planner shares the mechanisms' stage: fedrr.mechanisms re-exports its names (lazily) for compatibility
+    ("inputs", ["fedrr.datasets", "fedrr.mechanisms", "fedrr.planning"]),
     ("population", ["fedrr.population", "fedrr.examples", "fedrr.fake"]),
     ("release", ["fedrr.release", "fedrr.gradient_release"]),
     ("pool", ["fedrr.pool", "fedrr.frequency_check"]),
@@ -144,6 +145,7 @@ def test_the_core_imports_without_flower_or_ray():
     """Importing every core stage with flwr and ray made unimportable."""
     core = [
         "fedrr.mechanisms",
+        "fedrr.planning",
         "fedrr.population",
         "fedrr.release",
         "fedrr.gradient_release",

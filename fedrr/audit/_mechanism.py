@@ -10,7 +10,7 @@ import numpy as np
 
 from .._validation import check_open_unit
 from ..errors import ValidationError
-from ..mechanisms import Mechanism, RecordMechanism, is_paired
+from ..mechanisms import Mechanism, PairedRecordMechanism, RecordMechanism, is_record_mechanism
 from ._bounds import (
     _CHUNK_ELEMENTS,
     _N_LEVELS,
@@ -29,7 +29,6 @@ from ._exact import (
     _is_bounded,
     _is_discrete,
     _is_oracle,
-    _is_record,
     _label,
     exact_additive_epsilon,
     exact_bounded_epsilon,
@@ -263,6 +262,15 @@ def _audit_threshold(
 
 
 # ----------------------------------------------------------------------------- public entry points
+def _record_audit(kind: str):
+    """The audit of a record mechanism's design, by its spec kind (one entry per design; a record audit
+    reuses this module's threshold pipeline, so it is imported here, not at the top)."""
+    from ._paired import audit_paired
+    from ._record import audit_record
+
+    return {RecordMechanism.kind: audit_record, PairedRecordMechanism.kind: audit_paired}.get(kind, audit_record)
+
+
 def audit_mechanism(
     mech: Mechanism | RecordMechanism,
     *,
@@ -291,16 +299,9 @@ def audit_mechanism(
 
     ``alpha`` is the overall false-alarm probability: a mechanism that satisfies its claim fails
     with probability ≤ α (union bound over all ``n_intervals`` confidence intervals)."""
-    from ._paired import audit_paired  # reuses this module's threshold pipeline
-
-    if is_paired(mech):
-        return audit_paired(
-            mech, n_samples=n_samples, rng=rng, alpha=alpha, pair=inputs, pilot_fraction=pilot_fraction, label=label
-        )
-    if _is_record(mech):
-        from ._record import audit_record  # a record audit reuses this module's threshold pipeline
-
-        return audit_record(
+    if is_record_mechanism(mech):  # a whole record: its design's audit
+        audit = _record_audit(mech.kind)
+        return audit(
             mech, n_samples=n_samples, rng=rng, alpha=alpha, pair=inputs, pilot_fraction=pilot_fraction, label=label
         )
     n, rng, alpha = _check_common(n_samples, rng, alpha)

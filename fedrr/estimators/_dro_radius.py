@@ -30,18 +30,18 @@ import numpy as np
 
 from .._validation import check_int, check_open_unit, check_positive
 from ..errors import ValidationError
-from ..mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism, RecordMechanism
+from ..mechanisms import GaussianMechanism, LaplaceMechanism, Mechanism, is_record_mechanism
 
 _ADDITIVE = (LaplaceMechanism, GaussianMechanism)
 
 
 def _fields(mechanism: Any, n_features: int) -> list[tuple[Mechanism, int, np.ndarray, np.ndarray]]:
     """[(mechanism, number of columns it noises, lower, upper)] covering all n_features inputs."""
-    if isinstance(mechanism, RecordMechanism):
-        if mechanism.label is not None:
+    if is_record_mechanism(mechanism):
+        if mechanism.uses_label:
             raise ValidationError(
                 "mechanism",
-                "has a label mechanism; Theorems 2-5 cover noise on the inputs only "
+                "releases the label (a label mechanism, or inside pairs); Theorems 2-5 cover noise on the inputs only "
                 "(eq 3b: the target is released unperturbed)",
             )
         if mechanism.n_features != n_features:

@@ -36,7 +36,7 @@ from threadpoolctl import threadpool_limits
 from .._params import Interval, Options, validate_estimator
 from .._validation import as_array, as_state_array
 from ..errors import ValidationError
-from ..mechanisms import DiscreteMechanism, PairedRecordMechanism, RecordMechanism
+from ..mechanisms import DiscreteMechanism, PairedRecordMechanism, is_record_mechanism
 from ._frequencies import clip_table, project_to_simplex, simplex_mle
 from ._sklearn import class_labels, validate, warn_clean
 
@@ -53,7 +53,7 @@ LOG_FLOOR = math.log(np.finfo(float).tiny)
 
 def check_naive_bayes_mechanism(mechanism: Any) -> tuple[list[DiscreteMechanism], DiscreteMechanism]:
     """The per-column oracles and the label oracle of a RecordMechanism fit for naive Bayes."""
-    if not isinstance(mechanism, RecordMechanism):
+    if not is_record_mechanism(mechanism) or mechanism.label_in_pairs:
         raise ValidationError("mechanism", f"must be a RecordMechanism, got {type(mechanism).__name__}")
     if not isinstance(mechanism.label, DiscreteMechanism):
         got = "none" if mechanism.label is None else type(mechanism.label).__name__
@@ -69,6 +69,13 @@ def check_naive_bayes_mechanism(mechanism: Any) -> tuple[list[DiscreteMechanism]
             )
         mechs.append(m)
     return mechs, mechanism.label
+
+
+def _check_record(mechanism: Any):
+    """``mechanism`` if it is a record mechanism (split or paired), else a clear error."""
+    if not is_record_mechanism(mechanism):
+        raise ValidationError("mechanism", f"must be a RecordMechanism, got {type(mechanism).__name__}")
+    return mechanism
 
 
 @dataclass(frozen=True)
@@ -127,7 +134,7 @@ def joint_frequencies(X_tilde: Any, y_tilde: Any, mechanism: Any) -> tuple[list[
     releases: the mean of the pair oracle's unbiased one-hot of the pair report — the counts n_j (D,),
     and the class frequencies (C,): split, the mean of v̂(ỹ) over all clients; paired, the pair tables'
     class margins pooled over attributes (Σ_j n_j Σ_s P̂_j(s, c) / Σ_j n_j)."""
-    if isinstance(mechanism, PairedRecordMechanism):
+    if _check_record(mechanism).label_in_pairs:
         return _paired_unbiased(check_paired_releases(X_tilde, y_tilde, mechanism))
     return _unbiased(check_releases(X_tilde, y_tilde, mechanism))
 
@@ -355,7 +362,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         if mechanism is None:
             warn_clean(self)
             return self._fit_clean(X, y)
-        if isinstance(mechanism, PairedRecordMechanism):
+        if _check_record(mechanism).label_in_pairs:
             return self._fit_paired(X, y, mechanism)
         method = "mle" if self.method == "auto" else self.method
         rel = check_releases(X, y, mechanism)

@@ -6,15 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..errors import ValidationError
-from ..mechanisms import (
-    EPSILON_SEARCH,
-    DiscreteMechanism,
-    PairedRecordMechanism,
-    RecordMechanism,
-    ReleasePlan,
-    plan_release,
-    predicted_variance,
-)
+from ..mechanisms import DiscreteMechanism, is_record_mechanism
+from ..planning import EPSILON_SEARCH, ReleasePlan, plan_release, predicted_variance
 from ..population import ClientPopulation
 
 #: plan_release's argument names -> the command's options (errors name what the user typed)
@@ -27,10 +20,9 @@ def population_schema(pop: ClientPopulation) -> tuple[list[int], int]:
     population builds its mechanisms from its public schema (a dataset's, a table's or a custom one's),
     so this is the schema its clients release under."""
     mech = pop.mechanism(0)
-    if isinstance(mech, PairedRecordMechanism):
-        return list(mech.n_states), mech.n_classes
-    if not isinstance(mech, RecordMechanism):
+    if not is_record_mechanism(mech):
         raise ValidationError("population", f"client 0's mechanism is a {type(mech).__name__}, not a record mechanism")
+    mech = mech.domain_record()  # the clean domain: a split record is its own, a paired one's is built
     ks = []
     for j in range(mech.n_features):
         m = mech.mechanism_for(j)

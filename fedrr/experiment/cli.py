@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .._validation import check_int
 from ..errors import FedrrError, ValidationError
-from ..mechanisms import DEFAULT_TARGET
+from ..planning import DEFAULT_TARGET
 
 _QUIET = {
     "FLWR_TELEMETRY_ENABLED": "0",

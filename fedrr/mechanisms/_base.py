@@ -4,11 +4,47 @@ and the statement of its own LDP guarantee (ε, δ) for one release."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import ValidationError
+
+
+@runtime_checkable
+class DiscretePosterior(Protocol):
+    """Exact p(x | x̃) over a discrete field's k states, batched over the releases (what a discrete
+    mechanism's ``posterior`` returns: ``DensePosterior``, ``RRPosterior``)."""
+
+    def proba(self) -> np.ndarray:
+        """(..., k) posterior probabilities of the states."""
+        ...
+
+    def log_proba(self) -> np.ndarray:
+        """(..., k) their logarithms."""
+        ...
+
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        """Exact draws of x (``size`` leading draws per release), with the given generator."""
+        ...
+
+
+@runtime_checkable
+class ContinuousPosterior(Protocol):
+    """Exact p(x | x̃) of a numeric field, batched over the releases (what an additive-noise,
+    piecewise or snapping mechanism's ``posterior`` returns)."""
+
+    def logpdf(self, x: Any) -> np.ndarray:
+        """log p(x | x̃), elementwise."""
+        ...
+
+    def mean(self) -> np.ndarray:
+        """E[x | x̃] per release."""
+        ...
+
+    def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
+        """Exact draws of x (``size`` leading draws per release), with the given generator."""
+        ...
 
 
 class Mechanism(ABC):
@@ -61,8 +97,9 @@ class Mechanism(ABC):
         """Server side: log p(x̃ | x), elementwise (broadcast), a density for numeric fields."""
 
     @abstractmethod
-    def posterior(self, x_tilde: Any, prior: Any):
-        """Exact p(x | x̃) under a factorised prior, as a Posterior object (sample / probabilities)."""
+    def posterior(self, x_tilde: Any, prior: Any) -> DiscretePosterior | ContinuousPosterior:
+        """Exact p(x | x̃) under a factorised prior: a ``DiscretePosterior`` (discrete fields) or a
+        ``ContinuousPosterior`` (numeric fields)."""
 
     @abstractmethod
     def validate_input(self, x: Any, field: str = "x") -> np.ndarray:

@@ -27,7 +27,7 @@ from ._base import register
 from ._discrete import MAX_STATES, DiscreteMechanism, RandomizedResponse
 from ._hashing import LocalHashing
 from ._oracles import frequency_oracle
-from ._record import MAX_FEATURES, records_array
+from ._record import MAX_FEATURES, RecordMechanism, RecordRelease, records_array
 from ._unary import UnaryEncoding
 
 #: oracle names a PairedRecordMechanism accepts (aliases → the mechanism's registered kind)
@@ -49,7 +49,7 @@ MAX_CLASSES = 2**20
 
 
 @register
-class PairedRecordMechanism:
+class PairedRecordMechanism(RecordRelease):
     """Releases sampled (attribute, label) pairs of a record (x, y), x_j ∈ {0..k_j−1}, y ∈ {0..C−1}.
 
     Client side (``release``): every person draws ``n_sampled`` = m of the F attributes uniformly
@@ -88,6 +88,7 @@ class PairedRecordMechanism:
     """
 
     kind = "paired_record"
+    label_in_pairs = True
 
     def __init__(
         self,
@@ -196,7 +197,7 @@ class PairedRecordMechanism:
     def _check_X(self, X: Any, field: str) -> np.ndarray:
         return records_array(X, self.n_features, field)
 
-    def validate_input(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+    def validate_input(self, X: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """Clean records: X (n, F) integer states x_j ∈ {0..k_j−1}, y (n,) classes in {0..C−1}."""
         Xv = as_state_array("X", self._check_X(X, "X"), np.asarray(self.n_states))
         if y is None:
@@ -206,7 +207,7 @@ class PairedRecordMechanism:
             raise ValidationError("y", f"must have shape ({Xv.shape[0]},) to match X, got {ya.shape}")
         return Xv, as_state_array("y", ya, self.n_classes)
 
-    def released_attributes(self, X_tilde: Any) -> np.ndarray:
+    def released_fields(self, X_tilde: Any) -> np.ndarray:
         """(n, F) bool: which attributes each release carries (checked: NaN elsewhere, exactly
         n_sampled per row, no infinities); the released values themselves are not checked here."""
         return self._pattern(self._check_X(X_tilde, "X_tilde"))[1]
@@ -255,7 +256,7 @@ class PairedRecordMechanism:
         return X, np.full(n, np.nan)
 
     # --- client side --------------------------------------------------------------------------
-    def release(self, X: Any, y: Any, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    def release(self, X: Any, y: Any = None, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
         """One noisy release of each record (X, y): (X_tilde (n, F) with NaN on unsampled attributes,
         y_tilde (n,) all NaN). Draws, in order: one uniform permutation of the F attributes per row, then
         attribute by attribute (j = 0..F−1) the pair-oracle noise of the rows that sampled j."""
@@ -346,11 +347,19 @@ class PairedRecordMechanism:
             )
         return mech
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PairedRecordMechanism) and self.to_spec() == other.to_spec()
-
-    def __hash__(self) -> int:
-        return hash(repr(self.to_spec()))
+    def domain_record(self) -> RecordMechanism:
+        """A ``RecordMechanism`` on the *clean* domain (attribute j with k_j states, the label with C classes,
+        its n_sampled attributes sampled), for code that needs only the domain — the encoding of clean
+        records, the point guesses of the ``naive`` learner, the model of ``ldp-sgd``. Its noise (randomised
+        response at ε = 1, whose point guess of a state is the state itself) is never used as a likelihood:
+        that of a paired release is this mechanism's own."""
+        rr = {k: RandomizedResponse(k, epsilon=1.0) for k in set(self.n_states)}
+        return RecordMechanism(
+            [rr[k] for k in self.n_states],
+            RandomizedResponse(self.n_classes, epsilon=1.0),
+            n_features=self.n_features,
+            n_sampled=self.n_sampled,
+        )
 
     def __repr__(self) -> str:
         kinds = sorted({o.kind for o in self.oracles})

@@ -1,24 +1,149 @@
-"""A whole record's mechanism: one mechanism per feature field plus one for the label, and
-the record's LDP cost by basic composition over fields (ε and δ add up) — or, with attribute
-sampling (``n_sampled = m``), over the m most expensive fields only."""
+"""A whole record's release — what one person sends once — and the one contract every design of it
+implements (``RecordRelease``: sampler, likelihood, ε, spec), with the one spec registry the pool, the
+release ledger and the federation rebuild a reply's mechanism through (``record_mechanism_from_spec``).
+
+The split design lives here: ``RecordMechanism``, one mechanism per feature field plus one for the
+label, and the record's LDP cost by basic composition over fields (ε and δ add up) — or, with
+attribute sampling (``n_sampled = m``), over the m most expensive fields only. The paired design
+(``PairedRecordMechanism``, (attribute, label) pairs through one oracle) lives in ``_paired``."""
 
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
 from .._validation import as_array, as_state_array, check_int, first_true
 from ..errors import ValidationError
-from ._base import Mechanism, mechanism_from_spec, register
+from ._base import _REGISTRY, Mechanism, _from_kind, mechanism_from_spec, register
 from ._discrete import DiscreteMechanism
 
 #: most feature columns a record may have (a scalar mechanism makes one field per column; a spec
 #: with n_features = 10**18 must not make the server build them)
 MAX_FEATURES = 10**6
+
+
+class RecordRelease(ABC):
+    """The contract of a whole record's mechanism, whatever its design: one object that is the client's
+    sampler (``release``), the server's likelihood (``log_likelihood``) and the statement of its own LDP
+    guarantee (``epsilon``, ``delta``, ``epsilon_breakdown``), rebuilt from its spec
+    (``record_mechanism_from_spec``). Releases are (X_tilde (n, n_features) with NaN where a field was
+    not released, y_tilde (n,)); code downstream reads what varies between designs from the properties
+    below, never from the class it holds."""
+
+    #: the spec kind (one registry with the field mechanisms': ``mechanism_from_spec`` rebuilds it too)
+    kind: ClassVar[str] = ""
+    #: feature columns of a record
+    n_features: int
+    #: fields (or attributes) each person releases, drawn uniformly; None: all of them
+    n_sampled: int | None
+    #: the label's own mechanism (None: the label has no channel of its own)
+    label: Mechanism | None
+    #: True when the label travels only inside (attribute, label) pair reports: every released column
+    #: of X_tilde is a pair report, and y_tilde is all NaN
+    label_in_pairs: ClassVar[bool] = False
+
+    @property
+    def uses_label(self) -> bool:
+        """True when the clean label enters the release (its own channel, or inside the pairs): ``release``
+        and ``validate_input`` then need ``y``."""
+        return self.label is not None or self.label_in_pairs
+
+    # --- accounting -------------------------------------------------------------------------
+    @property
+    @abstractmethod
+    def epsilon(self) -> float:
+        """ε of one person's whole release."""
+
+    @property
+    @abstractmethod
+    def delta(self) -> float:
+        """δ of one person's whole release."""
+
+    @property
+    @abstractmethod
+    def features_epsilon(self) -> float:
+        """ε of the feature columns' releases (the whole record's when the label is inside them)."""
+
+    @abstractmethod
+    def epsilon_breakdown(self) -> dict[str, Any]:
+        """Where the budget goes: at least ``features``, ``label`` and ``record`` (= ``epsilon``)."""
+
+    # --- validation -------------------------------------------------------------------------
+    @abstractmethod
+    def validate_input(self, X: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Check clean records (X (n, n_features), y (n,) or None) lie in the mechanism's domain; returns
+        them as arrays (y None when the release does not use the label)."""
+
+    @abstractmethod
+    def validate_release(self, X_tilde: Any, y_tilde: Any = None) -> tuple[np.ndarray, np.ndarray | None]:
+        """Check releases could have come from this mechanism; returns them as arrays."""
+
+    @abstractmethod
+    def released_fields(self, X_tilde: Any) -> np.ndarray:
+        """(n, F) bool: which fields (attributes) each release carries, the NaN pattern checked."""
+
+    # --- client and server sides ------------------------------------------------------------
+    @abstractmethod
+    def release(self, X: Any, y: Any = None, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+        """Client side: one noisy release of each record (X, y). Nothing clean is returned."""
+
+    @abstractmethod
+    def log_likelihood(self, X_tilde: Any, y_tilde: Any, X: Any, y: Any) -> np.ndarray:
+        """Server side: the exact log p(x̃, ỹ | x, y) per record (n,)."""
+
+    def domain_record(self) -> RecordMechanism:
+        """A ``RecordMechanism`` on this mechanism's *clean* domain, for code that needs only the domain
+        (encoding clean records, point guesses, a model's inputs), never as a likelihood."""
+        raise NotImplementedError
+
+    # --- specs ------------------------------------------------------------------------------
+    @abstractmethod
+    def to_spec(self) -> dict:
+        """A JSON-serialisable description; ``record_mechanism_from_spec`` inverts it exactly."""
+
+    @classmethod
+    @abstractmethod
+    def from_spec(cls, spec: dict) -> RecordRelease:
+        """The mechanism a ``to_spec()`` describes."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RecordRelease) and self.kind == other.kind and self.to_spec() == other.to_spec()
+
+    def __hash__(self) -> int:
+        return hash(repr(self.to_spec()))
+
+
+#: the classes of a whole record's mechanism (``isinstance(m, RECORD_MECHANISMS)``): the contract
+RECORD_MECHANISMS = (RecordRelease,)
+
+
+def is_record_mechanism(m: Any) -> bool:
+    """True for a whole record's mechanism (any ``RecordRelease``: split or paired)."""
+    return isinstance(m, RecordRelease)
+
+
+def is_paired(m: Any) -> bool:
+    """True for a record mechanism whose label travels inside pair reports (``label_in_pairs``;
+    ``y_tilde`` is all NaN)."""
+    return isinstance(m, RecordRelease) and m.label_in_pairs
+
+
+def record_mechanism_from_spec(spec: Any) -> RecordRelease:
+    """Rebuild a record mechanism from its ``to_spec()``; a spec of another kind (a field mechanism's, or
+    an unknown one) is refused (``ValidationError("spec.kind", ...)``), so a reply cannot claim a plain
+    field mechanism as the mechanism of a whole record. A spec without ``kind`` is read as a
+    RecordMechanism's, as pools written before paired releases existed hold only those."""
+    if not isinstance(spec, dict):
+        raise ValidationError("spec", f"must be a dict (a record mechanism spec), got {type(spec).__name__}")
+    kinds = {k: c for k, c in _REGISTRY.items() if issubclass(c, RecordRelease)}
+    kind = spec.get("kind", RecordMechanism.kind)
+    unknown = f"must be a record mechanism, one of {sorted(kinds)}, got {kind!r}"
+    return _from_kind(kinds, kind, spec, unknown)
 
 
 @dataclass(frozen=True)
@@ -39,8 +164,27 @@ def records_array(X: Any, n_features: int, field: str) -> np.ndarray:
     return arr
 
 
+def column_groups(groups: list[tuple[Mechanism, np.ndarray]]) -> list[tuple[Mechanism, np.ndarray]]:
+    """A record's field groups split into per-column scalar mechanisms, for the server's per-column work
+    (posteriors, priors) on records released as blocks (e.g. one joint Gaussian on all features): like
+    ``RecordMechanism.groups()``, with every block field split into its columns' width-1 marginal
+    mechanisms (``Mechanism.marginal``; columns with equal marginals grouped): [(scalar mechanism, columns)]."""
+    out: list[tuple[Mechanism, list[int]]] = []
+    for mech, cols in groups:
+        if mech.width == 1:
+            out.append((mech, list(cols)))
+            continue
+        by_box: dict[Any, list[int]] = {}  # one marginal per distinct column box
+        box = hasattr(mech, "lower") and hasattr(mech, "upper")
+        for j in range(len(cols)):
+            by_box.setdefault((float(mech.lower[j]), float(mech.upper[j])) if box else j, []).append(j)
+        for js in by_box.values():
+            out.append((mech.marginal(js[0]), [int(cols[j]) for j in js]))
+    return [(m, np.asarray(c, dtype=int)) for m, c in out]
+
+
 @register
-class RecordMechanism:
+class RecordMechanism(RecordRelease):
     """Releases (x, y) field by field. ``features`` is one mechanism for every column (a scalar
     mechanism is applied to each column separately; a numeric block mechanism whose width equals
     ``n_features`` covers them all in one release) or a sequence whose widths add up to the
@@ -172,8 +316,6 @@ class RecordMechanism:
     def column_groups(self) -> list[tuple[Mechanism, np.ndarray]]:
         """``groups()`` with block fields split into width-1 marginals (``record_columns``)."""
         if self._column_groups is None:
-            from ._record_columns import column_groups
-
             self._column_groups = column_groups(self._groups)
         return self._column_groups
 
@@ -387,11 +529,9 @@ class RecordMechanism:
             raise ValidationError("spec.features", "must be a list of mechanism specs or {'replicate': spec}")
         return cls([mechanism_from_spec(f) for f in feats], label, n_features=spec["n_features"], n_sampled=m)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, RecordMechanism) and self.to_spec() == other.to_spec()
-
-    def __hash__(self) -> int:
-        return hash(repr(self.to_spec()))
+    def domain_record(self) -> RecordMechanism:
+        """Itself: its releases are read on its own clean domain."""
+        return self
 
     def __repr__(self) -> str:
         sampled = "" if self.n_sampled is None else f", n_sampled={self.n_sampled}"

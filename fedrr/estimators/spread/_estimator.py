@@ -25,7 +25,7 @@ from ..._params import (
 from ..._resources import available_bytes
 from ..._validation import as_array, as_float_array
 from ...errors import ValidationError
-from ...mechanisms import EmpiricalPrior, PairedRecordMechanism
+from ...mechanisms import EmpiricalPrior, is_paired
 from ...parallel import ThreadExecutor
 from .._naive_bayes import check_naive_bayes_mechanism
 from .._sklearn import class_labels, validate, warn_clean
@@ -277,7 +277,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if n == 0:
             raise ValidationError("X", "needs at least one record")
         groups = group_records(mechanism, n)
-        if any(isinstance(rm, (PairedRecordMechanism, PairedView)) for rm, _ in groups):
+        if any(rm.label_in_pairs for rm, _ in groups):
             return self._prepare_paired(Xa, y, groups)
         layout = ColumnLayout.from_mechanism(groups[0][0])
         has_label = groups[0][0].label is not None
@@ -310,7 +310,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         A ``PairedView`` given as the mechanism (a re-fit on a subset, as cross-validation does) is re-derived
         from its paired mechanism on these releases, and y is not read (its class indices carry nothing)."""
         n = Xa.shape[0]
-        if not all(isinstance(rm, (PairedRecordMechanism, PairedView)) for rm, _ in groups):
+        if not all(rm.label_in_pairs for rm, _ in groups):
             raise ValidationError("mechanism", "a pool mixes paired and record mechanisms: spread-EM takes one kind")
         if any(isinstance(rm, PairedView) for rm, _ in groups):
             groups, y = [(rm.paired if isinstance(rm, PairedView) else rm, rows) for rm, rows in groups], None
@@ -582,9 +582,8 @@ def auto_prior(mechanism: Any) -> str:
         mechanism = distinct[0]
     if mechanism is None:
         return "learned"
-    if isinstance(mechanism, (PairedRecordMechanism, PairedView)):
-        paired = mechanism.paired if isinstance(mechanism, PairedView) else mechanism
-        return "latent-class" if paired.n_sampled >= 2 else "naive-bayes"
+    if is_paired(mechanism):  # a PairedView samples as its paired mechanism does
+        return "latent-class" if mechanism.n_sampled >= 2 else "naive-bayes"
     if getattr(mechanism, "n_sampled", None) is None:
         return "learned"
     try:

@@ -82,6 +82,8 @@ class PairedView(RecordMechanism):
     ``tables``: per attribute a (k_j, C) pair distribution whose conditional p(c | s) is w_j (floored
     at ``W_FLOOR``); None: uniform (any w is exact, this one mixes worse)."""
 
+    label_in_pairs = True  # its releases are the paired mechanism's pair reports
+
     def __init__(self, paired: PairedRecordMechanism, tables: list | None = None):
         C = paired.n_classes
         if tables is None:
@@ -108,8 +110,8 @@ class PairedView(RecordMechanism):
 
 
 def as_view(rm) -> RecordMechanism:
-    """A PairedRecordMechanism as a ``PairedView`` (uniform w); anything else unchanged."""
-    return PairedView(rm) if isinstance(rm, PairedRecordMechanism) else rm
+    """A PairedRecordMechanism as a ``PairedView`` (uniform w); anything else (a view included) unchanged."""
+    return PairedView(rm) if rm.label_in_pairs and not isinstance(rm, PairedView) else rm
 
 
 def pair_tables(paired: PairedRecordMechanism, X: np.ndarray, tol: float = 1e-7, max_iter: int = 200) -> list:

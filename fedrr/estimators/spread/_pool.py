@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ValidationError
-from ...mechanisms import DiscreteMechanism, PairedRecordMechanism, RecordMechanism
+from ...mechanisms import DiscreteMechanism, RecordMechanism, is_record_mechanism
 from ...parallel import shard_bounds
 from ...pool import PoolFile
 from .._sklearn import class_labels
@@ -29,7 +29,7 @@ from ._estep import Shard
 
 def group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.ndarray]]:
     """[(record mechanism, row indices)]: one mechanism for all rows, or one per row (grouped)."""
-    if isinstance(mechanism, (RecordMechanism, PairedRecordMechanism)):
+    if is_record_mechanism(mechanism):
         return [(mechanism, np.arange(n))]
     if isinstance(mechanism, (list, tuple, np.ndarray)):
         if len(mechanism) != n:
@@ -41,7 +41,7 @@ def group_records(mechanism: Any, n: int) -> list[tuple[RecordMechanism, np.ndar
         for i, m in enumerate(mechanism):
             key = key_of.get(id(m))
             if key is None:
-                if not isinstance(m, (RecordMechanism, PairedRecordMechanism)):
+                if not is_record_mechanism(m):
                     raise ValidationError(
                         "mechanism",
                         f"entry {i} must be a RecordMechanism or PairedRecordMechanism, got {type(m).__name__}",
@@ -102,7 +102,7 @@ class PoolSource:
     def __init__(self, path: Any):
         f = self.file = PoolFile(path)
         self.groups = [(f.mechanisms[j], rows) for j, rows in pool_groups(f)]
-        if any(isinstance(rm, PairedRecordMechanism) for rm, _ in self.groups):
+        if any(rm.label_in_pairs for rm, _ in self.groups):
             raise ValidationError("path", "fit_pool does not read paired releases yet: load the pool and use fit")
         self.layout = layout = ColumnLayout.from_mechanism(self.groups[0][0])
         has_label = self.groups[0][0].label is not None

@@ -74,12 +74,18 @@ import numpy as np
 
 from .._params import Interval, IsNone, ListOf, check_param
 from ..errors import ValidationError
-from ._discrete import MAX_STATES, DiscreteMechanism, RandomizedResponse
-from ._hashing import LocalHashing
-from ._oracles import frequency_oracle
-from ._paired import MAX_CLASSES, PairedRecordMechanism
-from ._record import MAX_FEATURES, RecordMechanism
-from ._unary import UnaryEncoding
+from ..mechanisms import (
+    MAX_CLASSES,
+    MAX_FEATURES,
+    MAX_STATES,
+    DiscreteMechanism,
+    LocalHashing,
+    PairedRecordMechanism,
+    RandomizedResponse,
+    RecordMechanism,
+    UnaryEncoding,
+    frequency_oracle,
+)
 
 #: the label's share λ of ε in the split designs the planner compares
 LABEL_SHARES = (0.25, 0.5, 0.75)

@@ -1,0 +1,26 @@
+"""The release planner: which record design (split or paired, how many attributes, which oracle) a
+person should release, scored by the variance the learner is predicted to suffer at the given n. A
+policy over the mechanisms, not a mechanism: it builds ``fedrr.mechanisms`` objects and never the
+other way round.
+
+The module is private (``_planner.py``); the names below are the package's public surface."""
+
+from ._planner import (
+    DEFAULT_TARGET,
+    EPSILON_SEARCH,
+    LABEL_SHARES,
+    TOO_FEW_PEOPLE,
+    ReleasePlan,
+    plan_release,
+    predicted_variance,
+)
+
+__all__ = [
+    "plan_release",
+    "ReleasePlan",
+    "predicted_variance",
+    "LABEL_SHARES",
+    "DEFAULT_TARGET",
+    "TOO_FEW_PEOPLE",
+    "EPSILON_SEARCH",
+]
