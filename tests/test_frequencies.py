@@ -362,3 +362,22 @@ def test_demo_frequencies_runs_and_debiasing_helps(tmp_path, capsys):
         assert r["inversion_l1"] <= c * r["expected_debiased_l1"], r
         if r["epsilon"] <= 2:
             assert r["inversion_l1"] < r["naive_l1"], r
+
+
+def test_the_deconvolution_factor_is_one_at_the_mle_and_the_same_in_a_batch():
+    """``deconvolution_factor`` (the EM update both ``simplex_mle`` and spread-EM's learned prior
+    take): at an interior maximum-likelihood π every state's factor is Σw (the KKT condition), away
+    from it not; and a batch of distributions under one matrix gives each one's factor."""
+    from fedrr.estimators._frequencies import deconvolution_factor
+
+    rng = np.random.default_rng(5)
+    mech = TransitionMatrix(np.array([[0.7, 0.2, 0.1], [0.2, 0.6, 0.3], [0.1, 0.2, 0.6]]))
+    x = mech.release(rng.choice(3, size=20_000, p=[0.5, 0.3, 0.2]), rng=rng)
+    counts = np.bincount(x, minlength=3).astype(float)
+    pi = estimate_frequencies(x, mech, method="mle")
+    assert np.all(pi > 0.05)  # interior: the inversion is the MLE
+    np.testing.assert_allclose(deconvolution_factor(pi, mech.matrix, counts), counts.sum(), rtol=1e-12)
+    assert np.max(np.abs(deconvolution_factor(np.full(3, 1 / 3), mech.matrix, counts) / counts.sum() - 1)) > 0.05
+    pis, cs = rng.dirichlet(np.ones(3), 4), rng.integers(1, 50, (4, 3)).astype(float)
+    batch = deconvolution_factor(pis, mech.matrix, cs)
+    np.testing.assert_allclose(batch, [deconvolution_factor(p, mech.matrix, c) for p, c in zip(pis, cs)], rtol=1e-14)

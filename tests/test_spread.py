@@ -733,3 +733,68 @@ def test_traffic_splits_into_a_steady_state_per_iteration_and_a_one_off_set_up()
         assert est.diagnostics()["bytes_setup"] == est.bytes_setup_
         per_iter[n] = est.bytes_per_iter_
     assert per_iter[5000] == pytest.approx(per_iter[500], rel=0.05), per_iter
+
+
+def test_em_options_are_the_estimators_parameters_by_name(monkeypatch):
+    """``EMOptions`` declares no default of its own: each field is the estimator's validated
+    parameter of the same name (non-default values here, so a copy of a default would show), or
+    one of its ``DERIVED`` fields; and ``run_em`` gets them."""
+    import dataclasses
+
+    import fedrr.estimators.spread._estimator as spread
+    from fedrr.estimators.spread._em import EMOptions
+
+    names = set(SpreadLogisticRegression._get_param_names())
+    fields = dataclasses.fields(EMOptions)
+    assert all(f.default is dataclasses.MISSING for f in fields)
+    assert {f.name for f in fields} - set(EMOptions.DERIVED) <= names
+    seen = []
+    real = spread.run_em
+    monkeypatch.setattr(spread, "run_em", lambda g, d, c, pr, opts: seen.append(opts) or real(g, d, c, pr, opts))
+    rng = np.random.default_rng(3)
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    Xt, yt = rm.release(*_make(200, rng), rng=rng)
+    kw = dict(C=0.5, fit_intercept=False, n_chains=3, max_iter=9, burn_in=4, n_average=3, tol=0.02)
+    kw |= dict(m_step_iter=2, relaxation=1.5, agreement_tol=0.3, verbose=0, e_step="importance", prior="flat")
+    SpreadLogisticRegression(random_state=0, **kw).fit(Xt, yt, mechanism=rm)
+    (opts,) = seen
+    for f in fields:
+        if f.name not in EMOptions.DERIVED:
+            assert getattr(opts, f.name) == kw[f.name], f.name
+    assert opts.n_samples == 10 and opts.learn_prior is False  # importance sampling's S; a flat prior is kept
+    with pytest.raises(TypeError, match="learn_prior"):
+        EMOptions.from_params(kw, n_samples=1)
+
+
+def test_local_shards_implement_the_shard_group_protocol():
+    """``LocalShards`` is a ``ShardGroup``: its ``run_each`` runs on the group as one block (the
+    sums of its ``reduce``) and ``fetch_priors`` gives the priors its shards hold."""
+    from fedrr.estimators.spread import ShardGroup
+    from fedrr.estimators.spread._runtime import LocalShards
+
+    rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
+    layout = ColumnLayout.from_mechanism(rm)
+    design = Design(layout, "unit")
+    rng = np.random.default_rng(0)
+    Xt, yt = rm.release(*_make(60, rng), rng=rng)
+    rows = [np.arange(0, 30), np.arange(30, 60)]
+    group = LocalShards([functools.partial(Shard, i, rm, Xt[r], yt[r], design, 2, 5, 1) for i, r in enumerate(rows)])
+    assert isinstance(group, ShardGroup) and not group.solo_chains and group.restarts == 0
+    prior = given_prior(layout, PRIOR0)
+    group.call("set_prior", 0, prior)
+    group.call("init_samples", 0)
+    coef, b = np.ones((1, D)), np.zeros(1)
+    direct = group.reduce("loss_grad", 0, coef, b)
+    (each,) = group.run_each(lambda block, *a: block.reduce("loss_grad", *a), [(0, (0, coef, b))])
+    assert each[0] == direct[0] and np.array_equal(each[1], direct[1])
+    (fetched,) = group.fetch_priors([0])
+    assert fetched is not prior and np.array_equal(fetched.disc, prior.disc)
+    group.close()
+
+
+def test_every_parameter_is_declared_once_with_its_rule():
+    """Each parameter of the signature (scikit-learn's ``get_params``) has its rule in
+    ``_parameter_constraints`` and no rule names a parameter that does not exist (``mechanism`` is
+    checked by ``fit``, where it may come as an argument)."""
+    rules = set(SpreadLogisticRegression._parameter_constraints)
+    assert rules == set(SpreadLogisticRegression._get_param_names()) - {"mechanism"}

@@ -276,23 +276,13 @@ def test_candidates_of_a_fold_share_one_prior_center_and_give_the_same_fit(monke
     monkeypatch.setattr(spread, "marginal_mle_prior", lambda *a, **k: calls.append(1) or real(*a, **k))
     shared = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=RM)
     assert len(calls) == 3 + 2  # the folds, the selection part's tested fit, the refit on all
-    assert shared._centers is None  # not kept after the fit
 
-    def alone(self, **changes):  # every fit computes its own center
-        est = type(self)._spread_orig(self, **changes)
-        est._center_memo = None
-        return est
+    real_fit = spread.SpreadLogisticRegression._fit
 
-    import fedrr.estimators.spread._cv as cv_module
+    def alone(self, X, y, mechanism, memo):  # every fit computes its own center
+        return real_fit(self, X, y, mechanism, None)
 
-    real_data = cv_module.task_data
-
-    def unshared(*args):  # the selection's and the tested fit's tasks get no memo
-        return {**real_data(*args), "memo": None}
-
-    monkeypatch.setattr(SpreadLogisticRegressionCV, "_spread_orig", SpreadLogisticRegressionCV._spread, raising=False)
-    monkeypatch.setattr(SpreadLogisticRegressionCV, "_spread", alone)
-    monkeypatch.setattr(cv_module, "task_data", unshared)
+    monkeypatch.setattr(spread.SpreadLogisticRegression, "_fit", alone)
     calls.clear()
     own = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=RM)
     assert len(calls) == 3 * 3 + 2
@@ -319,3 +309,24 @@ def test_class_freqs_says_when_it_stops_at_its_iteration_cap():
         warnings.simplefilter("error", ConvergenceWarning)
         pi = class_freqs(y, [(easy, np.arange(1000))], 2)
     assert abs(pi.sum() - 1) < 1e-12
+
+
+def test_the_cv_declares_the_estimators_parameters_with_its_defaults_and_passes_them_on():
+    """scikit-learn reads parameters from ``__init__``'s signature, so the CV repeats
+    SpreadLogisticRegression's: each with the estimator's default, every one passed to the fits
+    (``SHARED``) or used by the CV itself (``OWN``), and only C and the prior strength (which the
+    CV chooses) missing; a non-default value set on the CV reaches every fit."""
+    import inspect
+
+    from fedrr.estimators import SpreadLogisticRegression
+    from fedrr.estimators.spread._cv import OWN, SHARED
+
+    cv = inspect.signature(SpreadLogisticRegressionCV).parameters
+    est = inspect.signature(SpreadLogisticRegression).parameters
+    both = set(cv) & set(est)
+    assert {k for k in both if cv[k].default != est[k].default} == set()
+    assert set(est) - set(cv) == {"C", "prior_strength"}
+    assert set(SHARED) | set(OWN) == both and not set(SHARED) & set(OWN)
+    changed = {"n_bins": 7, "tol": 0.5, "relaxation": 1.2, "n_latent_classes": 3, "encoding": "onehot"}
+    fit = SpreadLogisticRegressionCV(**changed, random_state=4)._spread(C=2.0)
+    assert {k: getattr(fit, k) for k in changed} == changed and fit.C == 2.0 and fit.random_state == 4

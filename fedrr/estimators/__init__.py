@@ -4,7 +4,7 @@ The modules are private (``_name.py``, as in ``spread``); the names below are th
 LDP-SGD's server pieces included (its Flower server in ``fedrr.federation`` uses them; the clients'
 side is ``fedrr.gradient_release``)."""
 
-from ._baselines import MajorityClassifier, NaiveLogisticRegression, ReconstructionLogisticRegression
+from ._baselines import MajorityClassifier, NaiveLogisticRegression
 from ._dro import GaussianDROLinearRegression, WassersteinDROLogisticRegression, WassersteinDRORegression
 from ._dro_cv import WassersteinDROLogisticRegressionCV
 from ._dro_radius import noise_radius, wasserstein_radius
@@ -12,7 +12,7 @@ from ._frequencies import estimate_frequencies, project_to_simplex, warner_estim
 from ._ldp_sgd import LDPSGDClassifier, LDPSGDServer, make_server
 from ._ldp_sgd_design import ldp_sgd_design
 from ._naive_bayes import LDPNaiveBayes, joint_frequencies
-from .spread import SpreadLogisticRegression, SpreadLogisticRegressionCV
+from .spread import ReconstructionLogisticRegression, SpreadLogisticRegression, SpreadLogisticRegressionCV
 
 __all__ = [
     "estimate_frequencies",

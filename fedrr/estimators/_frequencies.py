@@ -126,6 +126,15 @@ def _generic_mle(mech: DiscreteMechanism, xt: np.ndarray, w, *, tol: float, max_
     return simplex_mle(L, f, tol=tol, max_iter=max_iter, method="auto", caller=_CALLER)[0]
 
 
+def deconvolution_factor(pi: np.ndarray, A: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """g = Aᵀ(w / Aπ), the factor of the deconvolution EM's update π ← π ⊙ g / Σ π ⊙ g (the
+    gradient of Σ_i w_i log (Aπ)_i; at the MLE g_s ≤ Σw, with equality where π_s > 0). Rows A (n, k)
+    of p(x̃_i | s) with weights w (n,) for one π (k,); or, for a batch of distributions π (m, k) that
+    one matrix oracle P = A (k, k) released, their released-value counts w (m, k). ``simplex_mle``'s
+    EM and spread-EM's learned prior (``_priors._factorised``) take this one update."""
+    return (w / (pi @ A.T)) @ A
+
+
 def clip_table(table: np.ndarray) -> np.ndarray:
     """Negative entries set to 0, then renormalised to sum 1 (uniform if nothing positive is left)."""
     t = np.maximum(np.asarray(table, float), 0.0)
@@ -163,7 +172,7 @@ def simplex_mle(
         method = "newton" if A.shape[0] * K**2 <= NEWTON_MAX_WORK else "em"
     if method == "em":
         for it in range(max_iter):
-            g = A.T @ (w / (A @ pi))
+            g = deconvolution_factor(pi, A, w)
             if np.max(g) - 1.0 <= tol:
                 return pi, it
             pi = pi * g

@@ -7,18 +7,34 @@ estimator, one fit path over one shard source: arrays in memory or a pool on dis
 ``_kernels`` (the compiled E-step), ``_mstep`` (the M-step's objective), ``_em`` (the iterations),
 ``_priors`` (the input priors, each with its tables and sampler), ``_paired`` (paired releases),
 ``_pool`` (shards read from a pool directory), ``_cv`` (cross-validation, the held-out scores and
-the paired independence test) and ``_runtime`` (groups of shards in this process or in Ray actors)."""
+the paired independence test), ``_reconstruction`` (reconstruct-then-learn, spread-EM's one-step
+baseline) and ``_runtime`` (groups of shards in this process or in Ray actors, ``ShardGroup``).
+
+Besides the estimators, the names the other estimators share (``fedrr.estimators._baselines``):
+the model inputs of clean states (``Design``, ``ColumnLayout``, ``ENCODINGS``), the check of clean
+records for ``predict`` (``check_clean_X``), the debiased class frequencies (``class_freqs``) and the
+per-record mechanisms grouped (``group_records``)."""
 
 from ._cv import SpreadLogisticRegressionCV
 from ._cv_paired import independence_terms, independence_test
-from ._estimator import SpreadLogisticRegression, auto_prior
+from ._cv_scores import class_freqs
+from ._design import ENCODINGS, ColumnLayout, Design
+from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
 from ._pool import group_records
-from ._runtime import shard_group
+from ._reconstruction import ReconstructionLogisticRegression
+from ._runtime import ShardGroup, shard_group
 
 __all__ = [
+    "ENCODINGS",
+    "ColumnLayout",
+    "Design",
+    "ReconstructionLogisticRegression",
+    "ShardGroup",
     "SpreadLogisticRegression",
     "SpreadLogisticRegressionCV",
     "auto_prior",
+    "check_clean_X",
+    "class_freqs",
     "group_records",
     "independence_terms",
     "independence_test",

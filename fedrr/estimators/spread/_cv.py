@@ -61,7 +61,7 @@ from ._cv_scores import (
     label_terms,
     permutation_test,
 )
-from ._cv_tasks import PASSED, final_fit, fold_scores, task_data
+from ._cv_tasks import final_fit, fold_scores, task_data
 from ._design import Design
 from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
 from ._mstep import log_class_probs
@@ -228,13 +228,15 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.robust = robust
         self.robust_alpha = robust_alpha
 
+    def _spread_params(self) -> dict:
+        """The spread-EM parameters the fits take from this CV (``SHARED``), with "auto" resolved
+        once, on the whole pool."""
+        kw = {k: getattr(self, k) for k in SHARED}
+        kw["prior"] = getattr(self, "_prior", kw["prior"])
+        return kw
+
     def _spread(self, **changes) -> SpreadLogisticRegression:
-        kw = {k: getattr(self, k) for k in PASSED}
-        kw["prior"] = getattr(self, "_prior", kw["prior"])  # "auto" resolved once, on the whole pool
-        kw.update(changes)
-        est = SpreadLogisticRegression(random_state=self.random_state, **kw)
-        est._center_memo = getattr(self, "_centers", None)
-        return est
+        return SpreadLogisticRegression(random_state=self.random_state, **{**self._spread_params(), **changes})
 
     def fit(self, X, y, mechanism: Any = None):
         """Select, test and fit on releases X, y of ``mechanism`` (or ``self.mechanism``). Without one
@@ -243,17 +245,15 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         if (self.mechanism if mechanism is None else mechanism) is None:
             warn_clean(self)
         # the learned prior's center (``marginal_mle_prior``) depends on the releases only: the
-        # candidates of a fold share one, computed once (the same numbers, a fraction of the time)
-        self._centers: dict | None = {}
+        # candidates of a fold share one, computed once (the same numbers, a fraction of the time);
+        # the memo goes to every fit as an argument and lives for this fit only
+        memo: dict = {}
         try:
-            return self._fit(X, y, mechanism)
-        finally:  # the memo lives for this fit only: nothing it holds is kept or pickled
-            self._centers.clear()
-            self._centers = None
-            if getattr(self, "estimator_", None) is not None:
-                self.estimator_._center_memo = None
+            return self._fit(X, y, mechanism, memo)
+        finally:
+            memo.clear()
 
-    def _fit(self, X, y, mechanism: Any = None):  # noqa: C901  select, test, refit: one sequence on shared state
+    def _fit(self, X, y, mechanism: Any, memo: dict):  # noqa: C901  select, test, refit: one sequence on shared state
         p = validate_estimator(self)
         mechanism = self.mechanism if mechanism is None else mechanism
         prior = self.prior
@@ -321,17 +321,18 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         fold = np.full(n, -1)
         fold[sel] = rng.permutation(sel.size) % p["cv"]
         # the releases as given go along only for a refit beside the test (record releases)
-        data = task_data(self, p, (Xv, yi, mechs, fold), n_classes, seed, paired, None if paired else (X, y, mechanism))
+        fit_args = None if paired else (X, y, mechanism)
+        data = task_data(self, p, (Xv, yi, mechs, fold), n_classes, seed, paired, fit_args, memo)
         n_tasks = max(2, p["cv"] * len(p["Cs"]) * len(p["prior_strengths"]))  # the most actors that have work
         if paired:  # the test needs no model: run it first, and fit no candidate when it keeps none
             self._test_paired(p, Xv, groups)
             if p["fallback"] and not self.p_value_ <= p["alpha"]:  # as _finish decides (a NaN p keeps none)
                 self._no_selection(p)
-                return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, n, n, None, base.classes_)
+                return self._finish(p, (X, y, mechanism, memo), Xv, yi, groups, layout, n, n, None, base.classes_)
             with HeldData(self.executor, data, n_tasks) as held:
                 self._select(p, fold, paired, held)
             best = (self.C_, self.prior_strength_)
-            return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, n, n, best, base.classes_)
+            return self._finish(p, (X, y, mechanism, memo), Xv, yi, groups, layout, n, n, best, base.classes_)
         with HeldData(self.executor, data, n_tasks) as held:
             self._select(p, fold, paired, held)
             best = (self.C_, self.prior_strength_)
@@ -364,7 +365,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         if n_classes == 2:  # the held-out AUC against the released labels, for the reader
             Ma, ca = label_terms("auc", proba, yi[test], mech_b, 2)
             self.gain_["auc"] = float(_on_scale(Ma[np.arange(n_test), ca].sum(), "auc", n_test, n1))
-        return self._finish(p, X, y, mechanism, Xv, yi, groups, layout, sel.size, n_test, best, base.classes_, *refit)
+        given = (X, y, mechanism, memo)
+        return self._finish(p, given, Xv, yi, groups, layout, sel.size, n_test, best, base.classes_, *refit)
 
     def _test_paired(self, p: dict, Xv, groups: list) -> None:
         """The fallback's test on paired releases (``_cv_paired.independence_test``): is the label
@@ -383,11 +385,11 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         }
 
     def _finish(
-        self, p: dict, X, y, mechanism, Xv, yi, groups, layout, n_sel: int, n_test: int, best, classes, refit=None
+        self, p: dict, given: tuple, Xv, yi, groups, layout, n_sel: int, n_test: int, best, classes, refit=None
     ) -> SpreadLogisticRegressionCV:
         """Record the test in ``cv_results_`` (the chosen candidate's row; the others are not tested), then
-        keep the model (refit on all releases, unless ``refit`` is that fit, made already) or fall
-        back, by the test's p-value."""
+        keep the model (refit on all releases as ``given``: X, y, mechanism and the fits' memo, unless
+        ``refit`` is that fit, made already) or fall back, by the test's p-value."""
         p_value = self.p_value_
         for k in ("heldout_statistic", "heldout_p_value"):
             self.cv_results_[k] = np.full(len(self.cv_results_["params"]), np.nan)
@@ -420,7 +422,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             if isinstance(refit, Exception):  # the refit beside the test failed, and it is needed
                 raise refit
             if refit is None:
-                refit = self._spread(C=best[0], prior_strength=best[1]).fit(X, y, mechanism=mechanism)
+                X, y, mechanism, memo = given
+                refit = self._spread(C=best[0], prior_strength=best[1])._fit(X, y, mechanism, memo)
             else:  # fitted on an actor by a serial executor there (its traffic_ says so): the CV's own here
                 refit.set_params(executor=self.executor)
             self.estimator_ = refit
@@ -547,6 +550,18 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     def predict(self, X):
         lp = self.predict_log_proba(X)  # checks fitted first
         return self.classes_[np.argmax(lp, axis=1)]
+
+
+#: the parameters of SpreadLogisticRegression the CV declares (for its sklearn signature) but uses itself:
+#: the defence runs once on the whole pool, the seed and the mechanism are handed on by the CV's own rules
+OWN = ("random_state", "mechanism", "robust", "robust_alpha")
+#: the spread-EM parameters the CV passes to its fits unchanged: those both signatures declare, but ``OWN``
+#: (one declaration each, on SpreadLogisticRegression; tests/test_spread_cv.py checks the defaults agree)
+SHARED = tuple(
+    k
+    for k in SpreadLogisticRegressionCV._get_param_names()
+    if k in SpreadLogisticRegression._get_param_names() and k not in OWN
+)
 
 
 def _on_scale(t, statistic: str, n: int, n1: int):

@@ -16,47 +16,24 @@ from ._cv_scores import _mechanism_arg, debiased_hits, heldout_loglik
 from ._estimator import SpreadLogisticRegression
 from ._pool import group_records
 
-#: the spread-EM parameters SpreadLogisticRegressionCV passes to its fits (the rest are its own)
-PASSED = (
-    "prior",
-    "n_latent_classes",
-    "e_step",
-    "n_chains",
-    "n_samples",
-    "max_iter",
-    "burn_in",
-    "n_average",
-    "tol",
-    "m_step_iter",
-    "encoding",
-    "numeric_prior",
-    "n_bins",
-    "fit_intercept",
-    "relaxation",
-    "executor",
-    "shard_size",
-    "agreement_tol",
-    "verbose",
-)
 
-
-def task_data(cv, p: dict, releases: tuple, n_classes: int, seed: int, paired: bool, fit_args) -> dict:
+def task_data(cv, p: dict, releases: tuple, n_classes: int, seed: int, paired: bool, fit_args, memo: dict) -> dict:
     """What the tasks of the CV ``cv`` read (``fold_scores``, ``final_fit``): the releases as
     prepared (``releases``: X, y, each record's mechanism and its fold, −1 outside the selection),
     as given (``fit_args``: X, y, mechanism, for a refit beside the test; else None), and the
-    sub-fits' parameters."""
+    sub-fits' parameters, and ``memo``, the starting priors the fits share (``SpreadLogisticRegression._fit``)."""
     Xv, yi, mechs, fold = releases
     remote = isinstance(cv.executor, RayExecutor)
     fixed = isinstance(cv.random_state, (int, np.integer))
     if remote and not fixed:  # one latent-class start for the whole CV
-        cv._centers.setdefault(("latent-class", "seed"), seed)
+        memo.setdefault(("latent-class", "seed"), seed)
     return {
         "X": Xv,
         "y": yi,
         "mechs": mechs,
         "fold": fold,
         "fit_args": fit_args,
-        "params": {k: getattr(cv, k) for k in PASSED if k != "executor"} | {"prior": cv._prior},
+        "params": {k: v for k, v in cv._spread_params().items() if k != "executor"},
         # an int random_state is passed on as it is; otherwise, on Ray, the CV's own seed (a
         # Generator drawn from on each actor would give each actor's fits other seeds)
         "random_state": cv.random_state if not remote or fixed else seed,
@@ -67,7 +44,7 @@ def task_data(cv, p: dict, releases: tuple, n_classes: int, seed: int, paired: b
         "cv": p["cv"],
         "n_classes": n_classes,
         "paired": paired,
-        "memo": cv._centers,  # on Ray each actor holds a copy: one start, the same centers
+        "memo": memo,  # on Ray each actor holds a copy: one start, the same centers
     }
 
 
@@ -81,8 +58,7 @@ def fold_scores(data: dict, executor: Any, f: int, C: float, a: float) -> tuple[
     kw = {**data["params"], "C": C, "prior_strength": a, "max_iter": data["max_iter"], "n_chains": 1}
     # one chain per selection fit: its score needs no agreement check
     est = SpreadLogisticRegression(random_state=data["random_state"], executor=executor, **kw)
-    est._center_memo = data["memo"]
-    est.fit(Xv[tr], yi[tr], mechanism=_mechanism_arg(mech_tr))
+    est._fit(Xv[tr], yi[tr], _mechanism_arg(mech_tr), data["memo"])
     seed = data["seed"]
     if data["paired"]:  # the pairs' held-out likelihood: the only score a paired release has
         tables = model_pair_tables(est, seed=seed + f)
@@ -103,17 +79,15 @@ def final_fit(data: dict, executor: Any, kind: str, C: float, a: float, sel=None
     est = SpreadLogisticRegression(
         random_state=data["random_state"], executor=executor, **{**data["params"], "C": C, "prior_strength": a}
     )
-    est._center_memo = data["memo"]
     if kind == "refit":  # beside the test: its error matters only if the test keeps the model
         X, y, mechanism = data["fit_args"]
         try:
-            est.fit(X, y, mechanism=mechanism)
+            est._fit(X, y, mechanism, data["memo"])
         except Exception as exc:  # noqa: BLE001 - handed to _finish, which raises it if the model is kept
             return exc
-        est._center_memo = None  # the CV's memo stays where it is
         return est
     Xv, yi, mechs = data["X"], data["y"], data["mechs"]
-    est.fit(Xv[sel], yi[sel], mechanism=_mechanism_arg([mechs[i] for i in sel]))
+    est._fit(Xv[sel], yi[sel], _mechanism_arg([mechs[i] for i in sel]), data["memo"])
     mech_b = [mechs[i] for i in test]
     _, cond, proba = heldout_loglik(est, Xv[test], yi[test], mech_b, data["heldout_samples"], data["seed"] + data["cv"])
     return cond, proba

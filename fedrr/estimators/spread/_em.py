@@ -28,12 +28,14 @@ statistical question, which ``SpreadLogisticRegressionCV`` answers on held-out r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.linalg import cho_factor, cho_solve
 
 from ._mstep import ChainObjective, msteps
+from ._runtime import ShardGroup
 
 #: phase 2's step, a fraction of the EM-like step H⁻¹∇ (constant: the iterates form a stationary
 #: chain around the fixed point, on which R-hat is meaningful; the Polyak average removes the noise)
@@ -42,25 +44,43 @@ SA_STEP = 0.5
 HESSIAN_ROWS = 4096
 
 
-@dataclass
+@dataclass(frozen=True)
 class EMOptions:
-    C: float = 1.0
-    fit_intercept: bool = True
-    n_chains: int = 2
-    n_samples: int = 1
-    max_iter: int = 200
-    burn_in: int | None = None
-    n_average: int = 20
-    tol: float = 0.01
-    m_step_iter: int = 5
-    relaxation: float = 1.8
-    learn_prior: bool = True
-    agreement_tol: float = 0.2
-    verbose: int = 0
+    """What ``run_em`` reads of a fit: the estimator's validated parameters of the same names (their
+    defaults and rules live on ``SpreadLogisticRegression`` only; ``from_params`` picks them by name),
+    and the two ``DERIVED`` from them at fit time."""
+
+    C: float
+    fit_intercept: bool
+    n_chains: int
+    n_samples: int  # resolved: the parameter's None is 1 (mcmc) or 10 (importance)
+    max_iter: int
+    burn_in: int | None
+    n_average: int
+    tol: float
+    m_step_iter: int
+    relaxation: float
+    learn_prior: bool  # prior="learned": the prior is refined during EM
+    agreement_tol: float
+    verbose: int
+
+    #: the fields not copied from a parameter of the same name
+    DERIVED: ClassVar[tuple[str, ...]] = ("n_samples", "learn_prior")
+
+    @classmethod
+    def from_params(cls, params: dict, **derived: Any) -> EMOptions:
+        """The options from the estimator's validated parameters ``params`` (by field name) and the
+        ``DERIVED`` values."""
+        if set(derived) != set(cls.DERIVED):
+            raise TypeError(f"EMOptions.from_params needs exactly {cls.DERIVED}, got {sorted(derived)}")
+        names = [f.name for f in fields(cls)]
+        return cls(**{k: params[k] for k in names if k not in derived}, **derived)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EMResult:
+    """What ``run_em`` returns (built by keyword: 16 fields)."""
+
     coef: np.ndarray
     intercept: np.ndarray
     chain_coef: np.ndarray  # (n_chains, Rn, n_inputs): each chain's averaged coefficients
@@ -113,9 +133,11 @@ def _local_preconditioner(block, chain: int, coef, b, lam: float, fit_intercept:
     return inverse_hessian(block.reduce("hessian", chain, coef, b, HESSIAN_ROWS), lam, fit_intercept)
 
 
-def _inverse_hessians(group, probs: list[ChainObjective], theta: list[np.ndarray]) -> list[list[np.ndarray]]:
+def _inverse_hessians(
+    group: ShardGroup, probs: list[ChainObjective], theta: list[np.ndarray]
+) -> list[list[np.ndarray]]:
     """Every chain's ``inverse_hessian`` at its θ: where its shards are if one actor holds them all."""
-    if getattr(group, "solo_chains", False):
+    if group.solo_chains:
         jobs = [(p.chain, (p.chain, *p.unpack(theta[p.chain]), p.lam, p.fit_intercept)) for p in probs]
         return group.run_each(_local_preconditioner, jobs, one_off=True)
     H = group.reduce_each("hessian", [(p.chain, *p.unpack(theta[p.chain]), HESSIAN_ROWS) for p in probs])
@@ -160,7 +182,7 @@ def diagnostics(
     return float(np.max(rhat)), float(np.median(rhat)), cos, dist
 
 
-def prediction_distance(group, averages: list[np.ndarray], problem) -> float:
+def prediction_distance(group: ShardGroup, averages: list[np.ndarray], problem) -> float:
     """The largest over chain pairs of the root-mean-square difference of their logits at the pool's
     current posterior samples, relative to the standard deviation of the mean model's logits:
     ≈ 0 when the chains predict alike, ≈ √2 when their models are unrelated noise."""
@@ -198,7 +220,7 @@ def _cosine(averages: list[np.ndarray], d_coef: int) -> float:
 
 
 # C901: one EM loop; its phases (burn-in, averaging, stopping) share the chains' state
-def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) -> EMResult:  # noqa: C901
+def run_em(group: ShardGroup, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) -> EMResult:  # noqa: C901
     rows = 1 if n_classes == 2 else n_classes
     m = opts.n_chains
     probs = [ChainObjective(group, c, rows, n_inputs, opts.C, opts.fit_intercept) for c in range(m)]
@@ -309,20 +331,20 @@ def run_em(group, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) 
     coefs = np.stack([probs[0].unpack(a)[0] for a in avg])
     bs = np.stack([probs[0].unpack(a)[1] for a in avg])
     return EMResult(
-        coefs.mean(axis=0),
-        bs.mean(axis=0),
-        coefs,
-        bs,
-        priors,
-        it,
-        burn_in if burn_in is not None else it,
-        converged,
-        message,
-        rhat_max,
-        rhat_med,
-        cos,
-        dist,
-        pdist,
-        history,
-        (group.bytes - bytes0) / max(it, 1),
+        coef=coefs.mean(axis=0),
+        intercept=bs.mean(axis=0),
+        chain_coef=coefs,
+        chain_intercept=bs,
+        priors=priors,
+        n_iter=it,
+        burn_in=burn_in if burn_in is not None else it,
+        converged=converged,
+        convergence=message,
+        rhat_max=rhat_max,
+        rhat_median=rhat_med,
+        cosine=cos,
+        distance=dist,
+        prediction_distance=pdist,
+        history=history,
+        bytes_per_iter=(group.bytes - bytes0) / max(it, 1),
     )

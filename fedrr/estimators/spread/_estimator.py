@@ -45,7 +45,7 @@ from ._priors._factorised import (
 from ._priors._joint import joint_prior
 from ._priors._mixture import latent_class_em, latent_class_prior, naive_bayes_prior
 from ._robust import ROBUST, drop_inconsistent, no_test
-from ._runtime import holds_shards, shard_group, traffic_report
+from ._runtime import ShardGroup, holds_shards, shard_group, traffic_report
 
 E_STEPS = ("mcmc", "importance")
 _INT1 = Interval(int, 1, None)
@@ -214,6 +214,12 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         With no mechanism the data are taken as clean, with a ``CleanDataWarning``: a warning, not an
         error, so that it stays a scikit-learn estimator (``check_estimator`` fits plain arrays), yet
         releases fitted without their mechanism are never read as clean data silently."""
+        return self._fit(X, y, mechanism, memo=None)
+
+    def _fit(self, X, y, mechanism: Any, memo: dict | None):
+        """``fit``, with the starting priors shared through ``memo`` by the fits of one
+        cross-validation (``SpreadLogisticRegressionCV``; None: not shared). A shared start is the
+        one this fit would compute (``_initial_prior``), so the numbers do not change."""
         p = self._params()
         mechanism = self.mechanism if mechanism is None else mechanism
         if mechanism is None:
@@ -229,10 +235,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             if p["robust"] == "margins":
                 n = np.shape(X)[0]
                 X, y, mechanism, kept, *test = drop_inconsistent(X, y, mechanism, p["robust_alpha"])
-                self._fit_noisy(X, y, mechanism, p)
+                self._fit_noisy(X, y, mechanism, p, memo)
                 self._set_robust(test, n - kept.size)
                 return self
-            self._fit_noisy(X, y, mechanism, p)
+            self._fit_noisy(X, y, mechanism, p, memo)
             self._set_robust(no_test(self.n_features_in_), 0)
             return self
 
@@ -321,7 +327,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.classes_ = np.arange(first.n_classes)
         return Xv, np.zeros(n, np.int64), views, ColumnLayout.from_mechanism(views[0][0])
 
-    def _fit_noisy(self, X, y, mechanism, p):
+    def _fit_noisy(self, X, y, mechanism, p, memo: dict | None = None):
         Xv, yi, groups, layout = self._prepare(X, y, mechanism, p)
         n, C = Xv.shape[0], len(self.classes_)
         design = Design(layout, p["encoding"])
@@ -329,30 +335,17 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         check_memory(n, layout.n_features, design.n_inputs, C, S, p["n_chains"], p["shard_size"], layout.kmax)
         entropy = seed_from(p["random_state"])
         pools = [(rm, Xv[rows]) for rm, rows in groups]
-        prior = self._initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy)
+        prior = self._initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo)
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
         factories = shard_factories(groups, Xv, yi, design, C, entropy, p["n_chains"], p["e_step"], p["shard_size"])
         return self._fit_group(shard_group(executor, factories, chains=p["n_chains"]), design, layout, prior, p, S)
 
-    def _fit_group(self, group, design: Design, layout: ColumnLayout, prior: SpreadPrior, p: dict, S: int):
+    def _fit_group(self, group: ShardGroup, design: Design, layout: ColumnLayout, prior: SpreadPrior, p: dict, S: int):
         """Spread-EM over a built shard group (closed at the end) -> the fitted attributes."""
         C = len(self.classes_)
         try:
-            opts = EMOptions(
-                C=p["C"],
-                fit_intercept=p["fit_intercept"],
-                n_chains=p["n_chains"],
-                n_samples=S,
-                max_iter=p["max_iter"],
-                burn_in=p["burn_in"],
-                n_average=p["n_average"],
-                tol=p["tol"],
-                m_step_iter=p["m_step_iter"],
-                relaxation=p["relaxation"],
-                learn_prior=isinstance(p["prior"], str) and p["prior"] == "learned",
-                agreement_tol=p["agreement_tol"],
-                verbose=p["verbose"],
-            )
+            learn_prior = isinstance(p["prior"], str) and p["prior"] == "learned"
+            opts = EMOptions.from_params(p, n_samples=S, learn_prior=learn_prior)
             res = run_em(group, design.n_inputs, C, [prior.copy() for _ in range(p["n_chains"])], opts)
         finally:
             group.close()
@@ -371,7 +364,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.traffic_ = traffic_report(group, res.n_iter)
         self.bytes_per_iter_ = float(self.traffic_.get("per_iteration", res.bytes_per_iter))
         self.bytes_setup_ = float(self.traffic_.get("setup", float("nan")))
-        self.shard_restarts_ = int(getattr(group, "restarts", 0))
+        self.shard_restarts_ = int(group.restarts)
         self._prior_state = _mean_prior(res.priors)
         self.prior_ = self._prior_state.public()
         return self
@@ -422,14 +415,17 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             self._set_robust(no_test(layout.n_features), 0)
             return self
 
-    def _initial_prior(self, layout: ColumnLayout, pools, p, n: int, releases=None, seed: int = 0) -> SpreadPrior:
+    def _initial_prior(
+        self, layout: ColumnLayout, pools, p, n: int, releases=None, seed: int = 0, memo: dict | None = None
+    ) -> SpreadPrior:
+        """The prior EM starts from; ``memo`` (a CV's, or None) shares the latent-class fit and the
+        learned prior's center between fits on the same releases."""
         if isinstance(p["prior"], str) and p["prior"] in ("naive-bayes", "latent-class"):  # (X, y, groups)
             if releases is None:  # fit_pool streams the pool: it has none
                 msg = f"'{p['prior']}' is fitted on the released records: use fit, not fit_pool"
                 raise ValidationError("prior", msg)
             if p["prior"] == "naive-bayes":
                 return naive_bayes_prior(*releases, layout)
-            memo = getattr(self, "_center_memo", None)  # a CV's candidates on one fold share it
             if memo is not None:  # one start for the whole CV, whatever random_state draws per fit
                 seed = memo.setdefault(("latent-class", "seed"), seed)
             key = ("latent-class", _releases_key(*releases), p["n_latent_classes"], seed)
@@ -442,7 +438,6 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if isinstance(p["prior"], str) and p["prior"] == "flat":
             return flat_prior(layout, p["numeric_prior"], 1 if p["numeric_prior"] == "histogram" else p["n_bins"])
         if isinstance(p["prior"], str):  # learned: start at, and pull toward, the debiased marginals
-            memo = getattr(self, "_center_memo", None)  # a CV's candidates on one fold share it
             key = _pools_key(pools, p["numeric_prior"], p["n_bins"]) if memo is not None else None
             hit = memo.get(key) if memo is not None else None
             # the entry holds the mechanisms it was computed for: an id in the key cannot be reused

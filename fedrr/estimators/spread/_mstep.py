@@ -14,7 +14,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import log_softmax, logsumexp
 
-from ._runtime import Lockstep
+from ._runtime import Lockstep, ShardGroup
 
 
 def log_class_probs(Z: np.ndarray, coef: np.ndarray, intercept: np.ndarray) -> np.ndarray:
@@ -147,7 +147,7 @@ class ChainObjective:
     instead of a round trip; ``lockstep``: where the other evaluations go (batched with the other
     chains' M-steps, ``shards.Lockstep``), else straight to the group."""
 
-    def __init__(self, group, chain: int, rows: int, d: int, C: float, fit_intercept: bool):
+    def __init__(self, group: ShardGroup, chain: int, rows: int, d: int, C: float, fit_intercept: bool):
         self.group, self.chain, self.rows, self.d, self.C = group, chain, rows, d, C
         self.lam = 0.0 if not np.isfinite(C) else 1.0 / C
         self.fit_intercept = fit_intercept
@@ -189,11 +189,11 @@ def _local_mstep(block, chain: int, rows: int, d: int, C: float, fit_intercept: 
     return p.mstep(v0, max_iter).x
 
 
-def msteps(group, probs: list[ChainObjective], theta: list[np.ndarray], max_iter: int) -> list[np.ndarray]:
+def msteps(group: ShardGroup, probs: list[ChainObjective], theta: list[np.ndarray], max_iter: int) -> list[np.ndarray]:
     """Every chain's M-step from its θ -> the new θs. Where one actor holds each chain's shards, on
     that actor (no round trip per gradient); else, with several chains, run together so that each
     of their gradient evaluations is one batched call on the group (``Lockstep``). Same numbers."""
-    if getattr(group, "solo_chains", False):
+    if group.solo_chains:
         jobs = [
             (p.chain, (p.chain, p.rows, p.d, p.C, p.fit_intercept, p.known, theta[p.chain], max_iter)) for p in probs
         ]

@@ -28,6 +28,7 @@ from ....mechanisms import (
     RecordMechanism,
     guide_table,
 )
+from ..._frequencies import deconvolution_factor
 from .._design import ColumnLayout
 
 #: guard the table caches of priors (``SpreadPrior.rr_tables``), striped by the prior's id: not a
@@ -465,7 +466,11 @@ def marginal_mle_prior_from_counts(
 
 
 def _discrete_em(layout: ColumnLayout, counts_tasks, row_tasks, start: np.ndarray, max_iter: int, tol: float):
-    """The EM of ``_discrete_mle`` on [(mechanism, columns, counts)] and [(column, likelihood rows)]."""
+    """The EM of ``_discrete_mle`` on [(mechanism, columns, counts)] and [(column, likelihood rows)]:
+    ``estimate_frequencies``' deconvolution update (``deconvolution_factor``) for every column at once,
+    its numerators summed over the pools before they are normalised (randomised response in closed
+    form, P = (q − r)I + r11ᵀ; likelihood rows as Σ_i L_i / (L_i·π), the same factor with unit weights
+    summed in another order, kept so that the learned priors of committed results stay bit for bit)."""
     pis = start.copy()
     num = np.zeros_like(pis)
     # a contiguous run of columns (one mechanism for all: the usual case) as a slice: views, not copies
@@ -480,8 +485,7 @@ def _discrete_em(layout: ColumnLayout, counts_tasks, row_tasks, start: np.ndarra
                 ratio = counts / (r + (q - r) * pi)  # f̃ / (Pπ)
                 num[cols, :k] += pi * (r * ratio.sum(axis=1, keepdims=True) + (q - r) * ratio)
             else:
-                P = mech.matrix
-                num[cols, :k] += pi * ((counts / (pi @ P.T)) @ P)
+                num[cols, :k] += pi * deconvolution_factor(pi, mech.matrix, counts)
         for c, L in row_tasks:
             k = L.shape[1]
             pi = pis[c, :k]

@@ -2,7 +2,8 @@
 the EM's small calls (E-steps, prior updates, the M-step's sums), in this process (``LocalShards``,
 on the executor's threads) or in Ray actors (``RayShards``). ``shard_group`` picks the group for an
 executor of ``fedrr.parallel``, which knows nothing of spread-EM: it only runs tasks and lends
-actors. Every group gives the same numbers (sums in shard order, a seed per shard)."""
+actors. Every group implements ``ShardGroup`` and gives the same numbers (sums in shard order, a
+seed per shard)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ....parallel import RayExecutor, SerialExecutor, ThreadExecutor
+from ._group import ShardGroup
 from ._held import HeldData
 from ._local import LocalShards, Lockstep, prior_step, traffic_report
 from ._ray_shards import RayShards
@@ -19,6 +21,7 @@ __all__ = [
     "LocalShards",
     "Lockstep",
     "RayShards",
+    "ShardGroup",
     "holds_shards",
     "prior_step",
     "shard_group",
@@ -35,7 +38,7 @@ def holds_shards(executor: Any) -> bool:
     )
 
 
-def shard_group(executor: Any, factories: Sequence[Callable[[], Any]], chains: int = 1):
+def shard_group(executor: Any, factories: Sequence[Callable[[], Any]], chains: int = 1) -> ShardGroup:
     """The shards built by ``factories`` (zero-argument callables), held where ``executor`` runs work
     for the whole fit: in this process, called one after another (serial) or on the executor's
     threads; or in Ray actors, one per CPU of the cluster (``n_actors`` to choose), ``cpus_per_task``

@@ -25,7 +25,10 @@ def prior_step(prior: Any, stats: Any, gamma: float) -> Any:
 
 class LocalShards:
     """Shards built in this process by ``factories`` (zero-argument callables); calls run on up to
-    ``n_threads`` threads (the compiled E-step releases the GIL)."""
+    ``n_threads`` threads (the compiled E-step releases the GIL). A ``ShardGroup``."""
+
+    #: one block holds every chain's shards, but ``reduce`` costs no round trip: the EM calls it directly
+    solo_chains = False
 
     def __init__(self, factories: Sequence[Callable[[], Any]], n_threads: int = 1):
         self.shards = [f() for f in factories]
@@ -35,6 +38,7 @@ class LocalShards:
         self.bytes = 0  # the raw size of every message a call would send, both ways
         self.iteration_bytes = 0  # of those, the calls from the first E-step on, set-up methods excepted
         self._in_iterations = False
+        self.restarts = 0  # nothing is rebuilt in this process
 
     def _count(self, method: str, n: int) -> None:
         self.bytes += n
@@ -68,6 +72,15 @@ class LocalShards:
             out.append(prior_step(prior, stats, gamma))
             self.update_prior(chain, stats, gamma, out[-1])
         return out
+
+    def fetch_priors(self, chains: Sequence[int]) -> list[Any]:
+        """Copies of the priors the shards hold for ``chains`` (one object per chain, shared)."""
+        return [self.shards[0].prior[c].copy() for c in chains]
+
+    def run_each(self, fn: Callable, jobs: Sequence[tuple], one_off: bool = False) -> list[Any]:
+        """``fn(self, *args)`` for every (chain, args) of ``jobs``: this group is the one block
+        holding every chain's shards (nothing crosses a wire, so ``one_off`` changes nothing)."""
+        return [fn(self, *args) for _, args in jobs]
 
     def reduce(self, method: str, *args: Any) -> Any:
         """The sum, in shard order, of ``shard.method(*args)`` over the shards."""
