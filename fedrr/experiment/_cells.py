@@ -34,6 +34,18 @@ def dataset_shape(name: str) -> tuple[int, int | None, int]:
     return ds.schema.n_features, k, ds.schema.n_classes
 
 
+def population_shape(spec: ScenarioSpec) -> tuple[int, int | None, int]:
+    """(D, states per feature or None, classes) of the scenario's built-in population: its table
+    (``population.table``) or its dataset."""
+    if not spec.population.table:
+        return dataset_shape(spec.population.dataset)
+    from ..population import config_table
+
+    schema = config_table(spec.population).schema
+    st = schema.states()
+    return schema.n_features, int(st[0]) if np.all(st == st[0]) else None, schema.n_classes
+
+
 @dataclass(frozen=True)
 class PrivacyParams:
     """Per-field budgets of one grid point (0 = unused), and what was asked for."""
@@ -189,7 +201,7 @@ def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:
 
     if spec.privacy.mechanism in WHOLE_RECORD_FAMILIES:  # all of ε_record to the release (no label budget)
         return PrivacyParams(**base, requested_eps_record=v, feature_epsilon=v)
-    D, k, _ = dataset_shape(spec.population.dataset)
+    D, k, _ = population_shape(spec)
     s = spec.privacy.split
     joint = spec.privacy.mechanism == "gaussian" and spec.privacy.gaussian_noise == "joint"
     m = 1 if joint else spec.privacy.n_sampled or D
