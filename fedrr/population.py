@@ -454,10 +454,12 @@ class TablePopulation(DatasetPopulation):
             ds = _held_out(ds, check_int("n_test_per_class", n_test_per_class, minimum=0), seed)
         self.table_name = str(ds.extra.get("table", "table"))
         if isinstance(mechanisms, str):
-            D, states, C = ds.schema.n_features, ds.schema.states(), ds.schema.n_classes
+            family, D, states, C = mechanisms, ds.schema.n_features, ds.schema.states(), ds.schema.n_classes
             mechanisms = record_mechanism_for(
-                mechanisms, D, states, C, feature_epsilon=epsilon, label_epsilon=label_epsilon, n_records=n_clients
+                family, D, states, C, feature_epsilon=epsilon, label_epsilon=label_epsilon, n_records=n_clients
             )
+            if family == "auto":  # the planner's choice, said by describe() as dataset_population's
+                self.release_plans = (plan_line(planned_release(states, C, epsilon, n_clients)),)
         super().__init__(
             ds,
             n_clients,

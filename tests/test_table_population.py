@@ -310,3 +310,21 @@ def test_a_sweep_of_a_resampled_table_says_so(tmp_path):
     assert "(resampled: bootstrap" in summary_markdown(out)
     man = json.loads((out / "manifest.json").read_text())
     assert "bootstrap" in json.dumps(man)
+
+
+def test_the_tutorials_table_and_scenario(tmp_path, monkeypatch, capsys):
+    """configs/data/survey*.csv are what their documented script writes, and configs/my_table.toml
+    passes `fedrr check` from any working directory (its paths are relative to the file)."""
+    import runpy
+    import shutil
+
+    from fedrr.experiment.cli import main
+
+    data = ROOT / "configs" / "data"
+    shutil.copy(data / "make_survey.py", tmp_path / "make_survey.py")
+    runpy.run_path(str(tmp_path / "make_survey.py"), run_name="__main__")
+    for name in ("survey.csv", "survey_test.csv"):
+        assert (tmp_path / name).read_bytes() == (data / name).read_bytes(), name
+    monkeypatch.chdir(tmp_path)
+    assert main(["check", str(ROOT / "configs" / "my_table.toml")]) == 0
+    assert "OK — scenario 'my_table'" in capsys.readouterr().out
