@@ -328,3 +328,16 @@ def test_the_tutorials_table_and_scenario(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     assert main(["check", str(ROOT / "configs" / "my_table.toml")]) == 0
     assert "OK — scenario 'my_table'" in capsys.readouterr().out
+
+
+def test_a_cells_fingerprint_follows_the_tables_content(tmp_path):
+    """A finished cell is reused only for the same rows: editing the table changes the fingerprint."""
+    from fedrr.experiment import load_scenario
+
+    path = _scenario(tmp_path)
+    before = load_scenario(path).cells()[0].fingerprint()
+    assert load_scenario(path).cells()[0].fingerprint() == before
+    df = _frame()
+    df.loc[0, "buys"] = "yes" if df.loc[0, "buys"] == "no" else "no"
+    _csv(df, tmp_path / "cfg" / "t.csv")
+    assert load_scenario(path).cells()[0].fingerprint() != before
