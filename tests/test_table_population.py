@@ -341,3 +341,24 @@ def test_a_cells_fingerprint_follows_the_tables_content(tmp_path):
     df.loc[0, "buys"] = "yes" if df.loc[0, "buys"] == "no" else "no"
     _csv(df, tmp_path / "cfg" / "t.csv")
     assert load_scenario(path).cells()[0].fingerprint() != before
+
+
+@pytest.mark.parametrize(
+    "privacy",
+    [
+        'mechanism = "rr"\nepsilon_grid = [4]',
+        'mechanism = "oracle"\nfeature_epsilon_grid = [1]\nlabel_epsilon = 1',
+        'mechanism = "paired"\nepsilon_grid = [2]\nn_sampled = 2',
+        'mechanism = "auto"\nepsilon_grid = [2]',
+    ],
+)
+def test_every_discrete_mechanism_family_releases_a_table_record(tmp_path, privacy):
+    from fedrr.experiment import load_scenario
+
+    path = _scenario(tmp_path)
+    path.write_text(path.read_text().replace('mechanism = "auto"\nepsilon_grid = [4]', privacy))
+    cell = load_scenario(path).cells()[0]
+    pop = build_population(cell.run_config())
+    assert isinstance(pop, TablePopulation) and pop.mechanism(0).n_features == 4
+    xt, yt = pop.release_record(0, np.random.default_rng(0))
+    assert pop.mechanism(0).epsilon > 0 and yt is not None and len(np.atleast_1d(xt)) >= 1
