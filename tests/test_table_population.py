@@ -294,14 +294,16 @@ def test_check_names_a_bad_cell_and_refuses_more_clients_than_rows(tmp_path, mon
     assert len(err) == 1 and "t.csv row 5 (line 7), column 'hours': 'lots' is not a number" in err[0], err
 
 
-def test_a_sweep_of_a_resampled_table_says_so(tmp_path):
+def test_a_sweep_of_a_resampled_table_says_so(tmp_path, capsys):
     from fedrr.experiment import load_scenario, sweep
 
     spec = load_scenario(_scenario(tmp_path, n_clients=400, resample='resample = "bootstrap"'))
     assert any("resampled" in n for n in spec.notes)
     out = tmp_path / "out"
-    res = sweep(spec, out, workers=1, parallel="processes", progress=False, log=lambda _: None)
+    res = sweep(spec, out, workers=1, parallel="processes", progress=False, log=print)
     assert not res.failed
+    printed = capsys.readouterr().out
+    assert "population.resample = 'bootstrap'" in printed and "N 400 (resampled):" in printed, printed
     cell = json.loads(next((out / "cells").glob("*.json")).read_text())
     assert cell["population"]["resample"] == "bootstrap" and "resampled" in cell["population"]
     assert cell["n_releases"] == 400 and "ldp-nb" in cell["learners"] and "accuracy" in cell["learners"]["ldp-nb"]
