@@ -364,3 +364,34 @@ def test_every_discrete_mechanism_family_releases_a_table_record(tmp_path, priva
     assert isinstance(pop, TablePopulation) and pop.mechanism(0).n_features == 4
     xt, yt = pop.release_record(0, np.random.default_rng(0))
     assert pop.mechanism(0).epsilon > 0 and yt is not None and len(np.atleast_1d(xt)) >= 1
+
+
+@pytest.mark.flower
+@pytest.mark.integration
+def test_the_flower_wrapper_runs_a_resampled_table(tmp_path, app_copy):
+    """`python -m fedrr.federation.flwr_cli` with a table in Flower's flat run config (its schema as JSON
+    text, its path relative to where the run starts): 300 bootstrap clients from 180 rows, in cohorts."""
+    import os
+    import subprocess
+    import sys
+
+    from fedrr.federation.flwr_cli import QUIET_ENV
+
+    _csv(_frame(), tmp_path / "t.csv")
+    results = tmp_path / "results"
+    override = (
+        f"table='t.csv' label='buys' categorical='{json.dumps(CAT)}' edges='{json.dumps(EDGES)}' "
+        "n-test-per-class=10 mechanism='auto' feature-epsilon=4.0 n-clients=300 resample='bootstrap' "
+        f"run-mode='cohort' cohort-size=150 learners='ldp-nb,majority' results-dir='{results}' run-name='table'"
+    )
+    cmd = [sys.executable, "-m", "fedrr.federation.flwr_cli", str(app_copy), "--flwr-home", str(tmp_path / "home")]
+    cmd += ["--json", "--timeout", "400", "--run-config", override]
+    proc = subprocess.run(
+        cmd, cwd=tmp_path, env={**os.environ, **QUIET_ENV}, capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1])["survivors"] == []
+    metrics = json.loads((results / "table" / "metrics.json").read_text())
+    assert metrics["status"] == "done" and metrics["n_releases"] == 300
+    assert metrics["population"]["table"] == str(tmp_path / "t.csv") and "resampled" in metrics["population"]
+    assert "[fedrr] rows resampled: bootstrap: 300 clients" in proc.stdout + proc.stderr
