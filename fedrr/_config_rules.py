@@ -98,6 +98,13 @@ def _table_rules() -> tuple[Rule, ...]:
             "{column = [cut points]}",
         ),
         Rule(
+            "resample",
+            lambda c: c.resample != "none" and c.population != "dataset" and not c._custom_population_takes("resample"),
+            lambda c: (
+                f"is the built-in population's; {c.population} takes no 'resample' parameter and draws its own rows"
+            ),
+        ),
+        Rule(
             "mechanism",
             lambda c: bool(c.table) and c.mechanism not in DISCRETE_FAMILIES,
             lambda c: (

@@ -395,3 +395,17 @@ def test_the_flower_wrapper_runs_a_resampled_table(tmp_path, app_copy):
     assert metrics["status"] == "done" and metrics["n_releases"] == 300
     assert metrics["population"]["table"] == str(tmp_path / "t.csv") and "resampled" in metrics["population"]
     assert "[fedrr] rows resampled: bootstrap: 300 clients" in proc.stdout + proc.stderr
+
+
+def test_resample_is_refused_where_nothing_would_resample(tmp_path):
+    from fedrr.experiment import parse_scenario
+
+    with pytest.raises(ValidationError, match=r"^resample: is the built-in population's; fedrr.examples:"):
+        RunConfig(population="fedrr.examples:TwoBudgetSyntheticPopulation", resample="bootstrap")
+    regression = {
+        "population": {"task": "regression", "dataset": "diabetes", "resample": "bootstrap"},
+        "privacy": {"mechanism": "gaussian", "epsilon_grid": [1.0]},
+        "learners": {"names": ["ls"]},
+    }
+    with pytest.raises(ValidationError, match=r"^population.resample: is not available for task = 'regression'"):
+        parse_scenario(regression)

@@ -268,6 +268,8 @@ def _regression(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
         f"task = 'regression' needs lending_club, adult or diabetes, got {pop.dataset!r}",
     )
     _need("population.budget_mix", not pop.budget_mix, "is not available for task = 'regression'")
+    _need("population.table", not pop.table, "is not available for task = 'regression' (a table is classified)")
+    _need("population.resample", pop.resample == "none", "is not available for task = 'regression'")
     _need("population.fake_fraction", pop.fake_fraction == 0, "is not available for task = 'regression'")
     _need(
         "privacy.mechanism",
