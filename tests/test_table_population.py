@@ -332,6 +332,20 @@ def test_the_tutorials_table_and_scenario(tmp_path, monkeypatch, capsys):
     assert "OK — scenario 'my_table'" in capsys.readouterr().out
 
 
+def test_a_table_scenarios_schema_is_what_the_planner_reads(tmp_path):
+    from fedrr.experiment import load_scenario
+    from fedrr.experiment._cells import population_schema
+    from fedrr.population import planned_release
+
+    spec = load_scenario(_scenario(tmp_path))
+    schema = population_schema(spec)
+    assert list(schema.states()) == [4, 4, 3, 2] and schema.classes == ("no", "yes")
+    cell = spec.cells()[0]
+    pop = build_population(cell.run_config())
+    plan = planned_release(schema.states(), schema.n_classes, 4.0, cell.n_clients)
+    assert pop.mechanism(0) is plan.mechanism  # the population releases the design the planner picks
+
+
 def test_a_cells_fingerprint_follows_the_tables_content(tmp_path):
     """A finished cell is reused only for the same rows: editing the table changes the fingerprint."""
     from fedrr.experiment import load_scenario

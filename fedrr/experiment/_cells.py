@@ -51,14 +51,25 @@ def _digest(path: str, mtime_ns: int, size: int) -> str:
     return h.hexdigest()
 
 
+def population_schema(spec: ScenarioSpec):
+    """The ``Schema`` of the scenario's built-in population (n_states per attribute, the classes: what
+    the release planner reads): its table's (``population.table``, read once per process) or its
+    dataset's."""
+    if spec.population.table:
+        from ..population import config_table
+
+        return config_table(spec.population).schema
+    from ..datasets import load
+
+    return load(spec.population.dataset).schema
+
+
 def population_shape(spec: ScenarioSpec) -> tuple[int, int | None, int]:
     """(D, states per feature or None, classes) of the scenario's built-in population: its table
     (``population.table``) or its dataset."""
     if not spec.population.table:
         return dataset_shape(spec.population.dataset)
-    from ..population import config_table
-
-    schema = config_table(spec.population).schema
+    schema = population_schema(spec)
     st = schema.states()
     return schema.n_features, int(st[0]) if np.all(st == st[0]) else None, schema.n_classes
 
