@@ -334,11 +334,11 @@ def test_the_tutorials_table_and_scenario(tmp_path, monkeypatch, capsys):
 
 def test_a_table_scenarios_schema_is_what_the_planner_reads(tmp_path):
     from fedrr.experiment import load_scenario
-    from fedrr.experiment._cells import population_schema
+    from fedrr.experiment._cells import scenario_schema
     from fedrr.population import planned_release
 
     spec = load_scenario(_scenario(tmp_path))
-    schema = population_schema(spec)
+    schema = scenario_schema(spec)
     assert list(schema.states()) == [4, 4, 3, 2] and schema.classes == ("no", "yes")
     cell = spec.cells()[0]
     pop = build_population(cell.run_config())

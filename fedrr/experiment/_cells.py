@@ -51,7 +51,7 @@ def _digest(path: str, mtime_ns: int, size: int) -> str:
     return h.hexdigest()
 
 
-def population_schema(spec: ScenarioSpec):
+def scenario_schema(spec: ScenarioSpec):
     """The ``Schema`` of the scenario's built-in population (n_states per attribute, the classes: what
     the release planner reads): its table's (``population.table``, read once per process) or its
     dataset's."""
@@ -69,7 +69,7 @@ def population_shape(spec: ScenarioSpec) -> tuple[int, int | None, int]:
     (``population.table``) or its dataset."""
     if not spec.population.table:
         return dataset_shape(spec.population.dataset)
-    schema = population_schema(spec)
+    schema = scenario_schema(spec)
     st = schema.states()
     return schema.n_features, int(st[0]) if np.all(st == st[0]) else None, schema.n_classes
 
