@@ -346,6 +346,19 @@ def test_a_table_scenarios_schema_is_what_the_planner_reads(tmp_path):
     assert pop.mechanism(0) is plan.mechanism  # the population releases the design the planner picks
 
 
+def test_a_manifest_keeps_the_table_path_relative_to_the_scenario_file(tmp_path, monkeypatch):
+    """A results directory's config names the table as the scenario file does, so it reads again from
+    another checkout (``fedrr show``, ``fedrr reproduce``) as long as the file sits beside the config."""
+    from fedrr.experiment import load_scenario, parse_scenario
+
+    spec = load_scenario(_scenario(tmp_path))
+    assert spec.population.table == str(tmp_path / "cfg" / "t.csv")
+    assert spec.as_dict()["population"]["table"] == "t.csv"
+    monkeypatch.chdir(tmp_path)
+    again = parse_scenario(spec.as_dict(), path="cfg/s.toml")
+    assert again == spec and again.cells()[0].fingerprint() == spec.cells()[0].fingerprint()
+
+
 def test_a_cells_fingerprint_follows_the_tables_content(tmp_path):
     """A finished cell is reused only for the same rows: editing the table changes the fingerprint."""
     from fedrr.experiment import load_scenario

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -255,6 +256,8 @@ class ScenarioSpec:
                     continue
                 if f.name == "budget_mix":
                     v = {"values": [a for a, _ in v], "weights": [w for _, w in v]} if v else {}
+                elif f.name in ("table", "test_table") and v and self.path:  # as written: relative to the file
+                    v = os.path.relpath(v, Path(self.path).resolve().parent)
                 d[f.name] = json.loads(json.dumps(v))
             out[sec] = d
         return out
