@@ -760,8 +760,8 @@ def check_population(population: ClientPopulation, name: str, key: str = "popula
     for i in range(min(int(n), n_scan)):
         try:
             m = population.mechanism(i)
-        except ValidationError as exc:
-            raise ValidationError(key, f"{name}, client {i}'s mechanism: {exc}") from None
+        except Exception as exc:  # a custom population's own code: named, never a traceback
+            raise ValidationError(key, f"{name}, client {i}'s mechanism: {_reason(exc)}") from None
         if id(m) in seen:
             continue
         if not isinstance(m, RECORD_MECHANISMS):
@@ -779,9 +779,15 @@ def check_population(population: ClientPopulation, name: str, key: str = "popula
         try:
             xt, yt = population.release_record(i, rng)
             m.validate_release(np.asarray(xt)[None, :], None if yt is None else np.asarray([yt]))
-        except ValidationError as exc:
-            raise ValidationError(key, f"{name}, client {i}'s record: {exc}") from None
+        except Exception as exc:
+            raise ValidationError(key, f"{name}, client {i}'s record: {_reason(exc)}") from None
     return [m for _, m in seen.values()]
+
+
+def _reason(exc: Exception) -> str:
+    """One line for an error raised while checking a population: fedrr's own errors as they read,
+    anything else (a custom population's code) with its type."""
+    return str(exc) if isinstance(exc, ValidationError) else f"{type(exc).__name__}: {exc}"
 
 
 def checked_population(cfg: RunConfig, key: str = "population") -> tuple[ClientPopulation, list]:
