@@ -123,6 +123,65 @@ def test_readme_links_and_images_exist():
     assert not missing, f"README.md links to missing files: {missing}"
 
 
+_IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s#]+)[^)]*\)")
+
+
+def test_image_links_resolve_from_their_own_page():
+    """Every image of README.md and docs/ is a file at its path from the page's own directory, as
+    GitHub reads it (the mkdocs hook docs/hooks/results.py maps such links into the site)."""
+    images, missing = 0, []
+    for page in PAGES:
+        for target in _IMAGE.findall(page.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            images += 1
+            if not (page.parent / target).is_file():
+                missing.append(f"{_rel(page)}: {target}")
+    assert images >= 10, f"found only {images} image links: is the pattern still right?"
+    assert not missing, "image links that do not resolve from their page:\n" + "\n".join(missing)
+
+
+def test_docs_hook_maps_repository_files_into_the_site():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_results_hook", DOCS / "hooks" / "results.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    png = "results/adult_planned/accuracy_vs_epsilon.png"
+    assert hook.outside_docs("../" + png, "results.md", DOCS) == png
+    assert hook.outside_docs("../../" + png, "concepts/fake-clients.md", DOCS) == png
+    assert hook.outside_docs("concepts/ledger.md", "index.md", DOCS) is None  # inside docs/: mkdocs's own
+    assert hook.outside_docs("https://example.org/a.png", "index.md", DOCS) is None
+
+
+@pytest.mark.integration
+def test_strict_site_build_carries_every_image(tmp_path):
+    """``mkdocs build --strict`` passes, and every <img> of the built site names a file in it."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    res = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    seen, missing = 0, []
+    for html in tmp_path.rglob("*.html"):
+        for src in re.findall(r'<img[^>]*\ssrc="([^"]+)"', html.read_text(encoding="utf-8")):
+            if "://" in src or src.startswith("data:"):
+                continue
+            seen += 1
+            if not (html.parent / src).is_file():
+                missing.append(f"{html.relative_to(tmp_path)}: {src}")
+    assert seen >= 10
+    assert not missing, "\n".join(missing)
+
+
 def test_readme_stays_short():
     n = len((ROOT / "README.md").read_text(encoding="utf-8").splitlines())
     assert n <= 140, f"README.md has {n} lines; the details belong in docs/"
