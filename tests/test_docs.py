@@ -43,6 +43,69 @@ def test_config_reference_is_up_to_date():
     )
 
 
+#: files whose comments or prose may carry registry lists (``<generated: NAME>`` regions)
+LIST_FILES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md")), *sorted((ROOT / "configs").rglob("*.toml"))]
+
+
+def test_generated_lists_are_up_to_date():
+    """Every ``<generated: NAME>`` region holds what the registries give today."""
+    stale = [
+        _rel(p)
+        for p in LIST_FILES
+        if reference.sync_generated(p.read_text(encoding="utf-8"), _rel(p)) != p.read_text(encoding="utf-8")
+    ]
+    assert not stale, (
+        f"registry lists out of date in {stale}: regenerate with "
+        f"`python -m fedrr.experiment.reference --lists {' '.join(stale)}`"
+    )
+
+
+def test_generated_lists_are_where_users_read_them():
+    """The quickstart config and the first-sweep tutorial list every dataset, learner and
+    mechanism family from the registries (they once left out the demo's own ldp-nb, ldp-sgd,
+    majority and adult_binned)."""
+    from fedrr.datasets import LOADERS
+    from fedrr.learners import TASKS, names
+    from fedrr.population import MECHANISM_FAMILIES
+
+    for page in (ROOT / "configs" / "quickstart.toml", DOCS / "tutorial" / "first-sweep.md"):
+        text = page.read_text(encoding="utf-8")
+        for region in ("datasets", "learners", "mechanisms"):
+            assert f"<generated: {region}>" in text, f"{_rel(page)} has no generated {region} list"
+        for name in ("ldp-nb", "ldp-sgd", "majority", "adult_binned", "paired"):
+            assert re.search(rf"(?<![\w-]){name}(?![\w-])", text), f"{_rel(page)} does not name {name}"
+    lists = reference.registry_lists()
+    assert all(f" {n}" in lists["datasets"] for n in LOADERS)
+    assert all(f" {n}" in lists["mechanisms"] for n in MECHANISM_FAMILIES)
+    assert all(f" {n}" in lists["learners"] for n in names(TASKS[0]))
+    assert all(f" {n}" in lists["learners-regression"] for n in names(TASKS[1]))
+
+
+def test_unknown_generated_list_is_refused():
+    with pytest.raises(ValueError, match="unknown generated list 'learner'"):
+        reference.sync_generated("# <generated: learner>\n# </generated>\n")
+
+
+def test_configs_write_no_registry_list_by_hand():
+    """Outside generated regions a config's comment names at most two of a registry's entries in a
+    row (``a | b | c`` is a list, and lists are generated)."""
+    from fedrr.datasets import LOADERS
+    from fedrr.learners import TASKS, names
+    from fedrr.population import MECHANISM_FAMILIES
+
+    registries = [set(LOADERS), set(MECHANISM_FAMILIES), {n for t in TASKS for n in names(t)}]
+    found = []
+    for path in sorted((ROOT / "configs").rglob("*.toml")):
+        text = re.sub(r"<generated: [\w-]+>.*?</generated>", "", path.read_text(encoding="utf-8"), flags=re.S)
+        for line in text.splitlines():
+            comment = line.partition("#")[2]
+            items = [w.strip(" \"'") for w in comment.split("|")]
+            for reg in registries:
+                if sum(w.split(" ")[-1] in reg or w.split(" ")[0] in reg for w in items) >= 3:
+                    found.append(f"{_rel(path)}: {line.strip()}")
+    assert not found, "hand-written registry lists (use a <generated: NAME> region):\n" + "\n".join(found)
+
+
 def test_reference_lists_every_key():
     from dataclasses import fields
 
