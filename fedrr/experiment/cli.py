@@ -29,17 +29,22 @@ label), composed by the mechanisms' own accounting."""
 
 EPILOG = """\
 examples:
-  fedrr sweep configs/quickstart.toml --out results/quickstart   # the whole grid, resumable
-  fedrr show results/quickstart                                  # markdown table of the results
-  fedrr plot results/quickstart                                  # accuracy_vs_epsilon.png / .svg
-  fedrr run configs/quickstart.toml --epsilon 3000               # one grid point only
-  fedrr check configs/my_scenario.toml                           # validate a config, run nothing
+  fedrr sweep configs/quickstart.toml --out results/demo/quickstart   # the whole grid, resumable
+  fedrr show results/demo/quickstart                                  # markdown table of the results
+  fedrr plot results/demo/quickstart                                  # accuracy_vs_epsilon.png / .svg
+  fedrr run configs/quickstart.toml --epsilon 3000 --out results/demo/quickstart   # one grid point
+  fedrr check configs/quickstart.toml                            # validate a config, run nothing
   fedrr reproduce results/quickstart                             # rerun a result, compare it
   fedrr credentials certs --nodes 5                              # TLS + node keys for a test deployment
 
 Rerunning `fedrr sweep` with the same config and --out skips every finished cell, so an
 interrupted sweep resumes where it stopped. Config errors print one line naming the key and
-exit with status 2."""
+exit with status 2.
+
+environment:
+  FEDRR_SMOKE=1   a smoke run: sweep, run and reproduce compute only the first repeat of one
+                  grid point (sweep and reproduce: the first; run: its own), the same cells and
+                  seeds as the whole sweep's; the tests run the docs' commands this way"""
 
 
 def _default_out(cfg) -> Path:
@@ -57,6 +62,19 @@ def _tracked(path: Path) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return res.returncode == 0 and bool(res.stdout.strip())
+
+
+#: the environment variable of a smoke run (see EPILOG)
+SMOKE_ENV = "FEDRR_SMOKE"
+
+
+def smoke() -> bool:
+    """Whether ``FEDRR_SMOKE`` asks for a smoke run (set and neither empty nor "0")."""
+    return os.environ.get(SMOKE_ENV, "") not in ("", "0")
+
+
+def _smoke_note(what: str) -> None:
+    print(f"[fedrr] {SMOKE_ENV}=1: a smoke run: {what}", file=sys.stderr)
 
 
 def _grid_index(cfg, args) -> list[int] | None:
@@ -100,6 +118,8 @@ def _cmd_sweep(args, single: bool) -> int:
     from ._sweep import sweep
 
     cfg = load_scenario(args.config)
+    if smoke():
+        args.repeats = 1
     if args.repeats is not None:
         cfg = first_repeats(cfg, args.repeats)
     out = Path(args.out) if args.out else _default_out(cfg)
@@ -112,6 +132,9 @@ def _cmd_sweep(args, single: bool) -> int:
             f"for a new run (e.g. --out results/mine/{cfg.name}), or --out {out} to rerun into it on purpose",
         )
     grid = _grid_index(cfg, args) if single else None
+    if smoke():
+        grid = grid or [0]
+        _smoke_note(f"only repeat 0 of grid point {grid[0]}, {len(cfg.n_grid)} cell(s) of {len(cfg.cells())}")
     progress = False if args.no_progress else None
     t0 = time.perf_counter()
     res = sweep(
@@ -176,7 +199,11 @@ def _cmd_check(args) -> int:
 def _cmd_reproduce(args) -> int:
     from ._reproduce import report, reproduce
 
-    text, same = report(reproduce(args.results_dir, args.out, [args.index] if args.index is not None else None))
+    grid, repeats = ([args.index] if args.index is not None else None), None
+    if smoke():
+        grid, repeats = grid or [0], 1
+        _smoke_note(f"only repeat 0 of grid point {grid[0]} is rerun and compared")
+    text, same = report(reproduce(args.results_dir, args.out, grid, repeats=repeats))
     print(text)
     return 0 if same else 1
 
@@ -221,7 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
             type=int,
             metavar="N",
             help="run only the first N of the scenario's repeats (the same cells and seeds as the whole "
-            "sweep's first N): a quicker look",
+            "sweep's first N): a quicker look (FEDRR_SMOKE=1 in the environment: 1, and one grid point; "
+            "see fedrr --help)",
         )
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.set_defaults(argv=None)
