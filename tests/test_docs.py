@@ -298,3 +298,20 @@ def test_api_reference_documents_every_public_name(package):
         if not (keys & targets or (name.startswith("__") and f"`{package}.{name}`" in api)):
             missing.append(name)
     assert not missing, f"{package}: not in docs/reference/api: {missing}"
+
+
+def test_documented_flwr_offline_switch_is_flwrs(monkeypatch):
+    """The variable the Flower tutorial names is the one installed flwr reads to skip its
+    runtime ``uv sync``, and fedrr's wrapper sets it."""
+    from flwr.common.constant import FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION as var
+    from flwr.superlink.cli.flower_superlink import _runtime_dependency_install_default
+
+    from fedrr.federation.flwr_cli import QUIET_ENV
+
+    page = (DOCS / "tutorial" / "flower-simulation.md").read_text(encoding="utf-8")
+    assert f"{var}=1 flwr run ." in page and "runtime-envs" in page
+    monkeypatch.delenv(var, raising=False)
+    assert _runtime_dependency_install_default() is True  # a bare `flwr run .` installs
+    monkeypatch.setenv(var, "1")
+    assert _runtime_dependency_install_default() is False
+    assert QUIET_ENV.get(var) == "1"
