@@ -13,6 +13,7 @@ next to the commands): the commands themselves are not rewritten."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -154,3 +155,40 @@ def test_a_changed_committed_file_fails_the_check(tmp_path):
     bad = Block(page, 0, FAST, "echo x >> results/quickstart/summary.md\n")
     with pytest.raises(AssertionError, match="changed committed files"):
         _run([bad], tmp_path)
+
+
+def test_smoke_run_computes_the_whole_sweeps_first_cell(tmp_path, monkeypatch, capsys):
+    """FEDRR_SMOKE=1: sweep computes only repeat 0 of grid point 0, with the whole sweep's values;
+    run computes repeat 0 of its own grid point; reproduce reruns and compares that one cell."""
+    from test_reproduce import SMALL
+
+    from fedrr.experiment.cli import main
+
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL)
+    full = tmp_path / "full"
+    assert main(["sweep", str(cfg), "--out", str(full), "--no-progress"]) == 0
+    assert "4 cell(s) computed" in capsys.readouterr().out
+    monkeypatch.setenv("FEDRR_SMOKE", "1")
+    smoke = tmp_path / "smoke"
+    assert main(["sweep", str(cfg), "--out", str(smoke), "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert "1 cell(s) computed" in out and "FEDRR_SMOKE=1: a smoke run: only repeat 0 of grid point 0" in err
+    (cell,) = (smoke / "cells").glob("*.json")
+    assert "g000" in cell.name and "r000" in cell.name, cell.name
+
+    def values(path):  # a cell's results without its timings
+        c = json.loads(path.read_text())
+        return c["fingerprint"], {n: {k: v for k, v in e.items() if k != "seconds"} for n, e in c["learners"].items()}
+
+    assert values(cell) == values(full / "cells" / cell.name)
+    assert main(["run", str(cfg), "--index", "1", "--out", str(smoke), "--no-progress"]) == 0
+    assert "1 cell(s) computed" in capsys.readouterr().out
+    assert len(list((smoke / "cells").glob("*.json"))) == 2
+    assert main(["reproduce", str(full), "--out", str(tmp_path / "again")]) == 0
+    out, err = capsys.readouterr()
+    assert "REPRODUCED" in out and "only repeat 0 of grid point 0 is rerun" in err
+    assert len(list((tmp_path / "again" / "cells").glob("*.json"))) == 1
+    monkeypatch.setenv("FEDRR_SMOKE", "0")  # "0" is off
+    assert main(["sweep", str(cfg), "--out", str(smoke), "--no-progress"]) == 0
+    assert "2 cell(s) computed, 2 skipped" in capsys.readouterr().out
