@@ -264,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sweep",
         lambda a: _cmd_sweep(a, single=False),
         "run every cell of the grid (resumes: finished cells are skipped)",
-        "configs/quickstart.toml --out results/quickstart",
+        "configs/quickstart.toml --out results/demo/quickstart",
         "Run every (grid point, N, repeat) cell of CONFIG and write results.csv, "
         "manifest.json, summary.md and accuracy_vs_epsilon.png/.svg to DIR. Each cell is saved to "
         "DIR/cells/ as it finishes; rerunning skips the finished ones.",
@@ -293,7 +293,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("show", _cmd_show, "results_dir", "print the markdown summary table of a results directory"),
         ("check", _cmd_check, "config", "validate a config (and its dataset) without running anything"),
     ):
-        example = "configs/quickstart.toml" if arg == "config" else "results/quickstart"
+        # plot writes into its directory: its example is not the committed results/quickstart
+        example = {"config": "configs/quickstart.toml", "results_dir": "results/quickstart"}[arg]
+        example = "results/demo/quickstart" if name == "plot" else example
         command(name, func, hlp, example).add_argument(arg, metavar=arg.upper())
     p = command(
         "reproduce",
