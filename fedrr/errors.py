@@ -25,3 +25,9 @@ class ConvergenceError(FedrrError, RuntimeError):
 
 class ExecutorError(FedrrError, RuntimeError):
     """A parallel task could not be completed: its worker died and every retry was used."""
+
+
+class CleanDataWarning(UserWarning):
+    """An estimator that learns from releases was fitted without ``mechanism=``: it read X and y as
+    clean records. A warning, not an error, so that the estimators stay scikit-learn estimators
+    (``check_estimator`` fits them on plain arrays); silence it where the data are clean on purpose."""

@@ -65,14 +65,17 @@ class Learner:
     #: not trained on the record releases but on its own releases from the same clients (another
     #: protocol), simulated from their clean records: needs clean_X, clean_y and client_id
     own_protocol: bool = False
+    #: ``accepts(mechanism)`` raises the ValidationError ``fit`` would for releases of these mechanisms
+    #: (one, or a list of the distinct ones): what ``check_accepts`` asks before anything runs
+    accepts: Callable[[Any], None] | None = None
 
 
 _REGISTRY: dict[tuple[str, str], Learner] = {}
 
 
-def _learner(task: str, name: str, doc: str, *, oracle: bool = False, own_protocol: bool = False):
+def _learner(task: str, name: str, doc: str, *, oracle: bool = False, own_protocol: bool = False, accepts=None):
     def deco(fn):
-        _REGISTRY[(task, name)] = Learner(name, task, doc, fn, oracle, own_protocol)
+        _REGISTRY[(task, name)] = Learner(name, task, doc, fn, oracle, own_protocol, accepts)
         return fn
 
     return deco
@@ -114,6 +117,22 @@ def check_names(learners: Any, task: str = "classification", field_name: str = "
     return learners
 
 
+def check_accepts(learners: Any, mechanism: Any, task: str = "classification", population: str = "") -> None:
+    """Refuse, before anything runs, a learner that would refuse releases of ``mechanism`` (one, or a
+    list of a population's distinct mechanisms: a budget mix): the error its ``fit`` would raise,
+    saying how many mechanisms ``population`` (its name) gives."""
+    for name in check_names(learners, task):
+        accepts = get(name, task).accepts
+        if accepts is None:
+            continue
+        try:
+            accepts(mechanism)
+        except ValidationError as exc:
+            n = len(_mechanisms(mechanism))
+            where = f"{population} gives {n} distinct record mechanism{'s' if n > 1 else ''}"
+            raise ValidationError(exc.field, f"{exc.message}; {where}" if population else exc.message) from None
+
+
 # ---------------------------------------------------------------------------- classification
 def _first(mechanism: Any) -> Any:
     return mechanism[0] if isinstance(mechanism, (list, tuple)) else mechanism
@@ -137,6 +156,33 @@ def _refuse_paired(name: str, mechanism: Any, why: str) -> None:
         raise ValidationError(
             "learners", f"{name!r} cannot learn from paired releases (mechanism 'paired', PairedRecordMechanism): {why}"
         )
+
+
+def _one_mechanism(name: str, mechanism: Any) -> None:
+    """A clear error for a learner that needs one record mechanism for every client (no budget mix)."""
+    if isinstance(mechanism, (list, tuple)) and len(_mechanisms(mechanism)) > 1:
+        raise ValidationError("learners", f"{name!r} needs one record mechanism for every client (no budget mix)")
+
+
+#: why each learner that refuses paired releases does
+_PAIRED_WHY = {
+    "spread-true": "its prior is a per-feature table of a split release's features",
+    "wdro": "its radius bounds the noise of released features, and a pair report is not one",
+    "wdro-cv": "it fits on released features and labels, and a paired release has neither",
+}
+
+
+def _no_paired(name: str) -> Callable[[Any], None]:
+    return partial(_refuse_paired, name, why=_PAIRED_WHY[name])
+
+
+def _paired_one(name: str, mechanism: Any) -> None:
+    """Paired releases read by one paired mechanism's tables (``naive``, ``majority``): one for every client."""
+    if _has_paired(mechanism) and isinstance(mechanism, (list, tuple)):
+        if len({repr(m.to_spec()) for m in _mechanisms(mechanism)}) > 1:
+            raise ValidationError(
+                "learners", f"{name!r} on paired releases (PairedRecordMechanism) needs one mechanism for every client"
+            )
 
 
 def _domain_record(paired: Any) -> Any:
@@ -236,6 +282,7 @@ def _spread(d: FitData, o: FitOptions, **params):
     "spread-robust",
     "spread with the fake-client defence robust='margins': the records that released an attribute whose table's "
     "class margin disagrees with the others' (attribute sampling; ldp-nb-robust's test) are dropped before the fit",
+    accepts=partial(_one_mechanism, "spread-robust"),
 )
 def _spread_robust(d: FitData, o: FitOptions):
     return _spread(d, o, robust="margins")
@@ -270,9 +317,15 @@ def _spread_is(d: FitData, o: FitOptions):
     return _plain(d, o, prior="learned", e_step="importance", encoding="unit")
 
 
-@_learner("classification", "spread-true", "spread-EM with the clean records' own prior (oracle)", oracle=True)
+@_learner(
+    "classification",
+    "spread-true",
+    "spread-EM with the clean records' own prior (oracle)",
+    oracle=True,
+    accepts=_no_paired("spread-true"),
+)
 def _spread_true(d: FitData, o: FitOptions):
-    _refuse_paired("spread-true", d.mechanism, "its prior is a per-feature table of a split release's features")
+    _no_paired("spread-true")(d.mechanism)
     mechs = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism]
     ks = {getattr(f.mechanism, "k", None) for m in {id(m): m for m in mechs}.values() for f in m.fields}
     if None in ks or len(ks) != 1:
@@ -283,7 +336,12 @@ def _spread_true(d: FitData, o: FitOptions):
     return _plain(d, o, prior=counts / counts.sum(axis=1, keepdims=True))
 
 
-@_learner("classification", "naive", "logistic regression on the releases as if they were clean (Barber eq 34)")
+@_learner(
+    "classification",
+    "naive",
+    "logistic regression on the releases as if they were clean (Barber eq 34)",
+    accepts=partial(_paired_one, "naive"),
+)
 def _naive(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
 
@@ -295,29 +353,34 @@ def _naive_data(d: FitData) -> tuple:
     through ``decode_paired`` (the pair reports' point guesses), on their clean domain."""
     if not _has_paired(d.mechanism):
         return d.X, d.y, d.mechanism
-    if isinstance(d.mechanism, (list, tuple)) and len({repr(m.to_spec()) for m in _mechanisms(d.mechanism)}) > 1:
-        raise ValidationError(
-            "learners", "'naive' on paired releases (PairedRecordMechanism) needs one mechanism for every client"
-        )
+    _paired_one("naive", d.mechanism)
     Xd, yd = decode_paired(d.X, d.mechanism)
     return Xd, yd, _domain_record(_first(d.mechanism))
 
 
-@_learner("classification", "naive-cv", "naive logistic regression with C tuned by 5-fold CV on the releases")
+@_learner(
+    "classification",
+    "naive-cv",
+    "naive logistic regression with C tuned by 5-fold CV on the releases",
+    accepts=partial(_paired_one, "naive"),
+)
 def _naive_cv(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
 
     return NaiveLogisticRegression(C=o.C, cv=5, encoding=o.encoding).fit(*_naive_data(d))
 
 
-@_learner("classification", "wdro", "Wasserstein-DRO logistic regression, radius from the LDP noise (Farokhi 2020)")
+@_learner(
+    "classification",
+    "wdro",
+    "Wasserstein-DRO logistic regression, radius from the LDP noise (Farokhi 2020)",
+    accepts=_no_paired("wdro"),
+)
 def _wdro(d: FitData, o: FitOptions):
     from .estimators import WassersteinDROLogisticRegression, noise_radius
     from .mechanisms import RecordMechanism
 
-    _refuse_paired(
-        "wdro", d.mechanism, "its radius bounds the noise of released features, and a pair report is not one"
-    )
+    _no_paired("wdro")(d.mechanism)
     mechs = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism] * len(d.y)
     radii: dict[int, float] = {}
     for m in mechs:  # ρ = √E‖w‖²: the root mean square over records of each one's own feature noise
@@ -330,11 +393,16 @@ def _wdro(d: FitData, o: FitOptions):
     return WassersteinDROLogisticRegression(rho=rho, solver_options=opts).fit(np.asarray(d.X, float), d.y)
 
 
-@_learner("classification", "wdro-cv", "Wasserstein-DRO logistic regression, radius by 5-fold CV on the releases")
+@_learner(
+    "classification",
+    "wdro-cv",
+    "Wasserstein-DRO logistic regression, radius by 5-fold CV on the releases",
+    accepts=_no_paired("wdro-cv"),
+)
 def _wdro_cv(d: FitData, o: FitOptions):
     from .estimators import WassersteinDROLogisticRegressionCV
 
-    _refuse_paired("wdro-cv", d.mechanism, "it fits on released features and labels, and a paired release has neither")
+    _no_paired("wdro-cv")(d.mechanism)
     ms = d.mechanism if isinstance(d.mechanism, (list, tuple)) else [d.mechanism]
     labels = list({id(m): getattr(m, "label", None) for m in ms}.values())
     # the labels' mechanism when every record shares one (mixed label budgets: labels as they are)
@@ -389,7 +457,12 @@ def _clean(d: FitData, o: FitOptions):
     )
 
 
-@_learner("classification", "majority", "the majority class of the label frequencies debiased from the releases")
+@_learner(
+    "classification",
+    "majority",
+    "the majority class of the label frequencies debiased from the releases",
+    accepts=partial(_paired_one, "majority"),
+)
 def _majority(d: FitData, o: FitOptions):
     from .estimators import MajorityClassifier
 
@@ -404,12 +477,10 @@ def _paired_majority(d: FitData):
     ``MajorityClassifier`` (which takes split releases only)."""
     from .estimators import LDPNaiveBayes, MajorityClassifier
 
-    if isinstance(d.mechanism, (list, tuple)):
-        raise ValidationError(
-            "learners", "'majority' on paired releases (PairedRecordMechanism) needs one mechanism for every client"
-        )
-    nb = LDPNaiveBayes().fit(d.X, d.y, mechanism=d.mechanism)
-    est = MajorityClassifier(mechanism=d.mechanism)
+    _paired_one("majority", d.mechanism)
+    mechanism = _first(d.mechanism)  # one paired mechanism for every client (equal ones, if a list)
+    nb = LDPNaiveBayes().fit(d.X, d.y, mechanism=mechanism)
+    est = MajorityClassifier(mechanism=mechanism)
     est.classes_, est.class_prior_ = np.asarray(nb.classes_), np.asarray(nb.class_prior_, float)
     est.n_features_in_ = np.shape(d.X)[1]
     return est
@@ -419,9 +490,8 @@ def _ldp_nb_variant(name: str, params: dict, d: FitData, o: FitOptions):
     """``LDPNaiveBayes(**params)`` on one record mechanism for every client (no budget mix)."""
     from .estimators import LDPNaiveBayes
 
-    if isinstance(d.mechanism, (list, tuple)):
-        raise ValidationError("learners", f"{name!r} needs one record mechanism for every client (no budget mix)")
-    return LDPNaiveBayes(**params).fit(d.X, d.y, mechanism=d.mechanism)
+    _one_mechanism(name, d.mechanism)
+    return LDPNaiveBayes(**params).fit(d.X, d.y, mechanism=_first(d.mechanism))
 
 
 # the LDP naive Bayes learners: one LDPNaiveBayes each, with its parameters
@@ -446,7 +516,9 @@ for _name, _params, _doc in (
         "the others' (attribute sampling) are dropped, the class prior pooled over the rest",
     ),
 ):
-    _learner("classification", _name, _doc)(partial(_ldp_nb_variant, _name, _params))
+    _learner("classification", _name, _doc, accepts=partial(_one_mechanism, _name))(
+        partial(_ldp_nb_variant, _name, _params)
+    )
 del _name, _params, _doc
 
 
@@ -529,6 +601,35 @@ def classification_scores(est: Any, X: np.ndarray, y: np.ndarray) -> dict:
                 roc_auc_score(y, pos, multi_class="ovr", labels=est.classes_ if P.shape[1] > 2 else None)
             )
     return out
+
+
+def fallback_note(entry: Mapping[str, Any]) -> str:
+    """For a learner's results entry (``Scored.entry``): ``"fell back (reason, p = …)"`` when its
+    estimator fell back to the intercept-only model (``fallback_``), else "". The reason is short
+    (the whole of it is ``fallback_reason_``, in the entry's diagnostics); p is the p-value the
+    fallback decision was taken on (spread: ``p_value_``; LDP-SGD: its check group's one-sided z-test,
+    gain against Z_CHECK standard errors), left out when the decision had none (an a-priori fallback)."""
+    d = entry.get("diagnostics") or {}
+    if not d.get("fallback"):
+        return ""
+    gain, check, p = d.get("heldout_gain") or {}, d.get("check"), d.get("p_value")
+    if gain.get("statistic") == "independence":
+        why = "no label-attribute association in the pairs"
+    elif gain:
+        why = "no held-out gain over the intercept-only model"
+    elif check:
+        why = "no accuracy gain on the check group"
+        z = check["gain"] / check["se"] if check.get("se") else 0.0
+        p = 0.5 * math.erfc(z / math.sqrt(2.0))  # one-sided normal p of the check's z
+    else:
+        why = str(d.get("fallback_reason") or "no model supported").split(":")[0]
+    return f"fell back ({why}, p = {p:.3g})" if p is not None else f"fell back ({why})"
+
+
+def score_text(entry: Mapping[str, Any], metric: str = "accuracy") -> str:
+    """A learner's score as a live line shows it: ``"accuracy 0.8900"``, with ``fallback_note``."""
+    note = fallback_note(entry)
+    return f"{metric} {entry.get(metric, float('nan')):.4f}" + (f", {note}" if note else "")
 
 
 def fit_and_score(

@@ -567,3 +567,71 @@ def _custom(cfg: RunConfig) -> ClientPopulation:
             "population", f"{cfg.population!r} must build a ClientPopulation, got {type(pop).__name__}"
         )
     return pop
+
+
+def check_population(population: ClientPopulation, name: str, key: str = "population", n_scan: int = 1000) -> list:
+    """Before anything runs: ``population`` has clients, and for each distinct mechanism among its
+    first ``n_scan`` clients, the first client holding it releases its record as a client would
+    (width and domain checked by the mechanism) and the release validates as the server's would.
+    Returns the distinct mechanisms, first seen first; a failure is one ``ValidationError(key, ...)``
+    naming the population ``name`` and the client."""
+    n = population.n_clients
+    if not (isinstance(n, (int, np.integer)) and n >= 1):
+        raise ValidationError(key, f"{name} has no clients (n_clients = {n!r}); a run needs at least one")
+    seen: dict[int, tuple[int, Any]] = {}  # id -> (first client, mechanism)
+    specs: dict[str, int] = {}  # one entry per distinct spec, for populations that build a mechanism per call
+    for i in range(min(int(n), n_scan)):
+        try:
+            m = population.mechanism(i)
+        except ValidationError as exc:
+            raise ValidationError(key, f"{name}, client {i}'s mechanism: {exc}") from None
+        if id(m) in seen:
+            continue
+        if not isinstance(m, RECORD_MECHANISMS):
+            raise ValidationError(
+                key,
+                f"{name}, client {i}: mechanism() must return a RecordMechanism or PairedRecordMechanism, "
+                f"got {type(m).__name__}",
+            )
+        spec = repr(m.to_spec())
+        if spec not in specs:
+            specs[spec] = id(m)
+            seen[id(m)] = (i, m)
+    rng = np.random.default_rng(0)
+    for i, m in seen.values():
+        try:
+            xt, yt = population.release_record(i, rng)
+            m.validate_release(np.asarray(xt)[None, :], None if yt is None else np.asarray([yt]))
+        except ValidationError as exc:
+            raise ValidationError(key, f"{name}, client {i}'s record: {exc}") from None
+    return [m for _, m in seen.values()]
+
+
+def checked_population(cfg: RunConfig, key: str = "population") -> tuple[ClientPopulation, list]:
+    """``build_population(cfg)`` and ``check_population`` of it, any error one ``ValidationError``:
+    what the ``fedrr`` command and the Flower wrapper do before anything runs; then every mechanism
+    states an ε > 0 and the clean test set (if any) has the mechanisms' width. Returns the population
+    and its distinct mechanisms."""
+    name = cfg.population_name()
+    try:
+        pop = build_population(cfg)
+    except ValidationError:
+        raise
+    except Exception as exc:  # a custom population's own code raised
+        raise ValidationError(key, f"{name} failed to build: {type(exc).__name__}: {exc}") from None
+    mechanisms = check_population(pop, name, key)
+    for i, m in enumerate(mechanisms):
+        if not m.epsilon > 0:
+            raise ValidationError(key, f"{name}: mechanism {i} states no ε > 0")
+    try:  # the server scores every learner on it: a test set the models cannot read fails them all
+        test = pop.test_set()
+    except ValidationError:
+        raise
+    except Exception as exc:
+        raise ValidationError(key, f"{name}'s test_set() failed: {type(exc).__name__}: {exc}") from None
+    if test is not None:
+        width, D = np.shape(test[0])[1:2], mechanisms[0].n_features
+        if width != (D,) or len(test[1]) != len(test[0]):
+            got = f"got X {np.shape(test[0])}, y {np.shape(test[1])}"
+            raise ValidationError(key, f"{name}'s test_set() must be (X (n, {D}), y (n,)), {got}")
+    return pop, mechanisms

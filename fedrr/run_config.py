@@ -174,6 +174,10 @@ class RunConfig:
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
 
+    def population_name(self) -> str:
+        """The population in words, for messages: its import path, or the built-in one's dataset."""
+        return f"dataset {self.dataset!r}" if self.population == "dataset" else self.population
+
     def fit_options(self):
         """The learners' options of this run (``fedrr.learners.FitOptions``), with its executor."""
         from .learners import FitOptions

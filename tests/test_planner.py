@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from fedrr.errors import ValidationError
+from fedrr.estimators import joint_frequencies
 from fedrr.mechanisms import (
+    TOO_FEW_PEOPLE,
     LocalHashing,
     PairedRecordMechanism,
     RandomizedResponse,
@@ -31,22 +33,22 @@ C = 2
 PRIOR_Y = np.array([0.7, 0.3])
 
 
-def _conditionals(ks, seed=0):
+def _conditionals(ks, seed=0, n_classes=C):
     """P(x_j = s | y = c) for a naive-Bayes-shaped population (each (k_j, C) column sums to 1)."""
     rng = np.random.default_rng(seed)
     out = []
     for k in ks:
-        t = rng.dirichlet(np.full(k, 1.5), size=C).T  # (k, C)
+        t = rng.dirichlet(np.full(k, 1.5), size=n_classes).T  # (k, C)
         out.append(t)
     return out
 
 
-def _pair_tables(conds):
-    return [t * PRIOR_Y[None, :] for t in conds]
+def _pair_tables(conds, prior=PRIOR_Y):
+    return [t * prior[None, :] for t in conds]
 
 
-def _draw(conds, n, rng):
-    y = rng.choice(C, size=n, p=PRIOR_Y)
+def _draw(conds, n, rng, prior=PRIOR_Y):
+    y = rng.choice(prior.size, size=n, p=prior)
     X = np.empty((n, len(conds)), dtype=np.int64)
     for j, t in enumerate(conds):
         cdf = np.cumsum(t[:, y], axis=0)  # (k, n)
@@ -266,3 +268,112 @@ def test_max_sampled_caps_the_candidates():
     plan = plan_release(ADULT_STATES, 2, 1.0, 30162, max_sampled=2, label_shares=[0.5])
     assert {c.n_sampled for c in plan.candidates} == {1, 2}
     assert len(plan.candidates) == 4
+
+
+# --- what to expect: the predicted relative error against measured releases (issue 43 item 2) ----
+# (ks, C, ε, N, R, tables): the issue's example with uniform tables (the default reference) at two N,
+# then naive-Bayes-shaped tables passed as the reference; the plans are paired OLH m=1, paired RR
+# m=1, paired RR m=2 and split RR m=4 (label at λ = 0.5).
+EXPECT_POINTS = [
+    ((5,) * 6, 2, 1.0, 2000, 300, "uniform"),
+    ((5,) * 6, 2, 1.0, 20000, 100, "uniform"),
+    ((3, 4, 6), 2, 4.0, 1000, 300, "dirichlet"),
+    ((2, 2, 3), 2, 8.0, 1000, 300, "dirichlet"),
+    ((2, 2, 2, 2), 5, 12.0, 1000, 1000, "dirichlet"),  # small cells: a heavier tail, more repetitions
+]
+
+
+@pytest.mark.parametrize("ks, n_classes, eps, n, reps, truth", EXPECT_POINTS)
+def test_relative_error_matches_measured_releases(ks, n_classes, eps, n, reps, truth):
+    """R populations of N records drawn from known pair tables π, released through the plan's own
+    mechanism and estimated by the learners' debiasing (``joint_frequencies``, as LDP naive Bayes).
+    Per repetition Q = mean over the pair-table cells of ((P̂ − π)/π)²; E[Q] is the plan's
+    ``relative_error_``², so the mean of the R values of Q must match it within 4 Monte Carlo
+    standard errors (sd(Q)/√R), and that SE must be under 5 % of it (the check can see a 10 %
+    error in the RMS). ``pytest -s`` prints each point (docs/concepts/release-planner.md's table)."""
+    prior = np.full(n_classes, 1.0 / n_classes) if truth == "uniform" else np.linspace(2, 1, n_classes)
+    prior = prior / prior.sum()
+    if truth == "uniform":
+        conds = [np.full((k, n_classes), 1.0 / k) for k in ks]
+    else:
+        conds = _conditionals(ks, seed=sum(ks), n_classes=n_classes)
+    tables = _pair_tables(conds, prior)
+    plan = plan_release(ks, n_classes, eps, n, reference=None if truth == "uniform" else tables)
+    rng = np.random.default_rng(43)
+    X, y = _draw(conds, n * reps, rng, prior)
+    Xt, yt = plan.mechanism.release(X, y, rng=rng)
+    truth_cells = np.concatenate([t.ravel() for t in tables])
+    q = np.empty(reps)
+    for r in range(reps):
+        rows = slice(r * n, (r + 1) * n)
+        est, _, _ = joint_frequencies(Xt[rows], yt[rows], plan.mechanism)
+        rel = (np.concatenate([t.ravel() for t in est]) - truth_cells) / truth_cells
+        q[r] = np.mean(rel**2)
+    predicted = plan.relative_error_**2
+    se = q.std(ddof=1) / np.sqrt(reps)
+    z = (q.mean() - predicted) / se
+    measured = f"measured RMS {np.sqrt(q.mean()):.4f}, predicted {plan.relative_error_:.4f}, z = {z:.2f}"
+    print(f"{ks} C={n_classes} ε={eps:g} N={n} R={reps} {plan.best.name()} ({plan.best.oracle_summary()}): {measured}")
+    assert abs(z) < 4, measured
+    assert se < 0.05 * predicted, measured
+
+
+def test_too_few_people_warning():
+    """The issue's example: [5]*6, C = 2, ε = 1. Uniform cells are 0.1; the chosen design's sd per
+    pair-table cell is 0.0970 at n = 2,000 (97 % of a cell: warned) and 0.0307 at n = 20,000 (31 %)."""
+    small, large = plan_release([5] * 6, 2, 1.0, 2000), plan_release([5] * 6, 2, 1.0, 20000)
+    assert small.relative_error_ == pytest.approx(0.970, abs=5e-4)
+    assert large.relative_error_ == pytest.approx(0.307, abs=5e-4)
+    # every variance is ∝ 1/n: ten times the people, √10 times less error
+    assert small.relative_error_ / large.relative_error_ == pytest.approx(np.sqrt(10), rel=1e-12)
+    assert small.too_few_people_ and small.relative_error_ >= TOO_FEW_PEOPLE
+    assert not large.too_few_people_
+    assert "WARNING: too few people for ε = 1" in small.describe()
+    assert "WARNING" not in large.describe()
+    # uniform tables: every cell's relative error is the same
+    np.testing.assert_allclose(np.concatenate([r.ravel() for r in small.cell_relative_error_]), 0.970, atol=5e-4)
+    assert small.worst_attribute_ == 0
+
+
+@pytest.mark.parametrize(
+    "ks, n_classes, eps, n, target", [([5] * 6, 2, 1.0, 2000, 0.25), (ADULT_STATES, 2, 2.0, 30162, 0.1)]
+)
+def test_people_and_epsilon_needed_reach_the_target(ks, n_classes, eps, n, target):
+    plan = plan_release(ks, n_classes, eps, n, target=target)
+    need = plan.n_needed_
+    assert plan_release(ks, n_classes, eps, need, target=target).relative_error_ <= target
+    assert plan_release(ks, n_classes, eps, need - 1, target=target).relative_error_ > target
+    e = plan.epsilon_needed_
+    assert e is not None and e > eps
+    assert plan_release(ks, n_classes, e, n, target=target).relative_error_ <= target
+    # the search is within 2 %, then rounded up to two significant digits (at most +10 %)
+    assert plan_release(ks, n_classes, e / 1.13, n, target=target).relative_error_ > target
+    text = plan.describe()
+    assert f"collect ≥ {need:,} people" in text and f"raise ε to {e:g}" in text
+
+
+def test_target_met_says_so():
+    plan = plan_release([5] * 6, 2, 1.0, 200000)
+    assert plan.relative_error_ < plan.target == 0.25
+    assert plan.n_needed_ < 200000
+    assert plan.epsilon_needed_ is not None and plan.epsilon_needed_ < 1.0
+    assert "Target 25 % met" in plan.describe()
+
+
+def test_no_epsilon_reaches_a_target_below_the_sampling_error():
+    # 2,000 people, each releasing at most 6 pairs: even noise-free, sd/π ≥ √((1 − 0.1)/(0.1·2000)) = 0.067
+    plan = plan_release([5] * 6, 2, 1.0, 2000, target=0.05)
+    assert plan.epsilon_needed_ is None
+    assert "no ε up to 32 reaches it" in plan.describe()
+
+
+def test_describe_explains_the_oracles():
+    text = plan_release([5] * 6, 2, 1.0, 2000).describe()
+    for name in ("rr   k-ary randomised response", "oue  optimised unary encoding", "olh  optimised local hashing"):
+        assert name in text
+    assert "Oracles" in text and "Oracles" not in plan_release([5] * 6, 2, 1.0, 2000).describe(oracles=False)
+
+
+def test_target_is_validated():
+    with pytest.raises(ValidationError, match="target"):
+        plan_release([3, 4], 2, 1.0, 100, target=0)

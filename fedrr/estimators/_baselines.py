@@ -16,7 +16,7 @@ from .._validation import as_array
 from ..errors import ValidationError
 from ..mechanisms import DiscreteMechanism, RecordMechanism
 from ..parallel import SerialExecutor
-from ._sklearn import class_labels, validate
+from ._sklearn import class_labels, validate, warn_clean
 from .spread._cv_scores import class_freqs
 from .spread._design import ENCODINGS, ColumnLayout, Design
 from .spread._estep import shard_factories
@@ -51,7 +51,9 @@ def naive_inputs(X_tilde: np.ndarray, rm: RecordMechanism, design: Design) -> np
 class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
     """scikit-learn logistic regression on the releases as if they were clean (Barber eq 34).
     ``clean=True``: the records are clean (the ``clean`` oracle); the mechanism only gives their
-    domain, for the same encoding as the learners on releases.
+    domain, for the same encoding as the learners on releases. Without a mechanism it is plain
+    logistic regression on X as given, with a ``CleanDataWarning`` unless ``clean=True`` (a warning,
+    not an error: ``check_estimator`` fits plain arrays).
     ``cv`` = None uses the given C; an int tunes C by cross-validation on the noisy data — the fair
     naive baseline (shared/research-notes.md). Discrete states are encoded like spread-EM's."""
 
@@ -82,6 +84,8 @@ class NaiveLogisticRegression(ClassifierMixin, BaseEstimator):
     def fit(self, X, y, mechanism: Any = None):
         p = validate_estimator(self)
         mechanism = self.mechanism if mechanism is None else mechanism
+        if mechanism is None and not self.clean:
+            warn_clean(self, "clean=True")
         if isinstance(mechanism, (list, tuple)) and mechanism:
             mechanism = group_records(mechanism, len(mechanism))[0][0]
         if mechanism is not None and not isinstance(mechanism, RecordMechanism):
@@ -203,13 +207,16 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
 class MajorityClassifier(ClassifierMixin, BaseEstimator):
     """Predicts the most frequent class, its frequencies estimated from the released labels and
     debiased through the label mechanism (maximum likelihood on the simplex): the reference line a
-    learner must beat to have learned anything."""
+    learner must beat to have learned anything. Without a mechanism: the labels' own frequencies,
+    with a ``CleanDataWarning`` (as the other estimators: released labels are never read as clean silently)."""
 
     def __init__(self, mechanism: Any = None):
         self.mechanism = mechanism
 
     def fit(self, X, y, mechanism: Any = None):
         mechanism = self.mechanism if mechanism is None else mechanism
+        if mechanism is None:
+            warn_clean(self)
         ya = as_array("y", y, "must be a 1-d array of labels")
         if ya.ndim != 1 or ya.size == 0:
             raise ValidationError("y", f"must be a non-empty 1-d array, got shape {ya.shape}")

@@ -38,7 +38,7 @@ from .._validation import as_array, as_state_array
 from ..errors import ValidationError
 from ..mechanisms import DiscreteMechanism, PairedRecordMechanism, RecordMechanism
 from ._frequencies import clip_table, project_to_simplex, simplex_mle
-from ._sklearn import class_labels, validate
+from ._sklearn import class_labels, validate, warn_clean
 
 METHODS = ("auto", "mle", "projection", "clip")
 _MLE = "LDPNaiveBayes(method='mle')"  # who the solver's ConvergenceError names
@@ -348,10 +348,12 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         return tags
 
     def fit(self, X, y, mechanism: Any = None):
-        """Fit on releases (with a mechanism) or on clean integer data (without one)."""
+        """Fit on releases (with a mechanism) or on clean integer data (without one, with a
+        ``CleanDataWarning``: not an error, so that ``check_estimator``'s plain arrays still fit)."""
         validate_estimator(self)
         mechanism = self.mechanism if mechanism is None else mechanism
         if mechanism is None:
+            warn_clean(self)
             return self._fit_clean(X, y)
         if isinstance(mechanism, PairedRecordMechanism):
             return self._fit_paired(X, y, mechanism)

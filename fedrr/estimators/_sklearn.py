@@ -4,18 +4,31 @@ kept): the estimators' boundary, so that a bad array never fails deep inside skl
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 import numpy as np
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-from ..errors import ValidationError
+from ..errors import CleanDataWarning, ValidationError
 
 
 class ValidationTypeError(ValidationError, TypeError):
     """A ValidationError that is also the TypeError scikit-learn's conventions expect for
     objects that are not numbers (``check_dtype_object``)."""
+
+
+def warn_clean(est: Any, silence: str = "warnings.simplefilter('ignore', CleanDataWarning)") -> None:
+    """Warn (``CleanDataWarning``) that ``est.fit`` got no mechanism and reads X, y as clean records:
+    releases fitted so would be learned from as if they were clean, silently. ``silence``: how to say
+    the data are clean on purpose."""
+    warnings.warn(
+        f"{type(est).__name__}.fit got no mechanism: X and y are read as clean records; pass "
+        f"mechanism= for releases, or {silence} for clean data",
+        CleanDataWarning,
+        stacklevel=3,
+    )
 
 
 def field_of(message: str) -> str:

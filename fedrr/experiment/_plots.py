@@ -3,6 +3,7 @@ metric vs N (one panel per grid point); PNG and SVG, from ``results.csv``."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -26,36 +27,71 @@ def _decorate(ax, xlabel: str, ylabel: str, title: str) -> None:
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+        ax.legend(fontsize=8).set_zorder(100)  # above every line and fallback marker
 
 
-#: one marker shape per learner (in the scenario's order), so learners on the same value stay visible
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h")
+#: each registered learner's colour and marker, the same in every plot whatever the other learners
+#: (families share a hue: spread blues, naive oranges, ldp-nb greens, W-DRO reds; references grey/black)
+LEARNER_STYLES = {
+    "spread": ("#1f77b4", "o"),
+    "spread-robust": ("#17becf", "h"),
+    "spread-plain": ("#6baed6", "p"),
+    "spread-flat": ("#9ecae1", "<"),
+    "spread-is": ("#08519c", ">"),
+    "spread-true": ("#393b79", "*"),
+    "naive": ("#ff7f0e", "s"),
+    "naive-cv": ("#c46200", "d"),
+    "ldp-nb": ("#2ca02c", "^"),
+    "ldp-nb-normsub": ("#74c476", "1"),
+    "ldp-nb-robust": ("#006d2c", "2"),
+    "ldp-sgd": ("#9467bd", "D"),
+    "wdro": ("#d62728", "X"),
+    "wdro-cv": ("#ff9896", "x"),
+    "gauss-dro": ("#8c564b", "P"),
+    "ls": ("#e377c2", "s"),
+    "ridge-cv": ("#bcbd22", "d"),
+    "mean": ("#7f7f7f", "v"),
+    "majority": ("#7f7f7f", "v"),
+    "clean": ("#000000", "P"),
+}
+#: colours and markers a learner not in LEARNER_STYLES (a new one) gets, by a hash of its name
+_FALLBACK_COLOURS = ("#e6550d", "#31a354", "#756bb1", "#636363", "#3182bd", "#dd1c77", "#a6761d", "#1b9e77")
+_FALLBACK_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "*", "h")
+
+
+def learner_style(name: str) -> tuple[str, str]:
+    """(colour, marker) of a learner: fixed by its name alone, so it is the same in every plot
+    (``LEARNER_STYLES``; an unknown name: chosen by a stable hash of the name, not by position)."""
+    if name in LEARNER_STYLES:
+        return LEARNER_STYLES[name]
+    h = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=4).digest(), "little")
+    return _FALLBACK_COLOURS[h % len(_FALLBACK_COLOURS)], _FALLBACK_MARKERS[(h // 8) % len(_FALLBACK_MARKERS)]
+
+
+#: a fallback point: a large hollow marker with a thick edge, drawn above every line and shifted a few
+#: points sideways per learner, so that it shows even where the majority line passes through it
+FALLBACK_STYLE = {"linestyle": "none", "markerfacecolor": "none", "markeredgewidth": 2.0, "zorder": 30}
 
 
 def _mean_band(ax, pts: list[dict], xkey: str, name: str, reps: int, index: int = 0) -> None:
-    """One learner's mean line over ``pts`` (x from ``xkey``) with a ±1 sd band when repeated; a
-    point where the learner fell back to the intercept-only model in any repeat is drawn hollow."""
+    """One learner's mean line over ``pts`` (x from ``xkey``) with a ±1 sd band when repeated, in the
+    learner's own colour and marker (``learner_style``); a point where the learner fell back to the
+    intercept-only model in any repeat gets a large hollow marker on top (``FALLBACK_STYLE``)."""
+    from matplotlib.transforms import offset_copy
+
     x = np.array([a[xkey] for a in pts], float)
     m = np.array([a["mean"] for a in pts])
     sd = np.array([a["sd"] for a in pts])
-    marker = MARKERS[index % len(MARKERS)]
+    colour, marker = learner_style(name)
     size = 8 - 0.6 * (index % 5)  # later learners drawn smaller, on top: overlapping markers stay visible
-    (line,) = ax.plot(x, m, marker=marker, markersize=size, label=name, zorder=2 + index, **_style(name))
+    ax.plot(x, m, marker=marker, markersize=size, label=name, zorder=2 + index, color=colour, **_style(name))
     fell = np.array([a.get("fell_back", 0) > 0 for a in pts])
     if fell.any():
-        ax.plot(
-            x[fell],
-            m[fell],
-            linestyle="none",
-            marker=marker,
-            markersize=size,
-            markerfacecolor="white",
-            markeredgecolor=line.get_color(),
-            zorder=2.5 + index,
-        )
+        shift = offset_copy(ax.transData, fig=ax.figure, x=3.0 * (index % 5 - 2), units="points")
+        big = {"marker": marker, "markersize": size + 5, "markeredgecolor": colour}
+        ax.plot(x[fell], m[fell], transform=shift, **big, **FALLBACK_STYLE)
     if reps > 1:
-        ax.fill_between(x, m - sd, m + sd, color=line.get_color(), alpha=0.2, linewidth=0)
+        ax.fill_between(x, m - sd, m + sd, color=colour, alpha=0.2, linewidth=0)
 
 
 def _style(name: str) -> dict:
@@ -64,7 +100,7 @@ def _style(name: str) -> dict:
 
 def _fallback_note(ax, agg: dict) -> None:
     if any(a.get("fell_back") for a in agg.values()):
-        ax.plot([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="0.3", label="fell back")
+        ax.plot([], [], marker="o", markersize=11, markeredgecolor="0.3", label="fell back", **FALLBACK_STYLE)
 
 
 def plot(out: str | Path) -> list[Path]:

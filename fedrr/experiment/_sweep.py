@@ -21,8 +21,10 @@ from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .._validation import check_int
 from ..errors import FedrrError, ValidationError
 from ..io import write_json
+from ..learners import fallback_note
 from ..parallel import ray_map_unordered
 from ._cells import CellSpec
 from ._manifest import manifest
@@ -64,20 +66,58 @@ class SweepResult:
     computed: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    #: cell key -> {learner: its error}, over every finished cell of the run (skipped ones included)
+    learner_errors: dict[str, dict[str, str]] = field(default_factory=dict)
     seconds: float = 0.0
+
+    def learner_failures(self) -> str | None:
+        """``"k learner(s) failed in n cell(s); first: cell KEY, NAME: ERROR"``, or None."""
+        if not self.learner_errors:
+            return None
+        k = sum(len(e) for e in self.learner_errors.values())
+        key = sorted(self.learner_errors)[0]
+        name, err = next(iter(self.learner_errors[key].items()))
+        return f"{k} learner(s) failed in {len(self.learner_errors)} cell(s); first: cell {key}, {name}: {err}"
+
+
+def learner_errors(rec: dict) -> dict[str, str]:
+    """A cell record's learners that raised (an entry ``"not run: …"`` is a learner skipped on purpose)."""
+    return {
+        n: e["error"]
+        for n, e in rec.get("learners", {}).items()
+        if e.get("error") and not str(e["error"]).startswith("not run")
+    }
+
+
+def cell_line(rec: dict) -> str:
+    """The live line of a finished cell: each learner's score, and whether it fell back, and why."""
+    metric = rec.get("metric", "accuracy")
+    parts = []
+    for n, e in rec["learners"].items():
+        note = fallback_note(e)
+        parts.append((f"{n} {e[metric]:.4g}" if metric in e else f"{n} error") + (f" {note}" if note else ""))
+    return (
+        f"[fedrr] cell {rec['cell']}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}: {'; '.join(parts)} "
+        f"({rec['seconds']:.0f} s)"
+    )
 
 
 def is_done(cell: CellSpec, out: Path) -> bool:
     """Whether ``out/cells`` holds this cell's finished record, computed for this cell (same
     fingerprint): what a resumed sweep skips."""
+    return finished(cell, out) is not None
+
+
+def finished(cell: CellSpec, out: Path) -> dict | None:
+    """This cell's finished record in ``out/cells`` (same fingerprint), or None."""
     p = out / "cells" / f"{cell.key}.json"
     if not p.exists():
-        return False
+        return None
     try:
         rec = json.loads(p.read_text())
     except (OSError, json.JSONDecodeError):
-        return False
-    return rec.get("status") == "done" and rec.get("fingerprint") == cell.fingerprint()
+        return None
+    return rec if rec.get("status") == "done" and rec.get("fingerprint") == cell.fingerprint() else None
 
 
 def longest_first(cells: list[CellSpec]) -> list[CellSpec]:
@@ -126,25 +166,36 @@ def preflight(spec: ScenarioSpec) -> None:
                 f"rows (n_test_per_class) exceed the {N} rows of {pop.dataset!r}",
             )
         return
-    from ..population import build_population
+    from ..learners import check_accepts
+    from ..population import checked_population
 
-    if spec.is_dataset:
-        try:
-            build_population(first[0].run_config()).test_set()
-        except ValidationError as exc:
-            raise as_config_error(exc, first[0]) from None
-    else:  # a custom population: it imports, builds at the smallest N, and gives client 0 a mechanism
+    # the population builds (a custom one at the smallest N), releases one record per distinct
+    # mechanism, and every learner accepts those mechanisms (a budget mix, paired releases)
+    cell = first[0]
+    if not spec.is_dataset:
         cell = min(first + [CellSpec(spec, 0, n, 0) for n in range(len(spec.n_grid))], key=lambda c: c.n_clients)
-        try:
-            pop = build_population(cell.run_config())
-            if not pop.mechanism(0).epsilon > 0:
-                raise ValidationError("population.population", "client 0's mechanism states no ε > 0")
-        except ValidationError as exc:
-            raise as_config_error(exc, cell) from None
-        except Exception as exc:
-            raise ValidationError(
-                "population.population", f"{spec.population.population} failed to build: {type(exc).__name__}: {exc}"
-            ) from None
+    key = "population.dataset" if spec.is_dataset else "population.population"
+    try:
+        cfg = cell.run_config()
+        _, mechanisms = checked_population(cfg, key)
+        mech = mechanisms[0] if len(mechanisms) == 1 else mechanisms
+        check_accepts(spec.learners.names, mech, population=cfg.population_name())
+    except ValidationError as exc:
+        raise as_config_error(exc, cell) from None
+
+
+def _unfinished(cells: list[CellSpec], out: Path, res: SweepResult) -> list[CellSpec]:
+    """The cells not finished in ``out``; the finished ones go to ``res.skipped`` (with their learners' errors)."""
+    todo = []
+    for c in cells:
+        rec = finished(c, out)
+        if rec is None:
+            todo.append(c)
+            continue
+        res.skipped.append(c.key)
+        if errs := learner_errors(rec):
+            res.learner_errors[c.key] = errs
+    return todo
 
 
 def _one_ray(mode: str):
@@ -208,6 +259,8 @@ def sweep(
 
     t0 = time.perf_counter()
     out = Path(out)
+    if workers is not None:
+        check_int("workers", workers, minimum=1)
     from ..population import mark_start_dir
 
     start_dir = mark_start_dir()  # worker processes and Ray workers import populations from there too
@@ -221,12 +274,7 @@ def sweep(
     man = _start_manifest(man_path, spec, argv)
     all_cells = spec.cells(grid_indices)
     res = SweepResult(out)
-    todo = []
-    for c in all_cells:
-        if is_done(c, out):
-            res.skipped.append(c.key)
-        else:
-            todo.append(c)
+    todo = _unfinished(all_cells, out, res)
     if res.skipped:
         log(f"[fedrr] {len(res.skipped)} of {len(all_cells)} cells already finished in {out}/cells (skipped)")
     mode = spec.run.mode
@@ -249,12 +297,9 @@ def sweep(
             bar.write(f"[fedrr] cell {key} FAILED: {res.failed[key]}")
             return
         res.computed.append(key)
-        metric = rec.get("metric", "accuracy")
-        accs = ", ".join(f"{n} {e[metric]:.4g}" if metric in e else f"{n} error" for n, e in rec["learners"].items())
-        bar.write(
-            f"[fedrr] cell {key}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}: {accs} "
-            f"({rec['seconds']:.0f} s)"
-        )
+        if errs := learner_errors(rec):
+            res.learner_errors[key] = errs
+        bar.write(cell_line(rec))
 
     parallel = parallel if parallel is not None else spec.run.parallel
     if parallel not in ("ray", "processes"):

@@ -8,7 +8,9 @@ import sys
 import time
 from pathlib import Path
 
+from .._validation import check_int
 from ..errors import FedrrError, ValidationError
+from ..mechanisms import DEFAULT_TARGET
 
 _QUIET = {
     "FLWR_TELEMETRY_ENABLED": "0",
@@ -34,6 +36,8 @@ examples:
   fedrr plot results/demo/quickstart                                  # accuracy_vs_epsilon.png / .svg
   fedrr run configs/quickstart.toml --epsilon 3000 --out results/demo/quickstart   # one grid point
   fedrr check configs/quickstart.toml                            # validate a config, run nothing
+  fedrr plan configs/adult_planned.toml --epsilon 1              # expected error, people needed
+  fedrr plan --states 5,5,5,5,5,5 --classes 2 --epsilon 1 --n 20000   # the same for a schema
   fedrr reproduce results/quickstart                             # rerun a result, compare it
   fedrr credentials certs --nodes 5                              # TLS + node keys for a test deployment
 
@@ -117,6 +121,8 @@ def _cmd_sweep(args, single: bool) -> int:
     from ._spec import first_repeats, load_scenario
     from ._sweep import sweep
 
+    if args.workers is not None:  # cells at once; run.workers = 0 (one per CPU) is the way to say "all"
+        check_int("--workers", args.workers, minimum=1)
     cfg = load_scenario(args.config)
     if smoke():
         args.repeats = 1
@@ -161,8 +167,9 @@ def _cmd_sweep(args, single: bool) -> int:
         for k, e in res.failed.items():
             print(f"fedrr: cell {k} failed: {e}", file=sys.stderr)
         print("fedrr: rerun the same command to retry the failed cells", file=sys.stderr)
-        return 1
-    return 0
+    if msg := res.learner_failures():  # the cells are kept: their other learners' results stand
+        print(f"fedrr: {msg}", file=sys.stderr)
+    return 1 if res.failed or msg else 0
 
 
 def _cmd_plot(args) -> int:
@@ -193,6 +200,43 @@ def _cmd_check(args) -> int:
         f"{len(cfg.cells())} cells ({max(len(cfg.grid), 1)} grid points × {len(cfg.n_grid)} N × "
         f"{cfg.scenario.repeats} repeats), learners {', '.join(cfg.learners.names)}"
     )
+    return 0
+
+
+def _cmd_plan(args) -> int:
+    from ._plan import parse_states, plan, scenario_plans, summary
+
+    if args.top < 1:
+        raise ValidationError("--top", f"must be an integer >= 1, got {args.top}")
+    if not args.target > 0:
+        raise ValidationError(
+            "--target", f"must be > 0 (an RMS error relative to a cell, e.g. 0.25), got {args.target}"
+        )
+    if args.config is not None:
+        if args.states is not None or args.classes is not None:
+            raise ValidationError("--states", "give a CONFIG or --states/--classes, not both")
+        header, plans = scenario_plans(args.config, args.epsilon, args.n, args.target)
+        print(header)
+    else:
+        if args.states is None:
+            raise ValidationError(
+                "CONFIG", "give a scenario file, or a schema: --states K1,K2,... --classes C --epsilon E --n N"
+            )
+        for opt, v in (("--classes", args.classes), ("--epsilon", args.epsilon)):
+            if v is None:
+                raise ValidationError(opt, "is required without a CONFIG (see fedrr plan --help)")
+        if args.n is None:
+            raise ValidationError("--n", "is required without a CONFIG: the number of people who release")
+        plans = [(plan(parse_states(args.states), args.classes, args.epsilon, args.n, args.target), None)]
+    for i, (p, own) in enumerate(plans):
+        if i or args.config is not None:
+            print()
+        if own:
+            print(own)
+        print(p.describe(top=args.top, oracles=i == len(plans) - 1))
+    if len(plans) > 1:
+        print()
+        print(summary([p for p, _ in plans]))
     return 0
 
 
@@ -297,6 +341,41 @@ def build_parser() -> argparse.ArgumentParser:
         example = {"config": "configs/quickstart.toml", "results_dir": "results/quickstart"}[arg]
         example = "results/demo/quickstart" if name == "plot" else example
         command(name, func, hlp, example).add_argument(arg, metavar=arg.upper())
+    p = command(
+        "plan",
+        _cmd_plan,
+        "predict each release design's error at ε and N, and the people or ε a target error needs",
+        "configs/adult_planned.toml --epsilon 1",
+        "Score the release designs (paired / split, m sampled attributes, k-RR / OUE / OLH oracles) for the "
+        "population of CONFIG (its schema, its ε grid and n_clients) or for a schema given with --states and "
+        "--classes, and say what to expect of the chosen one: its predicted error per pair-table cell "
+        "P(x_j=s, y=c) relative to the cell's size, a warning when that is as large as the cells, and how "
+        "many people (at this ε), or what ε (at this N), brings it under --target. "
+        "See docs/concepts/release-planner.md.",
+    )
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = (
+        "examples:\n"
+        "  fedrr plan configs/adult_planned.toml                       # every ε of the grid at its n_clients\n"
+        "  fedrr plan configs/adult_planned.toml --epsilon 1 --n 1000000 --top 3\n"
+        "  fedrr plan --states 5,5,5,5,5,5 --classes 2 --epsilon 1 --n 20000 --target 0.1"
+    )
+    p.add_argument("config", nargs="?", metavar="CONFIG", help="scenario TOML file (or give --states and --classes)")
+    p.add_argument("--states", metavar="K1,K2,...", help="without CONFIG: the number of states of each attribute")
+    p.add_argument("--classes", type=int, metavar="C", help="without CONFIG: the number of label classes")
+    p.add_argument(
+        "--epsilon", type=float, metavar="E", help="ε of one person's whole release (default: the scenario's grid)"
+    )
+    p.add_argument("--n", type=int, metavar="N", help="the number of people (default: the scenario's n_clients)")
+    p.add_argument(
+        "--target",
+        type=float,
+        default=DEFAULT_TARGET,
+        metavar="T",
+        help=f"the RMS error per cell, relative to the cell, to reach (default {DEFAULT_TARGET}: a cell's log "
+        "within ±0.25, so cells a factor 2 apart are told apart)",
+    )
+    p.add_argument("--top", type=int, default=5, metavar="K", help="candidates listed per plan (default 5)")
     p = command(
         "reproduce",
         _cmd_reproduce,

@@ -20,7 +20,7 @@ from ..errors import FedrrError
 from ..estimators import LDPSGDClassifier, LDPSGDServer, ldp_sgd_design, make_server
 from ..gradient_release import n_inputs
 from ..io import write_json
-from ..learners import record_domain
+from ..learners import record_domain, score_text
 from ..population import build_population
 from ..run_config import RunConfig
 from ._collect import wait_for_nodes
@@ -122,7 +122,7 @@ def run_sgd_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
         seconds_total=time.perf_counter() - t_start,
     )
     write_json(out / "metrics.json", metrics)
-    log(f"[fedrr] ldp-sgd: accuracy {entry.get('accuracy', float('nan')):.4f}; fallback {est.fallback_}")
+    log(f"[fedrr] ldp-sgd: {score_text(entry)}")
     return metrics
 
 

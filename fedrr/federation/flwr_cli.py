@@ -1,6 +1,11 @@
 """``flwr run .`` for this app, with the flwr 1.41 pitfalls handled (``python -m fedrr.federation.flwr_cli``).
 
 What it does, in order:
+* checks, before ``flwr`` starts (one line and exit status 2 otherwise): the overrides parse (an
+  unquoted string is named), every key is fedrr's and in the app's ``[tool.flwr.app.config]`` (a
+  custom population's own option too: Flower refuses any other), the population builds at the
+  requested N, has clients, and releases one record per distinct mechanism that validates, and every
+  learner takes those mechanisms (``check_run_config``);
 * writes a SuperLink connection into ``$FLWR_HOME/config.toml`` (flwr 1.41 keeps connections
   there, not in pyproject.toml): ``address = ":local:"`` (flwr lazily starts a local simulation
   SuperLink) or, with ``--superlink HOST:PORT``, an existing SuperLink: over TLS, verified with
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -93,18 +99,50 @@ def run_config_overrides(app: Path, overrides: dict, cwd: Path) -> dict:
 
 def check_run_config(app: Path, overrides: dict):
     """The run config Flower will carry (the app's defaults with the overrides), validated as the
-    ServerApp will: Flower itself answers a misspelt key only with "Invalid run configuration"."""
+    ServerApp will: Flower itself answers a misspelt key, or a key the app's table lacks, only with
+    "Invalid run configuration". Then the population is built at the requested N, releases one
+    record per distinct mechanism, and every learner accepts those mechanisms."""
+    from ..learners import check_accepts
+    from ..population import checked_population
     from ..run_config import RunConfig
 
-    project = tomllib.loads((app / "pyproject.toml").read_text())
-    defaults = project["tool"]["flwr"]["app"].get("config", {})
-    return RunConfig.from_flwr({**defaults, **overrides})
+    table = app / "pyproject.toml"
+    defaults = tomllib.loads(table.read_text())["tool"]["flwr"]["app"].get("config", {})
+    cfg = RunConfig.from_flwr({**defaults, **overrides})
+    for key in overrides:
+        if key not in defaults:  # a custom population's own option: valid for fedrr, not for flwr run
+            raise ValidationError(
+                key,
+                f"{cfg.population_name()}'s option is not in [tool.flwr.app.config] of {table}, and flwr run "
+                f"accepts no other key: add a line '{key} = <default>' to that table",
+            )
+    _, mechanisms = checked_population(cfg)
+    check_accepts(cfg.learners, mechanisms[0] if len(mechanisms) == 1 else mechanisms, population=cfg.population_name())
+    return cfg
+
+
+#: one ``key=value`` pair of a --run-config string, as flwr splits them (flwr.common.config.parse_config_args)
+_PAIR = re.compile(r"(\S+?)=(\'[^\']*\'|\"[^\"]*\"|\S+)")
 
 
 def parse_overrides(items: list[str] | None) -> dict:
+    """The --run-config overrides, parsed as flwr parses them; a value that is not TOML (an unquoted
+    string) is one ValidationError naming its key, not flwr's traceback."""
+    import click
     from flwr.common.config import parse_config_args
 
-    return parse_config_args(items) if items else {}
+    try:
+        return parse_config_args(items) if items else {}
+    except (click.ClickException, ValueError):
+        for item in items:
+            for key, value in _PAIR.findall(item):
+                try:
+                    tomllib.loads(f"{key} = {value}")
+                except tomllib.TOMLDecodeError:
+                    raise ValidationError(
+                        key, f"{value} is not a TOML value: quote strings, as in -c \"{key}='{value}'\""
+                    ) from None
+        raise ValidationError("--run-config", f"{items!r} is not 'key=value' pairs separated by spaces") from None
 
 
 # ---------------------------------------------------------------------------------- run

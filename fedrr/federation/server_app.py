@@ -21,7 +21,7 @@ from .. import __version__
 from ..errors import FedrrError
 from ..frequency_check import check_pool
 from ..io import write_json
-from ..learners import FitData, fit_and_score
+from ..learners import FitData, fit_and_score, score_text
 from ..pool import Pool
 from ..population import build_population
 from ..run_config import RunConfig
@@ -122,7 +122,7 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
             log(f"[fedrr] {learner} failed: {entry['error']}")
         else:
             np.savez(out / f"model-{learner}.npz", **model_arrays(res.estimator))
-            log(f"[fedrr] {learner}: accuracy {entry.get('accuracy', float('nan')):.4f} ({entry['seconds']:.1f} s)")
+            log(f"[fedrr] {learner}: {score_text(entry)} ({entry['seconds']:.1f} s)")
         metrics["learners"][learner] = entry
         write_json(out / "metrics.json", metrics)
     metrics.update(status="done", seconds_total=time.perf_counter() - t_start)

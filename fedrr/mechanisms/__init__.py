@@ -18,7 +18,7 @@ from ._numeric import GaussianMechanism, LaplaceMechanism
 from ._oracles import frequency_oracle, unbiased_onehot_covariance
 from ._paired import PairedRecordMechanism
 from ._piecewise import DuchiMechanism, PiecewiseMechanism
-from ._planner import ReleasePlan, plan_release, predicted_variance
+from ._planner import DEFAULT_TARGET, EPSILON_SEARCH, TOO_FEW_PEOPLE, ReleasePlan, plan_release, predicted_variance
 from ._priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior
 from ._record import RecordMechanism
 from ._records import RECORD_MECHANISMS, is_paired, is_record_mechanism, record_mechanism_from_spec
@@ -49,6 +49,9 @@ __all__ = [
     "plan_release",
     "ReleasePlan",
     "predicted_variance",
+    "DEFAULT_TARGET",
+    "TOO_FEW_PEOPLE",
+    "EPSILON_SEARCH",
     "CategoricalPrior",
     "GaussianPrior",
     "HistogramPrior",

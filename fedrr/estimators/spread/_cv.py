@@ -41,6 +41,7 @@ are dependent, sd(z) 1.43 instead of 1 (issue 29)."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -49,7 +50,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..._params import Interval, ListOf, Options, Satisfies, random_state_constraints, seed_from, validate_estimator
-from ...errors import ValidationError
+from ...errors import CleanDataWarning, ValidationError
+from .._sklearn import warn_clean
 from ._cv_paired import independence_test, paired_class_prior
 from ._cv_scores import (
     _null_loglik,
@@ -235,6 +237,11 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         return est
 
     def fit(self, X, y, mechanism: Any = None):
+        """Select, test and fit on releases X, y of ``mechanism`` (or ``self.mechanism``). Without one
+        X, y are clean data (plain logistic regression at Cs[0]), with a ``CleanDataWarning``: a warning,
+        not an error, so that it stays a scikit-learn estimator (``check_estimator`` fits plain arrays)."""
+        if (self.mechanism if mechanism is None else mechanism) is None:
+            warn_clean(self)
         # the learned prior's center (``marginal_mle_prior``) depends on the releases only: the
         # candidates of a fold share one, computed once (the same numbers, a fraction of the time)
         self._centers: dict | None = {}
@@ -254,7 +261,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             prior = auto_prior(mechanism)  # one prior for every fit of the selection, the test and the refit
         self._prior = prior
         if mechanism is None:  # clean data: spread-EM is ordinary logistic regression; no selection to make
-            self.estimator_ = self._spread(C=p["Cs"][0]).fit(X, y)
+            with warnings.catch_warnings():  # said once, by fit
+                warnings.simplefilter("ignore", CleanDataWarning)
+                self.estimator_ = self._spread(C=p["Cs"][0]).fit(X, y)
             self._copy_from(self.estimator_)
             self.C_, self.prior_strength_, self.fallback_, self.gain_ = p["Cs"][0], None, False, None
             self.scores_, self.cond_scores_, self.accuracy_scores_ = {}, {}, {}

@@ -28,7 +28,7 @@ from ...errors import ValidationError
 from ...mechanisms import EmpiricalPrior, PairedRecordMechanism
 from ...parallel import ThreadExecutor
 from .._naive_bayes import check_naive_bayes_mechanism
-from .._sklearn import class_labels, validate
+from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._em import EMOptions, run_em
 from ._estep import shard_factories
@@ -211,9 +211,13 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         Paired releases (a PairedRecordMechanism, or one per record): X holds the pair reports, y is
         all NaN (or None) — the labels are inside the pairs, and the E-step's posterior runs over the
         unreleased attributes and the label given them (``_paired``); the classes are 0..C−1.
-        With no mechanism the data are taken as clean."""
+        With no mechanism the data are taken as clean, with a ``CleanDataWarning``: a warning, not an
+        error, so that it stays a scikit-learn estimator (``check_estimator`` fits plain arrays), yet
+        releases fitted without their mechanism are never read as clean data silently."""
         p = self._params()
         mechanism = self.mechanism if mechanism is None else mechanism
+        if mechanism is None:
+            warn_clean(self)
         if isinstance(p["prior"], str) and p["prior"] == "auto":
             p["prior"] = auto_prior(mechanism)
         # the work is matrix-vector products on shards: multi-threaded BLAS only contends
