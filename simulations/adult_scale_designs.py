@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 
 import numpy as np
-from sklearn.metrics import balanced_accuracy_score, roc_auc_score
 
 from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.io import command_line
+from fedrr.learners import classification_scores
 from fedrr.mechanisms import PairedRecordMechanism, plan_release
 
 FIELDS = [
@@ -61,12 +61,8 @@ PRIORS = {"nb": "naive-bayes", "learned": "learned", "auto": "auto"}
 
 
 def metrics(est, X, y) -> dict:
-    p = est.predict_proba(X)[:, 1]
-    return {
-        "accuracy": float(np.mean((p > 0.5) == y)),
-        "balanced": float(balanced_accuracy_score(y, p > 0.5)),
-        "auc": float(roc_auc_score(y, p)),
-    }
+    s = classification_scores(est, X, y)
+    return {"accuracy": s["accuracy"], "balanced": s["balanced_accuracy"], "auc": s["auc"]}
 
 
 def mechanism(design: str, ks, eps: float, n: int):
