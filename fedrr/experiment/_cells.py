@@ -51,6 +51,10 @@ def _digest(path: str, mtime_ns: int, size: int) -> str:
     return h.hexdigest()
 
 
+#: read_table's arguments, which are the [population] keys of the same names
+_TABLE_KEYS = ("table", "test_table", "label", "classes", "categorical", "edges")
+
+
 def scenario_schema(spec: ScenarioSpec):
     """The ``Schema`` of the scenario's built-in population (n_states per attribute, the classes: what
     the release planner reads): its table's (``population.table``, read once per process) or its
@@ -58,7 +62,12 @@ def scenario_schema(spec: ScenarioSpec):
     if spec.population.table:
         from ..population import config_table
 
-        return config_table(spec.population).schema
+        try:
+            return config_table(spec.population).schema
+        except ValidationError as exc:  # read_table names its argument: the scenario key (a bad cell keeps its place)
+            if exc.field.split(".")[0] in _TABLE_KEYS:
+                raise ValidationError(f"population.{exc.field}", exc.message) from None
+            raise
     from ..datasets import load
 
     return load(spec.population.dataset).schema
