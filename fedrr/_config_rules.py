@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ValidationError
-from .population import WHOLE_RECORD_FAMILIES
+from .population import DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES
 
 
 @dataclass(frozen=True)
@@ -69,6 +69,51 @@ def _unknown_learner(c: Any) -> str | None:
 
 
 _MIX = "budget-mix sets the feature budgets itself: leave this key out"
+#: the keys that declare a table population's schema (each needs ``table``)
+TABLE_KEYS = ("label", "classes", "categorical", "edges", "test_table")
+
+
+def _table_rules() -> tuple[Rule, ...]:
+    """A table population: ``table`` with its label and feature columns, only for the built-in
+    population and a discrete release; its schema keys only with ``table``."""
+    out = [
+        Rule(
+            k.replace("_", "-"),
+            lambda c, k=k: not c.table and bool(getattr(c, k)),
+            f"is a table population's key: set table (a .csv or .parquet file) too, or leave {k.replace('_', '-')} out",
+        )
+        for k in TABLE_KEYS
+    ]
+    out += [
+        Rule(
+            "table",
+            lambda c: bool(c.table) and c.population != "dataset",
+            lambda c: f"is the built-in population's table; population {c.population!r} reads its own data",
+        ),
+        Rule("label", lambda c: bool(c.table) and not c.label, "is required with table: the label column's name"),
+        Rule(
+            "categorical",
+            lambda c: bool(c.table) and not c.categorical and not c.edges,
+            "table needs its feature columns declared: categorical = {column = [values]} and/or edges = "
+            "{column = [cut points]}",
+        ),
+        Rule(
+            "resample",
+            lambda c: c.resample != "none" and c.population != "dataset" and not c._custom_population_takes("resample"),
+            lambda c: (
+                f"is the built-in population's; {c.population} takes no 'resample' parameter and draws its own rows"
+            ),
+        ),
+        Rule(
+            "mechanism",
+            lambda c: bool(c.table) and c.mechanism not in DISCRETE_FAMILIES,
+            lambda c: (
+                f"a table population releases discrete states: {', '.join(DISCRETE_FAMILIES)}, got {c.mechanism!r}"
+            ),
+        ),
+    ]
+    return tuple(out)
+
 
 #: the run config's relations, checked in this order (``RunConfig``) once every key is valid alone
 RUN_RULES: tuple[Rule, ...] = (
@@ -119,6 +164,7 @@ RUN_RULES: tuple[Rule, ...] = (
             "features as one field; attribute sampling needs gaussian-noise = 'per-feature'"
         ),
     ),
+    *_table_rules(),
     Rule(
         "max-record-epsilon",
         lambda c: (c.accept_mechanisms == "declared") != (c.max_record_epsilon is not None),

@@ -21,11 +21,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._config_tables import BudgetMix
+from ._config_tables import BudgetMix, ColumnDomains, ColumnEdges
 from ._params import Constraint, Interval, IsNone, ListOf, Options, Satisfies, Text
 from .datasets import LOADERS
 from .fake import FAKE_ATTACKS
-from .population import GAUSSIAN_NOISE, MECHANISM_FAMILIES
+from .population import GAUSSIAN_NOISE, MECHANISM_FAMILIES, RESAMPLE
 
 CONCERNS = ("population", "privacy", "learners", "collection", "execution")
 #: the scenario TOML section of each concern: today's names (``[run]`` holds collection and execution)
@@ -73,6 +73,8 @@ class Key:
     #: a key not in a scenario: the scenario key a sweep cell derives its value from (if one)
     from_scenario: str = ""
     builtin: bool = False
+    #: in Flower's flat run config the value is JSON text ("" = the default): a table or a list
+    flwr_json: bool = False
 
     def __post_init__(self):
         assert self.concern in CONCERNS, self.concern
@@ -92,6 +94,9 @@ class Key:
     def run_field(self) -> Any:
         """The ``RunConfig`` field of the key."""
         meta = {"flwr": self.flwr, "doc": self.doc, "constraints": self.constraints, "key": self}
+        if isinstance(self.default, dict):
+            d = self.default
+            return field(default_factory=lambda: dict(d), hash=False, metadata=meta)
         return field(default=self.default, metadata=meta)
 
     def scenario_constraints(self) -> tuple[Constraint, ...]:
@@ -177,6 +182,74 @@ def _keys() -> tuple[Key, ...]:
             "clients, one record each",
             (Interval(int, 1, 10**9),),
             axis=True,
+        ),
+        K(
+            "table",
+            "population",
+            "str",
+            "",
+            "your own table instead of `dataset`: a .csv or .parquet file, one row per person (relative paths: to "
+            "the scenario file, or to where the run starts); with label and the columns declared in categorical / "
+            "edges (fedrr.population.TablePopulation). '' = none",
+            (Text(),),
+        ),
+        K(
+            "label",
+            "population",
+            "str",
+            "",
+            "table: the label column",
+            (Text(),),
+        ),
+        K(
+            "classes",
+            "population",
+            "tuple",
+            (),
+            "table: the label column's values, declared (y = index in this list); left out, the sorted distinct "
+            "labels of the rows, treated as public. Flower: JSON text",
+            (ListOf(Satisfies(lambda v: isinstance(v, (str, int, float)), "a label value"), nonempty=False),),
+            flwr_json=True,
+        ),
+        K(
+            "categorical",
+            "population",
+            "dict",
+            {},
+            "table: categorical columns and their domains, {column = [values]} (a value outside its domain is "
+            "an error naming its row and column). Flower: JSON text",
+            (ColumnDomains(),),
+            flwr_json=True,
+        ),
+        K(
+            "edges",
+            "population",
+            "dict",
+            {},
+            "table: numeric columns and their declared public cut points, {column = [e1, e2, ...]}: k = len + 1 "
+            'states, a value on an edge goes up; "private-quantiles:K" fits K quantile bins on the private rows '
+            "(explicit opt-in: the edges then reveal the rows' quantiles, outside ε). Flower: JSON text",
+            (ColumnEdges(),),
+            flwr_json=True,
+        ),
+        K(
+            "test_table",
+            "population",
+            "str",
+            "",
+            "table: held-out clean test rows, a table of the same columns ('' = n_test_per_class rows per class "
+            "held out of `table`)",
+            (Text(),),
+        ),
+        K(
+            "resample",
+            "population",
+            "str",
+            "none",
+            "none (at most one client per training row of a table; a built-in dataset cycles its rows) | "
+            "bootstrap (client i's row drawn with replacement as a function of (seed, i): any n_clients; every "
+            "output says resampled)",
+            (Options(*RESAMPLE),),
         ),
         K(
             "n_test_per_class",

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from ._params import Constraint, Interval, ListOf, check_param, type_name
@@ -94,3 +95,62 @@ class Options_(_Table):
 
     def coerce(self, value):
         return dict(value)
+
+
+def _scalar(v: Any) -> bool:
+    return isinstance(v, (str, int, float, bool))
+
+
+class _Columns(Constraint):
+    """A table {column: value} of a table population's schema; ``explain`` names the bad column
+    ("population.categorical.sex"). The values' own rules are ``fedrr.datasets.read_table``'s."""
+
+    example = ""
+    what = ""
+
+    def item_ok(self, v: Any) -> bool:
+        raise NotImplementedError
+
+    def accepts(self, value: Any) -> bool:
+        return self.explain("", value) is None
+
+    def coerce(self, value: Any) -> Any:
+        return {str(k): (tuple(v) if isinstance(v, (list, tuple)) else v) for k, v in value.items()}
+
+    def describe(self) -> str:
+        return f"a table such as {self.example}"
+
+    def explain(self, name: str, value: Any) -> ValidationError | None:
+        if not isinstance(value, dict):
+            return ValidationError(name, f"must be {self.describe()}, got {type_name(value)} {value!r}")
+        for k, v in value.items():
+            if not self.item_ok(v):
+                return ValidationError(f"{name}.{k}", f"must be {self.what}, got {type_name(v)} {v!r}")
+        return None
+
+
+class ColumnDomains(_Columns):
+    """``categorical``: {column: its domain, a non-empty list of values}."""
+
+    example = '{sex = ["F", "M"], region = ["north", "south"]}'
+    what = "a non-empty list of the column's values (its declared domain)"
+
+    def item_ok(self, v: Any) -> bool:
+        return isinstance(v, (list, tuple)) and len(v) > 0 and all(_scalar(x) for x in v)
+
+
+class ColumnEdges(_Columns):
+    """``edges``: {column: public cut points, or "private-quantiles:K"}."""
+
+    example = '{age = [25, 35, 50], income = "private-quantiles:4"}'
+    what = 'a non-empty list of increasing numbers (public cut points), or "private-quantiles:K"'
+
+    def item_ok(self, v: Any) -> bool:
+        if isinstance(v, str):
+            return v.startswith("private-quantiles:")
+        return (
+            isinstance(v, (list, tuple))
+            and len(v) > 0
+            and all(_scalar(x) and not isinstance(x, (bool, str)) and math.isfinite(x) for x in v)
+            and all(a < b for a, b in zip(v, v[1:]))
+        )

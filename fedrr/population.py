@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import inspect
+import json
 import os
 import sys
 from abc import ABC, abstractmethod
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ._validation import check_int
-from .datasets import LOADERS, Dataset, load, train_test_split_per_class
+from .datasets import LOADERS, Dataset, Schema, load, read_table, train_test_split_per_class
 from .errors import ValidationError
 from .mechanisms import (
     RECORD_MECHANISMS,
@@ -56,6 +57,18 @@ def unit_uniform(seed: int, client_id: int, stream: str) -> float:
     without any shared random state (the same answer on every node and on the server)."""
     h = hashlib.blake2b(f"{seed}:{client_id}:{stream}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") / 2.0**64
+
+
+#: how a population with more clients than rows gets its clients' rows: "none" (refused by a table
+#: population; a built-in dataset cycles its rows and says ``rows_reused``) or "bootstrap"
+RESAMPLE = ("none", "bootstrap")
+
+
+def bootstrap_row(seed: int, client_id: int, n_rows: int) -> int:
+    """Client i's row under bootstrap resampling: ⌊u·n_rows⌋, u = ``unit_uniform(seed, i, "resample")``
+    — rows drawn uniformly with replacement, a function of (seed, i) alone, so every cohort, worker and
+    the server agree without materialising the population."""
+    return min(int(unit_uniform(seed, client_id, "resample") * n_rows), n_rows - 1)
 
 
 class ClientPopulation(ABC):
@@ -255,7 +268,9 @@ class DatasetPopulation(ClientPopulation):
     server's evaluation (or the dataset's own test split, when it has one: ``extra["is_test"]``,
     e.g. Adult's files; ``n_test_per_class`` is then unused), and client i holds training row
     ``order[i mod n_train]`` (rows are reused only when there are more clients than training rows;
-    ``describe()`` says so).
+    ``describe()`` says so). ``resample="bootstrap"``: client i holds training row
+    ``bootstrap_row(seed, i, n_train)`` instead — N people drawn from the rows with replacement, at any
+    N (``describe()`` says ``resampled``).
 
     Budgets: one record mechanism (``RecordMechanism`` or ``PairedRecordMechanism``) for everyone, or
     a mix — ``mechanisms`` with ``weights``:
@@ -266,7 +281,7 @@ class DatasetPopulation(ClientPopulation):
     #: one line per planned mechanism (mechanism "auto", ``plan_line``), shown by ``describe()``
     release_plans: tuple[str, ...] = ()
 
-    def __init__(
+    def __init__(  # noqa: PLR0913  the dataset, N and mechanisms, then keyword-only options
         self,
         dataset: str | Dataset,
         n_clients: int,
@@ -277,8 +292,12 @@ class DatasetPopulation(ClientPopulation):
         features: str = "states",
         dropout: float = 0.0,
         seed: int = 0,
+        resample: str = "none",
     ):
         self._n = check_int("n_clients", n_clients, minimum=1)
+        if resample not in RESAMPLE:
+            raise ValidationError("resample", f"must be one of {RESAMPLE}, got {resample!r}")
+        self.resample = resample
         self.seed = check_int("seed", seed, minimum=0)
         if not (isinstance(dropout, (int, float)) and 0.0 <= dropout < 1.0):
             raise ValidationError("dropout", f"must be a number in [0, 1), got {dropout!r}")
@@ -308,8 +327,12 @@ class DatasetPopulation(ClientPopulation):
                 raise ValidationError("mechanisms", f"cover {m.n_features} features but the dataset has {D}")
 
     @cached_property
+    def _ds(self) -> Dataset:
+        return load(self._dataset_arg) if isinstance(self._dataset_arg, str) else self._dataset_arg
+
+    @cached_property
     def _data(self):
-        ds = load(self._dataset_arg) if isinstance(self._dataset_arg, str) else self._dataset_arg
+        ds = self._ds
         if ds.schema.task != "classification":
             raise ValidationError("dataset", "must be a classification dataset")
         if "is_test" in ds.extra:  # the dataset's own train/test split (Adult's files): clients hold train rows
@@ -341,8 +364,18 @@ class DatasetPopulation(ClientPopulation):
     def n_train(self) -> int:
         return self._data[0].shape[0]
 
+    @property
+    def schema(self) -> Schema:
+        """The dataset's schema: n_states per attribute, the classes (what the planner and checks read)."""
+        return self._ds.schema
+
+    def row(self, client_id: int) -> int:
+        """The training row client i holds (its position in the seeded order)."""
+        i = self.check_client(client_id)
+        return bootstrap_row(self.seed, i, self.n_train) if self.resample == "bootstrap" else i % self.n_train
+
     def record(self, client_id: int) -> tuple[np.ndarray, int]:
-        i = self.check_client(client_id) % self.n_train
+        i = self.row(client_id)
         X, y, _, _ = self._data
         return X[i].copy(), int(y[i])
 
@@ -362,12 +395,120 @@ class DatasetPopulation(ClientPopulation):
         out.update(
             dataset=self._dataset_arg if isinstance(self._dataset_arg, str) else "custom",
             n_train=self.n_train,
-            rows_reused=self._n > self.n_train,
+            rows_reused=self._n > self.n_train or self.resample == "bootstrap",
             features=self.features,
+            resample=self.resample,
         )
+        if self.resample == "bootstrap":
+            out["resampled"] = (
+                f"bootstrap: {self._n:,} clients drawn with replacement from {self.n_train:,} training rows "
+                f"(client i's row a function of (seed, i))"
+            )
         if self.release_plans:
             out["release_plans"] = list(self.release_plans)
         return out
+
+
+class TablePopulation(DatasetPopulation):
+    """Clients drawn from your own table: a pandas DataFrame, or a CSV or Parquet file, read with its
+    declared schema by ``fedrr.datasets.read_table`` (the label column; categorical columns with their
+    domains; numeric columns cut at declared public edges — a value on an edge goes up). Client i holds
+    one training row (a seeded order); the held-out clean test rows are ``test_table`` (a table of the
+    same columns), or else ``n_test_per_class`` rows per class drawn with ``seed``.
+
+    More clients than training rows only when asked: ``resample="bootstrap"`` draws client i's row as
+    a function of (seed, i) (``bootstrap_row``; ``describe()`` says ``resampled``); without it a larger
+    ``n_clients`` is refused.
+
+    ``mechanisms``: record mechanism(s) as ``DatasetPopulation``'s, or a family name of
+    ``record_mechanism_for`` built for the table's schema: "auto" (the release planner's design for
+    ``n_clients`` records) or "paired" at ``epsilon`` per whole record; "rr" / "oracle" at ``epsilon``
+    per feature and ``label_epsilon``. ``table`` may also be a ``Dataset`` that ``read_table`` made."""
+
+    def __init__(  # noqa: PLR0913  the table's declared schema, keyword-only
+        self,
+        table: Any,
+        n_clients: int,
+        mechanisms: str | RecordMechanism | PairedRecordMechanism | Sequence = "auto",
+        weights: Sequence[float] | None = None,
+        *,
+        label: str | None = None,
+        classes: Sequence | None = None,
+        categorical: dict | None = None,
+        edges: dict | None = None,
+        test_table: Any = None,
+        n_test_per_class: int = 50,
+        resample: str = "none",
+        epsilon: float | None = None,
+        label_epsilon: float | None = None,
+        dropout: float = 0.0,
+        seed: int = 0,
+    ):
+        if isinstance(table, Dataset):
+            ds = table
+        else:
+            ds = read_table(table, label=label, classes=classes, categorical=categorical, edges=edges, test=test_table)
+        seed = check_int("seed", seed, minimum=0)
+        if "is_test" not in ds.extra:  # hold out n_test_per_class rows per class, drawn with the seed
+            ds = _held_out(ds, check_int("n_test_per_class", n_test_per_class, minimum=0), seed)
+        self.table_name = str(ds.extra.get("table", "table"))
+        if isinstance(mechanisms, str):
+            family, D, states, C = mechanisms, ds.schema.n_features, ds.schema.states(), ds.schema.n_classes
+            mechanisms = record_mechanism_for(
+                family, D, states, C, feature_epsilon=epsilon, label_epsilon=label_epsilon, n_records=n_clients
+            )
+            if family == "auto":  # the planner's choice, said by describe() as dataset_population's
+                self.release_plans = (plan_line(planned_release(states, C, epsilon, n_clients)),)
+        super().__init__(
+            ds,
+            n_clients,
+            mechanisms,
+            weights,
+            n_test_per_class=n_test_per_class,
+            dropout=dropout,
+            seed=seed,
+            resample=resample,
+        )
+        if self.resample == "none" and self.n_clients > self.n_train:
+            raise ValidationError(
+                "n_clients",
+                f"must be at most the {self.n_train:,} training rows of {self.table_name}, got {self.n_clients:,}: "
+                "set resample = 'bootstrap' to draw that many clients from the rows (nothing resamples unless asked)",
+            )
+
+    def describe(self) -> dict:
+        out = super().describe()
+        ex = self._ds.extra
+        out.update(
+            dataset="table",
+            table=self.table_name,
+            test_table=ex.get("test_table", f"held out: {self.n_test_per_class} rows per class"),
+            label=self._ds.schema.target,
+            classes=[str(c) for c in self._ds.schema.classes],
+            classes_from="declared" if ex.get("classes_declared") else "the label column's values (treated as public)",
+            columns=[f.name for f in self._ds.schema.features],
+            unused_columns=list(ex.get("unused_columns", [])),
+        )
+        if ex.get("private_edges"):
+            out["private_edges"] = {c: list(e) for c, e in ex["private_edges"].items()}
+            out["private_edges_note"] = "edges fitted on the private rows (quantiles): not covered by the release's ε"
+        return out
+
+
+def _held_out(ds: Dataset, n_test_per_class: int, seed: int) -> Dataset:
+    """``ds`` with ``extra["is_test"]``: ``n_test_per_class`` rows of each class drawn with ``seed``."""
+    rng = np.random.default_rng([seed, 0x7E57])
+    is_test = np.zeros(len(ds.y), bool)
+    for c, name in enumerate(ds.schema.classes):
+        idx = np.flatnonzero(ds.y == c)
+        if idx.size <= n_test_per_class:
+            raise ValidationError(
+                "n_test_per_class",
+                f"must leave training rows of class {name!r}: it has {idx.size} rows, n_test_per_class = "
+                f"{n_test_per_class} (or give a test table)",
+            )
+        is_test[rng.choice(idx, n_test_per_class, replace=False)] = True
+    return Dataset(ds.X, ds.y, ds.schema, extra={**ds.extra, "is_test": is_test})
 
 
 def dataset_population(cfg: RunConfig) -> DatasetPopulation:
@@ -377,11 +518,16 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
     "paired"`` the budget is ``feature-epsilon`` = the ε of each client's whole release (its
     ``n-sampled`` pairs, 0 meaning 1, share it); a budget mix then mixes whole-record ε. ``"auto"``
     likewise, the release planned for ``n-clients`` records (``plan_release``)."""
-    name = cfg.dataset
-    if name not in LOADERS:
-        raise ValidationError("dataset", f"unknown dataset {name!r}; valid: {', '.join(LOADERS)}")
+    if cfg.table:
+        with _config_key(None):
+            ds = config_table(cfg)
+        name = str(ds.extra["table"])
+    else:
+        name = cfg.dataset
+        if name not in LOADERS:
+            raise ValidationError("dataset", f"unknown dataset {name!r}; valid: {', '.join(LOADERS)}")
+        ds = load(name)
     family = cfg.mechanism
-    ds = load(name)
     states = ds.schema.states()
     discrete = bool(np.all(states > 0))
     if family in DISCRETE_FAMILIES and not discrete:
@@ -435,16 +581,14 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
                 )
             )
     with _config_key(None):
-        pop = DatasetPopulation(
-            name,
-            cfg.n_clients,
-            mechs,
-            weights,
-            n_test_per_class=cfg.n_test_per_class,
-            features="states" if family in DISCRETE_FAMILIES else "unit",
-            dropout=cfg.dropout,
-            seed=cfg.seed,
-        )
+        common = {"n_test_per_class": cfg.n_test_per_class, "dropout": cfg.dropout, "seed": cfg.seed}
+        if cfg.table:
+            pop = TablePopulation(ds, cfg.n_clients, mechs, weights, resample=cfg.resample, **common)
+        else:
+            features = "states" if family in DISCRETE_FAMILIES else "unit"
+            pop = DatasetPopulation(
+                name, cfg.n_clients, mechs, weights, features=features, resample=cfg.resample, **common
+            )
     if family == "auto":
         pop.release_plans = tuple(
             plan_line(planned_release(states, ds.schema.n_classes, lv, cfg.n_clients)) for lv in levels
@@ -452,13 +596,47 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
     return pop
 
 
+def table_path(path: str, base: str | os.PathLike | None = None) -> str:
+    """A table path as given, made absolute against ``base`` (default: the run's start directory,
+    ``mark_start_dir``, else the working directory): every process of a run reads the same file."""
+    p = Path(path).expanduser()
+    return str(p if p.is_absolute() else Path(base or os.environ.get(START_DIR_ENV) or os.getcwd()) / p)
+
+
+def config_table(cfg: RunConfig) -> Dataset:
+    """The run config's table (``table``, ``label``, ``classes``, ``categorical``, ``edges``,
+    ``test-table``) read by ``read_table``, once per process for an unchanged file."""
+    files = [table_path(cfg.table)] + ([table_path(cfg.test_table)] if cfg.test_table else [])
+    stamps = tuple((f, *_stamp(f)) for f in files)
+    spec = json.dumps(
+        [cfg.label, list(cfg.classes) or None, dict(cfg.categorical), dict(cfg.edges)], sort_keys=True, default=str
+    )
+    return _read_config_table(stamps, spec)
+
+
+def _stamp(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)  # read_table names the missing file
+    return (st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=8)
+def _read_config_table(stamps: tuple, spec: str) -> Dataset:
+    label, classes, categorical, edges = json.loads(spec)
+    test = stamps[1][0] if len(stamps) > 1 else None
+    return read_table(stamps[0][0], label=label, classes=classes, categorical=categorical, edges=edges, test=test)
+
+
 #: DatasetPopulation's argument names -> run-config keys
 _ARG_KEYS = {"n_clients": "n-clients", "n_test_per_class": "n-test-per-class", "weights": "budget-mix"}
 _ARG_KEYS |= {"n_sampled": "n-sampled", "gaussian_noise": "gaussian-noise"}
-_ARG_KEYS |= {k: k.replace("_", "-") for k in BUDGET_KEYS}
+_ARG_KEYS |= {k: k.replace("_", "-") for k in BUDGET_KEYS} | {"test_table": "test-table"}
 #: run-config keys whose errors pass through unchanged
 _OWN_KEYS = {"delta", "dropout", "seed", "dataset", "mechanism", "n-clients", "n-test-per-class", "budget-mix"}
 _OWN_KEYS |= {"feature-flip", "feature-epsilon", "label-flip", "label-epsilon", "n-sampled", "gaussian-noise"}
+_OWN_KEYS |= {"table", "label", "classes", "resample"}
 
 
 @contextmanager
@@ -582,8 +760,8 @@ def check_population(population: ClientPopulation, name: str, key: str = "popula
     for i in range(min(int(n), n_scan)):
         try:
             m = population.mechanism(i)
-        except ValidationError as exc:
-            raise ValidationError(key, f"{name}, client {i}'s mechanism: {exc}") from None
+        except Exception as exc:  # a custom population's own code: named, never a traceback
+            raise ValidationError(key, f"{name}, client {i}'s mechanism: {_reason(exc)}") from None
         if id(m) in seen:
             continue
         if not isinstance(m, RECORD_MECHANISMS):
@@ -601,9 +779,15 @@ def check_population(population: ClientPopulation, name: str, key: str = "popula
         try:
             xt, yt = population.release_record(i, rng)
             m.validate_release(np.asarray(xt)[None, :], None if yt is None else np.asarray([yt]))
-        except ValidationError as exc:
-            raise ValidationError(key, f"{name}, client {i}'s record: {exc}") from None
+        except Exception as exc:
+            raise ValidationError(key, f"{name}, client {i}'s record: {_reason(exc)}") from None
     return [m for _, m in seen.values()]
+
+
+def _reason(exc: Exception) -> str:
+    """One line for an error raised while checking a population: fedrr's own errors as they read,
+    anything else (a custom population's code) with its type."""
+    return str(exc) if isinstance(exc, ValidationError) else f"{type(exc).__name__}: {exc}"
 
 
 def checked_population(cfg: RunConfig, key: str = "population") -> tuple[ClientPopulation, list]:

@@ -7,6 +7,7 @@ are not fedrr's own travel in ``extras`` and are handed to the population's cons
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import field
@@ -147,6 +148,8 @@ class RunConfig:
                 v = ",".join(v)
             elif f.name == "budget_mix":
                 v = ",".join(f"{a!r}:{w!r}" for a, w in v)
+            elif f.metadata["key"].flwr_json:  # a table or a list: JSON text, "" when empty
+                v = json.dumps(dict(v) if isinstance(v, Mapping) else list(v)) if v else UNSET
             elif v is None:  # an unset budget (or limit): a Flower config file declares every key
                 v = UNSET
             out[key] = v
@@ -232,6 +235,14 @@ def _from_flwr_value(f: dataclasses.Field, key: str, value: Any) -> Any:
         return tuple(n.strip() for n in value.split(",") if n.strip())
     if f.name == "budget_mix":
         return parse_budget_mix(key, value)
+    if f.metadata["key"].flwr_json and isinstance(value, str):  # JSON text (a table population's schema)
+        if value == UNSET:
+            return f.default_factory() if f.default is dataclasses.MISSING else f.default
+        try:
+            return json.loads(value)
+        except json.JSONDecodeError as exc:
+            example = '{"age": [25, 50]}'
+            raise ValidationError(key, f"must be JSON text such as '{example}', got {value!r}: {exc}") from None
     if (
         any(isinstance(c, Interval) and c.kind is float for c in cons)
         and isinstance(value, int)

@@ -21,7 +21,7 @@ DOCS = ROOT / "docs"
 PAGES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
 FENCE = re.compile(r"(?:<!--\s*(?P<marker>[^>]*?)\s*-->\s*\n)?```python\n(?P<code>.*?)```", re.S)
 #: names that look like repository files but are placeholders in the prose
-NOT_FILES = {"configs/my_scenario.toml"}
+NOT_FILES: set[str] = set()
 #: files the CHANGELOG names because they were moved or removed
 GONE = {"tests/malicious_server.py"}
 
@@ -41,6 +41,69 @@ def test_config_reference_is_up_to_date():
         "docs/reference/config.md differs from the typed configs: regenerate it with "
         "`python -m fedrr.experiment.reference docs/reference/config.md`"
     )
+
+
+#: files whose comments or prose may carry registry lists (``<generated: NAME>`` regions)
+LIST_FILES = [ROOT / "README.md", *sorted(DOCS.rglob("*.md")), *sorted((ROOT / "configs").rglob("*.toml"))]
+
+
+def test_generated_lists_are_up_to_date():
+    """Every ``<generated: NAME>`` region holds what the registries give today."""
+    stale = [
+        _rel(p)
+        for p in LIST_FILES
+        if reference.sync_generated(p.read_text(encoding="utf-8"), _rel(p)) != p.read_text(encoding="utf-8")
+    ]
+    assert not stale, (
+        f"registry lists out of date in {stale}: regenerate with "
+        f"`python -m fedrr.experiment.reference --lists {' '.join(stale)}`"
+    )
+
+
+def test_generated_lists_are_where_users_read_them():
+    """The quickstart config and the first-sweep tutorial list every dataset, learner and
+    mechanism family from the registries (they once left out the demo's own ldp-nb, ldp-sgd,
+    majority and adult_binned)."""
+    from fedrr.datasets import LOADERS
+    from fedrr.learners import TASKS, names
+    from fedrr.population import MECHANISM_FAMILIES
+
+    for page in (ROOT / "configs" / "quickstart.toml", DOCS / "tutorial" / "first-sweep.md"):
+        text = page.read_text(encoding="utf-8")
+        for region in ("datasets", "learners", "mechanisms"):
+            assert f"<generated: {region}>" in text, f"{_rel(page)} has no generated {region} list"
+        for name in ("ldp-nb", "ldp-sgd", "majority", "adult_binned", "paired"):
+            assert re.search(rf"(?<![\w-]){name}(?![\w-])", text), f"{_rel(page)} does not name {name}"
+    lists = reference.registry_lists()
+    assert all(f" {n}" in lists["datasets"] for n in LOADERS)
+    assert all(f" {n}" in lists["mechanisms"] for n in MECHANISM_FAMILIES)
+    assert all(f" {n}" in lists["learners"] for n in names(TASKS[0]))
+    assert all(f" {n}" in lists["learners-regression"] for n in names(TASKS[1]))
+
+
+def test_unknown_generated_list_is_refused():
+    with pytest.raises(ValueError, match="unknown generated list 'learner'"):
+        reference.sync_generated("# <generated: learner>\n# </generated>\n")
+
+
+def test_configs_write_no_registry_list_by_hand():
+    """Outside generated regions a config's comment names at most two of a registry's entries in a
+    row (``a | b | c`` is a list, and lists are generated)."""
+    from fedrr.datasets import LOADERS
+    from fedrr.learners import TASKS, names
+    from fedrr.population import MECHANISM_FAMILIES
+
+    registries = [set(LOADERS), set(MECHANISM_FAMILIES), {n for t in TASKS for n in names(t)}]
+    found = []
+    for path in sorted((ROOT / "configs").rglob("*.toml")):
+        text = re.sub(r"<generated: [\w-]+>.*?</generated>", "", path.read_text(encoding="utf-8"), flags=re.S)
+        for line in text.splitlines():
+            comment = line.partition("#")[2]
+            items = [w.strip(" \"'") for w in comment.split("|")]
+            for reg in registries:
+                if sum(w.split(" ")[-1] in reg or w.split(" ")[0] in reg for w in items) >= 3:
+                    found.append(f"{_rel(path)}: {line.strip()}")
+    assert not found, "hand-written registry lists (use a <generated: NAME> region):\n" + "\n".join(found)
 
 
 def test_reference_lists_every_key():
@@ -123,6 +186,65 @@ def test_readme_links_and_images_exist():
     assert not missing, f"README.md links to missing files: {missing}"
 
 
+_IMAGE = re.compile(r"!\[[^\]]*\]\(([^)\s#]+)[^)]*\)")
+
+
+def test_image_links_resolve_from_their_own_page():
+    """Every image of README.md and docs/ is a file at its path from the page's own directory, as
+    GitHub reads it (the mkdocs hook docs/hooks/results.py maps such links into the site)."""
+    images, missing = 0, []
+    for page in PAGES:
+        for target in _IMAGE.findall(page.read_text(encoding="utf-8")):
+            if "://" in target:
+                continue
+            images += 1
+            if not (page.parent / target).is_file():
+                missing.append(f"{_rel(page)}: {target}")
+    assert images >= 10, f"found only {images} image links: is the pattern still right?"
+    assert not missing, "image links that do not resolve from their page:\n" + "\n".join(missing)
+
+
+def test_docs_hook_maps_repository_files_into_the_site():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_results_hook", DOCS / "hooks" / "results.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    png = "results/adult_planned/accuracy_vs_epsilon.png"
+    assert hook.outside_docs("../" + png, "results.md", DOCS) == png
+    assert hook.outside_docs("../../" + png, "concepts/fake-clients.md", DOCS) == png
+    assert hook.outside_docs("concepts/ledger.md", "index.md", DOCS) is None  # inside docs/: mkdocs's own
+    assert hook.outside_docs("https://example.org/a.png", "index.md", DOCS) is None
+
+
+@pytest.mark.integration
+def test_strict_site_build_carries_every_image(tmp_path):
+    """``mkdocs build --strict`` passes, and every <img> of the built site names a file in it."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    res = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d", str(tmp_path)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    seen, missing = 0, []
+    for html in tmp_path.rglob("*.html"):
+        for src in re.findall(r'<img[^>]*\ssrc="([^"]+)"', html.read_text(encoding="utf-8")):
+            if "://" in src or src.startswith("data:"):
+                continue
+            seen += 1
+            if not (html.parent / src).is_file():
+                missing.append(f"{html.relative_to(tmp_path)}: {src}")
+    assert seen >= 10
+    assert not missing, "\n".join(missing)
+
+
 def test_readme_stays_short():
     n = len((ROOT / "README.md").read_text(encoding="utf-8").splitlines())
     assert n <= 140, f"README.md has {n} lines; the details belong in docs/"
@@ -176,3 +298,20 @@ def test_api_reference_documents_every_public_name(package):
         if not (keys & targets or (name.startswith("__") and f"`{package}.{name}`" in api)):
             missing.append(name)
     assert not missing, f"{package}: not in docs/reference/api: {missing}"
+
+
+def test_documented_flwr_offline_switch_is_flwrs(monkeypatch):
+    """The variable the Flower tutorial names is the one installed flwr reads to skip its
+    runtime ``uv sync``, and fedrr's wrapper sets it."""
+    from flwr.common.constant import FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION as var
+    from flwr.superlink.cli.flower_superlink import _runtime_dependency_install_default
+
+    from fedrr.federation.flwr_cli import QUIET_ENV
+
+    page = (DOCS / "tutorial" / "flower-simulation.md").read_text(encoding="utf-8")
+    assert f"{var}=1 flwr run ." in page and "runtime-envs" in page
+    monkeypatch.delenv(var, raising=False)
+    assert _runtime_dependency_install_default() is True  # a bare `flwr run .` installs
+    monkeypatch.setenv(var, "1")
+    assert _runtime_dependency_install_default() is False
+    assert QUIET_ENV.get(var) == "1"

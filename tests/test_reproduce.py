@@ -95,13 +95,13 @@ def test_a_different_cpu_or_version_or_an_unrecorded_entry_is_named(committed):
     moved = copy.deepcopy(man)
     moved["machine"]["cpu"]["cpu family"] = "other"  # whatever this machine's is (a literal failed on family 25)
     moved["machine"]["cpu"]["microcode"] = "0x0"  # not arithmetic: not reported
-    moved["machine"]["simd"] = ["X86_V3"]
+    moved["machine"]["simd"] = ["NO_SUCH_TARGET"]  # no machine's (a literal X86_V3 was this machine's own)
     moved["versions"]["numpy"] = "1.0.0"
     del moved["machine"]["blas"]
     got = mismatches(moved)
     assert len(got) == 4, got
     assert got[0].startswith("numpy 1.0.0 -> ") and "'cpu family': 'other'" in got[1] and "microcode" not in got[1]
-    assert got[2].startswith("simd ['X86_V3'] -> ") and got[3] == "blas: not recorded by that manifest"
+    assert got[2].startswith("simd ['NO_SUCH_TARGET'] -> ") and got[3] == "blas: not recorded by that manifest"
     res = {"diffs": [], "only_old": [], "only_new": [], "rows": 1, "out": "o", "digest_old": "a", "digest_new": "a"}
     text, same = report({**res, "columns_only_old": [], "columns_only_new": [], "machine": got})
     assert same and "this machine or its versions differ from the manifest's" in text and "  blas: not" in text

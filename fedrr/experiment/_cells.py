@@ -7,7 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from ._spec import ScenarioSpec
 #: run-config keys added after results were first fingerprinted (fake clients, the frequency check)
 _NEW_KEYS = ("fake-fraction", "fake-attack", "fake-attribute", "fake-state", "fake-label", "check-alpha")
 _NEW_KEYS += ("accept-mechanisms", "max-record-epsilon", "fake-targets")  # the server's schema, MGA (issue 32)
+_NEW_KEYS += ("table", "label", "classes", "categorical", "edges", "test-table", "resample")  # tables (issue 43)
 
 
 @cache
@@ -32,6 +34,44 @@ def dataset_shape(name: str) -> tuple[int, int | None, int]:
     st = ds.schema.states()
     k = int(st[0]) if np.all(st > 0) and np.all(st == st[0]) else None
     return ds.schema.n_features, k, ds.schema.n_classes
+
+
+def file_digest(path: str) -> str:
+    """SHA-256 of a file's bytes, computed once per process for an unchanged file."""
+    st = Path(path).stat()
+    return _digest(path, st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=16)
+def _digest(path: str, mtime_ns: int, size: int) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def scenario_schema(spec: ScenarioSpec):
+    """The ``Schema`` of the scenario's built-in population (n_states per attribute, the classes: what
+    the release planner reads): its table's (``population.table``, read once per process) or its
+    dataset's."""
+    if spec.population.table:
+        from ..population import config_table
+
+        return config_table(spec.population).schema
+    from ..datasets import load
+
+    return load(spec.population.dataset).schema
+
+
+def population_shape(spec: ScenarioSpec) -> tuple[int, int | None, int]:
+    """(D, states per feature or None, classes) of the scenario's built-in population: its table
+    (``population.table``) or its dataset."""
+    if not spec.population.table:
+        return dataset_shape(spec.population.dataset)
+    schema = scenario_schema(spec)
+    st = schema.states()
+    return schema.n_features, int(st[0]) if np.all(st == st[0]) else None, schema.n_classes
 
 
 @dataclass(frozen=True)
@@ -173,6 +213,9 @@ class CellSpec:
             for k in _NEW_KEYS:  # at their defaults they leave the fingerprints of earlier cells unchanged
                 if rc.get(k) == DEFAULTS[k]:
                     rc.pop(k, None)
+        for k in ("table", "test-table"):  # a table's content, not only its path, decides the result
+            if rc.get(k):
+                rc[f"{k}-sha256"] = file_digest(rc[k])
         rc["all-learners"] = list(spec.learners.names)
         rc["mode"] = spec.run.mode
         return hashlib.sha256(json.dumps(rc, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -189,7 +232,7 @@ def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:
 
     if spec.privacy.mechanism in WHOLE_RECORD_FAMILIES:  # all of ε_record to the release (no label budget)
         return PrivacyParams(**base, requested_eps_record=v, feature_epsilon=v)
-    D, k, _ = dataset_shape(spec.population.dataset)
+    D, k, _ = population_shape(spec)
     s = spec.privacy.split
     joint = spec.privacy.mechanism == "gaussian" and spec.privacy.gaussian_noise == "joint"
     m = 1 if joint else spec.privacy.n_sampled or D

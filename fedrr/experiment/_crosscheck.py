@@ -53,6 +53,12 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         not priv.label_public,
         "is for task = 'regression' (a classification label is always randomised)",
     )
+    _table_keys(pop, priv)
+    if pop.resample != "none":
+        notes.append(
+            f"[fedrr] population.resample = {pop.resample!r}: the clients' rows are resampled (client i's row "
+            "drawn with replacement as a function of (seed, i)); every cell's population says so"
+        )
     if is_dataset:
         _need(
             "population.dataset",
@@ -156,6 +162,30 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
     return secs, axis
 
 
+def _table_keys(pop: Any, priv: Any) -> None:
+    """A table population (``population.table``): the built-in population with its label and feature
+    columns declared and a discrete release; its schema keys only with a table."""
+    from .._config_rules import TABLE_KEYS
+
+    if not pop.table:
+        for k in TABLE_KEYS:
+            _need(f"population.{k}", not getattr(pop, k), "is a table population's key: set population.table too")
+        return
+    _need("population.table", pop.population == "dataset", "is the built-in population's table (no custom population)")
+    _need("population.label", bool(pop.label), "is required with population.table: the label column's name")
+    _need(
+        "population.categorical",
+        bool(pop.categorical or pop.edges),
+        "population.table needs its feature columns: categorical = {column = [values]} and/or edges = "
+        "{column = [cut points]}",
+    )
+    _need(
+        "privacy.mechanism",
+        priv.mechanism in DISCRETE_FAMILIES,
+        f"a table population releases discrete states: {', '.join(DISCRETE_FAMILIES)}, got {priv.mechanism!r}",
+    )
+
+
 def _custom_population_options(pop: Any) -> None:
     """A custom population's options: none is a run-config key, each is a parameter of its
     constructor (when its signature can be read)."""
@@ -238,6 +268,8 @@ def _regression(secs: dict[str, Any]) -> tuple[dict[str, Any], str]:
         f"task = 'regression' needs lending_club, adult or diabetes, got {pop.dataset!r}",
     )
     _need("population.budget_mix", not pop.budget_mix, "is not available for task = 'regression'")
+    _need("population.table", not pop.table, "is not available for task = 'regression' (a table is classified)")
+    _need("population.resample", pop.resample == "none", "is not available for task = 'regression'")
     _need("population.fake_fraction", pop.fake_fraction == 0, "is not available for task = 'regression'")
     _need(
         "privacy.mechanism",

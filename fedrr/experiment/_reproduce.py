@@ -59,9 +59,16 @@ def compare(old: list[dict[str, str]], new: list[dict[str, str]]) -> dict[str, A
     }
 
 
-def reproduce(results_dir: str | Path, out: str | Path | None = None, grid_indices: list[int] | None = None, log=print):
-    """Rerun ``results_dir``'s sweep (all cells, or those at ``grid_indices``) into ``out`` (a new
-    scratch directory by default) and compare; returns ``compare``'s record plus ``out``."""
+def reproduce(
+    results_dir: str | Path,
+    out: str | Path | None = None,
+    grid_indices: list[int] | None = None,
+    log=print,
+    repeats: int | None = None,
+):
+    """Rerun ``results_dir``'s sweep (all cells, or those at ``grid_indices``; with ``repeats``, only
+    its first ``repeats`` repeats) into ``out`` (a new scratch directory by default) and compare;
+    returns ``compare``'s record plus ``out``."""
     from ._report import write_reports
     from ._spec import first_repeats, load_scenario
     from ._sweep import sweep
@@ -86,6 +93,8 @@ def reproduce(results_dir: str | Path, out: str | Path | None = None, grid_indic
     ran = man.get("config", {}).get("scenario", {}).get("repeats")
     if isinstance(ran, int) and 1 <= ran < spec.scenario.repeats:  # a sweep run with --repeats: rerun what ran
         spec = first_repeats(spec, ran)
+    if repeats is not None and repeats < spec.scenario.repeats:
+        spec = first_repeats(spec, repeats, "repeats")
     sweep(spec, out, grid_indices=grid_indices, log=log, progress=False)
     write_reports(out)
     res = compare(old, read_rows(out / "results.csv"))

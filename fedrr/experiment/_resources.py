@@ -43,10 +43,10 @@ def check_resources(spec, available: int | None = None) -> int:
     ValidationError naming the driving knob if it exceeds MEMORY_FRACTION of ``available``."""
     if spec.task == "regression":
         return 0
-    from ._cells import dataset_shape
+    from ._cells import population_shape
 
     if spec.is_dataset:
-        D, k, C = dataset_shape(spec.population.dataset)
+        D, k, C = population_shape(spec)
     else:
         return 0  # a custom population's size is its own business
     n = max(spec.n_grid)

@@ -33,6 +33,8 @@ _FIELD_PATHS |= {"flip_prob": "privacy", "epsilon": "privacy", "mechanisms": "pr
 def as_config_error(exc: ValidationError, cell: CellSpec) -> ValidationError:
     """A population's ValidationError named by the scenario key it comes from."""
     path = _FIELD_PATHS.get(exc.field)
+    if exc.field.split(".")[0] in ("categorical", "edges"):  # a table population's column (read_table)
+        path = f"population.{exc.field}"
     if cell.spec.grid_axis == "epsilon_grid" and path in (
         "privacy",
         "privacy.feature_flip_grid",
@@ -147,7 +149,7 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
             "requested_eps_record": p.requested_eps_record,
             "text": _mix_text(p),
         },
-        "population": population.describe() if population.n_clients <= 100_000 else {"n_clients": population.n_clients},
+        "population": population.describe() if population.n_clients <= 100_000 else _short_description(population),
         "n_clients": population.n_clients,
         "n_releases": n_releases,
         "dropped": dropped,
@@ -157,6 +159,15 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
         "learners": {n: learners.get(n, {"error": "not run"}) for n in spec.learners.names},
         "seconds_collect": seconds_collect,
     }
+
+
+def _short_description(population) -> dict:
+    """A large population's description without its per-client scan, still saying if it is resampled."""
+    out = {"n_clients": population.n_clients}
+    if getattr(population, "resample", "none") != "none":
+        out["resample"] = population.resample
+        out["resampled"] = f"{population.resample}: client i's row a function of (seed, i)"
+    return out
 
 
 def _mix_text(p) -> str | None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -222,6 +223,11 @@ class ScenarioSpec:
         return self.population.population == "dataset"
 
     @property
+    def resampled(self) -> bool:
+        """Whether the population's rows are resampled (``population.resample``): outputs say so."""
+        return self.population.resample != "none"
+
+    @property
     def task(self) -> str:
         return self.population.task
 
@@ -250,6 +256,8 @@ class ScenarioSpec:
                     continue
                 if f.name == "budget_mix":
                     v = {"values": [a for a, _ in v], "weights": [w for _, w in v]} if v else {}
+                elif f.name in ("table", "test_table") and v and self.path:  # as written: relative to the file
+                    v = os.path.relpath(v, Path(self.path).resolve().parent)
                 d[f.name] = json.loads(json.dumps(v))
             out[sec] = d
         return out
@@ -272,6 +280,7 @@ def parse_scenario(data: Any, *, name: str = "scenario", path: str = "", text: s
         )
         raise ValidationError(_key_path(s), f"unknown section or key{hint}; valid sections: {', '.join(SECTIONS)}")
     secs = {sec: _section(cls, sec, data.get(sec, {})) for sec, cls in SECTIONS.items()}
+    secs["population"] = _table_paths(secs["population"], path)
     if secs["scenario"].name is None:
         secs["scenario"] = dataclasses.replace(secs["scenario"], name=name)
     from ._crosscheck import crosscheck
@@ -287,6 +296,16 @@ def parse_scenario(data: Any, *, name: str = "scenario", path: str = "", text: s
             f"{spec.scenario.repeats} repeats) is over the limit of {MAX_CELLS:,}: split the sweep",
         )
     return spec
+
+
+def _table_paths(pop: Any, path: str) -> Any:
+    """A table population's files, relative paths made absolute against the scenario file's folder
+    (every cell, worker process and Ray worker then reads the same files)."""
+    from ..population import table_path
+
+    base = Path(path).resolve().parent if path else None
+    paths = {k: table_path(getattr(pop, k), base) for k in ("table", "test_table") if getattr(pop, k)}
+    return dataclasses.replace(pop, **paths) if paths else pop
 
 
 def first_repeats(spec: ScenarioSpec, n: int, field: str = "--repeats") -> ScenarioSpec:

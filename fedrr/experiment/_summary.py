@@ -28,6 +28,15 @@ def _param_text(r: dict) -> str:
     return ", ".join(bits) or "set by the population"
 
 
+def _population_text(cfg: ScenarioSpec) -> str:
+    """Who the clients are: the dataset, the table or the custom population, and whether resampled."""
+    pop = cfg.population
+    who = (f"table {Path(pop.table).name}" if pop.table else pop.dataset) if cfg.is_dataset else pop.population
+    if cfg.resampled:
+        who += f" (resampled: {pop.resample}, client i's row a function of (seed, i))"
+    return who
+
+
 def summary_markdown(out: str | Path) -> str:
     out = Path(out)
     cfg, table, missing = load_table(out)
@@ -40,7 +49,7 @@ def summary_markdown(out: str | Path) -> str:
     if cfg.scenario.description:
         lines += [cfg.scenario.description.strip(), ""]
     pop = cfg.population
-    who = pop.dataset if cfg.is_dataset else pop.population
+    who = _population_text(cfg)
     lines += [
         f"- population: {who}; "
         f"mechanism: {cfg.privacy.mechanism if cfg.grid_axis or pop.budget_mix else 'set by the population'}; "

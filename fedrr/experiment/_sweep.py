@@ -96,9 +96,10 @@ def cell_line(rec: dict) -> str:
     for n, e in rec["learners"].items():
         note = fallback_note(e)
         parts.append((f"{n} {e[metric]:.4g}" if metric in e else f"{n} error") + (f" {note}" if note else ""))
+    resampled = " (resampled)" if rec.get("population", {}).get("resample", "none") != "none" else ""
     return (
-        f"[fedrr] cell {rec['cell']}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}: {'; '.join(parts)} "
-        f"({rec['seconds']:.0f} s)"
+        f"[fedrr] cell {rec['cell']}: ε_record {rec['eps']['record']:.4g}, N {rec['n_clients']}{resampled}: "
+        f"{'; '.join(parts)} ({rec['seconds']:.0f} s)"
     )
 
 

@@ -31,11 +31,11 @@ label), composed by the mechanisms' own accounting."""
 
 EPILOG = """\
 examples:
-  fedrr sweep configs/quickstart.toml --out results/quickstart   # the whole grid, resumable
-  fedrr show results/quickstart                                  # markdown table of the results
-  fedrr plot results/quickstart                                  # accuracy_vs_epsilon.png / .svg
-  fedrr run configs/quickstart.toml --epsilon 3000               # one grid point only
-  fedrr check configs/my_scenario.toml                           # validate a config, run nothing
+  fedrr sweep configs/quickstart.toml --out results/demo/quickstart   # the whole grid, resumable
+  fedrr show results/demo/quickstart                                  # markdown table of the results
+  fedrr plot results/demo/quickstart                                  # accuracy_vs_epsilon.png / .svg
+  fedrr run configs/quickstart.toml --epsilon 3000 --out results/demo/quickstart   # one grid point
+  fedrr check configs/quickstart.toml                            # validate a config, run nothing
   fedrr plan configs/adult_planned.toml --epsilon 1              # expected error, people needed
   fedrr plan --states 5,5,5,5,5,5 --classes 2 --epsilon 1 --n 20000   # the same for a schema
   fedrr reproduce results/quickstart                             # rerun a result, compare it
@@ -43,7 +43,12 @@ examples:
 
 Rerunning `fedrr sweep` with the same config and --out skips every finished cell, so an
 interrupted sweep resumes where it stopped. Config errors print one line naming the key and
-exit with status 2."""
+exit with status 2.
+
+environment:
+  FEDRR_SMOKE=1   a smoke run: sweep, run and reproduce compute only the first repeat of one
+                  grid point (sweep and reproduce: the first; run: its own), the same cells and
+                  seeds as the whole sweep's; the tests run the docs' commands this way"""
 
 
 def _default_out(cfg) -> Path:
@@ -61,6 +66,19 @@ def _tracked(path: Path) -> bool:
     except (OSError, subprocess.SubprocessError):
         return False
     return res.returncode == 0 and bool(res.stdout.strip())
+
+
+#: the environment variable of a smoke run (see EPILOG)
+SMOKE_ENV = "FEDRR_SMOKE"
+
+
+def smoke() -> bool:
+    """Whether ``FEDRR_SMOKE`` asks for a smoke run (set and neither empty nor "0")."""
+    return os.environ.get(SMOKE_ENV, "") not in ("", "0")
+
+
+def _smoke_note(what: str) -> None:
+    print(f"[fedrr] {SMOKE_ENV}=1: a smoke run: {what}", file=sys.stderr)
 
 
 def _grid_index(cfg, args) -> list[int] | None:
@@ -106,6 +124,8 @@ def _cmd_sweep(args, single: bool) -> int:
     if args.workers is not None:  # cells at once; run.workers = 0 (one per CPU) is the way to say "all"
         check_int("--workers", args.workers, minimum=1)
     cfg = load_scenario(args.config)
+    if smoke():
+        args.repeats = 1
     if args.repeats is not None:
         cfg = first_repeats(cfg, args.repeats)
     out = Path(args.out) if args.out else _default_out(cfg)
@@ -118,6 +138,9 @@ def _cmd_sweep(args, single: bool) -> int:
             f"for a new run (e.g. --out results/mine/{cfg.name}), or --out {out} to rerun into it on purpose",
         )
     grid = _grid_index(cfg, args) if single else None
+    if smoke():
+        grid = grid or [0]
+        _smoke_note(f"only repeat 0 of grid point {grid[0]}, {len(cfg.n_grid)} cell(s) of {len(cfg.cells())}")
     progress = False if args.no_progress else None
     t0 = time.perf_counter()
     res = sweep(
@@ -220,7 +243,11 @@ def _cmd_plan(args) -> int:
 def _cmd_reproduce(args) -> int:
     from ._reproduce import report, reproduce
 
-    text, same = report(reproduce(args.results_dir, args.out, [args.index] if args.index is not None else None))
+    grid, repeats = ([args.index] if args.index is not None else None), None
+    if smoke():
+        grid, repeats = grid or [0], 1
+        _smoke_note(f"only repeat 0 of grid point {grid[0]} is rerun and compared")
+    text, same = report(reproduce(args.results_dir, args.out, grid, repeats=repeats))
     print(text)
     return 0 if same else 1
 
@@ -265,7 +292,8 @@ def build_parser() -> argparse.ArgumentParser:
             type=int,
             metavar="N",
             help="run only the first N of the scenario's repeats (the same cells and seeds as the whole "
-            "sweep's first N): a quicker look",
+            "sweep's first N): a quicker look (FEDRR_SMOKE=1 in the environment: 1, and one grid point; "
+            "see fedrr --help)",
         )
         p.add_argument("--no-progress", action="store_true", help="no progress bar")
         p.set_defaults(argv=None)
@@ -280,7 +308,7 @@ def build_parser() -> argparse.ArgumentParser:
         "sweep",
         lambda a: _cmd_sweep(a, single=False),
         "run every cell of the grid (resumes: finished cells are skipped)",
-        "configs/quickstart.toml --out results/quickstart",
+        "configs/quickstart.toml --out results/demo/quickstart",
         "Run every (grid point, N, repeat) cell of CONFIG and write results.csv, "
         "manifest.json, summary.md and accuracy_vs_epsilon.png/.svg to DIR. Each cell is saved to "
         "DIR/cells/ as it finishes; rerunning skips the finished ones.",
@@ -309,7 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
         ("show", _cmd_show, "results_dir", "print the markdown summary table of a results directory"),
         ("check", _cmd_check, "config", "validate a config (and its dataset) without running anything"),
     ):
-        example = "configs/quickstart.toml" if arg == "config" else "results/quickstart"
+        # plot writes into its directory: its example is not the committed results/quickstart
+        example = {"config": "configs/quickstart.toml", "results_dir": "results/quickstart"}[arg]
+        example = "results/demo/quickstart" if name == "plot" else example
         command(name, func, hlp, example).add_argument(arg, metavar=arg.upper())
     p = command(
         "plan",

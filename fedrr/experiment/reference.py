@@ -5,19 +5,28 @@ a scenario TOML (``spec.SECTIONS``), every key of the Flower run config
 default, the values it accepts (its ``fedrr._params`` constraints) and its one line of
 documentation. ``tests/test_docs.py`` checks that the committed page equals ``markdown()``.
 
-Regenerate with ``python -m fedrr.experiment.reference docs/reference/config.md``."""
+The same registries fill the short lists that configs' comments and the tutorials carry (the
+datasets, the learners, the mechanism families): each between a ``<generated: NAME>`` line and a
+``</generated>`` line (``registry_lists``, ``sync_generated``).
+
+Regenerate with ``python -m fedrr.experiment.reference docs/reference/config.md``, and the lists with
+``python -m fedrr.experiment.reference --lists FILE ...``."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import sys
+import textwrap
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from .._params import describe
+from ..datasets import LOADERS
 from ..learners import TASKS, get, names
+from ..population import MECHANISM_FAMILIES
 from ..run_config import RunConfig
 from ._spec import SECTIONS
 
@@ -167,8 +176,61 @@ def markdown() -> str:
     return "\n".join([HEADER, scenario_markdown(), run_config_markdown(), learners_markdown()]).rstrip("\n") + "\n"
 
 
+def _learner_list(task: str) -> str:
+    others = [n for n in names(task, oracles=False)]
+    oracles = [n for n in names(task) if get(n, task).oracle]
+    return " | ".join(others) + "; clean-data oracles: " + " | ".join(oracles)
+
+
+def registry_lists() -> dict[str, str]:
+    """The lists a ``<generated: NAME>`` region holds, by NAME, read from the registries."""
+    return {
+        "datasets": "datasets (fedrr.datasets.LOADERS): " + " | ".join(LOADERS),
+        "learners": "learners (fedrr.learners): " + _learner_list("classification"),
+        "learners-regression": "regression learners: " + _learner_list("regression"),
+        "mechanisms": "mechanism families: " + " | ".join(MECHANISM_FAMILIES),
+    }
+
+
+#: ``<generated: NAME>`` on a line of its own after an indent and an optional comment mark (``#``
+#: in TOML) or inside an HTML comment (Markdown prose); the region ends at ``</generated>``
+_REGION = re.compile(
+    r"^(?P<prefix>[ \t]*(?:# ?)?)(?P<open>(?:<!-- ?)?<generated: (?P<name>[\w-]+)>(?: ?-->)?)\n"
+    r"(?P<body>.*?)"
+    r"^(?P<end>[ \t]*(?:# ?)?(?:<!-- ?)?</generated>(?: ?-->)?)$",
+    re.M | re.S,
+)
+WIDTH = 100
+
+
+def sync_generated(text: str, where: str = "text") -> str:
+    """``text`` with every generated region refilled from ``registry_lists()``, each line carrying
+    the region's own prefix (its indent and comment mark) and wrapped at ``WIDTH`` columns."""
+    lists = registry_lists()
+
+    def fill(m: re.Match) -> str:
+        name, prefix = m.group("name"), m.group("prefix")
+        if name not in lists:
+            raise ValueError(f"{where}: unknown generated list {name!r}; known: {', '.join(lists)}")
+        body = textwrap.fill(
+            lists[name],
+            width=WIDTH,
+            initial_indent=prefix,
+            subsequent_indent=prefix + "  ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        return f"{prefix}{m.group('open')}\n{body}\n{m.group('end')}"
+
+    return _REGION.sub(fill, text)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "--lists":
+        for path in map(Path, args[1:]):
+            path.write_text(sync_generated(path.read_text(encoding="utf-8"), str(path)), encoding="utf-8")
+        return 0
     if not args:
         sys.stdout.write(markdown())
         return 0

@@ -57,6 +57,8 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
         f"[fedrr] budget asked: {_asked(cfg)}; record ε of the population's mechanisms: "
         + ", ".join(f"{e:.6g}" for e in described.get("record_epsilons", []))
     )
+    if described.get("resampled"):  # the rows are resampled (population resample = bootstrap): say so
+        log(f"[fedrr] rows resampled: {described['resampled']}")
     for line in described.get("release_plans", []):  # mechanism "auto": the planner's choice, one line each
         log(f"[fedrr] {line}")
     t0 = time.perf_counter()
