@@ -181,6 +181,7 @@ BASE = {
     "fedrr._config_rules",
     "fedrr._config_tables",
     "fedrr._resources",
+    "fedrr._lazy",
 }
 
 

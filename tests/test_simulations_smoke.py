@@ -30,6 +30,10 @@ QUICK = {
     "bench_ray_scaling.py": (["--parts", "local", "--sizes", "2000", "--rounds", "2"], ["summary.md"]),
     "bench_spread_cv.py": (["--n", "300"], ["bench_spread_cv.md", "bench_spread_cv.csv"]),
     "bench_parallel_estep.py": (["--n", "600", "--iters", "6", "--shard-size", "256"], ["parallel_estep.md"]),
+    "bench_ray_actor_start.py": (
+        ["--n", "600", "--iters", "6", "--rounds", "1", "--fit-rounds", "0"],
+        ["bench_ray_actor_start.md"],
+    ),
     "bench_federation_scale.py": (
         ["--nodes", "12", "--cohort", "200", "--cohort-nodes", "4"],
         ["scale.csv", "scale.md"],

@@ -11,31 +11,32 @@ modules keep public paths because they are entry points named from outside Pytho
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_names
 
 #: public name -> the private module that defines it (imported on first access)
 _HOMES = {
-    "run_federation": "_run",
-    "load_run_config": "_run",
-    "backend_config": "_run",
-    "collect_releases": "_collect",
-    "wait_for_nodes": "_collect",
-    "validate_replies": "_collect",
-    "ServerSchema": "_collect",
-    "PROTOCOL": "_protocol",
-    "MESSAGE_TYPE": "_protocol",
-    "RELEASE_KEY": "_protocol",
-    "META_KEY": "_protocol",
-    "query_content": "_protocol",
-    "release_content": "_protocol",
-    "content_release": "_protocol",
-    "parse_reply": "_protocol",
-    "create_credentials": "_credentials",
-    "public_key_fingerprint": "_credentials",
-    "DEFAULT_HOSTS": "_credentials",
-    "error_reply": "_compat",
-    "ray_kept_up": "_compat",
+    "run_federation": "._run",
+    "load_run_config": "._run",
+    "backend_config": "._run",
+    "collect_releases": "._collect",
+    "wait_for_nodes": "._collect",
+    "validate_replies": "._collect",
+    "ServerSchema": "._collect",
+    "PROTOCOL": "._protocol",
+    "MESSAGE_TYPE": "._protocol",
+    "RELEASE_KEY": "._protocol",
+    "META_KEY": "._protocol",
+    "query_content": "._protocol",
+    "release_content": "._protocol",
+    "content_release": "._protocol",
+    "parse_reply": "._protocol",
+    "create_credentials": "._credentials",
+    "public_key_fingerprint": "._credentials",
+    "DEFAULT_HOSTS": "._credentials",
+    "error_reply": "._compat",
+    "ray_kept_up": "._compat",
 }
 
 __all__ = [
@@ -62,18 +63,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    try:
-        home = _HOMES[name]
-    except KeyError:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f".{home}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())
 
 
 if TYPE_CHECKING:  # for static tools (type checkers, the API docs): the same names, eagerly

@@ -13,16 +13,32 @@ baseline) and ``_runtime`` (groups of shards in this process or in Ray actors, `
 Besides the estimators, the names the other estimators share (``fedrr.estimators._baselines``):
 the model inputs of clean states (``Design``, ``ColumnLayout``, ``ENCODINGS``), the check of clean
 records for ``predict`` (``check_clean_X``), the debiased class frequencies (``class_freqs``) and the
-per-record mechanisms grouped (``group_records``)."""
+per-record mechanisms grouped (``group_records``). The names are imported on first use
+(``fedrr._lazy``), so that a light submodule (a Ray actor's) imports without scikit-learn or cvxpy."""
 
-from ._cv import SpreadLogisticRegressionCV
-from ._cv_paired import independence_terms, independence_test
-from ._cv_scores import class_freqs
-from ._design import ENCODINGS, ColumnLayout, Design
-from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
-from ._pool import group_records
-from ._reconstruction import ReconstructionLogisticRegression
-from ._runtime import ShardGroup, shard_group
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_names
+
+#: public name -> the module that defines it (imported on first access)
+_HOMES = {
+    "SpreadLogisticRegressionCV": "._cv",
+    "independence_terms": "._cv_paired",
+    "independence_test": "._cv_paired",
+    "class_freqs": "._cv_scores",
+    "ENCODINGS": "._design",
+    "ColumnLayout": "._design",
+    "Design": "._design",
+    "SpreadLogisticRegression": "._estimator",
+    "auto_prior": "._estimator",
+    "check_clean_X": "._estimator",
+    "group_records": "._pool",
+    "ReconstructionLogisticRegression": "._reconstruction",
+    "ShardGroup": "._runtime",
+    "shard_group": "._runtime",
+}
 
 __all__ = [
     "ENCODINGS",
@@ -40,3 +56,15 @@ __all__ = [
     "independence_test",
     "shard_group",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())
+
+if TYPE_CHECKING:  # for static tools (type checkers, the API docs): the same names, eagerly
+    from ._cv import SpreadLogisticRegressionCV
+    from ._cv_paired import independence_terms, independence_test
+    from ._cv_scores import class_freqs
+    from ._design import ENCODINGS, ColumnLayout, Design
+    from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
+    from ._pool import group_records
+    from ._reconstruction import ReconstructionLogisticRegression
+    from ._runtime import ShardGroup, shard_group

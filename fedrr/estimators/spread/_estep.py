@@ -29,6 +29,7 @@ from ._paired import PairedView, PairTerms, as_view
 from ._priors._factorised import SpreadPrior, release_counts
 from ._priors._joint import JointSpreadPrior, PatternSampler
 from ._priors._mixture import MixtureSpreadPrior
+from ._runtime._wire import Shipped
 
 
 def _posterior_mean(mech, x_tilde: np.ndarray, pi: np.ndarray, T: np.ndarray) -> np.ndarray:
@@ -55,7 +56,7 @@ class Shard:
         self,
         index: int,
         rm: RecordMechanism,
-        X_tilde: np.ndarray,
+        X_tilde: np.ndarray | Shipped,
         y_tilde: np.ndarray,
         design: Design,
         n_classes: int,
@@ -66,7 +67,7 @@ class Shard:
     ):
         rm = as_view(rm)  # a PairedRecordMechanism as the E-step reads it (uniform w unless given a view)
         self.index, self.rm, self.design, self.C, self.entropy, self.mode = index, rm, design, n_classes, entropy, mode
-        self.X = np.asarray(X_tilde, float)
+        self.X = np.asarray(X_tilde.array if isinstance(X_tilde, Shipped) else X_tilde, float)
         self.b, self.D = self.X.shape
         self.n_total = n_total or self.b
         self.released = ~np.isnan(self.X)
@@ -501,14 +502,25 @@ def shard_factories(
     shard_size: int,
 ) -> list:
     """Zero-argument builders of the fit's shards: fixed-size blocks of each group's rows (records
-    sharing a mechanism), numbered in order, so that a shard's seed does not depend on who builds it."""
+    sharing a mechanism), numbered in order, so that a shard's seed does not depend on who builds it.
+    The releases are pickled compact (``Shipped``): a Ray actor is sent small integers, not float64."""
     factories: list = []
     for rm, rows in groups:
         for s0, s1 in shard_bounds(len(rows), shard_size):
             idx = rows[s0:s1]
             factories.append(
                 functools.partial(
-                    Shard, len(factories), rm, Xv[idx], yi[idx], design, n_classes, entropy, n_chains, mode, len(Xv)
+                    Shard,
+                    len(factories),
+                    rm,
+                    Shipped(Xv[idx]),
+                    yi[idx],
+                    design,
+                    n_classes,
+                    entropy,
+                    n_chains,
+                    mode,
+                    len(Xv),
                 )
             )
     return factories

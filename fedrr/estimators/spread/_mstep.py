@@ -11,7 +11,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from scipy.optimize import minimize
 from scipy.special import log_softmax, logsumexp
 
 from ._runtime import Lockstep, ShardGroup
@@ -58,6 +57,8 @@ def penalised(loss, gcoef: np.ndarray, gb: np.ndarray, coef: np.ndarray, lam: fl
 def lbfgs(fg, v0: np.ndarray, weight: float, max_iter: int, tol: float = 1e-8):
     """L-BFGS-B on ``fg`` (loss and gradient) from ``v0``; the gradient tolerance scales with the
     samples' total ``weight``."""
+    from scipy.optimize import minimize  # at first use: a Ray actor that only runs E-steps never loads it
+
     return minimize(
         fg, v0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter, "gtol": tol * max(1.0, float(weight))}
     )

@@ -13,11 +13,9 @@ from dataclasses import dataclass, field, fields
 
 import numpy as np
 from scipy.special import logsumexp
-from sklearn.exceptions import ConvergenceWarning
 
 from ....errors import ValidationError
 from ....mechanisms import RecordMechanism
-from ..._naive_bayes import LDPNaiveBayes, check_naive_bayes_mechanism
 from .._design import ColumnLayout
 from .._paired import PairedView, class_margin
 from ._factorised import SpreadPrior, _empty
@@ -125,6 +123,8 @@ def naive_bayes_prior(X: np.ndarray, y: np.ndarray, groups: list, layout: Column
     rm = groups[0][0]
     if isinstance(rm, PairedView):  # from the pair tables' maximum-likelihood estimates
         return paired_naive_bayes_prior(rm, layout)
+    from ..._naive_bayes import LDPNaiveBayes, check_naive_bayes_mechanism  # scikit-learn: not on a Ray actor
+
     seen = np.flatnonzero(~np.all(np.isnan(X), axis=0))
     try:
         mechs, label = check_naive_bayes_mechanism(rm)
@@ -236,6 +236,8 @@ def latent_class_em(
             break
         prev = ll
     else:
+        from sklearn.exceptions import ConvergenceWarning  # at the warning: the module stays light for Ray actors
+
         warnings.warn(
             f"prior='latent-class': EM stopped at {max_iter} iterations, its mean log-likelihood per "
             f"record still rising by more than {tol:g}",

@@ -44,41 +44,74 @@ def add(a: Any, b: Any) -> Any:
 
 class Packed:
     """An array sent compressed, exactly. Integer-valued arrays (prior counts: integers, mostly
-    zeros) travel in the smallest unsigned type that holds them, split into byte planes (the high
-    bytes of small counts are zeros together), zlib-compressed (run-length strategy); other arrays (gradients, Hessians:
-    floats that do not compress) as their raw bytes. The memory order comes back as it went (BLAS sums
-    a Fortran-ordered matrix's products in another order than a C-ordered copy's)."""
+    zeros; a shard's releases: states, NaN where not released) travel in the smallest unsigned type
+    that holds them, split into byte planes (the high bytes of small counts are zeros together),
+    zlib-compressed (run-length strategy), their NaNs as a bit mask; other arrays (gradients,
+    Hessians: floats that do not compress) as their raw bytes. The memory order comes back as it went
+    (BLAS sums a Fortran-ordered matrix's products in another order than a C-ordered copy's)."""
 
-    def __init__(self, arr: np.ndarray):
+    def __init__(self, arr: np.ndarray, compress: bool = True):
         arr = np.asarray(arr)
         self.shape, self.dtype = arr.shape, arr.dtype
         self.order = "F" if arr.flags.f_contiguous and not arr.flags.c_contiguous else "C"
-        self.small = None
+        self.small = self.nan = None
+        self.compressed = compress
+        nan = np.isnan(arr) if arr.dtype.kind == "f" else None
+        if nan is not None and nan.any():
+            vals = arr[~nan]
+        else:
+            vals, nan = arr, None
         if (
             arr.dtype.kind == "f"
             and arr.size
-            and np.all(arr >= 0)
-            and not np.signbit(arr).any()  # -0.0 would come back as +0.0
-            and np.all(arr == np.round(arr))
-            and arr.max() < 2**32
+            and np.all(vals >= 0)
+            and not np.signbit(vals).any()  # -0.0 would come back as +0.0
+            and np.all(vals == np.round(vals))
+            and (vals.max() if vals.size else 0) < 2**32
         ):
-            top = arr.max()
+            top = vals.max() if vals.size else 0
+            if nan is not None:
+                self.nan = np.packbits(nan.reshape(-1))
+                arr = np.where(nan, 0.0, arr)
             raw = arr.astype(np.uint8 if top < 2**8 else np.uint16 if top < 2**16 else np.uint32)
             self.small = raw.dtype
             planes = raw.reshape(-1).view(np.uint8).reshape(-1, raw.dtype.itemsize).T
             # run-length + Huffman: small counts (and changes of counts) are near-random bytes with
             # runs of zeros, which LZ77 matching barely shortens; as small and several times faster
-            z = zlib.compressobj(6, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
-            self.data = z.compress(np.ascontiguousarray(planes).tobytes()) + z.flush()
+            self.data = np.ascontiguousarray(planes).tobytes()
+            if compress:
+                z = zlib.compressobj(6, zlib.DEFLATED, 15, 9, zlib.Z_RLE)
+                self.data = z.compress(self.data) + z.flush()
         else:
             self.data = arr.tobytes(order=self.order)
 
     def unpack(self) -> np.ndarray:
         if self.small is None:
             return np.frombuffer(self.data, self.dtype).reshape(self.shape, order=self.order).copy(order="K")
-        planes = np.frombuffer(zlib.decompress(self.data), np.uint8).reshape(self.small.itemsize, -1)
+        data = zlib.decompress(self.data) if self.compressed else self.data
+        planes = np.frombuffer(data, np.uint8).reshape(self.small.itemsize, -1)
         raw = np.ascontiguousarray(planes.T).view(self.small).reshape(self.shape)
-        return raw.astype(self.dtype, order=self.order)
+        out = raw.astype(self.dtype, order=self.order)
+        if self.nan is not None:
+            out[np.unpackbits(self.nan, count=out.size).reshape(self.shape).astype(bool)] = np.nan
+        return out
+
+
+class Shipped:
+    """An array (a shard's releases) kept as it is in this process and pickled as ``Packed`` (not
+    zlib-compressed: RR-noised states barely compress, and zlib would cost the driver ~30 ms a
+    shard): a factory run here costs nothing, one shipped to a Ray actor sends states as small
+    integers and arrives as the plain array."""
+
+    def __init__(self, array: np.ndarray):
+        self.array = array
+
+    def __reduce__(self):
+        return _unpacked, (Packed(self.array, compress=False),)
+
+
+def _unpacked(p: Packed) -> np.ndarray:
+    return p.unpack()
 
 
 def walk(obj: Any, leaf: Callable[[Any], Any]) -> Any:
