@@ -798,3 +798,14 @@ def test_every_parameter_is_declared_once_with_its_rule():
     checked by ``fit``, where it may come as an argument)."""
     rules = set(SpreadLogisticRegression._parameter_constraints)
     assert rules == set(SpreadLogisticRegression._get_param_names()) - {"mechanism"}
+
+
+def test_a_given_burn_in_of_zero_starts_averaging_at_once():
+    """burn_in=0 (allowed by the parameter's constraint) crashed at the first check (no window was
+    set); the averaging window now starts at the given burn-in, 0 included, and the fit ends in phase 2."""
+    rng = np.random.default_rng(3)
+    X, y = _make(400, rng)
+    rm = RecordMechanism(RandomizedResponse(K, flip_prob=0.2), RandomizedResponse(2, flip_prob=0.1), n_features=D)
+    Xt, yt = rm.release(X, y, rng=rng)
+    s = SpreadLogisticRegression(burn_in=0, max_iter=30, random_state=0).fit(Xt, yt, mechanism=rm)
+    assert s.burn_in_ == 0 and all(h["phase"] == 2 for h in s.history_) and np.all(np.isfinite(s.coef_))

@@ -240,7 +240,7 @@ def run_em(group: ShardGroup, n_inputs: int, n_classes: int, priors: list, opts:
     converged, message, held = False, "", False
     rhat_max = rhat_med = float("nan")
     cos = dist = pdist = float("nan")
-    next_check = None
+    next_check = None if burn_in is None else burn_in + opts.n_average  # a given burn-in, 0 included
     while it < opts.max_iter:
         it += 1
         in_phase2 = burn_in is not None and it > burn_in
@@ -288,8 +288,6 @@ def run_em(group: ShardGroup, n_inputs: int, n_classes: int, priors: list, opts:
             if not any(drifting(ph, opts.tol, rows=rows, d=n_inputs) for ph in phase1) or it >= opts.max_iter // 2:
                 burn_in = it
                 next_check = it + opts.n_average
-        elif not in_phase2 and it == burn_in:
-            next_check = it + opts.n_average
         if in_phase2 and it >= next_check and m == 1:  # nothing to compare: one averaging window
             break
         if in_phase2 and it >= next_check:
