@@ -222,9 +222,9 @@ class CellSpec:
             for k in _NEW_KEYS:  # at their defaults they leave the fingerprints of earlier cells unchanged
                 if rc.get(k) == DEFAULTS[k]:
                     rc.pop(k, None)
-        for k in ("table", "test-table"):  # a table's content, not only its path, decides the result
-            if rc.get(k):
-                rc[f"{k}-sha256"] = file_digest(rc[k])
+        for k in ("table", "test-table"):  # a table's content decides the result, not where it lies: the
+            if rc.get(k):  # report re-reads the path from the manifest, relative to another file
+                rc[f"{k}-sha256"] = file_digest(rc.pop(k))
         rc["all-learners"] = list(spec.learners.names)
         rc["mode"] = spec.run.mode
         return hashlib.sha256(json.dumps(rc, sort_keys=True, default=str).encode()).hexdigest()[:16]
