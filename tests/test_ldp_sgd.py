@@ -534,6 +534,7 @@ def test_flower_run_equals_the_offline_simulator(federation, monkeypatch):
         assert fed[key].tobytes() == x.tobytes(), key
 
 
+@pytest.mark.flower
 def test_a_node_asked_again_over_flower_replays_its_release(federation):
     _, seen = federation
     assert len(seen["again"]) == 3

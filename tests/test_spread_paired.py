@@ -254,6 +254,7 @@ def test_threads_give_the_serial_result_on_paired_releases(e_step):
         np.testing.assert_array_equal(serial.intercept_, threaded.intercept_)
 
 
+@pytest.mark.ray
 @pytest.mark.parametrize("split", [True, False])
 def test_ray_gives_the_serial_result_on_paired_releases(split):
     """Ray actors holding the shards (each chain on its own actor, or shards spread over 2 actors) give
