@@ -130,7 +130,7 @@ def test_an_auto_cell_gives_the_whole_record_epsilon_to_the_planned_release(tmp_
     assert spec.notes == ()
     cell = spec.cells()[1]
     p = cell.privacy()
-    assert (p.feature_epsilon, p.label_epsilon, p.label_flip, p.requested_eps_record) == (8.0, 0.0, 0.0, 8.0)
+    assert (p.feature_epsilon, p.label_epsilon, p.label_flip, p.requested_eps_record) == (8.0, None, None, 8.0)
     cfg = cell.run_config()
     assert cfg.mechanism == "auto" and cfg.feature_epsilon == 8.0 and cfg.n_sampled == 0
     rec = run_cell(cell, tmp_path)

@@ -346,7 +346,7 @@ def test_a_paired_cell_gives_the_whole_record_epsilon_to_the_pairs(tmp_path):
     assert spec.notes == ()  # no default label budget announced: there is none
     cell = spec.cells()[1]
     p = cell.privacy()
-    assert (p.feature_epsilon, p.label_epsilon, p.label_flip, p.n_sampled) == (4.0, 0.0, 0.0, 1)
+    assert (p.feature_epsilon, p.label_epsilon, p.label_flip, p.n_sampled) == (4.0, None, None, 1)
     cfg = cell.run_config()
     assert cfg.mechanism == "paired" and cfg.feature_epsilon == 4.0 and cfg.label_epsilon is None
     rec = run_cell(cell, tmp_path)
