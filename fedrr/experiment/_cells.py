@@ -19,11 +19,6 @@ from ..population import BUDGET_KEYS, WHOLE_RECORD_FAMILIES
 from ..run_config import DEFAULTS, UNSET, RunConfig
 from ._spec import ScenarioSpec
 
-#: run-config keys added after results were first fingerprinted (fake clients, the frequency check)
-_NEW_KEYS = ("fake-fraction", "fake-attack", "fake-attribute", "fake-state", "fake-label", "check-alpha")
-_NEW_KEYS += ("accept-mechanisms", "max-record-epsilon", "fake-targets")  # the server's schema, MGA (issue 32)
-_NEW_KEYS += ("table", "label", "classes", "categorical", "edges", "test-table", "resample")  # tables (issue 43)
-
 
 @cache
 def dataset_shape(name: str) -> tuple[int, int | None, int]:
@@ -212,11 +207,11 @@ class CellSpec:
         else:
             rc = self.run_config().to_flwr()
             rc = _unset_as_zero(rc, [k.replace("_", "-") for k in BUDGET_KEYS])
-            for k in ("executor", "ray-address", "results-dir", "wave-size", "node-wait-timeout", "reply-timeout"):
-                rc.pop(k, None)
-            for k in _NEW_KEYS:  # at their defaults they leave the fingerprints of earlier cells unchanged
-                if rc.get(k) == DEFAULTS[k]:
-                    rc.pop(k, None)
+            for key in schema.run_keys():  # Key.fingerprint: what of the key decides the cell's result
+                if key.fingerprint == "never" or (
+                    key.fingerprint == "if-set" and rc.get(key.flwr) == DEFAULTS[key.flwr]
+                ):
+                    rc.pop(key.flwr, None)
         for k in ("table", "test-table"):  # a table's content decides the result, not where it lies: the
             if rc.get(k):  # report re-reads the path from the manifest, relative to another file
                 rc[f"{k}-sha256"] = file_digest(rc.pop(k))
