@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._config_schema import BY_NAME, DEFAULT_FEATURE_FLIP, DEFAULT_LABEL_FLIP
+from ._names import DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES
 from .errors import ValidationError
-from .population import DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES
 
 #: how a path names a key (its Flower name, its scenario path, ...)
 Namer = Callable[[str], str]

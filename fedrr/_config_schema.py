@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._config_tables import BudgetMix, ColumnDomains, ColumnEdges
+from ._names import DATASETS, FAKE_ATTACKS, GAUSSIAN_NOISE, MECHANISM_FAMILIES, RESAMPLE
 from ._params import Constraint, Interval, IsNone, ListOf, Options, Satisfies, Text
-from .datasets import LOADERS
-from .fake import FAKE_ATTACKS
-from .population import GAUSSIAN_NOISE, MECHANISM_FAMILIES, RESAMPLE
 
 CONCERNS = ("population", "privacy", "learners", "collection", "execution")
 #: the scenario TOML section of each concern: today's names (``[run]`` holds collection and execution)
@@ -39,7 +37,6 @@ SECTION_OF = {
 EXECUTORS = ("serial", "threads", "ray")
 PROTOCOLS = ("record", "ldp-sgd")
 RUN_MODES = ("node", "cohort")
-DATASETS = tuple(LOADERS)
 #: what the built-in population uses when neither key of a budget pair is given (and says so)
 DEFAULT_FEATURE_FLIP, DEFAULT_LABEL_FLIP = 0.3, 0.2
 #: clients per node in cohort mode when cohort_size is unset (node mode: one)

@@ -61,6 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._names import FAKE_ATTACKS
 from ._validation import check_int
 from .errors import ValidationError
 from .mechanisms import (
@@ -76,7 +77,6 @@ from .population import ClientPopulation, unit_uniform
 if TYPE_CHECKING:  # typing only: the run config sits above the core stages
     from .run_config import RunConfig
 
-FAKE_ATTACKS = ("output", "output-sampled", "mga", "mga-sampled", "input")
 #: hash seeds an OLH MGA fake samples, keeping one that maps the most targets to one bucket (CJG §4.2)
 MGA_SEEDS = 1000
 #: argument -> run-config key, for errors raised while building from a run config

@@ -23,6 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ._names import (  # noqa: F401  (their home is the names leaf; re-exported: the population's vocabulary)
+    BUDGET_KEYS,
+    DISCRETE_FAMILIES,
+    GAUSSIAN_NOISE,
+    MECHANISM_FAMILIES,
+    RESAMPLE,
+    WHOLE_RECORD_FAMILIES,
+)
 from ._validation import check_int
 from .datasets import LOADERS, Dataset, Schema, load, read_table, train_test_split_per_class
 from .errors import ValidationError
@@ -41,27 +49,12 @@ from .planning import ReleasePlan, plan_release
 if TYPE_CHECKING:  # typing only: the run config sits above the core stages and imports them
     from .run_config import RunConfig
 
-#: RunConfig's budget fields (fedrr.run_config imports this module, so the names are repeated here)
-BUDGET_KEYS = ("feature_flip", "feature_epsilon", "label_flip", "label_epsilon")
-
-MECHANISM_FAMILIES = ("rr", "oracle", "gaussian", "laplace", "paired", "auto")
-#: families whose one budget (feature_epsilon) is the ε of a client's whole release: no label budget, no split
-WHOLE_RECORD_FAMILIES = ("paired", "auto")
-#: families that release discrete states (integer features)
-DISCRETE_FAMILIES = ("rr", "oracle", "paired", "auto")
-GAUSSIAN_NOISE = ("joint", "per-feature")  #: "gaussian" family: one block on all features, or one per feature
-
 
 def unit_uniform(seed: int, client_id: int, stream: str) -> float:
     """A deterministic U[0, 1) for (seed, client, purpose): decides dropout or budget per client
     without any shared random state (the same answer on every node and on the server)."""
     h = hashlib.blake2b(f"{seed}:{client_id}:{stream}".encode(), digest_size=8).digest()
     return int.from_bytes(h, "little") / 2.0**64
-
-
-#: how a population with more clients than rows gets its clients' rows: "none" (refused by a table
-#: population; a built-in dataset cycles its rows and says ``rows_reused``) or "bootstrap"
-RESAMPLE = ("none", "bootstrap")
 
 
 def bootstrap_row(seed: int, client_id: int, n_rows: int) -> int:

@@ -23,9 +23,9 @@ from ._config_schema import (  # noqa: F401  (re-exported: the run config's publ
     PROTOCOLS,
     RUN_MODES,
 )
+from ._names import BUDGET_KEYS
 from ._params import Boolean, Interval, IsNone, check_param, unknown_key
 from .errors import ValidationError
-from .population import BUDGET_KEYS
 
 #: how a Flower config file (where every key must be declared) writes "unset"
 UNSET = ""

@@ -18,7 +18,12 @@ PKG = ROOT / "fedrr"
 
 #: the data flow, in order: a module may import its own stage and earlier ones only
 STAGES = [
-    ("base", ["fedrr.errors", "fedrr._validation", "fedrr._params", "fedrr.io", "fedrr._procs", "fedrr"]),
+    (
+        "base",
+        ["fedrr.errors", "fedrr._validation", "fedrr._params", "fedrr.io", "fedrr._procs", "fedrr._names", "fedrr"],
+    ),
+    # the config schema validates names against plain tuples (fedrr._names): the domain may read its defaults
+    ("config schema", ["fedrr._config_schema", "fedrr._config_tables"]),
     # the planner shares the mechanisms' stage: fedrr.mechanisms re-exports its names (lazily) for compatibility
     ("inputs", ["fedrr.datasets", "fedrr.mechanisms", "fedrr.planning"]),
     ("population", ["fedrr.population", "fedrr.examples", "fedrr.fake"]),
@@ -27,7 +32,7 @@ STAGES = [
     ("parallel", ["fedrr.parallel"]),
     ("estimators", ["fedrr.estimators"]),
     ("learners", ["fedrr.learners"]),
-    ("run config", ["fedrr.run_config", "fedrr._config_schema", "fedrr._config_rules", "fedrr._config_tables"]),
+    ("run config", ["fedrr.run_config", "fedrr._config_rules"]),
     ("federation", ["fedrr.federation"]),
     ("experiment, audit", ["fedrr.experiment", "fedrr.audit"]),
     ("testing", ["fedrr.testing"]),
@@ -136,6 +141,15 @@ def test_parallel_names_no_spread_method(path):
     assert not found, f"{path.relative_to(ROOT)} names spread-EM's methods {found}"
 
 
+def test_the_names_leaf_lists_the_built_in_datasets():
+    """The config schema validates dataset names against fedrr._names.DATASETS (it imports no domain
+    module): the datasets' registry must hold exactly those, in that order."""
+    from fedrr._names import DATASETS
+    from fedrr.datasets import LOADERS
+
+    assert tuple(LOADERS) == DATASETS
+
+
 def _known(name: str) -> bool:
     path = ROOT / Path(*name.split("."))
     return path.with_suffix(".py").exists() or (path / "__init__.py").exists()
@@ -177,6 +191,7 @@ BASE = {
     "fedrr._validation",
     "fedrr._params",
     "fedrr._procs",
+    "fedrr._names",
     "fedrr._config_schema",
     "fedrr._config_rules",
     "fedrr._config_tables",

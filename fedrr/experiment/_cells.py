@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from .. import _config_schema as schema
+from .._names import BUDGET_KEYS, WHOLE_RECORD_FAMILIES
 from ..errors import ValidationError
-from ..population import BUDGET_KEYS, WHOLE_RECORD_FAMILIES
 from ..run_config import DEFAULTS, UNSET, RunConfig
 from ._spec import ScenarioSpec
 

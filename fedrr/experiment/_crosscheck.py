@@ -9,11 +9,12 @@ from typing import Any
 
 from .. import _config_rules as rules
 from .._config_schema import BY_NAME
+from .._names import DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES
 from .._params import unknown_key
 from ..errors import ValidationError
 from ..learners import check_names
 from ..learners import names as learner_names
-from ..population import DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES, population_parameters
+from ..population import population_parameters
 from ..run_config import RunConfig
 from ._spec import DEFAULT_SPLIT, GRID_KEYS, REGRESSION_DATASETS, _key_path
 

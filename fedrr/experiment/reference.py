@@ -28,10 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from .. import _config_schema as schema
+from .._names import MECHANISM_FAMILIES
 from .._params import describe
 from ..datasets import LOADERS
 from ..learners import TASKS, get, names
-from ..population import MECHANISM_FAMILIES
 from ..run_config import DEFAULTS, RunConfig
 from ._spec import SECTIONS
 
