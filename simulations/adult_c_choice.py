@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from fedrr.assembly import build_population
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
 from fedrr.io import markdown_table, write_report
 from fedrr.pool import Pool
-from fedrr.population import build_population
 from fedrr.release import offline_release
 
 CS = (0.01, 0.1, 1.0, 10.0)

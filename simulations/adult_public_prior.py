@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
+from fedrr.assembly import build_population
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
 from fedrr.io import markdown_table, write_report
 from fedrr.learners import FitData, fit_and_score
 from fedrr.mechanisms import EmpiricalPrior
 from fedrr.pool import Pool
-from fedrr.population import build_population
 from fedrr.release import offline_release
 
 LEARNERS = ["spread, public prior", "spread, learned prior", "ldp-nb", "majority", "clean"]

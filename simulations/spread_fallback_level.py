@@ -205,10 +205,10 @@ def run_power(
 def run_adult(eps: list[float], seeds: int, config: str, out: Path) -> list[list]:
     """The demo's Adult releases: ``spread`` (this estimator, the demo's settings) against
     ``spread-plain`` and the majority class, per ε and seed."""
+    from fedrr.assembly import build_population
     from fedrr.experiment import load_scenario
     from fedrr.learners import FitData, fit_and_score
     from fedrr.pool import Pool
-    from fedrr.population import build_population
     from fedrr.release import offline_release
 
     spec = load_scenario(config)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedrr.assembly import build_population
 from fedrr.datasets import load
 from fedrr.errors import ValidationError
 from fedrr.experiment import parse_scenario, run_cell
@@ -13,7 +14,7 @@ from fedrr.learners import FitData, fit_and_score
 from fedrr.mechanisms import PairedRecordMechanism, RecordMechanism
 from fedrr.planning import plan_release
 from fedrr.pool import Pool
-from fedrr.population import DatasetPopulation, build_population, record_mechanism_for
+from fedrr.population import DatasetPopulation, record_mechanism_for
 from fedrr.release import offline_release
 from fedrr.run_config import RunConfig
 

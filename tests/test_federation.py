@@ -12,6 +12,7 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
+from fedrr.assembly import build_population
 from fedrr.errors import ValidationError
 from fedrr.federation import (
     MESSAGE_TYPE,
@@ -25,7 +26,6 @@ from fedrr.federation import (
 from fedrr.federation.server_app import InsufficientReleases, model_arrays, run_server
 from fedrr.learners import FitData, fit_and_score
 from fedrr.pool import Pool, ReplyRejected
-from fedrr.population import build_population
 from fedrr.release import Release, client_generator, offline_release, release_clients
 from fedrr.run_config import DEFAULTS, RunConfig
 from fedrr.testing.faults import FAULT_KINDS, corrupt, faulty_client_app, reply_fault

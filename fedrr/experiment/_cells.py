@@ -55,7 +55,7 @@ def scenario_schema(spec: ScenarioSpec):
     the release planner reads): its table's (``population.table``, read once per process) or its
     dataset's."""
     if spec.population.table:
-        from ..population import config_table
+        from ..assembly import config_table
 
         try:
             return config_table(spec.population).schema

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import _config_schema as schema
+from ..assembly import build_population
 from ..errors import FedrrError, ValidationError
 from ..fake import FakeClients
 from ..frequency_check import check_pool
@@ -20,7 +21,6 @@ from ..io import write_json
 from ..learners import FitData, fit_and_score
 from ..learners import get as get_learner
 from ..pool import Pool
-from ..population import build_population
 from ..release import offline_release
 from ._cells import CellSpec
 

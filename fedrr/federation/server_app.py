@@ -18,12 +18,12 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from .. import __version__
+from ..assembly import build_population
 from ..errors import FedrrError
 from ..frequency_check import check_pool
 from ..io import write_json
 from ..learners import FitData, fit_and_score, score_text
 from ..pool import Pool
-from ..population import build_population
 from ..run_config import RunConfig
 from ._collect import ServerSchema, collect_releases, validate_replies, wait_for_nodes
 from ._compat import public_message
