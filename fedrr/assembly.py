@@ -1,6 +1,7 @@
 """Domain objects built from a run config: the population (``build_population``: the built-in one
 of ``dataset_population``, or a custom factory given the keys it takes; fake clients with
-``fake-fraction`` > 0), its table (``config_table``), and ``checked_population``. The config
+``fake-fraction`` > 0), its table (``config_table``), ``checked_population``, and the learners'
+options (``fit_options``). The config
 (``fedrr.run_config``) and the domain (``fedrr.population``, ``fedrr.fake``) do not know each
 other: this module reads one and calls the other with plain arguments, and names a domain error
 by the run-config key it comes from."""
@@ -19,7 +20,9 @@ from ._names import BUDGET_KEYS, DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES
 from .datasets import LOADERS, Dataset, load, read_table
 from .errors import ValidationError
 from .fake import FakeClients
+from .learners import FitOptions
 from .mechanisms import RandomizedResponse
+from .parallel import make_executor
 from .population import (
     ClientPopulation,
     DatasetPopulation,
@@ -260,3 +263,16 @@ def with_fake_clients(population: ClientPopulation, cfg: RunConfig) -> ClientPop
                 f"targets fake-state {cfg.fake_state} to {last} (fake-targets {cfg.fake_targets}): {exc.message}",
             ) from None
         raise ValidationError(_KEYS.get(exc.field, exc.field), exc.message) from None
+
+
+def fit_options(cfg: RunConfig) -> FitOptions:
+    """The learners' options of a run config (``fedrr.learners.FitOptions``), with its executor."""
+    return FitOptions(
+        C=cfg.C,
+        random_state=cfg.seed,
+        executor=make_executor(cfg.executor, cfg.ray_address),
+        spread_max_iter=cfg.spread_max_iter,
+        wdro_max_iter=cfg.wdro_max_iter,
+        encoding=cfg.encoding,
+        ldp_sgd=cfg.ldp_sgd_params(),
+    )

@@ -170,21 +170,6 @@ class RunConfig:
         """The population in words, for messages: its import path, or the built-in one's dataset."""
         return f"dataset {self.dataset!r}" if self.population == "dataset" else self.population
 
-    def fit_options(self):
-        """The learners' options of this run (``fedrr.learners.FitOptions``), with its executor."""
-        from .learners import FitOptions
-        from .parallel import make_executor
-
-        return FitOptions(
-            C=self.C,
-            random_state=self.seed,
-            executor=make_executor(self.executor, self.ray_address),
-            spread_max_iter=self.spread_max_iter,
-            wdro_max_iter=self.wdro_max_iter,
-            encoding=self.encoding,
-            ldp_sgd=self.ldp_sgd_params(),
-        )
-
     def ldp_sgd_params(self) -> dict[str, Any]:
         """LDP-SGD's parameters of this run (``LDPSGDClassifier``'s keywords; a key's 0 is the
         estimator's own rule): the federation's ldp-sgd server and the sweep's 'ldp-sgd' learner."""

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedrr.assembly import build_population
+from fedrr.assembly import build_population, fit_options
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
 from fedrr.io import markdown_table, write_report
@@ -59,7 +59,7 @@ def run_cell(cell, n_public: int, tmp: str, max_iter: int | None = None, cv: boo
         client_id=ids,
     )
     rows = np.stack([np.asarray(population.record(int(i))[0]) for i in pool.client_id[public]])
-    options = cfg.fit_options()
+    options = fit_options(cfg)
     out: dict = {}
     for name, prior in (("spread, public prior", EmpiricalPrior(rows)), ("spread, learned prior", "learned")):
         t = time.perf_counter()

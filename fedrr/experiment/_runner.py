@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import _config_schema as schema
-from ..assembly import build_population
+from ..assembly import build_population, fit_options
 from ..errors import FedrrError, ValidationError
 from ..fake import FakeClients
 from ..frequency_check import check_pool
@@ -83,7 +83,7 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
     except ValidationError as exc:
         raise as_config_error(exc, cell) from None
     test = population.test_set()
-    options = cfg.fit_options()
+    options = fit_options(cfg)
     t0 = time.perf_counter()
     if spec.run.mode == "offline":
         rel = offline_release(population, cfg.seed)

@@ -18,7 +18,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from .. import __version__
-from ..assembly import build_population
+from ..assembly import build_population, fit_options
 from ..errors import FedrrError
 from ..frequency_check import check_pool
 from ..io import write_json
@@ -115,7 +115,7 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     write_json(out / "metrics.json", metrics)
     test = population.test_set()
     data = FitData(pool.X, pool.y, pool.mechanism_arg())
-    options = cfg.fit_options()
+    options = fit_options(cfg)
     for learner in cfg.learners:
         res = fit_and_score(learner, data, test, options)
         entry = dict(res.entry)
