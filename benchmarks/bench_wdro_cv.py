@@ -8,8 +8,8 @@ Each executor runs the same grid (``executor=``); the held-out scores must be id
 started outside the timing; its time includes shipping the data (once) to the object store.
 Writes ``wdro_cv.md`` to --out.
 
-    python simulations/bench_wdro_cv.py                        # ~1 min, writes results/bench_wdro_cv/
-    python simulations/bench_wdro_cv.py --n 300 --out /tmp/bench
+    python benchmarks/bench_wdro_cv.py                        # ~1 min, writes results/bench_wdro_cv/
+    python benchmarks/bench_wdro_cv.py --n 300 --out /tmp/bench
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ directory written beforehand by another process. ``--rounds R``: every executor 
 run's speed-up moves by ±0.2 on a shared machine); the median of ratios within a round, and their range.
 
 Usage:
-  python simulations/bench_ray_scaling.py [--iters 20] [--rounds 1] [--parts mnist,local,cluster]
+  python benchmarks/bench_ray_scaling.py [--iters 20] [--rounds 1] [--parts mnist,local,cluster]
       [--sizes 10000,100000,1000000] [--out results/ray_scaling]
 """
 
@@ -360,7 +360,7 @@ def write(rows: list[dict], args, argv, load0) -> None:
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.4g}" if isinstance(v, float) else v) for k, v in r.items()})
-    cmd = "python simulations/bench_ray_scaling.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    cmd = "python benchmarks/bench_ray_scaling.py " + " ".join(argv if argv is not None else sys.argv[1:])
     lines = [
         "# Spread-EM on Ray: scaling, traffic, memory",
         "",

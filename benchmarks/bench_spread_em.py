@@ -22,8 +22,8 @@ waits for: validation, the prior, the shards, the EM, the diagnostics) beside it
 per EM iteration (whole fit / iterations).
 Writes bench_spread_em.txt (the printed table, command first), .csv and .png to --out.
 
-    python simulations/bench_spread_em.py                          # a few minutes, writes results/barber/
-    python simulations/bench_spread_em.py --quick --out /tmp/barber  # N = 1,000
+    python benchmarks/bench_spread_em.py                          # a few minutes, writes results/barber/
+    python benchmarks/bench_spread_em.py --quick --out /tmp/barber  # N = 1,000
 """
 
 from __future__ import annotations

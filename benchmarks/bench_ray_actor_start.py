@@ -1,7 +1,7 @@
 """Ray actors of spread-EM's runtime: their start timed apart from the fit (issue 47 item 2).
 
 MNIST 7/9 resampled to N = 9,000, D = 784, K = 256 (RR flip 0.3 on pixels and labels), the fit of
-``simulations/bench_parallel_estep.py`` (20 EM iterations, the estimator's default chains, shards of
+``benchmarks/bench_parallel_estep.py`` (20 EM iterations, the estimator's default chains, shards of
 2,048 records). In one run, each figure the median of ``--rounds`` repetitions:
 
   (a) Ray's own start: ``ray.init`` of a local 2-CPU instance (shut down and started again);
@@ -13,9 +13,9 @@ MNIST 7/9 resampled to N = 9,000, D = 784, K = 256 (RR flip 0.3 on pixels and la
       Ray fit, Ray already running); on Ray with running actors (kept from the previous fit).
       Coefficients must equal the serial fit's.
 
-    python simulations/bench_ray_actor_start.py                      # ~3 min, writes results/ray_actor_start/
-    python simulations/bench_ray_actor_start.py --n 3000 --rounds 1 --out /tmp/bench
-    python simulations/bench_ray_actor_start.py --fit-rounds 0 --out /tmp/bench  # (a) and (b) only, ~1 min
+    python benchmarks/bench_ray_actor_start.py                      # ~3 min, writes results/ray_actor_start/
+    python benchmarks/bench_ray_actor_start.py --n 3000 --rounds 1 --out /tmp/bench
+    python benchmarks/bench_ray_actor_start.py --fit-rounds 0 --out /tmp/bench  # (a) and (b) only, ~1 min
 """
 
 from __future__ import annotations

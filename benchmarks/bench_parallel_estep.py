@@ -8,8 +8,8 @@ be bit-identical (the shards carry their own seeds, so the executor cannot chang
 Every executor is warmed (compilation, Ray's start) outside the timing; Ray's fit includes
 creating its shard actors. Writes ``parallel_estep.md`` to --out.
 
-    python simulations/bench_parallel_estep.py                     # ~1 min, writes results/federation_scale/
-    python simulations/bench_parallel_estep.py --n 3000 --iters 5 --out /tmp/bench
+    python benchmarks/bench_parallel_estep.py                     # ~1 min, writes results/federation_scale/
+    python benchmarks/bench_parallel_estep.py --n 3000 --iters 5 --out /tmp/bench
 """
 
 from __future__ import annotations

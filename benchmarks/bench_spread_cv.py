@@ -10,7 +10,7 @@ Ray's start (``ray.init`` of a local instance of 2 CPUs, 2 actors) is timed apar
 shown beside it, since a session or a cluster pays it once, not per fit. ``--rounds R``: every
 executor R times, round-robin (the ratios are the median of the per-round ratios, with their range).
 
-    python simulations/bench_spread_cv.py --rounds 2 --out results/speed_issue31/cv   # ~6 min
+    python benchmarks/bench_spread_cv.py --rounds 2 --out results/speed_issue31/cv   # ~6 min
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ last reply; Ray start-up and node registration excluded):
            and its training time, clean-test accuracy and end-to-end time are reported too.
 The population is ``fedrr.examples:TwoBudgetSyntheticPopulation``. Writes scale.csv and scale.md.
 
-    python simulations/bench_federation_scale.py --nodes 1000 5000 10000 --cohort 1000000 --out results/federation_scale
-    python simulations/bench_federation_scale.py --nodes 300 --cohort 20000 --out /tmp/scale   # ~1-2 min
+    python benchmarks/bench_federation_scale.py --nodes 1000 5000 10000 --cohort 1000000 --out results/federation_scale
+    python benchmarks/bench_federation_scale.py --nodes 300 --cohort 20000 --out /tmp/scale   # ~1-2 min
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 equivalent SOCP (the default), on one synthetic problem, in the same run, and how far apart their
 solutions are (relative objective gap, largest coefficient difference). Prints a table; no files.
 
-    python simulations/bench_dro_sdp.py                  # p_x = 30, n = 1000 (~1 min)
-    python simulations/bench_dro_sdp.py --p 10 --repeats 5
+    python benchmarks/bench_dro_sdp.py                  # p_x = 30, n = 1000 (~1 min)
+    python benchmarks/bench_dro_sdp.py --p 10 --repeats 5
 """
 
 from __future__ import annotations
