@@ -1,6 +1,6 @@
-"""simulations/ holds thin scripts on fedrr's public API (a custom figure, a benchmark, an attack
-demo), no framework of its own: each runs end to end in a small configuration and writes its
-outputs, each names its command, and none imports another. Paper reproductions are configs
+"""simulations/ and benchmarks/ (bench_*.py) hold thin scripts on fedrr's public API (a custom
+figure, an attack demo, a benchmark), no framework of its own: each runs end to end in a small
+configuration and writes its outputs, each names its command, and none imports another. Paper reproductions are configs
 (configs/paper/, tests/test_simulation.py)."""
 
 import ast
@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPTS = sorted((ROOT / "simulations").glob("*.py"))
+SCRIPTS = sorted([*(ROOT / "simulations").glob("*.py"), *(ROOT / "benchmarks").glob("*.py")])
+
+
+def _folder(script: str) -> str:
+    """Where a script lives: benchmarks/ for bench_*.py, simulations/ for the rest."""
+    return "benchmarks" if script.startswith("bench_") else "simulations"
+
 
 # script -> (arguments of a small run, the files it must write in --out); the attack, audit and
 # demo scripts run in tests/test_repeated_release_attack.py, test_audit.py, test_snapping.py and
@@ -55,9 +61,10 @@ QUICK = {
 
 
 def _run(script: str, args: list) -> None:
-    """Run simulations/``script`` with ``args`` as a user would (repository root, Agg backend); it must exit 0."""
+    """Run ``script`` (simulations/ or benchmarks/) with ``args`` as a user would (repository root,
+    Agg backend); it must exit 0."""
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "simulations" / script), *args],
+        [sys.executable, str(ROOT / _folder(script) / script), *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -76,7 +83,7 @@ def test_script_small_run(script, tmp_path):
         path = out / name
         assert path.stat().st_size > 0, name
         if name.endswith((".csv", ".md", ".txt")):  # every result names the command that made it
-            assert f"python simulations/{script}" in path.read_text(), name
+            assert f"python {_folder(script)}/{script}" in path.read_text(), name
         if name.endswith(".md"):  # ... and the code it ran (fedrr.io.provenance: the git commit)
             assert ", git " in path.read_text(), name
 
@@ -113,7 +120,7 @@ def test_scripts_are_thin_and_name_their_command(path):
     text = path.read_text()
     tree = ast.parse(text)
     doc = ast.get_docstring(tree) or ""
-    assert f"python simulations/{path.name}" in doc
+    assert f"python {path.parent.name}/{path.name}" in doc
     local = {p.stem for p in SCRIPTS}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module:

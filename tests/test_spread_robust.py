@@ -135,3 +135,33 @@ def test_robust_margins_refuses_a_budget_mix_and_fit_pool(tmp_path):
     with pytest.raises(ValidationError) as err:
         _spread(robust="margins").fit_pool(tmp_path)
     assert err.value.field == "robust" and "fit_pool" in err.value.message
+
+
+def test_the_cv_drop_reads_the_selection_part_only():
+    """Split releases (issue 45 item 4): the CV draws its split first and the consistency test reads
+    selection part A only, so test part B's released labels cannot move the drop and the permutation
+    test on B stays exact: B's labels permuted, the same attribute is rejected with the same z and the
+    same records dropped; the z is the test on A's records, and on the whole pool it would move."""
+    from fedrr.estimators import LDPNaiveBayes
+    from fedrr.estimators.spread._cv import heldout_mask, split_rng
+
+    X, y = _data(3000, 1)
+    rm = RecordMechanism([RandomizedResponse(K, epsilon=2.0)] * F, RandomizedResponse(2, epsilon=2.0), n_sampled=1)
+    Xt, yt = rm.release(X, y, rng=np.random.default_rng(3))
+    fakes = np.full((300, F), np.nan)
+    fakes[:, 0] = 0
+    Xa, ya = np.vstack([Xt, fakes]), np.r_[yt, np.ones(300)]
+    held = heldout_mask(len(ya), 0.5, split_rng(0))
+    yb = ya.copy()
+    yb[held] = np.random.default_rng(5).permutation(ya[held])
+    kw = {"Cs": (1.0,), "cv": 2, "random_state": 0, "max_iter": 10, "cv_max_iter": 10, "n_permutations": 19}
+    fits = [SpreadLogisticRegressionCV(robust="margins", **kw).fit(Xa, lab, mechanism=rm) for lab in (ya, yb)]
+    a, b = fits
+    assert np.flatnonzero(~a.consistent_).tolist() == [0] and a.n_dropped_ == int((~np.isnan(Xa[:, 0])).sum())
+    np.testing.assert_array_equal(a.consistent_, b.consistent_)
+    np.testing.assert_array_equal(a.margin_z_, b.margin_z_)
+    assert a.n_dropped_ == b.n_dropped_ and a.gain_["n_test"] == b.gain_["n_test"]
+    on_a = LDPNaiveBayes(method="clip", robust="margins").fit(Xa[~held], ya[~held], mechanism=rm)
+    np.testing.assert_allclose(a.margin_z_, on_a.margin_z_, rtol=1e-12)
+    whole = [LDPNaiveBayes(method="clip", robust="margins").fit(Xa, lab, mechanism=rm).margin_z_ for lab in (ya, yb)]
+    assert np.abs(whole[0] - whole[1]).max() > 1e-3  # the whole pool's test would have moved

@@ -66,7 +66,7 @@ from ._design import Design
 from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
 from ._mstep import log_class_probs
 from ._paired import PairedView
-from ._robust import ROBUST, drop_inconsistent, no_test
+from ._robust import ROBUST, drop_inconsistent, is_paired, no_test
 from ._runtime import HeldData
 
 
@@ -108,9 +108,17 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     cv_max_iter : EM budget of each cross-validation fit, which runs one chain (burn-in, then one
         averaging window of ``n_average``); the final refit uses ``max_iter`` and ``n_chains``.
     robust, robust_alpha : the defence against fake clients of ``SpreadLogisticRegression`` (see there
-        for what it does not defend), run once on the whole pool before anything else: the selection,
-        the fallback's test, the intercept-only model and the refit all see the kept records only.
-        Learned: ``consistent_``, ``margin_z_``, ``margin_z_critical_``, ``n_dropped_``.
+        for what it does not defend), run once before anything else: the selection, the fallback's
+        test, the intercept-only model and the refit all see the kept records only. Split releases:
+        the split is drawn first and the consistency test reads selection part A only; the records
+        that released a rejected attribute then go from A and B alike. So which B records are kept
+        depends on A and on B's release pattern (which attributes each released), never on B's
+        labels, and the permutation test on B stays exact given A and B's releases X_B (its null:
+        B's released labels exchangeable given X_B). Paired releases have no held-out part: the test
+        reads every record, and the independence test then runs on the records its decision kept: after
+        a drop its level is conditional on a selection made from the same reports, and no exact
+        guarantee is claimed there. Learned: ``consistent_``, ``margin_z_``,
+        ``margin_z_critical_``, ``n_dropped_``.
     Other parameters: as ``SpreadLogisticRegression``. On a Ray ``executor`` the releases go to the
         actors once and every fit runs whole on one actor (a serial executor there): the
         selection's fits spread over the actors, and on two actors the tested fit beside the refit
@@ -272,10 +280,16 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self.n_dropped_ = 0
             return self
         n_given = np.shape(X)[0]
-        if p["robust"] == "margins":  # once, on the whole pool: every fit below sees the kept records only
-            X, y, mechanism, kept, *test = drop_inconsistent(X, y, mechanism, p["robust_alpha"])
+        rng = split_rng(p["random_state"])
+        # the one split, drawn on the records as given: selection part A, test part B (held)
+        held = heldout_mask(n_given, p["test_fraction"], rng)
+        if p["robust"] == "margins":  # once: every fit below sees the kept records only
+            # the consistency test reads A only (split releases), so B's labels cannot move the drop
+            reading = None if is_paired(mechanism) else np.flatnonzero(~held)
+            X, y, mechanism, kept, *test = drop_inconsistent(X, y, mechanism, p["robust_alpha"], reading)
             self.consistent_, self.margin_z_, self.margin_z_critical_ = test
             self.n_dropped_ = n_given - kept.size
+            held = held[kept]
         base = self._spread()
         Xv, yi, groups, layout = base._prepare(X, y, mechanism, base._params())
         if p["robust"] == "none":
@@ -307,17 +321,16 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         if p["test_statistic"] == "auc" and n_classes != 2:
             raise ValidationError("test_statistic", f"'auc' needs two classes, got {n_classes}")
         seed = seed_from(p["random_state"])
-        rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(7919,)))
-        # the one split: selection part A (cross-validation, the tested fit), test part B (the test only)
-        order = rng.permutation(n)
-        n_test = 0 if paired else int(round(p["test_fraction"] * n))  # paired: the test needs no held-out part
+        if paired:  # the test needs no held-out part
+            held[:] = False
+        n_test = int(held.sum())
         if not paired and (n_test < 2 or n - n_test < 2 * p["cv"]):
             raise ValidationError(
                 "test_fraction",
                 f"{p['test_fraction']} of {n} records leaves {n_test} to test and {n - n_test} to select with "
                 f"{p['cv']} folds: needs at least 2 and {2 * p['cv']}",
             )
-        sel, test = np.sort(order[n_test:]), np.sort(order[:n_test])
+        sel, test = np.flatnonzero(~held), np.flatnonzero(held)
         fold = np.full(n, -1)
         fold[sel] = rng.permutation(sel.size) % p["cv"]
         # the releases as given go along only for a refit beside the test (record releases)
@@ -553,7 +566,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
 
 
 #: the parameters of SpreadLogisticRegression the CV declares (for its sklearn signature) but uses itself:
-#: the defence runs once on the whole pool, the seed and the mechanism are handed on by the CV's own rules
+#: the defence runs once (reading the selection part of split releases), the seed and the mechanism are
+#: handed on by the CV's own rules
 OWN = ("random_state", "mechanism", "robust", "robust_alpha")
 #: the spread-EM parameters the CV passes to its fits unchanged: those both signatures declare, but ``OWN``
 #: (one declaration each, on SpreadLogisticRegression; tests/test_spread_cv.py checks the defaults agree)
@@ -572,3 +586,15 @@ def _on_scale(t, statistic: str, n: int, n1: int):
     if n1 in (0, n):
         return np.full(np.shape(t), 0.5)
     return (np.asarray(t) - n1 * (n1 + 1) / 2) / (n1 * (n - n1))
+
+
+def split_rng(random_state: Any) -> np.random.Generator:
+    """The generator of the CV's one split and its folds (a fixed stream of ``random_state``)."""
+    return np.random.default_rng(np.random.SeedSequence(seed_from(random_state), spawn_key=(7919,)))
+
+
+def heldout_mask(n: int, test_fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """(n,) bool: the records of test part B, round(test_fraction·n) of them drawn uniformly."""
+    mask = np.zeros(n, dtype=bool)
+    mask[rng.permutation(n)[: int(round(test_fraction * n))]] = True
+    return mask

@@ -56,10 +56,10 @@ calibrate it; it is not built."""
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
 from scipy.stats import chi2, norm
 
 from ...mechanisms import unbiased_onehot_covariance
+from ._logexp import logsumexp
 from ._mstep import log_class_probs
 from ._paired import PairedView, class_margin
 from ._priors._joint import JointSpreadPrior

@@ -8,7 +8,6 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from scipy.special import logsumexp
 from scipy.stats import rankdata
 from sklearn.exceptions import ConvergenceWarning
 
@@ -16,6 +15,7 @@ from ...errors import ValidationError
 from ...mechanisms import DiscreteMechanism
 from ._estep import Shard
 from ._estimator import SpreadLogisticRegression
+from ._logexp import logsumexp
 from ._pool import group_records
 
 

@@ -18,12 +18,12 @@ import functools
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ...errors import ValidationError
 from ...mechanisms import DiscreteMechanism, MatrixMechanism, RandomizedResponse, RecordMechanism, guide_table
 from ...parallel import shard_bounds
 from ._design import Design
+from ._logexp import logsumexp
 from ._mstep import class_log_softmax, log_class_probs, logits, soft_ce
 from ._paired import PairedView, PairTerms, as_view
 from ._priors._factorised import SpreadPrior, release_counts

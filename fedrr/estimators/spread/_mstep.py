@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
-from scipy.special import log_softmax, logsumexp
 
+from ._logexp import log_softmax, logsumexp
 from ._runtime import Lockstep, ShardGroup
 
 

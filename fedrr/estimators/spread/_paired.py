@@ -30,11 +30,11 @@ with p̄ the marginal under the L̄ channels, which ``log_marginal`` of the view
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ...errors import ValidationError
 from ...mechanisms import DiscreteMechanism, PairedRecordMechanism, RecordMechanism
 from .._frequencies import simplex_mle
+from ._logexp import logsumexp
 
 #: smallest class weight of w_j(s, ·) (a floor keeps the proposal's support the posterior's)
 W_FLOOR = 1e-3

@@ -35,7 +35,7 @@ from ...errors import ValidationError
 from .._naive_bayes import ROBUST, LDPNaiveBayes
 from ._paired import PairedView
 
-__all__ = ["ROBUST", "drop_inconsistent", "no_test"]
+__all__ = ["ROBUST", "drop_inconsistent", "is_paired", "no_test"]
 
 
 def _one_mechanism(mechanism: Any) -> Any:
@@ -52,14 +52,25 @@ def _one_mechanism(mechanism: Any) -> Any:
     return m.paired if isinstance(m, PairedView) else m
 
 
-def drop_inconsistent(X: Any, y: Any, mechanism: Any, alpha: float) -> tuple:
+def is_paired(mechanism: Any) -> bool:
+    """Whether ``robust="margins"``'s pool is paired (the label inside the pairs)."""
+    return bool(_one_mechanism(mechanism).label_in_pairs)
+
+
+def drop_inconsistent(X: Any, y: Any, mechanism: Any, alpha: float, reading: Any = None) -> tuple:
     """``robust="margins"`` on releases (X, y) of ``mechanism``: returns (X, y, mechanism) without the
     records that released an attribute the consistency test rejects (y None stays None; a per-record
     mechanism list is cut alike), the kept rows' indices, and the test's ``consistent`` (F,) bool,
-    ``z`` (F,) and critical z (module docstring)."""
+    ``z`` (F,) and critical z (module docstring). ``reading``: the rows the test reads (default all;
+    the CV's selection part); the drop applies to every row all the same."""
     m = _one_mechanism(mechanism)
+    Xr, yr = X, y
+    if reading is not None:
+        reading = np.asarray(reading, dtype=np.int64)
+        Xr = np.asarray(X, dtype=float)[reading]
+        yr = None if y is None else np.asarray(y)[reading]
     try:  # the test of LDPNaiveBayes(robust="margins"); "clip": its tables are not needed, only the test
-        nb = LDPNaiveBayes(method="clip", robust="margins", robust_alpha=alpha).fit(X, y, mechanism=m)
+        nb = LDPNaiveBayes(method="clip", robust="margins", robust_alpha=alpha).fit(Xr, yr, mechanism=m)
     except ValidationError as e:
         raise ValidationError("robust", f"'margins' runs LDPNaiveBayes's consistency test: {e.message}") from e
     consistent, z, crit = np.asarray(nb.consistent_, bool), np.asarray(nb.margin_z_), float(nb.margin_z_critical_)

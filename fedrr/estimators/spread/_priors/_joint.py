@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ....errors import ValidationError
 from ....mechanisms import EmpiricalPrior, RecordMechanism
 from .._design import ColumnLayout
+from .._logexp import logsumexp
 from ._factorised import SpreadPrior, _empty
 
 

@@ -12,11 +12,11 @@ import warnings
 from dataclasses import dataclass, field, fields
 
 import numpy as np
-from scipy.special import logsumexp
 
 from ....errors import ValidationError
 from ....mechanisms import RecordMechanism
 from .._design import ColumnLayout
+from .._logexp import logsumexp
 from .._paired import PairedView, class_margin
 from ._factorised import SpreadPrior, _empty
 
