@@ -27,6 +27,7 @@ from pathlib import Path
 from flwr.app import Context, Message
 from flwr.serverapp import Grid, ServerApp
 
+from fedrr.assembly import build_population
 from fedrr.federation import (
     MESSAGE_TYPE,
     ServerSchema,
@@ -37,7 +38,6 @@ from fedrr.federation import (
     wait_for_nodes,
 )
 from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv
-from fedrr.population import build_population
 from fedrr.run_config import RunConfig
 
 POP = "fedrr.examples:TwoBudgetSyntheticPopulation"

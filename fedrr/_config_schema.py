@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._config_tables import BudgetMix, ColumnDomains, ColumnEdges
+from ._names import DATASETS, FAKE_ATTACKS, GAUSSIAN_NOISE, MECHANISM_FAMILIES, RESAMPLE
 from ._params import Constraint, Interval, IsNone, ListOf, Options, Satisfies, Text
-from .datasets import LOADERS
-from .fake import FAKE_ATTACKS
-from .population import GAUSSIAN_NOISE, MECHANISM_FAMILIES, RESAMPLE
 
 CONCERNS = ("population", "privacy", "learners", "collection", "execution")
 #: the scenario TOML section of each concern: today's names (``[run]`` holds collection and execution)
@@ -39,7 +37,6 @@ SECTION_OF = {
 EXECUTORS = ("serial", "threads", "ray")
 PROTOCOLS = ("record", "ldp-sgd")
 RUN_MODES = ("node", "cohort")
-DATASETS = tuple(LOADERS)
 #: what the built-in population uses when neither key of a budget pair is given (and says so)
 DEFAULT_FEATURE_FLIP, DEFAULT_LABEL_FLIP = 0.3, 0.2
 #: clients per node in cohort mode when cohort_size is unset (node mode: one)
@@ -75,9 +72,15 @@ class Key:
     builtin: bool = False
     #: in Flower's flat run config the value is JSON text ("" = the default): a table or a list
     flwr_json: bool = False
+    #: what a sweep cell's fingerprint (which decides whether a finished cell is reused) holds of the
+    #: key: "always"; "if-set", only a value other than its default (a key added after results were
+    #: first fingerprinted: a new key, at its default, leaves earlier cells valid); "never" (it
+    #: cannot change a cell's result: where it runs, where it writes, how long it waits)
+    fingerprint: str = "always"
 
     def __post_init__(self):
         assert self.concern in CONCERNS, self.concern
+        assert self.fingerprint in ("always", "if-set", "never"), self.fingerprint
         if self.flwr == "":
             object.__setattr__(self, "flwr", self.name.replace("_", "-"))
 
@@ -192,6 +195,7 @@ def _keys() -> tuple[Key, ...]:
             "the scenario file, or to where the run starts); with label and the columns declared in categorical / "
             "edges (fedrr.population.TablePopulation). '' = none",
             (Text(),),
+            fingerprint="if-set",
         ),
         K(
             "label",
@@ -200,6 +204,7 @@ def _keys() -> tuple[Key, ...]:
             "",
             "table: the label column",
             (Text(),),
+            fingerprint="if-set",
         ),
         K(
             "classes",
@@ -210,6 +215,7 @@ def _keys() -> tuple[Key, ...]:
             "labels of the rows, treated as public. Flower: JSON text",
             (ListOf(Satisfies(lambda v: isinstance(v, (str, int, float)), "a label value"), nonempty=False),),
             flwr_json=True,
+            fingerprint="if-set",
         ),
         K(
             "categorical",
@@ -220,6 +226,7 @@ def _keys() -> tuple[Key, ...]:
             "an error naming its row and column). Flower: JSON text",
             (ColumnDomains(),),
             flwr_json=True,
+            fingerprint="if-set",
         ),
         K(
             "edges",
@@ -231,6 +238,7 @@ def _keys() -> tuple[Key, ...]:
             "(explicit opt-in: the edges then reveal the rows' quantiles, outside ε). Flower: JSON text",
             (ColumnEdges(),),
             flwr_json=True,
+            fingerprint="if-set",
         ),
         K(
             "test_table",
@@ -240,6 +248,7 @@ def _keys() -> tuple[Key, ...]:
             "table: held-out clean test rows, a table of the same columns ('' = n_test_per_class rows per class "
             "held out of `table`)",
             (Text(),),
+            fingerprint="if-set",
         ),
         K(
             "resample",
@@ -250,6 +259,7 @@ def _keys() -> tuple[Key, ...]:
             "bootstrap (client i's row drawn with replacement as a function of (seed, i): any n_clients; every "
             "output says resampled)",
             (Options(*RESAMPLE),),
+            fingerprint="if-set",
         ),
         K(
             "n_test_per_class",
@@ -353,6 +363,7 @@ def _keys() -> tuple[Key, ...]:
             "simulation: fraction of the clients that are fake, each sending an attacker's crafted, valid-looking "
             "release (fedrr.fake)",
             (_FRACTION,),
+            fingerprint="if-set",
         ),
         K(
             "fake_attack",
@@ -366,6 +377,7 @@ def _keys() -> tuple[Key, ...]:
             "OLH the best of 1,000 sampled seeds) | mga-sampled (mga, the attribute only when the honest sampling "
             "draws it) | input (a fake record, honestly randomised)",
             (Options(*FAKE_ATTACKS),),
+            fingerprint="if-set",
         ),
         K(
             "fake_attribute",
@@ -374,6 +386,7 @@ def _keys() -> tuple[Key, ...]:
             0,
             "the attribute (column) fake clients target",
             (Interval(int, 0, None),),
+            fingerprint="if-set",
         ),
         K(
             "fake_state",
@@ -382,6 +395,7 @@ def _keys() -> tuple[Key, ...]:
             0,
             "the state of fake_attribute fake clients push up",
             (Interval(int, 0, None),),
+            fingerprint="if-set",
         ),
         K(
             "fake_targets",
@@ -390,8 +404,17 @@ def _keys() -> tuple[Key, ...]:
             1,
             "mga, mga-sampled, input: the number r of target states, fake_state to fake_state + r - 1 (output: 1)",
             (Interval(int, 1, None),),
+            fingerprint="if-set",
         ),
-        K("fake_label", "population", "int", 1, "the label fake clients push up", (Interval(int, 0, None),)),
+        K(
+            "fake_label",
+            "population",
+            "int",
+            1,
+            "the label fake clients push up",
+            (Interval(int, 0, None),),
+            fingerprint="if-set",
+        ),
         # ------------------------------------------------------------------ collection (the server's side)
         K(
             "accept_mechanisms",
@@ -403,6 +426,7 @@ def _keys() -> tuple[Key, ...]:
             (Options("population", "declared"),),
             scenario=False,
             only="a deployment's key: a sweep simulates its population, whose mechanisms the server knows",
+            fingerprint="if-set",
         ),
         K(
             "max_record_epsilon",
@@ -413,6 +437,7 @@ def _keys() -> tuple[Key, ...]:
             (_POS, _UNSET),
             scenario=False,
             only="a deployment's key (with accept_mechanisms = declared)",
+            fingerprint="if-set",
         ),
         K(
             "check_alpha",
@@ -421,6 +446,7 @@ def _keys() -> tuple[Key, ...]:
             0.01,
             "false-alarm probability per run (per cell) of the server's frequency check (fedrr.frequency_check)",
             (Interval(float, 0, 1, closed="neither"),),
+            fingerprint="if-set",
         ),
         K(
             "seed",
@@ -551,6 +577,7 @@ def _keys() -> tuple[Key, ...]:
             "threads",
             "spread-EM's E-step: serial | threads | ray (same result)",
             (Options(*EXECUTORS),),
+            fingerprint="never",
         ),
         K(
             "ray_address",
@@ -559,6 +586,7 @@ def _keys() -> tuple[Key, ...]:
             "",
             "Ray cluster for Flower simulations and the ray executor ('' = local, or RAY_ADDRESS)",
             (Text(),),
+            fingerprint="never",
         ),
         K(
             "wave_size",
@@ -567,6 +595,7 @@ def _keys() -> tuple[Key, ...]:
             256,
             "Flower: release queries in flight at once",
             (Interval(int, 1, 10**6),),
+            fingerprint="never",
         ),
         K(
             "min_valid",
@@ -583,8 +612,17 @@ def _keys() -> tuple[Key, ...]:
             120.0,
             "Flower: seconds to wait for the nodes to register",
             (_POS,),
+            fingerprint="never",
         ),
-        K("reply_timeout", "collection", "float", 600.0, "Flower: seconds to wait for all replies", (_POS,)),
+        K(
+            "reply_timeout",
+            "collection",
+            "float",
+            600.0,
+            "Flower: seconds to wait for all replies",
+            (_POS,),
+            fingerprint="never",
+        ),
         K(
             "results_dir",
             "execution",
@@ -594,6 +632,7 @@ def _keys() -> tuple[Key, ...]:
             (Text(nonempty=True),),
             scenario=False,
             only="a sweep writes each cell's run under its results folder (scenario.out or --out)",
+            fingerprint="never",
         ),
         K(
             "run_name",

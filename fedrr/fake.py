@@ -57,10 +57,11 @@ pool equals ``fedrr.release.offline_release``.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from ._names import FAKE_ATTACKS
 from ._validation import check_int
 from .errors import ValidationError
 from .mechanisms import (
@@ -73,21 +74,8 @@ from .mechanisms import (
 )
 from .population import ClientPopulation, unit_uniform
 
-if TYPE_CHECKING:  # typing only: the run config sits above the core stages
-    from .run_config import RunConfig
-
-FAKE_ATTACKS = ("output", "output-sampled", "mga", "mga-sampled", "input")
 #: hash seeds an OLH MGA fake samples, keeping one that maps the most targets to one bucket (CJG §4.2)
 MGA_SEEDS = 1000
-#: argument -> run-config key, for errors raised while building from a run config
-_KEYS = {
-    "fraction": "fake-fraction",
-    "attack": "fake-attack",
-    "attribute": "fake-attribute",
-    "state": "fake-state",
-    "targets": "fake-targets",
-    "label": "fake-label",
-}
 
 
 def crafted_release(mech: DiscreteMechanism, target: int, rng: np.random.Generator) -> Any:
@@ -327,29 +315,3 @@ class FakeClients(ClientPopulation):
             "label": self.label,
         }
         return out
-
-
-def with_fake_clients(population: ClientPopulation, cfg: RunConfig) -> ClientPopulation:
-    """``population`` with the fake clients of a run config (``fake-*`` keys; unchanged when
-    ``fake-fraction`` is 0); errors name the run-config key."""
-    if cfg.fake_fraction <= 0:
-        return population
-    try:
-        return FakeClients(
-            population,
-            cfg.fake_fraction,
-            attack=cfg.fake_attack,
-            attribute=cfg.fake_attribute,
-            state=cfg.fake_state
-            if cfg.fake_targets == 1
-            else list(range(cfg.fake_state, cfg.fake_state + cfg.fake_targets)),
-            label=cfg.fake_label,
-        )
-    except ValidationError as exc:
-        if exc.field == "state" and cfg.fake_targets > 1:  # the target states fake-state .. + r − 1
-            last = cfg.fake_state + cfg.fake_targets - 1
-            raise ValidationError(
-                "fake-targets",
-                f"targets fake-state {cfg.fake_state} to {last} (fake-targets {cfg.fake_targets}): {exc.message}",
-            ) from None
-        raise ValidationError(_KEYS.get(exc.field, exc.field), exc.message) from None

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ._config_schema import BY_NAME
 from .errors import FedrrError, ValidationError
 
 TASKS = ("classification", "regression")
@@ -43,14 +44,15 @@ class FitData:
 
 @dataclass(frozen=True)
 class FitOptions:
-    """Knobs shared by the learners (run config / scenario ``[learners]``)."""
+    """Knobs shared by the learners (run config / scenario ``[learners]``; their defaults are the
+    config schema's, declared once)."""
 
-    C: float = 1.0
+    C: float = BY_NAME["C"].default
     random_state: int = 0
     executor: Any = None
-    spread_max_iter: int = 200
-    wdro_max_iter: int = 0
-    encoding: str = "unit"
+    spread_max_iter: int = BY_NAME["spread_max_iter"].default
+    wdro_max_iter: int = BY_NAME["wdro_max_iter"].default
+    encoding: str = BY_NAME["encoding"].default
     #: LDP-SGD's keywords (``RunConfig.ldp_sgd_params``; empty: the estimator's defaults)
     ldp_sgd: Mapping[str, Any] = field(default_factory=dict, hash=False)
 

@@ -14,7 +14,7 @@ from dataclasses import field
 from typing import Any
 
 from . import _config_schema as schema
-from ._config_rules import RUN_RULES
+from ._config_rules import RUN_RULES, default_budgets, default_note
 from ._config_schema import (  # noqa: F401  (re-exported: the run config's public constants)
     DEFAULT_COHORT_SIZE,
     DEFAULT_FEATURE_FLIP,
@@ -23,9 +23,9 @@ from ._config_schema import (  # noqa: F401  (re-exported: the run config's publ
     PROTOCOLS,
     RUN_MODES,
 )
+from ._names import BUDGET_KEYS
 from ._params import Boolean, Interval, IsNone, check_param, unknown_key
 from .errors import ValidationError
-from .population import BUDGET_KEYS, WHOLE_RECORD_FAMILIES
 
 #: how a Flower config file (where every key must be declared) writes "unset"
 UNSET = ""
@@ -60,7 +60,8 @@ class RunConfig:
         if self.cohort_size is None:  # unset: one client per node, or DEFAULT_COHORT_SIZE per cohort node
             object.__setattr__(self, "cohort_size", 1 if self.run_mode == "node" else DEFAULT_COHORT_SIZE)
         for rule in RUN_RULES:  # the keys' relations (budgets, collection)
-            rule.check(self)
+            if not (rule.builtin and self.population != "dataset"):
+                rule.check(self)
         self._check_population_keys()
 
     def _check_field(self, f: dataclasses.Field) -> None:
@@ -110,23 +111,11 @@ class RunConfig:
     def default_budgets(self) -> dict[str, float]:
         """The budgets the built-in population will use that nobody set ({flwr key: value}); a run
         says so in one line at its start (``budget_notes``)."""
-        if self.population != "dataset" or self.protocol != "record":
-            return {}
-        out = {}
-        feature_unset = self.feature_flip is None and self.feature_epsilon is None
-        if self.mechanism == "rr" and not self.budget_mix and feature_unset:
-            out["feature-flip"] = DEFAULT_FEATURE_FLIP
-        if self.label_flip is None and self.label_epsilon is None and self.mechanism not in WHOLE_RECORD_FAMILIES:
-            out["label-flip"] = DEFAULT_LABEL_FLIP  # a paired or planned release has no label budget to default
-        return out
+        return {_flwr_key(k): v for k, v in default_budgets(self).items()}
 
     def budget_notes(self) -> list[str]:
         """One line per budget this run uses that was not asked for (empty when every budget was set)."""
-        return [
-            f"[fedrr] {k} not set: using the default {k} = {v} (set {k} or "
-            f"{k.replace('flip', 'epsilon')} to choose the budget)"
-            for k, v in self.default_budgets().items()
-        ]
+        return [default_note(k, v) for k, v in default_budgets(self).items()]
 
     def requested_budget(self) -> dict[str, Any]:
         """The budget keys as asked for (None: not set), with the defaults that fill them."""
@@ -180,21 +169,6 @@ class RunConfig:
     def population_name(self) -> str:
         """The population in words, for messages: its import path, or the built-in one's dataset."""
         return f"dataset {self.dataset!r}" if self.population == "dataset" else self.population
-
-    def fit_options(self):
-        """The learners' options of this run (``fedrr.learners.FitOptions``), with its executor."""
-        from .learners import FitOptions
-        from .parallel import make_executor
-
-        return FitOptions(
-            C=self.C,
-            random_state=self.seed,
-            executor=make_executor(self.executor, self.ray_address),
-            spread_max_iter=self.spread_max_iter,
-            wdro_max_iter=self.wdro_max_iter,
-            encoding=self.encoding,
-            ldp_sgd=self.ldp_sgd_params(),
-        )
 
     def ldp_sgd_params(self) -> dict[str, Any]:
         """LDP-SGD's parameters of this run (``LDPSGDClassifier``'s keywords; a key's 0 is the

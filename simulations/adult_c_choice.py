@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
+from fedrr.assembly import build_population, fit_options
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
 from fedrr.io import markdown_table, write_report
 from fedrr.pool import Pool
-from fedrr.population import build_population
 from fedrr.release import offline_release
 
 CS = (0.01, 0.1, 1.0, 10.0)
@@ -38,7 +38,7 @@ def run_cell(cell, tmp: str, max_iter: int | None, cv_max_iter: int) -> dict:
     population = build_population(cfg)
     Xte, yte = population.test_set()
     pool = Pool.from_releases([offline_release(population, cfg.seed)], {})
-    mech, o = pool.mechanism_arg(), cfg.fit_options()
+    mech, o = pool.mechanism_arg(), fit_options(cfg)
     kw = dict(prior="naive-bayes", random_state=o.random_state, encoding=o.encoding)
     cv = SpreadLogisticRegressionCV(Cs=CS, max_iter=max_iter or o.spread_max_iter, cv_max_iter=cv_max_iter, **kw)
     cv.fit(pool.X, pool.y, mechanism=mech)

@@ -22,11 +22,11 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from fedrr.assembly import build_population, fit_options
 from fedrr.experiment import load_scenario
 from fedrr.io import command_line, markdown_table, write_csv, write_report
 from fedrr.learners import FitData, fit_and_score
 from fedrr.pool import Pool
-from fedrr.population import build_population
 from fedrr.release import offline_release
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             population = build_population(cfg)
             Xt, yt = population.test_set()
             pool = Pool.from_releases([offline_release(population, cfg.seed)], {})
-            res = fit_and_score("naive", FitData(pool.X, pool.y, pool.mechanism_arg()), (Xt, yt), cfg.fit_options())
+            res = fit_and_score("naive", FitData(pool.X, pool.y, pool.mechanism_arg()), (Xt, yt), fit_options(cfg))
             p = np.clip(res.estimator.predict_proba(Xt)[:, 1], 1e-12, 1 - 1e-12)
             row = {
                 "epsilon": cell.grid_value,

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
+from fedrr.assembly import build_population, fit_options
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
 from fedrr.io import markdown_table, write_report
 from fedrr.learners import FitData, fit_and_score
 from fedrr.mechanisms import EmpiricalPrior
 from fedrr.pool import Pool
-from fedrr.population import build_population
 from fedrr.release import offline_release
 
 LEARNERS = ["spread, public prior", "spread, learned prior", "ldp-nb", "majority", "clean"]
@@ -59,7 +59,7 @@ def run_cell(cell, n_public: int, tmp: str, max_iter: int | None = None, cv: boo
         client_id=ids,
     )
     rows = np.stack([np.asarray(population.record(int(i))[0]) for i in pool.client_id[public]])
-    options = cfg.fit_options()
+    options = fit_options(cfg)
     out: dict = {}
     for name, prior in (("spread, public prior", EmpiricalPrior(rows)), ("spread, learned prior", "learned")):
         t = time.perf_counter()

@@ -44,13 +44,14 @@ from pathlib import Path
 
 import numpy as np
 
+from fedrr.assembly import build_population
 from fedrr.datasets import load
 from fedrr.experiment import is_done, parse_scenario, run_cell
 from fedrr.fake import FakeClients
 from fedrr.frequency_check import frequency_check
 from fedrr.io import provenance
 from fedrr.mechanisms import PairedRecordMechanism, RandomizedResponse, RecordMechanism, UnaryEncoding, frequency_oracle
-from fedrr.population import DatasetPopulation, build_population
+from fedrr.population import DatasetPopulation
 from fedrr.release import offline_release
 
 COMMAND = "python simulations/fake_attacks.py"

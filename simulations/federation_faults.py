@@ -37,11 +37,11 @@ from pathlib import Path
 
 import numpy as np
 
+from fedrr.assembly import build_population
 from fedrr.federation import run_federation
 from fedrr.frequency_check import check_pool
 from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv, write_json
 from fedrr.pool import Pool
-from fedrr.population import build_population
 from fedrr.release import client_generator, release_clients
 from fedrr.run_config import RunConfig
 from fedrr.testing.faults import FAULT_KINDS, faulty_client_app, reply_fault

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from fedrr.assembly import build_population
 from fedrr.estimators import NaiveLogisticRegression
 from fedrr.estimators._baselines import naive_inputs
 from fedrr.experiment import load_scenario
@@ -40,7 +41,6 @@ from fedrr.io import markdown_table, write_report
 from fedrr.learners import FitData, FitOptions, decode_paired, get
 from fedrr.mechanisms import LocalHashing, RandomizedResponse, UnaryEncoding
 from fedrr.pool import Pool
-from fedrr.population import build_population
 from fedrr.release import offline_release
 
 CONFIG = Path(__file__).resolve().parents[1] / "configs" / "adult_planned.toml"

@@ -20,11 +20,11 @@ from pathlib import Path
 
 from sklearn.metrics import roc_auc_score
 
+from fedrr.assembly import build_population
 from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
 from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv
 from fedrr.pool import Pool
-from fedrr.population import build_population
 from fedrr.release import offline_release
 
 ROOT = Path(__file__).resolve().parents[1]

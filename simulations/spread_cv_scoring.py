@@ -34,12 +34,12 @@ from pathlib import Path
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
+from fedrr.assembly import build_population, fit_options
 from fedrr.estimators import MajorityClassifier, NaiveLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
 from fedrr.io import command_line, markdown_table, write_csv, write_report
 from fedrr.learners import release_prior
 from fedrr.pool import Pool
-from fedrr.population import build_population
 from fedrr.release import offline_release
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,7 +68,7 @@ def fit_cell(part: str, value, rep, cfg, scorings=("loglik", "accuracy"), cv_max
     X_test, y_test = pop.test_set()
     pool = Pool.from_releases([offline_release(pop, cfg.seed)])
     mech = pool.mechanism_arg()
-    o = cfg.fit_options()
+    o = fit_options(cfg)
     majority = int(MajorityClassifier().fit(pool.X, pool.y, mechanism=mech).predict(pool.X[:1])[0])
     naive = NaiveLogisticRegression(C=o.C, cv=5, encoding=o.encoding).fit(pool.X, pool.y, mechanism=mech)
     rows = []

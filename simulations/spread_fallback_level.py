@@ -54,6 +54,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import beta
 
+from fedrr.assembly import fit_options
 from fedrr.datasets import make_logistic_discrete, make_logistic_multiclass_discrete
 from fedrr.estimators import SpreadLogisticRegressionCV
 from fedrr.io import command_line, markdown_table, write_csv, write_report
@@ -205,10 +206,10 @@ def run_power(
 def run_adult(eps: list[float], seeds: int, config: str, out: Path) -> list[list]:
     """The demo's Adult releases: ``spread`` (this estimator, the demo's settings) against
     ``spread-plain`` and the majority class, per ε and seed."""
+    from fedrr.assembly import build_population
     from fedrr.experiment import load_scenario
     from fedrr.learners import FitData, fit_and_score
     from fedrr.pool import Pool
-    from fedrr.population import build_population
     from fedrr.release import offline_release
 
     spec = load_scenario(config)
@@ -220,7 +221,7 @@ def run_adult(eps: list[float], seeds: int, config: str, out: Path) -> list[list
             test = population.test_set()
             pool_ = Pool.from_releases([offline_release(population, cfg.seed)], {})
             data = FitData(pool_.X, pool_.y, pool_.mechanism_arg())
-            o = cfg.fit_options()
+            o = fit_options(cfg)
             row = {"epsilon": cell.grid_value, "seed": cell.r}
             for name in ("spread", "spread-plain", "majority"):
                 t = time.perf_counter()

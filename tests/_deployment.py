@@ -24,10 +24,10 @@ from pathlib import Path
 import httpx
 
 from fedrr._procs import _live_pids, alive, cmdline, descendants, free_port, stop
+from fedrr.assembly import build_population
 from fedrr.federation import create_credentials
 from fedrr.federation.flwr_cli import DEPLOY_CONNECTION, QUIET_ENV, flwr_run, write_connection
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
-from fedrr.population import build_population
 from fedrr.release import write_record_file
 from fedrr.run_config import RunConfig
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedrr.assembly import build_population
 from fedrr.datasets import load
 from fedrr.errors import ValidationError
 from fedrr.experiment import parse_scenario, run_cell
@@ -13,7 +14,7 @@ from fedrr.learners import FitData, fit_and_score
 from fedrr.mechanisms import PairedRecordMechanism, RecordMechanism
 from fedrr.planning import plan_release
 from fedrr.pool import Pool
-from fedrr.population import DatasetPopulation, build_population, record_mechanism_for
+from fedrr.population import DatasetPopulation, record_mechanism_for
 from fedrr.release import offline_release
 from fedrr.run_config import RunConfig
 
@@ -130,7 +131,7 @@ def test_an_auto_cell_gives_the_whole_record_epsilon_to_the_planned_release(tmp_
     assert spec.notes == ()
     cell = spec.cells()[1]
     p = cell.privacy()
-    assert (p.feature_epsilon, p.label_epsilon, p.label_flip, p.requested_eps_record) == (8.0, 0.0, 0.0, 8.0)
+    assert (p.feature_epsilon, p.label_epsilon, p.label_flip, p.requested_eps_record) == (8.0, None, None, 8.0)
     cfg = cell.run_config()
     assert cfg.mechanism == "auto" and cfg.feature_epsilon == 8.0 and cfg.n_sampled == 0
     rec = run_cell(cell, tmp_path)

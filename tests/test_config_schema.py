@@ -9,6 +9,7 @@ import dataclasses
 import pytest
 
 from fedrr import _config_schema as schema
+from fedrr.assembly import fit_options
 from fedrr.errors import ValidationError
 from fedrr.experiment import parse_scenario
 from fedrr.experiment._spec import SECTIONS
@@ -70,9 +71,9 @@ def test_a_scenario_key_reaches_the_cells_run_config(section, key, value):
 
 def test_the_ldp_sgd_keys_reach_the_sweeps_ldp_sgd_learner():
     spec = parse_scenario(_scenario(learners={"ldp_sgd_clip": 0.5, "ldp_sgd_fallback": "none", "ldp_sgd_groups": 4}))
-    opts = spec.cells()[0].run_config(executor="serial").fit_options()
+    opts = fit_options(spec.cells()[0].run_config(executor="serial"))
     assert opts.ldp_sgd["clip"] == 0.5 and opts.ldp_sgd["fallback"] is False and opts.ldp_sgd["groups"] == 4
-    assert RunConfig().fit_options().ldp_sgd == {
+    assert fit_options(RunConfig()).ldp_sgd == {
         "mechanism": "piecewise",
         "n_sampled": None,
         "clip": 1.0,

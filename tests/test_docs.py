@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from fedrr.experiment import reference
+from fedrr.run_config import DEFAULTS, RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -41,6 +43,32 @@ def test_config_reference_is_up_to_date():
         "docs/reference/config.md differs from the typed configs: regenerate it with "
         "`python -m fedrr.experiment.reference docs/reference/config.md`"
     )
+
+
+def test_pyprojects_app_config_is_generated_from_the_schema():
+    """pyproject's [tool.flwr.app.config] is the schema's: every run-config key, its default (the app's
+    two documented ones aside), a comment from its documentation; Flower's own parser reads it."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert reference.app_config_block(text) == reference.app_config(), (
+        "pyproject.toml's [tool.flwr.app.config] differs from fedrr/_config_schema.py: regenerate it with "
+        "`python -m fedrr.experiment.reference --pyproject pyproject.toml`"
+    )
+    assert reference.sync_app_config(text) == text  # regenerating leaves the rest of the file as it is
+    from flwr.common.config import flatten_dict
+
+    app = tomllib.loads(text)["tool"]["flwr"]["app"]["config"]
+    assert flatten_dict(app) == {**DEFAULTS, **reference.APP_DEFAULTS}
+    assert RunConfig.from_flwr(app).n_nodes == 2  # the app's defaults: a bare `flwr run .` on 2 SuperNodes
+
+
+def test_a_changed_default_makes_the_app_config_stale():
+    """The check can fail: a pyproject whose block differs from the schema's (a default changed by hand)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    edited = text.replace("\nspread-max-iter = 200 ", "\nspread-max-iter = 100 ")
+    assert edited != text and reference.app_config_block(edited) != reference.app_config()
+    assert reference.sync_app_config(edited) == text
+    with pytest.raises(ValueError, match="no \\[tool.flwr.app.config\\] table"):
+        reference.sync_app_config("[project]\nname = 'x'\n")
 
 
 #: files whose comments or prose may carry registry lists (``<generated: NAME>`` regions)

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fedrr.assembly import build_population
 from fedrr.datasets import load
 from fedrr.errors import ValidationError
 from fedrr.experiment import parse_scenario
@@ -19,7 +20,7 @@ from fedrr.fake import FakeClients, crafted_release
 from fedrr.frequency_check import check_pool, frequency_check, z_critical
 from fedrr.mechanisms import LocalHashing, RandomizedResponse, RecordMechanism, TransitionMatrix, UnaryEncoding
 from fedrr.pool import Pool, validate_release_arrays
-from fedrr.population import DatasetPopulation, build_population, record_mechanism_for
+from fedrr.population import DatasetPopulation, record_mechanism_for
 from fedrr.release import offline_release
 from fedrr.run_config import RunConfig
 
@@ -189,10 +190,10 @@ def test_honest_quickstart_pools_are_not_flagged_at_pixel_flip_0_987():
     """Regression: with the standard error at the plug-in distribution the check flagged every
     honest quickstart pool at ε per record 1,000 (MNIST, 300 records, 784 pixels of 256 states,
     flip 0.987); at the boundary of the null it flags none."""
+    from fedrr.assembly import build_population
     from fedrr.experiment import load_scenario
     from fedrr.frequency_check import check_pool
     from fedrr.pool import Pool
-    from fedrr.population import build_population
     from fedrr.release import offline_release
 
     spec = load_scenario(Path(__file__).resolve().parents[1] / "configs" / "quickstart.toml")

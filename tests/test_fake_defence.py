@@ -8,13 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fedrr.assembly import build_population
 from fedrr.datasets import load
 from fedrr.errors import ValidationError
 from fedrr.estimators import LDPNaiveBayes
 from fedrr.estimators._naive_bayes import margin_consistency
 from fedrr.learners import FitData, FitOptions, get
 from fedrr.mechanisms import PairedRecordMechanism
-from fedrr.population import build_population, record_mechanism_for
+from fedrr.population import record_mechanism_for
 from fedrr.release import offline_release
 from fedrr.run_config import RunConfig
 

@@ -242,8 +242,8 @@ def test_padded_mga_olh_gain_when_every_target_shares_the_bucket():
 
 def test_padded_mga_targets_from_the_run_config():
     """fake-targets r: the states fake-state .. fake-state + r − 1; errors name fake-targets."""
+    from fedrr.assembly import build_population
     from fedrr.experiment import parse_scenario
-    from fedrr.population import build_population
     from fedrr.run_config import RunConfig
 
     cfg = {"dataset": "adult_binned", "mechanism": "paired", "feature-epsilon": 4.0, "n-clients": 200}

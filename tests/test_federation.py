@@ -12,6 +12,7 @@ import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
+from fedrr.assembly import build_population, fit_options
 from fedrr.errors import ValidationError
 from fedrr.federation import (
     MESSAGE_TYPE,
@@ -25,7 +26,6 @@ from fedrr.federation import (
 from fedrr.federation.server_app import InsufficientReleases, model_arrays, run_server
 from fedrr.learners import FitData, fit_and_score
 from fedrr.pool import Pool, ReplyRejected
-from fedrr.population import build_population
 from fedrr.release import Release, client_generator, offline_release, release_clients
 from fedrr.run_config import DEFAULTS, RunConfig
 from fedrr.testing.faults import FAULT_KINDS, corrupt, faulty_client_app, reply_fault
@@ -132,7 +132,7 @@ def test_pool_equals_offline_release_and_offline_fit(audited_run):
     test = pop.test_set()
     data = FitData(off.x[order], off.y[order], pop.mechanism(0))
     for name in ("spread", "naive"):
-        offline = fit_and_score(name, data, test, full.fit_options())
+        offline = fit_and_score(name, data, test, fit_options(full))
         assert metrics["learners"][name]["accuracy"] == pytest.approx(offline.entry["accuracy"], abs=1e-12), name
         model = np.load(run_dir / f"model-{name}.npz")
         np.testing.assert_allclose(model["coef"], offline.estimator.coef_, rtol=0, atol=1e-12)
@@ -159,7 +159,7 @@ def test_a_paired_pool_equals_the_offline_release_bit_for_bit(tmp_path):
     assert metrics["frequency_check"]["flagged"] is False
     data = FitData(off.x[order], off.y[order], pop.mechanism(0))
     for name in ("ldp-nb", "majority", "naive"):  # the federated fit is the offline one on the same releases
-        offline = fit_and_score(name, data, pop.test_set(), full.fit_options())
+        offline = fit_and_score(name, data, pop.test_set(), fit_options(full))
         assert metrics["learners"][name]["accuracy"] == pytest.approx(offline.entry["accuracy"], abs=1e-12), name
 
 
@@ -169,7 +169,7 @@ def test_the_server_saves_every_learners_model(name, tmp_path):
     died with an AttributeError after its pool was collected and checked."""
     cfg = RunConfig.from_flwr({**BASE, "n-clients": 60})
     pop = build_population(cfg)
-    res = fit_and_score(name, FitData(*_offline_xy(pop, cfg.seed), pop.mechanism(0)), pop.test_set(), cfg.fit_options())
+    res = fit_and_score(name, FitData(*_offline_xy(pop, cfg.seed), pop.mechanism(0)), pop.test_set(), fit_options(cfg))
     assert "error" not in res.entry
     np.savez(tmp_path / "model.npz", **model_arrays(res.estimator))
     model = np.load(tmp_path / "model.npz")

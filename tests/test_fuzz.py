@@ -43,6 +43,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.extra import numpy as hnp
 
+from fedrr.assembly import build_population
 from fedrr.errors import ValidationError
 from fedrr.estimators import (
     NaiveLogisticRegression,
@@ -65,7 +66,6 @@ from fedrr.mechanisms import (
 )
 from fedrr.parallel import SerialExecutor
 from fedrr.pool import Pool, ReplyRejected
-from fedrr.population import build_population
 from fedrr.release import Release
 from fedrr.run_config import DEFAULTS, RunConfig
 from fedrr.testing.faults import FAULT_KINDS

@@ -18,6 +18,7 @@ import pytest
 from scipy import integrate
 from scipy.stats import norm
 
+from fedrr.assembly import dataset_population
 from fedrr.errors import ValidationError
 from fedrr.estimators import NaiveLogisticRegression, SpreadLogisticRegression
 from fedrr.experiment import parse_scenario
@@ -30,7 +31,7 @@ from fedrr.mechanisms import (
     analytic_gaussian_sigma,
 )
 from fedrr.pool import Pool, ReplyRejected, validate_release_arrays
-from fedrr.population import DatasetPopulation, dataset_population, record_mechanism_for
+from fedrr.population import DatasetPopulation, record_mechanism_for
 from fedrr.release import offline_release
 from fedrr.run_config import RunConfig
 

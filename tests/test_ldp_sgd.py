@@ -416,7 +416,7 @@ def test_bad_run_config_names_the_key(bad, field):
 
 # ------------------------------------------------------------------------------ learners
 def test_learners_ldp_nb_and_ldp_sgd_at_the_records_epsilon():
-    from fedrr.population import build_population
+    from fedrr.assembly import build_population
     from fedrr.release import offline_release
 
     cfg = RunConfig.from_flwr({"population": POP, "n-clients": 1500, "seed": 2})
@@ -491,7 +491,7 @@ def _is_release(msg) -> bool:
 
 def test_flower_run_equals_the_offline_simulator(federation, monkeypatch):
     """Same groups, the same released gradients (byte for byte), the same final θ (to 1e-12)."""
-    from fedrr.population import build_population
+    from fedrr.assembly import build_population
 
     cfg, seen = federation
     pop = build_population(cfg)

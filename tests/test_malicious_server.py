@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
+from fedrr.assembly import build_population
 from fedrr.federation import PROTOCOL, run_federation
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
-from fedrr.population import build_population
 from fedrr.release import offline_release, write_record_file
 from fedrr.run_config import RunConfig
 from fedrr.testing import malicious_server as ms

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from fedrr.assembly import build_population
 from fedrr.errors import ValidationError
 from fedrr.experiment import parse_scenario, run_cell
 from fedrr.fake import FakeClients, crafted_release
@@ -18,7 +19,7 @@ from fedrr.frequency_check import check_pool
 from fedrr.learners import FitData, decode_paired, fit_and_score
 from fedrr.mechanisms import PairedRecordMechanism, record_mechanism_from_spec
 from fedrr.pool import Pool, ReplyRejected, validate_release_arrays
-from fedrr.population import DatasetPopulation, build_population, record_mechanism_for
+from fedrr.population import DatasetPopulation, record_mechanism_for
 from fedrr.release import FilePopulation, client_generator, offline_release, release_clients, write_record_file
 from fedrr.run_config import RunConfig
 
@@ -346,7 +347,7 @@ def test_a_paired_cell_gives_the_whole_record_epsilon_to_the_pairs(tmp_path):
     assert spec.notes == ()  # no default label budget announced: there is none
     cell = spec.cells()[1]
     p = cell.privacy()
-    assert (p.feature_epsilon, p.label_epsilon, p.label_flip, p.n_sampled) == (4.0, 0.0, 0.0, 1)
+    assert (p.feature_epsilon, p.label_epsilon, p.label_flip, p.n_sampled) == (4.0, None, None, 1)
     cfg = cell.run_config()
     assert cfg.mechanism == "paired" and cfg.feature_epsilon == 4.0 and cfg.label_epsilon is None
     rec = run_cell(cell, tmp_path)

@@ -89,8 +89,8 @@ def test_replaying_client_gives_the_server_nothing_after_the_first_release(att, 
     """fedrr's real ClientApp (called directly, its Context kept across messages as Flower keeps
     it), asked 100 times: byte-identical replies, and the server's exact posterior over every
     pixel and the label after M replies is array_equal to the one after the first."""
+    from fedrr.assembly import build_population
     from fedrr.federation.client_app import app
-    from fedrr.population import build_population
     from fedrr.run_config import RunConfig
 
     cfg = {"dataset": "digits_7_vs_9", "n-clients": 4, "feature-flip": 0.3, "label-flip": 0.2, "seed": 5}

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from fedrr import ValidationError
+from fedrr.assembly import build_population
 from fedrr.experiment import load_scenario, parse_scenario, sweep
 from fedrr.experiment.cli import main
-from fedrr.population import build_population
 
 for _k, _v in {
     "FLWR_TELEMETRY_ENABLED": "0",

@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 from sklearn.base import clone
 
+from fedrr.assembly import build_population
 from fedrr.errors import ValidationError
 from fedrr.estimators import SpreadLogisticRegression
 from fedrr.experiment import parse_scenario
 from fedrr.experiment.cli import main as fedrr_main
 from fedrr.federation import load_run_config
 from fedrr.federation.flwr_cli import check_run_config
-from fedrr.population import START_DIR_ENV, build_population
+from fedrr.population import START_DIR_ENV
 from fedrr.run_config import DEFAULTS, RunConfig
 
 REPO = Path(__file__).resolve().parents[1]

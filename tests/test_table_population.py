@@ -13,16 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from fedrr.assembly import build_population
 from fedrr.datasets import read_table
 from fedrr.errors import ValidationError
-from fedrr.population import (
-    START_DIR_ENV,
-    DatasetPopulation,
-    TablePopulation,
-    bootstrap_row,
-    build_population,
-    record_mechanism_for,
-)
+from fedrr.population import START_DIR_ENV, DatasetPopulation, TablePopulation, bootstrap_row, record_mechanism_for
 from fedrr.run_config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]

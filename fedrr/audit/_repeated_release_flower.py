@@ -83,7 +83,7 @@ def attack_federation(
     client, and the label, each under a uniform prior. ``config`` is a Flower run config of the
     built-in dataset population with one mechanism for all clients. Returns (rows as
     ``score_rows``, part "flower"; checks)."""
-    from ..population import build_population
+    from ..assembly import build_population
     from ..release import offline_release
     from ..run_config import RunConfig
 

@@ -14,15 +14,10 @@ from typing import Any
 import numpy as np
 
 from .. import _config_schema as schema
+from .._names import BUDGET_KEYS, WHOLE_RECORD_FAMILIES
 from ..errors import ValidationError
-from ..population import WHOLE_RECORD_FAMILIES
 from ..run_config import DEFAULTS, UNSET, RunConfig
 from ._spec import ScenarioSpec
-
-#: run-config keys added after results were first fingerprinted (fake clients, the frequency check)
-_NEW_KEYS = ("fake-fraction", "fake-attack", "fake-attribute", "fake-state", "fake-label", "check-alpha")
-_NEW_KEYS += ("accept-mechanisms", "max-record-epsilon", "fake-targets")  # the server's schema, MGA (issue 32)
-_NEW_KEYS += ("table", "label", "classes", "categorical", "edges", "test-table", "resample")  # tables (issue 43)
 
 
 @cache
@@ -60,7 +55,7 @@ def scenario_schema(spec: ScenarioSpec):
     the release planner reads): its table's (``population.table``, read once per process) or its
     dataset's."""
     if spec.population.table:
-        from ..population import config_table
+        from ..assembly import config_table
 
         try:
             return config_table(spec.population).schema
@@ -85,14 +80,14 @@ def population_shape(spec: ScenarioSpec) -> tuple[int, int | None, int]:
 
 @dataclass(frozen=True)
 class PrivacyParams:
-    """Per-field budgets of one grid point (0 = unused), and what was asked for."""
+    """Per-field budgets of one grid point (None = unset, as in ``RunConfig``), and what was asked for."""
 
     mechanism: str
     delta: float
-    feature_flip: float = 0.0
-    feature_epsilon: float = 0.0
-    label_flip: float = 0.0
-    label_epsilon: float = 0.0
+    feature_flip: float | None = None
+    feature_epsilon: float | None = None
+    label_flip: float | None = None
+    label_epsilon: float | None = None
     budget_mix: tuple = ()
     requested_eps_record: float | None = None
     calibration: str = "analytic"
@@ -157,7 +152,7 @@ class CellSpec:
                 calibration=priv.calibration,
                 label_public=priv.label_public,
                 feature_epsilon=v if priv.label_public else s["features"] * v,
-                label_epsilon=0.0 if priv.label_public else s["label"] * v,
+                label_epsilon=None if priv.label_public else s["label"] * v,
             )
         if axis == "epsilon_grid":
             return _record_budget(spec, v, base)
@@ -186,10 +181,7 @@ class CellSpec:
 
         return {
             "n_clients": self.n_clients,
-            "feature_flip": p.feature_flip or None,  # PrivacyParams' 0 = unused; a run config leaves it out
-            "feature_epsilon": p.feature_epsilon or None,
-            "label_flip": p.label_flip or None,
-            "label_epsilon": p.label_epsilon or None,
+            **{k: getattr(p, k) for k in BUDGET_KEYS},
             "budget_mix": p.budget_mix,
             "n_sampled": p.n_sampled or 0,
             "seed": self.seed,
@@ -206,7 +198,7 @@ class CellSpec:
         spec = self.spec
         if spec.task == "regression":
             rc: dict[str, Any] = {
-                "privacy": self.privacy().__dict__,
+                "privacy": _unset_as_zero(self.privacy().__dict__, BUDGET_KEYS),
                 "n": self.n_clients,
                 "seed": self.seed,
                 "dataset": spec.population.dataset,
@@ -214,20 +206,24 @@ class CellSpec:
             }
         else:
             rc = self.run_config().to_flwr()
-            for k in ("feature-flip", "feature-epsilon", "label-flip", "label-epsilon"):
-                if rc[k] == UNSET:  # fingerprinted as before unset became "" (finished cells stay valid)
-                    rc[k] = 0.0
-            for k in ("executor", "ray-address", "results-dir", "wave-size", "node-wait-timeout", "reply-timeout"):
-                rc.pop(k, None)
-            for k in _NEW_KEYS:  # at their defaults they leave the fingerprints of earlier cells unchanged
-                if rc.get(k) == DEFAULTS[k]:
-                    rc.pop(k, None)
+            rc = _unset_as_zero(rc, [k.replace("_", "-") for k in BUDGET_KEYS])
+            for key in schema.run_keys():  # Key.fingerprint: what of the key decides the cell's result
+                if key.fingerprint == "never" or (
+                    key.fingerprint == "if-set" and rc.get(key.flwr) == DEFAULTS[key.flwr]
+                ):
+                    rc.pop(key.flwr, None)
         for k in ("table", "test-table"):  # a table's content decides the result, not where it lies: the
             if rc.get(k):  # report re-reads the path from the manifest, relative to another file
                 rc[f"{k}-sha256"] = file_digest(rc.pop(k))
         rc["all-learners"] = list(spec.learners.names)
         rc["mode"] = spec.run.mode
         return hashlib.sha256(json.dumps(rc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _unset_as_zero(d: dict[str, Any], keys) -> dict[str, Any]:
+    """``d`` with its unset budgets (None, or "" in Flower's run config) written 0.0: fingerprinted as
+    before unset became None, so finished cells stay valid."""
+    return {k: 0.0 if k in keys and (v is None or v == UNSET) else v for k, v in d.items()}
 
 
 def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from .. import _config_rules as rules
+from .._config_schema import BY_NAME
+from .._names import DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES
 from .._params import unknown_key
 from ..errors import ValidationError
 from ..learners import check_names
 from ..learners import names as learner_names
-from ..population import DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES, population_parameters
-from ..run_config import DEFAULT_LABEL_FLIP, RunConfig
+from ..population import population_parameters
+from ..run_config import RunConfig
 from ._spec import DEFAULT_SPLIT, GRID_KEYS, REGRESSION_DATASETS, _key_path
 
 
@@ -25,6 +28,24 @@ def _need_unset(priv: Any, keys: tuple[str, ...], msg: str) -> None:
     """Each of ``keys`` of the privacy section must be left out: the first one set is refused with ``msg``."""
     for k in keys:
         _need(f"privacy.{k}", getattr(priv, k) is None, msg)
+
+
+class _Keys:
+    """A scenario's keys by schema name, for the relations it shares with the run config
+    (``fedrr._config_rules``); a key no scenario sets reads as its default."""
+
+    def __init__(self, secs: dict[str, Any]):
+        self._secs = secs
+
+    def __getattr__(self, name: str) -> Any:
+        key = BY_NAME[name]
+        return getattr(self._secs[key.section], name) if key.scenario else key.default
+
+
+def _check(secs: dict[str, Any], *relations: rules.Rule) -> None:
+    """The run config's relations on the scenario's keys, each error naming the scenario key."""
+    for rule in relations:
+        rule.check(_Keys(secs), rules.scenario_name)
 
 
 def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[dict[str, Any], str]:
@@ -53,7 +74,7 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         not priv.label_public,
         "is for task = 'regression' (a classification label is always randomised)",
     )
-    _table_keys(pop, priv)
+    _check(secs, *rules.TABLE_RULES)
     if pop.resample != "none":
         notes.append(
             f"[fedrr] population.resample = {pop.resample!r}: the clients' rows are resampled (client i's row "
@@ -74,12 +95,7 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         priv.gaussian_noise == "joint" or priv.mechanism == "gaussian",
         f"'per-feature' is for mechanism 'gaussian', got mechanism {priv.mechanism!r}",
     )
-    _need(
-        "privacy.n_sampled",
-        not priv.n_sampled or priv.mechanism != "gaussian" or priv.gaussian_noise != "joint",
-        "attribute sampling needs one field per feature: with mechanism 'gaussian' set privacy.gaussian_noise = "
-        "'per-feature' (the default 'joint' releases all features as one block)",
-    )
+    _check(secs, rules.JOINT_N_SAMPLED)
     _need(
         "population.fake_fraction",
         pop.fake_fraction == 0 or not is_dataset or priv.mechanism in DISCRETE_FAMILIES,
@@ -87,7 +103,7 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         f"reports) or 'auto', got {priv.mechanism!r}",
     )
     if priv.mechanism in WHOLE_RECORD_FAMILIES:
-        _whole_record(pop, priv, is_dataset)
+        _whole_record(secs, is_dataset)
     grids = [k for k in GRID_KEYS if getattr(priv, k) is not None]
     if len(grids) > 1:
         raise ValidationError(f"privacy.{grids[1]}", f"give exactly one swept axis, not both {grids[0]} and {grids[1]}")
@@ -138,17 +154,11 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
             "must know D and k); give feature_flip_grid or feature_epsilon_grid for a custom population",
         )
     else:
-        _need(
-            "privacy.label_epsilon",
-            priv.label_flip is None or priv.label_epsilon is None,
-            "give one of label_flip and label_epsilon, not both",
-        )
-        if priv.label_flip is None and priv.label_epsilon is None and is_dataset and fam not in WHOLE_RECORD_FAMILIES:
-            secs["privacy"] = priv = dataclasses.replace(priv, label_flip=DEFAULT_LABEL_FLIP)
-            notes.append(
-                f"[fedrr] privacy.label_flip not set: using the default label_flip = {DEFAULT_LABEL_FLIP} "
-                "(set label_flip or label_epsilon to choose the label's budget)"
-            )
+        _check(secs, rules.ONE_LABEL_BUDGET)
+        label_flip = rules.default_budgets(_Keys(secs)).get("label_flip")
+        if label_flip is not None:  # the cells carry it (their fingerprints with it), and the sweep says so
+            secs["privacy"] = priv = dataclasses.replace(priv, label_flip=label_flip)
+            notes.append(rules.default_note("label_flip", label_flip, rules.scenario_name))
         _need(
             "privacy.label_flip",
             priv.label_flip != "same" or axis == "feature_flip_grid",
@@ -160,30 +170,6 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         "'spread-true' (spread-EM with the clean data's own prior) needs discrete features: privacy.mechanism = 'rr'",
     )
     return secs, axis
-
-
-def _table_keys(pop: Any, priv: Any) -> None:
-    """A table population (``population.table``): the built-in population with its label and feature
-    columns declared and a discrete release; its schema keys only with a table."""
-    from .._config_rules import TABLE_KEYS
-
-    if not pop.table:
-        for k in TABLE_KEYS:
-            _need(f"population.{k}", not getattr(pop, k), "is a table population's key: set population.table too")
-        return
-    _need("population.table", pop.population == "dataset", "is the built-in population's table (no custom population)")
-    _need("population.label", bool(pop.label), "is required with population.table: the label column's name")
-    _need(
-        "population.categorical",
-        bool(pop.categorical or pop.edges),
-        "population.table needs its feature columns: categorical = {column = [values]} and/or edges = "
-        "{column = [cut points]}",
-    )
-    _need(
-        "privacy.mechanism",
-        priv.mechanism in DISCRETE_FAMILIES,
-        f"a table population releases discrete states: {', '.join(DISCRETE_FAMILIES)}, got {priv.mechanism!r}",
-    )
 
 
 def _custom_population_options(pop: Any) -> None:
@@ -213,34 +199,27 @@ def _custom_population_options(pop: Any) -> None:
                 )
 
 
-def _whole_record(pop: Any, priv: Any, is_dataset: bool) -> None:
+def _whole_record(secs: dict[str, Any], is_dataset: bool) -> None:
     """Mechanisms "paired" and "auto": the whole ε_record goes to the release (paired: each of the
     n_sampled pairs gets ε_record/n_sampled, unset meaning 1; auto: the planned design), and the label
     has no budget of its own. So a key that would set a label budget, or split ε_record between
     features and label, is refused rather than silently unused; the sweep's axis is epsilon_grid
     (ε_record), or a budget mix of ε_record values. "auto" also refuses n_sampled (the planner picks m)."""
+    pop, priv = secs["population"], secs["privacy"]
     fam = priv.mechanism
     where = (
         "the pairs; the label is released inside every (attribute, label) pair"
         if fam == "paired"
         else "the planned release; the planner decides how the label is released"
     )
-    _need_unset(
-        priv,
-        ("label_flip", "label_epsilon"),
-        f"cannot be set with mechanism = {fam!r}: the whole ε_record goes to {where} (no budget of its own)",
-    )
+    _check(secs, *rules.WHOLE_RECORD_LABEL)
     _need(
         "privacy.split",
         dict(priv.split) == DEFAULT_SPLIT,
         f"is not used by mechanism = {fam!r} (the whole ε_record goes to {where}, with no budget of its own): "
         "leave it out",
     )
-    _need(
-        "privacy.n_sampled",
-        fam != "auto" or not priv.n_sampled,
-        "is not used by mechanism = 'auto': the planner chooses how many attributes each client releases",
-    )
+    _check(secs, rules.AUTO_N_SAMPLED)
     _need_unset(
         priv,
         ("feature_flip_grid", "feature_epsilon_grid"),

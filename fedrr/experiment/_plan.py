@@ -73,7 +73,7 @@ def scenario_plans(
     """The plans of a scenario: its population's schema, at every ε of its grid (or ``epsilon``) and
     each of its n_clients (or ``n``). Returns a header line and, per plan, a line comparing the
     scenario's own mechanism when it is not the planned one (None otherwise)."""
-    from ..population import build_population
+    from ..assembly import build_population
     from ._cells import CellSpec
     from ._runner import as_config_error
     from ._spec import load_scenario

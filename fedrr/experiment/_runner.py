@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import _config_schema as schema
+from ..assembly import build_population, fit_options
 from ..errors import FedrrError, ValidationError
 from ..fake import FakeClients
 from ..frequency_check import check_pool
@@ -20,7 +21,6 @@ from ..io import write_json
 from ..learners import FitData, fit_and_score
 from ..learners import get as get_learner
 from ..pool import Pool
-from ..population import build_population
 from ..release import offline_release
 from ._cells import CellSpec
 
@@ -83,7 +83,7 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
     except ValidationError as exc:
         raise as_config_error(exc, cell) from None
     test = population.test_set()
-    options = cfg.fit_options()
+    options = fit_options(cfg)
     t0 = time.perf_counter()
     if spec.run.mode == "offline":
         rel = offline_release(population, cfg.seed)
@@ -142,10 +142,10 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
         **_header(cell),
         "params": {
             "mechanism": p.mechanism,
-            "feature_flip": p.feature_flip or None,
-            "feature_epsilon": p.feature_epsilon or None,
-            "label_flip": p.label_flip or None,
-            "label_epsilon": p.label_epsilon or None,
+            "feature_flip": p.feature_flip,
+            "feature_epsilon": p.feature_epsilon,
+            "label_flip": p.label_flip,
+            "label_epsilon": p.label_epsilon,
             "requested_eps_record": p.requested_eps_record,
             "text": _mix_text(p),
         },
@@ -223,7 +223,7 @@ def _regression_cell(cell: CellSpec) -> dict:
             "feature_flip": None,
             "feature_epsilon": None,
             "label_flip": None,
-            "label_epsilon": p.label_epsilon or None,
+            "label_epsilon": p.label_epsilon,
             "requested_eps_record": p.requested_eps_record,
             "calibration": p.calibration,
             "label_public": p.label_public,

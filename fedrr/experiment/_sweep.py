@@ -167,8 +167,8 @@ def preflight(spec: ScenarioSpec) -> None:
                 f"rows (n_test_per_class) exceed the {N} rows of {pop.dataset!r}",
             )
         return
+    from ..assembly import checked_population
     from ..learners import check_accepts
-    from ..population import checked_population
 
     # the population builds (a custom one at the smallest N), releases one record per distinct
     # mechanism, and every learner accepts those mechanisms (a budget mix, paired releases)

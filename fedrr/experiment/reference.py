@@ -9,8 +9,12 @@ The same registries fill the short lists that configs' comments and the tutorial
 datasets, the learners, the mechanism families): each between a ``<generated: NAME>`` line and a
 ``</generated>`` line (``registry_lists``, ``sync_generated``).
 
-Regenerate with ``python -m fedrr.experiment.reference docs/reference/config.md``, and the lists with
-``python -m fedrr.experiment.reference --lists FILE ...``."""
+The app's run config in pyproject (``[tool.flwr.app.config]``: every Flower key, its default and a
+comment shortened from its documentation) is generated too (``app_config``).
+
+Regenerate with ``python -m fedrr.experiment.reference docs/reference/config.md``, the lists with
+``python -m fedrr.experiment.reference --lists FILE ...`` and the app's run config with
+``python -m fedrr.experiment.reference --pyproject pyproject.toml``."""
 
 from __future__ import annotations
 
@@ -23,11 +27,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from .. import _config_schema as schema
+from .._names import MECHANISM_FAMILIES
 from .._params import describe
 from ..datasets import LOADERS
 from ..learners import TASKS, get, names
-from ..population import MECHANISM_FAMILIES
-from ..run_config import RunConfig
+from ..run_config import DEFAULTS, RunConfig
 from ._spec import SECTIONS
 
 HEADER = """\
@@ -225,8 +230,89 @@ def sync_generated(text: str, where: str = "text") -> str:
     return _REGION.sub(fill, text)
 
 
+#: the app's defaults where they are not the run config's (``_APP_NOTE`` says why)
+APP_DEFAULTS = {"run-mode": "cohort", "cohort-size": 50}
+_APP_NOTE = (
+    f"the app's own defaults: {', '.join(f'{k} = {v!r}' for k, v in APP_DEFAULTS.items())}. flwr run's local "
+    "federation has 2 SuperNodes unless told otherwise: 2 cohorts of 50 clients make a bare `flwr run .` work "
+    '(fedrr\'s wrapper and run_federation default to run-mode "node")'
+)
+APP_WIDTH = 120
+_APP_HEADER = """\
+# Generated from fedrr/_config_schema.py by `python -m fedrr.experiment.reference --pyproject pyproject.toml`;
+# do not edit by hand (tests/test_docs.py fails when it and the schema differ). Every key is the run
+# config's (docs/reference/config.md); Flower needs each declared here, so an unset one is "" (never 0).
+# The budgets: give one key of each pair; neither set: feature-flip 0.3, label-flip 0.2 (announced).
+"""
+
+
+def _toml_scalar(v: Any) -> str:
+    """A run-config default as a TOML value (Flower's run config: str, int, float or bool)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    assert isinstance(v, str), v
+    return json.dumps(v, ensure_ascii=False)
+
+
+def _shorten(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: cut with "…" at its last clause break that fits
+    (``; ``, ``, ``, `` (``, ``: ``, `` | ``; outside parentheses if one is), else at a space."""
+    if len(text) <= width:
+        return text
+    limit = width - 2
+    cuts = [i for sep in ("; ", ", ", " (", ": ", " | ") for i in _finds(text, sep) if width // 3 <= i <= limit]
+    balanced = [i for i in cuts if text[:i].count("(") == text[:i].count(")")]
+    cut = max(balanced or cuts or [text.rfind(" ", 0, limit)])
+    return text[: cut if cut > 0 else limit].rstrip(",;:") + " …"
+
+
+def _finds(text: str, sep: str) -> list[int]:
+    return [i for i in range(len(text)) if text.startswith(sep, i)]
+
+
+def app_config() -> str:
+    """The body of pyproject's ``[tool.flwr.app.config]``: every key of Flower's run config with its
+    default (``APP_DEFAULTS`` where the app's differ, said in a comment) and its documentation,
+    shortened to a line."""
+    values = {**DEFAULTS, **APP_DEFAULTS}
+    lines = [_APP_HEADER.rstrip("\n")]
+    for key in schema.run_keys():
+        if key.flwr == next(iter(APP_DEFAULTS)):
+            lines += textwrap.wrap(_APP_NOTE, APP_WIDTH, initial_indent="# ", subsequent_indent="# ")
+        lhs = f"{key.flwr} = {_toml_scalar(values[key.flwr])}"
+        pad = max(len(lhs), 27)
+        lines.append(f"{lhs:<{pad}} # {_shorten(key.doc.replace('`', ''), APP_WIDTH - pad - 3)}")
+    return "\n".join(lines) + "\n"
+
+
+#: the body of ``[tool.flwr.app.config]`` in a pyproject: up to the blank line before the next table
+_APP_BLOCK = re.compile(r"(?m)^\[tool\.flwr\.app\.config\]\n(?P<body>.*?)(?=^\n*\[|\Z)", re.S)
+
+
+def app_config_block(text: str) -> str:
+    """The body of ``[tool.flwr.app.config]`` in a pyproject's text ("" if it has none)."""
+    m = _APP_BLOCK.search(text)
+    return m.group("body").rstrip("\n") + "\n" if m else ""
+
+
+def sync_app_config(text: str) -> str:
+    """A pyproject's text with its ``[tool.flwr.app.config]`` body regenerated (``app_config``)."""
+    m = _APP_BLOCK.search(text)
+    if m is None:
+        raise ValueError("no [tool.flwr.app.config] table to regenerate")
+    body = m.group("body")
+    trail = body[len(body.rstrip("\n")) :]
+    return text[: m.start("body")] + app_config() + trail[1:] + text[m.end("body") :]
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "--pyproject":
+        for path in map(Path, args[1:]):
+            path.write_text(sync_app_config(path.read_text(encoding="utf-8")), encoding="utf-8")
+        return 0
     if args and args[0] == "--lists":
         for path in map(Path, args[1:]):
             path.write_text(sync_generated(path.read_text(encoding="utf-8"), str(path)), encoding="utf-8")

@@ -16,12 +16,12 @@ from flwr.app import Array, ArrayRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
 from .. import __version__
+from ..assembly import build_population
 from ..errors import FedrrError
 from ..estimators import LDPSGDClassifier, LDPSGDServer, ldp_sgd_design, make_server
 from ..gradient_release import n_inputs
 from ..io import write_json
 from ..learners import record_domain, score_text
-from ..population import build_population
 from ..run_config import RunConfig
 from ._collect import wait_for_nodes
 from ._ldp_sgd_protocol import IDENTIFY, IDENTITY_KEY

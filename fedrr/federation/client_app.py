@@ -24,8 +24,9 @@ import numpy as np
 from flwr.app import Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
+from ..assembly import build_population
 from ..errors import ValidationError
-from ..population import ClientPopulation, build_population
+from ..population import ClientPopulation
 from ..release import (
     ClientUnavailable,
     DiskLedger,

@@ -102,8 +102,8 @@ def check_run_config(app: Path, overrides: dict):
     ServerApp will: Flower itself answers a misspelt key, or a key the app's table lacks, only with
     "Invalid run configuration". Then the population is built at the requested N, releases one
     record per distinct mechanism, and every learner accepts those mechanisms."""
+    from ..assembly import checked_population
     from ..learners import check_accepts
-    from ..population import checked_population
     from ..run_config import RunConfig
 
     table = app / "pyproject.toml"

@@ -18,12 +18,12 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from .. import __version__
+from ..assembly import build_population, fit_options
 from ..errors import FedrrError
 from ..frequency_check import check_pool
 from ..io import write_json
 from ..learners import FitData, fit_and_score, score_text
 from ..pool import Pool
-from ..population import build_population
 from ..run_config import RunConfig
 from ._collect import ServerSchema, collect_releases, validate_replies, wait_for_nodes
 from ._compat import public_message
@@ -115,7 +115,7 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     write_json(out / "metrics.json", metrics)
     test = population.test_set()
     data = FitData(pool.X, pool.y, pool.mechanism_arg())
-    options = cfg.fit_options()
+    options = fit_options(cfg)
     for learner in cfg.learners:
         res = fit_and_score(learner, data, test, options)
         entry = dict(res.entry)
