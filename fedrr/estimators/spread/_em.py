@@ -63,8 +63,10 @@ class EMOptions:
     learn_prior: bool  # prior="learned": the prior is refined during EM
     agreement_tol: float
     verbose: int
-    #: resolved ``init``: θ to start at (coefficients row-major, then the intercepts), or None for
-    #: the calibration start (an M-step on the regression-calibration inputs)
+    #: resolved ``init``: None for the calibration start (an M-step on the regression-calibration
+    #: inputs), else θ (coefficients row-major, then the intercepts) whose E-step's samples the
+    #: start's M-step fits (from θ: naive Bayes's log-odds, whose rare states' coefficients the
+    #: penalty shrinks there; EM's partial M-steps took 200 iterations to, results/adult_scale_designs)
     start: np.ndarray | None
 
     #: the fields not copied from a parameter of the same name
@@ -233,8 +235,10 @@ def run_em(group: ShardGroup, n_inputs: int, n_classes: int, priors: list, opts:
     if opts.start is None:  # calibration: an M-step on the regression-calibration inputs
         group.call("init_samples", 0)
         start = msteps(group, probs[:1], [np.zeros(rows * n_inputs + (rows if opts.fit_intercept else 0))], 50)[0]
-    else:
-        start = np.array(opts.start, dtype=float)
+    else:  # the same M-step on an E-step's samples at the given θ (iteration 0's stream of chain 0)
+        theta0 = np.array(opts.start, dtype=float)
+        probs[0].know(theta0, group.reduce_each("estep", [(0, 0, *probs[0].unpack(theta0), opts.n_samples)])[0])
+        start = msteps(group, probs[:1], [theta0], 50)[0]
     theta = [start.copy() for _ in range(m)]
     hess = [None] * m
     history: list[dict] = []
