@@ -75,13 +75,14 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     n_latent_classes : components of the "latent-class" prior.
     init : where EM starts: "calibration" (default: an M-step on the regression-calibration inputs,
         each record's features replaced by their posterior mean under the prior), "naive-bayes"
-        (the log-odds of ``LDPNaiveBayes()`` fitted on the same releases, ``_start``: exact with
-        one-hot inputs, a weighted least-squares projection with "unit"/"index"; needs discrete
-        attributes, one mechanism, released labels or pairs, and fit_intercept), or "auto"
-        ("naive-bayes" when the prior is naive Bayes, the encoding one-hot and the releases allow
-        it, else "calibration"). With one pair per person, EM from the calibration start stopped
-        while still creeping toward naive Bayes's log-odds (results/adult_scale_designs). Learned:
-        ``init_``, the start used.
+        (the same M-step on an E-step's samples at the log-odds of ``LDPNaiveBayes()`` fitted on the
+        same releases, ``_start``: exact with one-hot inputs, a weighted least-squares projection
+        with "unit"/"index"; needs discrete attributes, one mechanism, released labels or pairs,
+        and fit_intercept), or "auto" ("naive-bayes" when the prior is naive Bayes, the encoding
+        one-hot and the releases allow it, else "calibration"). On Adult with one pair per person
+        the naive-Bayes start put spread at or just above paired naive Bayes, at ~4× the
+        iterations, and not always above the calibration start (results/adult_scale_designs).
+        Learned: ``init_``, the start used.
     prior_strength : weight of the debiased marginals in the learned prior, as a fraction of the
         number of records (Dirichlet pseudo-counts; 0: none).
     e_step : "mcmc" (default; exact-posterior Metropolis chains, labels summed out) or

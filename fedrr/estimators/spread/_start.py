@@ -1,11 +1,12 @@
 """Where spread-EM starts (``init``): "calibration", an M-step on the regression-calibration
-inputs (``Shard.init_samples``), or "naive-bayes", the log-odds of ``LDPNaiveBayes`` fitted on the
-same releases. Naive Bayes's log-odds log p(c | x) = log π_c + Σ_j log p(x_j | c) + const is
-additive in the attributes (Yilmaz et al. 2019's model), so a logistic model with one-hot inputs
-represents it exactly; with one (attribute, label) pair per person the E-step's fixed point is close
-to it, and EM's slow creep from the calibration start stopped short of it (issue 46:
-results/adult_scale_designs). Under "unit"/"index" inputs each attribute's log-odds is projected on
-its one input by weighted least squares (weights: the naive-Bayes marginal p(x_j = s))."""
+inputs (``Shard.init_samples``), or "naive-bayes", the same M-step on an E-step's samples drawn at
+the log-odds of ``LDPNaiveBayes`` fitted on the same releases (``run_em``). Naive Bayes's log-odds
+log p(c | x) = log π_c + Σ_j log p(x_j | c) + const is additive in the attributes (Yilmaz et al.
+2019's model), so a logistic model with one-hot inputs represents it exactly; under "unit"/"index"
+inputs each attribute's log-odds is projected on its one input by weighted least squares (weights:
+the naive-Bayes marginal p(x_j = s)). Measured on Adult with one pair per person
+(results/adult_scale_designs/NOTES.md): from it spread ends at or just above paired naive Bayes,
+not always above the calibration start, and its burn-in runs to the budget's cap."""
 
 from __future__ import annotations
 
