@@ -156,6 +156,14 @@ def test_the_naive_bayes_start_says_which_releases_it_needs():
     assert SpreadLogisticRegression(init="auto", **kw).fit(Xt, yt, mechanism=mixed).init_ == "calibration"
 
 
+def test_the_cv_passes_init_to_its_fits():
+    """``init`` is one of the parameters the CV hands to every fit unchanged (``SHARED``)."""
+    from fedrr.estimators.spread._cv import SHARED
+
+    assert "init" in SHARED
+    assert SpreadLogisticRegressionCV(init="naive-bayes")._spread(C=2.0).init == "naive-bayes"
+
+
 def test_the_naive_bayes_start_fits_held_out_pair_reports_no_worse():
     """A paired release of logistic data (one pair per person, ε 2): fitted from the naive-Bayes
     start, the model's pair tables score the held-out pair reports at least as well as from the
