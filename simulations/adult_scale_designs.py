@@ -13,10 +13,11 @@ Designs: ``plan`` (``plan_release(ks, 2, ε, N).mechanism``: the planner's pick)
 (``PairedRecordMechanism(ks, 2, ε, n_sampled=K)``: K sampled (attribute, label) pairs per person,
 ε/K each, oracle "auto").
 
-Fits: ``PRIOR:C[:it=I][:burn=B]`` = ``SpreadLogisticRegression(C, prior, encoding="onehot",
-max_iter=I (200), burn_in=B (auto))`` with PRIOR ``nb`` (naive-bayes), ``lcM`` (latent-class, M
-components), ``learned`` or ``auto``; ``cv`` = ``SpreadLogisticRegressionCV(encoding="onehot")``
-defaults (the sweep's ``spread``); ``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes).
+Fits: ``PRIOR:C[:it=I][:burn=B][:init=S]`` = ``SpreadLogisticRegression(C, prior, encoding="onehot",
+max_iter=I (200), burn_in=B (auto), init=S (calibration))`` with PRIOR ``nb`` (naive-bayes), ``lcM``
+(latent-class, M components), ``learned`` or ``auto``; ``cv[:init=S]`` =
+``SpreadLogisticRegressionCV(encoding="onehot", init=S)``, otherwise defaults (the sweep's ``spread``);
+``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes).
 Rows are appended to the CSV ``--out`` (created with a header naming the command), one per fit.
 """
 
@@ -85,8 +86,9 @@ def fit_one(spec: str, Xt, yt, mech, seed: int):
     if spec == "ldp-nb":
         est = LDPNaiveBayes().fit(Xt, yt, mechanism=mech)
         return est, time.perf_counter() - t, {}
-    if spec == "cv":
-        est = SpreadLogisticRegressionCV(encoding="onehot", random_state=seed).fit(Xt, yt, mechanism=mech)
+    if spec.split(":")[0] == "cv":
+        kw = {k: v for k, v in (p.split("=") for p in spec.split(":")[1:])}
+        est = SpreadLogisticRegressionCV(encoding="onehot", random_state=seed, **kw).fit(Xt, yt, mechanism=mech)
         inner = est.estimator_
         extra = {"C_chosen": est.C_}
     else:
@@ -102,6 +104,8 @@ def fit_one(spec: str, Xt, yt, mech, seed: int):
             kw["max_iter"] = int(opts["it"])
         if "burn" in opts:
             kw["burn_in"] = int(opts["burn"])
+        if "init" in opts:
+            kw["init"] = opts["init"]
         est = SpreadLogisticRegression(C=C, encoding="onehot", random_state=seed, **kw).fit(Xt, yt, mechanism=mech)
         inner = est
         extra = {}

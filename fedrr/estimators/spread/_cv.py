@@ -179,6 +179,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         cv_max_iter: int = 40,
         prior: Any = "auto",
         n_latent_classes: int = 4,
+        init: str = "calibration",
         e_step: str = "mcmc",
         n_chains: int = 2,
         n_samples: int | None = None,
@@ -214,6 +215,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.cv_max_iter = cv_max_iter
         self.prior = prior
         self.n_latent_classes = n_latent_classes
+        self.init = init
         self.e_step = e_step
         self.n_chains = n_chains
         self.n_samples = n_samples

@@ -48,7 +48,7 @@ HESSIAN_ROWS = 4096
 class EMOptions:
     """What ``run_em`` reads of a fit: the estimator's validated parameters of the same names (their
     defaults and rules live on ``SpreadLogisticRegression`` only; ``from_params`` picks them by name),
-    and the two ``DERIVED`` from them at fit time."""
+    and the three ``DERIVED`` from them at fit time."""
 
     C: float
     fit_intercept: bool
@@ -63,9 +63,14 @@ class EMOptions:
     learn_prior: bool  # prior="learned": the prior is refined during EM
     agreement_tol: float
     verbose: int
+    #: resolved ``init``: None for the calibration start (an M-step on the regression-calibration
+    #: inputs), else θ (coefficients row-major, then the intercepts) whose E-step's samples the
+    #: start's M-step fits (from θ: naive Bayes's log-odds, whose rare states' coefficients the
+    #: penalty shrinks there; EM's partial M-steps took 200 iterations to, results/adult_scale_designs)
+    start: np.ndarray | None
 
     #: the fields not copied from a parameter of the same name
-    DERIVED: ClassVar[tuple[str, ...]] = ("n_samples", "learn_prior")
+    DERIVED: ClassVar[tuple[str, ...]] = ("n_samples", "learn_prior", "start")
 
     @classmethod
     def from_params(cls, params: dict, **derived: Any) -> EMOptions:
@@ -227,8 +232,13 @@ def run_em(group: ShardGroup, n_inputs: int, n_classes: int, priors: list, opts:
     bytes0 = group.bytes
     for c in range(m):
         group.call("set_prior", c, priors[c])
-    group.call("init_samples", 0)
-    start = msteps(group, probs[:1], [np.zeros(rows * n_inputs + (rows if opts.fit_intercept else 0))], 50)[0]
+    if opts.start is None:  # calibration: an M-step on the regression-calibration inputs
+        group.call("init_samples", 0)
+        start = msteps(group, probs[:1], [np.zeros(rows * n_inputs + (rows if opts.fit_intercept else 0))], 50)[0]
+    else:  # the same M-step on an E-step's samples at the given θ (iteration 0's stream of chain 0)
+        theta0 = np.array(opts.start, dtype=float)
+        probs[0].know(theta0, group.reduce_each("estep", [(0, 0, *probs[0].unpack(theta0), opts.n_samples)])[0])
+        start = msteps(group, probs[:1], [theta0], 50)[0]
     theta = [start.copy() for _ in range(m)]
     hess = [None] * m
     history: list[dict] = []
