@@ -5,8 +5,9 @@ empirical covariance and an F reference), the form it replaced.
 Pools: N records with D = 3 attributes of (3, 3, 2) states and labels independent of them (two
 classes with P(1) 0.43, or three), released by ``PairedRecordMechanism`` (``n_sampled`` pairs at ε
 per record, oracle "auto"), or the level script's pools (400 records, 5 attributes of 3 states, two
-classes with P(1) 0.35, one pair at ε per record). Rate of p ≤ alpha over ``--pools`` pools with its
-95 % Clopper–Pearson interval.
+classes with P(1) 0.35, one pair at ε per record), or OLH's regime at ε 1: one attribute of 10 states
+and 333 records ("olh10"), six attributes of 4-10 states and 2,000 records ("adult6"). Rate of
+p ≤ alpha over ``--pools`` pools with its 95 % Clopper–Pearson interval; ``--only`` runs some kinds.
 
     python simulations/paired_independence_level.py --pools 1000 --out results/spread_fallback_level
 """
@@ -37,14 +38,20 @@ SETTINGS = [
     ("level", 2, 1, 2.0, 400),
     ("level", 2, 1, 4.0, 400),
     ("level", 3, 1, 2.0, 400),
+    ("olh10", 2, 1, 1.0, 333),
+    ("adult6", 2, 1, 1.0, 2000),
 ]
+#: the attributes' states per kind of pool: "olh10" one 10-state attribute (its oracle OLH at ε 1),
+#: "adult6" six of 4-10 states (mostly OLH at ε 1, the review's Adult-like pools)
+STATES = {"small": (3, 3, 2), "level": (3,) * 5, "olh10": (10,), "adult6": (5, 7, 10, 4, 8, 9)}
 
 
 def pool(kind: str, classes: int, n_sampled: int, eps: float, n: int, seed: int):
     rng = np.random.default_rng(seed)
-    ks = (3, 3, 2) if kind == "small" else (3,) * 5
+    ks = STATES[kind]
     if classes == 2:
-        ds = make_logistic_discrete(n, ks, np.zeros(len(ks)), -0.3 if kind == "small" else np.log(0.35 / 0.65), rng=rng)
+        b = {"small": -0.3, "level": np.log(0.35 / 0.65)}.get(kind, -0.5)
+        ds = make_logistic_discrete(n, ks, np.zeros(len(ks)), b, rng=rng)
     else:
         ds = make_logistic_multiclass_discrete(n, ks, np.zeros((classes, len(ks))), rng=rng)
     mech = PairedRecordMechanism(ks, classes, eps, n_sampled=n_sampled)
@@ -74,9 +81,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pools", type=int, default=1000)
     ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--only", nargs="+", choices=sorted(STATES), help="these kinds of pool only")
     args = ap.parse_args(argv)
     rows = []
     for kind, classes, n_sampled, eps, n in SETTINGS:
+        if args.only and kind not in args.only:
+            continue
         score, hot = [], []
         for s in range(args.pools):
             groups, X = pool(kind, classes, n_sampled, eps, n, 100 + s)
