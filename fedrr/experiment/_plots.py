@@ -53,6 +53,7 @@ LEARNER_STYLES = {
     "mean": ("#7f7f7f", "v"),
     "majority": ("#7f7f7f", "v"),
     "clean": ("#000000", "P"),
+    "clean-nb": ("#555555", "h"),
 }
 #: colours and markers a learner not in LEARNER_STYLES (a new one) gets, by a hash of its name
 _FALLBACK_COLOURS = ("#e6550d", "#31a354", "#756bb1", "#636363", "#3182bd", "#dd1c77", "#a6761d", "#1b9e77")

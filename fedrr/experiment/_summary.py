@@ -141,8 +141,14 @@ def summary_markdown(out: str | Path) -> str:
         lines += [
             "",
             "Oracles (dashed in the plots) see clean data and sit outside the federation: `clean` = logistic "
-            "regression on the clean records of the clients that released; `spread-true` = spread-EM on the releases "
-            "with the clean records' own per-feature prior.",
+            "regression on the clean records of the clients that released; "
+            + (
+                "`clean-nb` = categorical naive Bayes on the same clean records (the ceiling of every naive-Bayes "
+                "learner); "
+                if "clean-nb" in learners
+                else ""
+            )
+            + "`spread-true` = spread-EM on the releases with the clean records' own per-feature prior.",
         ]
     return "\n".join(lines) + "\n"
 
