@@ -98,7 +98,7 @@ def test_vs_n_plots_draw_the_oracles_as_labelled_horizontal_lines(tmp_path):
     _, table, missing = load_table(out)
     assert not missing
     for metric in ("accuracy", "auc"):
-        fig = _plot_vs_n(aggregate(table, metric), LEARNERS, 2, len(NS), 1, "y", metric, "1 repeat")
+        fig = _plot_vs_n(aggregate(table, metric), LEARNERS, 2, NS, 1, "y", metric, "1 repeat")
         axes = fig.axes[:2]
         assert len(axes) == 2  # one panel per ε
         for g, ax in enumerate(axes):

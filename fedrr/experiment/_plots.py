@@ -158,7 +158,7 @@ def plot(out: str | Path) -> list[Path]:
     plt.close(fig)
     if len(Ns) > 1:
         for metric, (m_label, m_stem) in _vs_n_metrics(cfg, table).items():
-            fig = _plot_vs_n(aggregate(table, metric), learners, G, len(Ns), reps, m_label, metric, band)
+            fig = _plot_vs_n(aggregate(table, metric), learners, G, Ns, reps, m_label, metric, band)
             for ext in ("png", "svg"):
                 p = out / f"{m_stem}_vs_n.{ext}"
                 fig.savefig(p, dpi=120)
@@ -186,15 +186,18 @@ def _vs_n_metrics(cfg, table: list[dict]) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _plot_vs_n(agg: dict, learners: list[str], G: int, n_N: int, reps: int, ylabel: str, metric: str, band: str):
+def _plot_vs_n(agg: dict, learners: list[str], G: int, Ns: list, reps: int, ylabel: str, metric: str, band: str):
     """One panel per grid point (ε): the learners on the releases as points against N (log axis); each
     clean-data oracle as a horizontal dashed line at its value at the panel's largest N (it is refitted
     on each N's clean rows; the summary's table gives each N's value), labelled by what it is
-    (``REFERENCE_LABELS``): the ceilings a learner on the releases can approach as N grows."""
+    (``REFERENCE_LABELS``): the ceilings a learner on the releases can approach as N grows. Every
+    panel spans the whole N grid (ticks at its N), finished or not, so the panels compare."""
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     fig, axes = plt.subplots(1, G, figsize=(5.2 * G, 4.0), squeeze=False)
     task_metric = "mse" if metric == "mse" else "accuracy"
+    n_N = len(Ns)
     for g, ax in enumerate(axes[0]):
         eps_g = None
         for li, name in enumerate(learners):
@@ -212,12 +215,12 @@ def _plot_vs_n(agg: dict, learners: list[str], G: int, n_N: int, reps: int, ylab
                 ax.axhline(top["mean"], color=colour, linestyle="--", linewidth=1.4, label=label, gid=REFERENCE_GID)
             else:
                 _mean_band(ax, pts, "n", name, reps, li)
-        _fallback_note(ax, agg)
-        _decorate(
-            ax,
-            "N (clients, one record each)",
-            ylabel,
-            f"ε per record = {_fmt_eps(eps_g) if eps_g is not None else '?'} ({band})",
-        )
+        _fallback_note(ax, {k: a for k, a in agg.items() if k[0] == g})
+        title = f"ε per record = {_fmt_eps(eps_g)} ({band})" if eps_g is not None else "no finished cell"
+        _decorate(ax, "N (clients, one record each)", ylabel, title)
+        ax.set_xlim(min(Ns) / 1.5, max(Ns) * 1.5)
+        ax.xaxis.set_major_locator(FixedLocator([float(n) for n in Ns]))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
     fig.tight_layout()
     return fig
