@@ -2,7 +2,7 @@
 ``fit_and_score`` that sweeps, the federation's ServerApp and scripts all use.
 
 Names follow one scheme (lower case, dashes). Learners fit on the releases only; ``oracle``
-learners (``clean``, ``spread-true``) see clean training data and sit outside the federation, as
+learners (``clean``, ``clean-nb``, ``spread-true``) see clean training data and sit outside the federation, as
 references. Estimator classes are imported when a learner is built, so that importing this
 module (the run config does, to check learner names) stays cheap for the ClientApp."""
 
@@ -435,6 +435,29 @@ def _clean(d: FitData, o: FitOptions):
         d.clean_y,
         mechanism=record_domain(_first(d.mechanism)),  # only the records' domain is used
     )
+
+
+@_learner(
+    "classification",
+    "clean-nb",
+    "categorical naive Bayes on the clean records of the same clients (oracle): the ceiling of every "
+    "naive-Bayes learner",
+    oracle=True,
+)
+def _clean_nb(d: FitData, o: FitOptions):
+    """sklearn's CategoricalNB (Laplace smoothing, α = 1) on the clean discrete attributes, each with the
+    k_j states of the records' domain (a state no training record has still gets its smoothed share)."""
+    from sklearn.naive_bayes import CategoricalNB
+
+    domain = record_domain(_first(d.mechanism))
+    cols = {c: getattr(f.mechanism, "k", None) for f in getattr(domain, "fields", ()) for c in f.columns}
+    ks = [cols[c] for c in sorted(cols)]
+    if not ks or None in ks:
+        raise ValidationError("learners", "'clean-nb' needs discrete features (every field with k states)")
+    X = np.asarray(d.clean_X)
+    if X.ndim != 2 or X.shape[1] != len(ks):
+        raise ValidationError("clean_X", f"must have shape (n_records, {len(ks)}) to match the mechanism's columns")
+    return CategoricalNB(alpha=1.0, min_categories=np.asarray(ks)).fit(X.astype(np.int64), np.asarray(d.clean_y))
 
 
 @_learner(

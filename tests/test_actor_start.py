@@ -105,3 +105,29 @@ def test_packed_arrays_with_nans_round_trip_exactly(order):
     assert Packed(np.full((3, 3), np.nan)).unpack().shape == (3, 3)
     neg = Packed(np.array([np.nan, -1.0, 2.0]))  # a negative value: raw bytes, still exact
     assert neg.small is None and np.array_equal(neg.unpack(), [np.nan, -1.0, 2.0], equal_nan=True)
+
+
+class _FakeRay:
+    """What ``RayExecutor.actor_slots`` asks of Ray: the cluster's CPUs."""
+
+    def __init__(self, cpus: float):
+        self.cpus = cpus
+
+    def cluster_resources(self):
+        return {"CPU": self.cpus}
+
+
+@pytest.mark.parametrize(
+    ("cpus_per_task", "n_actors", "cpus", "expected"),
+    [(0, None, 2.0, 2), (0, None, 16.0, 16), (1, None, 8.0, 8), (0.5, None, 2.0, 4), (2, None, 2.0, 1), (0, 3, 2.0, 3)],
+)
+def test_actors_that_ask_for_no_cpu_are_still_one_per_cpu(monkeypatch, cpus_per_task, n_actors, cpus, expected):
+    """Inside a Flower simulation spread's actors ask for no CPU (``make_executor``): a job may still hold
+    one per CPU, not one per shard (it held 144 actors on 2 CPUs for 3·10^5 clients, the sweep of
+    configs/adult_scale.toml)."""
+    from fedrr.parallel import RayExecutor
+
+    ex = RayExecutor(cpus_per_task=cpus_per_task, n_actors=n_actors)
+    monkeypatch.setattr(ex, "_ensure", lambda: _FakeRay(cpus))
+    n, pool = ex.actor_slots()
+    assert n == expected and pool == []

@@ -878,6 +878,7 @@ SHIPPED_REDUCED = [
     "adult_m2",
     "adult_paired",
     "adult_planned",
+    "adult_scale",
     "paper/barber_6_1",
     "paper/barber_fig3_digits",
     "paper/barber_fig3_mnist",

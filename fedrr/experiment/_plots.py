@@ -1,5 +1,6 @@
 """The plots of a sweep's results: metric vs ε per record (one panel per N) and, with an N grid,
-metric vs N (one panel per grid point); PNG and SVG, from ``results.csv``."""
+metric vs N (one panel per grid point, the clean-data oracles as horizontal reference lines; for
+classification also balanced accuracy and AUC vs N); PNG and SVG, from ``results.csv``."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ def _decorate(ax, xlabel: str, ylabel: str, title: str) -> None:
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
 
     ax.set_xscale("log")
-    xs = sorted({float(x) for line in ax.get_lines() for x in line.get_xdata() if np.isfinite(x) and x > 0})
+    data_lines = [line for line in ax.get_lines() if line.get_gid() != REFERENCE_GID]  # not the horizontal references
+    xs = sorted({float(x) for line in data_lines for x in line.get_xdata() if np.isfinite(x) and x > 0})
     if 1 < len(xs) <= 12:  # label the measured points themselves; log-scale minor labels overlap
         ax.xaxis.set_major_locator(FixedLocator(xs))
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _fmt_eps(v)))
@@ -53,6 +55,7 @@ LEARNER_STYLES = {
     "mean": ("#7f7f7f", "v"),
     "majority": ("#7f7f7f", "v"),
     "clean": ("#000000", "P"),
+    "clean-nb": ("#555555", "h"),
 }
 #: colours and markers a learner not in LEARNER_STYLES (a new one) gets, by a hash of its name
 _FALLBACK_COLOURS = ("#e6550d", "#31a354", "#756bb1", "#636363", "#3182bd", "#dd1c77", "#a6761d", "#1b9e77")
@@ -154,26 +157,70 @@ def plot(out: str | Path) -> list[Path]:
         written.append(p)
     plt.close(fig)
     if len(Ns) > 1:
-        fig, axes = plt.subplots(1, G, figsize=(5.2 * G, 4.0), squeeze=False)
-        for g, ax in enumerate(axes[0]):
-            eps_g = None
-            for li, name in enumerate(learners):
-                pts = [agg[(g, j, name)] for j in range(len(Ns)) if (g, j, name) in agg and agg[(g, j, name)]["count"]]
-                if not pts:
-                    continue
-                eps_g = pts[0]["eps"]
-                _mean_band(ax, pts, "n", name, reps, li)
-            _fallback_note(ax, agg)
-            _decorate(
-                ax,
-                "N (clients, one record each)",
-                ylabel,
-                f"ε per record = {_fmt_eps(eps_g) if eps_g is not None else '?'} ({band})",
-            )
-        fig.tight_layout()
-        for ext in ("png", "svg"):
-            p = out / f"{stem}_vs_n.{ext}"
-            fig.savefig(p, dpi=120)
-            written.append(p)
-        plt.close(fig)
+        for metric, (m_label, m_stem) in _vs_n_metrics(cfg, table).items():
+            fig = _plot_vs_n(aggregate(table, metric), learners, G, Ns, reps, m_label, metric, band)
+            for ext in ("png", "svg"):
+                p = out / f"{m_stem}_vs_n.{ext}"
+                fig.savefig(p, dpi=120)
+                written.append(p)
+            plt.close(fig)
     return written
+
+
+#: ``gid`` of a horizontal reference line (an oracle in a metric-vs-N panel): not a measured x
+REFERENCE_GID = "reference"
+#: how a clean-data oracle is named where it is drawn as a reference line
+REFERENCE_LABELS = {"clean": "clean logistic regression", "clean-nb": "clean naive Bayes"}
+
+
+def _vs_n_metrics(cfg, table: list[dict]) -> dict[str, tuple[str, str]]:
+    """The metrics a metric-vs-N plot is drawn for: (axis label, file stem) by results column. The
+    scenario's own metric (accuracy, or MSE), and for classification balanced accuracy and AUC where
+    the rows have them (older results do not)."""
+    metric = metric_of(cfg)
+    out = {metric: METRICS[metric][:2]}
+    if metric == "accuracy":
+        for col, label in (("balanced_accuracy", "balanced accuracy"), ("auc", "AUC")):
+            if any(r.get(col) not in (None, "") for r in table):
+                out[col] = (f"test {label} (clean test split)", col)
+    return out
+
+
+def _plot_vs_n(agg: dict, learners: list[str], G: int, Ns: list, reps: int, ylabel: str, metric: str, band: str):
+    """One panel per grid point (ε): the learners on the releases as points against N (log axis); each
+    clean-data oracle as a horizontal dashed line at its value at the panel's largest N (it is refitted
+    on each N's clean rows; the summary's table gives each N's value), labelled by what it is
+    (``REFERENCE_LABELS``): the ceilings a learner on the releases can approach as N grows. Every
+    panel spans the whole N grid (ticks at its N), finished or not, so the panels compare."""
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    fig, axes = plt.subplots(1, G, figsize=(5.2 * G, 4.0), squeeze=False)
+    task_metric = "mse" if metric == "mse" else "accuracy"
+    n_N = len(Ns)
+    for g, ax in enumerate(axes[0]):
+        eps_g = None
+        for li, name in enumerate(learners):
+            pts = [agg[(g, j, name)] for j in range(n_N) if (g, j, name) in agg and agg[(g, j, name)]["count"]]
+            if not pts:
+                continue
+            eps_g = pts[0]["eps"]
+            if _is_oracle(name, task_metric):
+                colour, _ = learner_style(name)
+                label = REFERENCE_LABELS.get(name, f"{name} (oracle)")
+                if metric == "mse" and name == "clean":
+                    label = "clean least squares"
+                top = max(pts, key=lambda a: a["n"])  # the largest N: the closest to the population's own model
+                label += f" (N = {top['n']:,})"
+                ax.axhline(top["mean"], color=colour, linestyle="--", linewidth=1.4, label=label, gid=REFERENCE_GID)
+            else:
+                _mean_band(ax, pts, "n", name, reps, li)
+        _fallback_note(ax, {k: a for k, a in agg.items() if k[0] == g})
+        title = f"ε per record = {_fmt_eps(eps_g)} ({band})" if eps_g is not None else "no finished cell"
+        _decorate(ax, "N (clients, one record each)", ylabel, title)
+        ax.set_xlim(min(Ns) / 1.5, max(Ns) * 1.5)
+        ax.xaxis.set_major_locator(FixedLocator([float(n) for n in Ns]))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+        ax.xaxis.set_minor_formatter(NullFormatter())
+    fig.tight_layout()
+    return fig

@@ -219,14 +219,15 @@ def write_csv(path: Path, table: list[dict]) -> None:
     atomic_write_text(path, buf.getvalue())
 
 
-def aggregate(table: list[dict]) -> dict[tuple[int, int, str], dict]:
-    """(grid index, N index, learner) -> mean/sd/count of the cell's metric (accuracy or MSE), x = ε_record, N."""
+def aggregate(table: list[dict], metric: str | None = None) -> dict[tuple[int, int, str], dict]:
+    """(grid index, N index, learner) -> mean/sd/count of the cell's metric (accuracy or MSE; or the
+    column ``metric`` names, e.g. balanced_accuracy or auc), x = ε_record, N."""
     groups: dict[tuple[int, int, str], list[dict]] = defaultdict(list)
     for r in table:
         groups[(r["grid_index"], r["n_index"], r["learner"])].append(r)
     out = {}
     for k, rs in groups.items():
-        acc = np.array([r[r["metric"]] for r in rs if r[r["metric"]] is not None], float)
+        acc = np.array([r[metric or r["metric"]] for r in rs if r.get(metric or r["metric"]) not in (None, "")], float)
         out[k] = {
             "mean": float(acc.mean()) if acc.size else math.nan,
             "sd": float(acc.std(ddof=1)) if acc.size > 1 else 0.0,

@@ -28,7 +28,9 @@ def cell_bytes(
     records for oracles, and, if a spread learner runs, its S samples per record (float32 model
     inputs), responsibilities, chain state (int32) and prior tables."""
     pool = n_clients * (n_features * 8 + 8 * 3 + 8)
-    total = pool + (n_clients * n_features * 8 if any(n in ("clean", "spread-true") for n in learners) else 0)
+    total = pool + (
+        n_clients * n_features * 8 if any(n in ("clean", "clean-nb", "spread-true") for n in learners) else 0
+    )
     if any(n.startswith("spread") for n in learners):
         samples = n_clients * n_samples * (n_features * 4 + n_classes * 8 + 8)
         state = n_clients * n_features * 4

@@ -59,11 +59,12 @@ def summary_markdown(out: str | Path) -> str:
         f"- fedrr {man['versions'].get('fedrr')}, flwr {man['versions'].get('flwr')}, "
         f"git {str(man['git'].get('commit'))[:10]}"
         f"{' (dirty)' if man['git'].get('dirty') else ''}; {man['machine']['cpu_count']} CPUs",
-        "",
     ]
+    lines += _command_lines(man) + [""]
     cell_txt = "mean ± sd over repeats" if reps > 1 else "one repeat"
     metric = metric_of(cfg)
     fmt = METRICS[metric][2]
+    lines += _by_n_tables(table, learners, G, Ns, reps, metric)
     for j, N in enumerate(Ns):
         lines += [f"## N = {N:,} clients (test {'MSE' if metric == 'mse' else 'accuracy'}, {cell_txt})", ""]
         head = (
@@ -141,10 +142,69 @@ def summary_markdown(out: str | Path) -> str:
         lines += [
             "",
             "Oracles (dashed in the plots) see clean data and sit outside the federation: `clean` = logistic "
-            "regression on the clean records of the clients that released; `spread-true` = spread-EM on the releases "
-            "with the clean records' own per-feature prior.",
+            "regression on the clean records of the clients that released; "
+            + (
+                "`clean-nb` = categorical naive Bayes on the same clean records (the ceiling of every naive-Bayes "
+                "learner); "
+                if "clean-nb" in learners
+                else ""
+            )
+            + "`spread-true` = spread-EM on the releases with the clean records' own per-feature prior.",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _command_lines(man: dict) -> list[str]:
+    """The sweep's command and the wall time of its last run (started_at to finished_at), saying when
+    the sweep was resumed (the earlier runs' cells are not in that time), when the manifest has them."""
+    from datetime import datetime
+
+    out = []
+    if man.get("command"):
+        out.append(f"- command: `{' '.join(map(str, man['command']))}`")
+    start, end, first = man.get("started_at"), man.get("finished_at"), man.get("first_started_at")
+    if start and end:
+        secs = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+        resumed = f"; resumed: first started {first}" if first and first != start else ""
+        out.append(f"- wall time of the run: {secs / 60:.1f} min ({start} to {end}{resumed})")
+    return out
+
+
+def _by_n_tables(table: list[dict], learners: list, G: int, Ns: list, reps: int, metric: str) -> list[str]:
+    """With an N grid (classification), per grid point (ε) one table with a row per N and a column per
+    learner: test accuracy / balanced accuracy / AUC (means over repeats): how many people buy how much
+    accuracy at that ε."""
+    if metric != "accuracy" or len(Ns) < 2:
+        return []
+    aggs = {m: aggregate(table, m) for m in ("accuracy", "balanced_accuracy", "auc")}
+    mean_txt = "means over repeats" if reps > 1 else "one repeat"
+    lines = []
+    for g in range(G):
+        rows = []
+        eps = None
+        for j, N in enumerate(Ns):
+            cells = []
+            for n in learners:
+                vals = [aggs[m].get((g, j, n)) for m in aggs]
+                if eps is None and vals[0] is not None:
+                    eps = vals[0]["eps"]
+                cells.append(
+                    " / ".join("–" if a is None or not a["count"] else f"{a['mean']:.3f}" for a in vals)
+                    + (f" (fell back {vals[0]['fell_back']})" if vals[0] and vals[0].get("fell_back") else "")
+                )
+            if any(c != "– / – / –" for c in cells):
+                rows.append(f"| {N:,} | " + " | ".join(cells) + " |")
+        if not rows:
+            continue
+        lines += [
+            f"## ε per record = {_fmt_eps(eps)}: by N (test accuracy / balanced accuracy / AUC, {mean_txt})",
+            "",
+            "| N | " + " | ".join(learners) + " |",
+            "|" + "---|" * (1 + len(learners)),
+            *rows,
+            "",
+        ]
+    return lines
 
 
 def _grid_row(agg: dict, table: list, learners: list, reps: int, fmt: str, g: int, j: int) -> str | None:

@@ -159,11 +159,14 @@ class RayExecutor:
 
     def actor_slots(self) -> tuple[int, list | None]:
         """Ray connected; how many actors one job may hold (``n_actors``, or one per CPU of the
-        cluster at ``cpus_per_task`` CPUs each), and the list of idle actors kept between jobs
-        (``reuse_actors``: the job loads its work into them and tops the list up; the idle ones are
-        ended first if there are more than it may hold), or None (a job's actors end with it)."""
+        cluster at ``cpus_per_task`` CPUs each; one per CPU when they ask for none), and the list of
+        idle actors kept between jobs (``reuse_actors``: the job loads its work into them and tops
+        the list up; the idle ones are ended first if there are more than it may hold), or None (a
+        job's actors end with it)."""
         ray = self._ensure()
-        n = self.n_actors or max(1, int(ray.cluster_resources().get("CPU", 1) // max(self.cpus_per_task, 1e-9)))
+        cpus = ray.cluster_resources().get("CPU", 1)
+        # actors that ask for no CPU (inside a Flower simulation): still one per CPU, never one per shard
+        n = self.n_actors or max(1, int(cpus // (self.cpus_per_task or 1)))
         if not self.reuse_actors:
             return n, None
         if len(self._actors) > n:
