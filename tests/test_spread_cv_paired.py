@@ -80,9 +80,9 @@ def _pool_oracle(n, seed, oracle, eps=1.0, classes=3, n_sampled=1):
 
 
 def test_independence_terms_are_the_linearised_interaction_and_the_statistic_is_the_score_form():
-    """Per attribute the terms' mean is the interaction Ê − (Ê1) π̃ᵀ − m̃ (1ᵀÊ) + (ΣÊ) m̃ π̃ᵀ of the debiased
-    pair table in contrast coordinates (m̃, π̃: its margins clipped to the simplex), written out here; the
-    statistic is n z̄ᵀ S⁻¹ z̄ on Σ (k_j − 1)(C − 1) degrees of freedom, with the chi-square p-value."""
+    """Per attribute the terms' mean is the interaction Ê − (2 − ΣÊ) m̂ π̂ᵀ of the debiased pair table in
+    contrast coordinates, written out here; the statistic is n z̄ᵀ S⁻¹ z̄ on Σ (k_j − 1)(C − 1) degrees of
+    freedom, with the chi-square p-value."""
     from scipy.stats import chi2
 
     Xt, _, mech = _pool(1200, 5, eps=1.0, classes=3, n_sampled=2)
@@ -93,8 +93,7 @@ def test_independence_terms_are_the_linearised_interaction_and_the_statistic_is_
     for j, k in enumerate(KC):
         r = ~np.isnan(Xt[:, j])
         E = mech.unbiased_pair_table(j, Xt[r, j]).mean(axis=0)
-        mt, pt = (np.maximum(v, 0) / np.maximum(v, 0).sum() for v in (E.sum(1), E.sum(0)))
-        inter = E - np.outer(E.sum(1), pt) - np.outer(mt, E.sum(0)) + E.sum() * np.outer(mt, pt)
+        inter = E - (2 - E.sum()) * np.outer(E.sum(1), E.sum(0))
         want = (_contrasts(k).T @ inter @ _contrasts(3)).ravel()
         w = (k - 1) * 2
         np.testing.assert_allclose(Z[r, col : col + w].mean(axis=0), want, atol=1e-12)
@@ -212,16 +211,16 @@ def test_paired_cv_holds_nothing_out():
     np.testing.assert_array_equal(a.cv_results_["mean_test_score"], b.cv_results_["mean_test_score"])
 
 
-def test_a_p_value_of_one_has_a_finite_z(monkeypatch):
+def test_a_p_value_of_one_has_a_finite_z():
     """Far below its degrees of freedom the statistic's chi-square tail rounds to 1; z comes from the
-    other tail then, finite and negative (it was −inf). (Pools of 30-state attributes at ε 0.5 did
-    this before the linear map moved to the simplex margins; terms with a tiny mean do it now.)"""
-    import fedrr.estimators.spread._cv_paired as cv_paired
-
+    other tail then, finite and negative (it was −inf)."""
     rng = np.random.default_rng(0)
-    Z = 0.01 * rng.standard_normal((400, 145))
-    monkeypatch.setattr(cv_paired, "independence_terms", lambda groups, X: (Z, np.eye(145)))
-    res = cv_paired.independence_test([], np.zeros((400, 5)))
+    ks = (30,) * 5
+    X = rng.integers(0, 30, size=(400, 5))
+    y = rng.integers(0, 2, size=400)
+    mech = PairedRecordMechanism(ks, 2, 0.5)
+    Xt, _ = mech.release(X, y, rng=rng)
+    res = independence_test([(mech, np.arange(400))], Xt)
     assert res["p_value"] > 1 - 1e-12 and np.isfinite(res["z"]) and res["z"] < -3, res
     assert res["z"] == pytest.approx(norm.ppf(chi2.cdf(res["statistic"], res["df"])), rel=1e-12)
     assert chi2.sf(10.0, 145) == 1.0 and np.isfinite(norm.ppf(chi2.cdf(10.0, 145)))  # where isf(p) was −inf

@@ -29,16 +29,11 @@ underestimates the noise of rare cells. The score form kept 3.5 %, 5.0 % and 4.0
 each, ``simulations/paired_independence_level.py``,
 results/spread_fallback_level/independence_direct.md). The margins are estimated, but the centring
 is Neyman-orthogonal: their error enters only at second order, which is small unless the noise per
-cell is large beside the margins (below). That is the OLH regime (ε ≤ 1, a few hundred reports per
-attribute): raw debiased margins there have negative entries, and the linear map at them inflated S
-more than the statistic. The map is therefore taken at the margins clipped to the simplex, as the
-covariance already was. On 1,000 no-signal pools of one 10-state attribute (333 reports at ε 1,
-"olh10" in ``simulations/paired_independence_level.py``) the mean p-value moved from 0.581 to 0.525,
-but the kept rate at alpha 0.05 only from 0.024 to 0.028; on six 4-10-state attributes (2,000 records,
-"adult6") 0.019 -> 0.030 (results/spread_fallback_level/independence_olh_*.md). T's upper tail is
-still lighter than the chi-square's there: the test stays conservative in that regime (issue 45).
-The test uses every record's reports and no model, so
-nothing is held out for it: the selection's folds run over all the releases.
+cell is large beside the margins (below). In OLH's regime (ε 1, a few hundred reports per attribute)
+it is conservative: 0.024 and 0.019 kept at alpha 0.05 on 1,000 no-signal pools
+(results/spread_fallback_level/independence_olh_raw_margins.md, issue 45). The test uses every
+record's reports and no model, so nothing is held out for it: the selection's folds run over all
+the releases.
 
 Why not a direction from a fitted model. The former test (git 586430b) fitted the chosen model on
 half the releases (A), took its predicted association as a direction and tested it on the other
@@ -175,7 +170,7 @@ def independence_terms(groups: list, X: np.ndarray) -> tuple[np.ndarray, np.ndar
         U = np.concatenate([u for _, u, _ in parts])  # (n_j, k_j, C)
         E = U.mean(axis=0)
         m, pi = E.sum(axis=1), E.sum(axis=0)  # the table's margins, plugged in
-        G = interaction_map(_simplex(m), _simplex(pi))  # at the margins on the simplex (module doc)
+        G = interaction_map(m, pi)
         Z = np.zeros((n, G.shape[0]))
         Z[np.concatenate([r for r, _, _ in parts])] = U.reshape(U.shape[0], -1) @ G.T
         blocks.append(Z)
