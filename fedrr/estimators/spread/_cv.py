@@ -66,7 +66,7 @@ from ._design import Design
 from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
 from ._mstep import log_class_probs
 from ._paired import PairedView
-from ._robust import ROBUST, drop_inconsistent, is_paired, no_test
+from ._robust import ROBUST, drop_inconsistent, no_test
 from ._runtime import HeldData
 
 
@@ -287,8 +287,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         held = heldout_mask(n_given, p["test_fraction"], rng)
         if p["robust"] == "margins":  # once: every fit below sees the kept records only
             # the consistency test reads A only (split releases), so B's labels cannot move the drop
-            reading = None if is_paired(mechanism) else np.flatnonzero(~held)
-            X, y, mechanism, kept, *test = drop_inconsistent(X, y, mechanism, p["robust_alpha"], reading)
+            X, y, mechanism, kept, *test = drop_inconsistent(X, y, mechanism, p["robust_alpha"], np.flatnonzero(~held))
             self.consistent_, self.margin_z_, self.margin_z_critical_ = test
             self.n_dropped_ = n_given - kept.size
             held = held[kept]

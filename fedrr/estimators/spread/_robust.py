@@ -35,7 +35,7 @@ from ...errors import ValidationError
 from .._naive_bayes import ROBUST, LDPNaiveBayes
 from ._paired import PairedView
 
-__all__ = ["ROBUST", "drop_inconsistent", "is_paired", "no_test"]
+__all__ = ["ROBUST", "drop_inconsistent", "no_test"]
 
 
 def _one_mechanism(mechanism: Any) -> Any:
@@ -52,20 +52,16 @@ def _one_mechanism(mechanism: Any) -> Any:
     return m.paired if isinstance(m, PairedView) else m
 
 
-def is_paired(mechanism: Any) -> bool:
-    """Whether ``robust="margins"``'s pool is paired (the label inside the pairs)."""
-    return bool(_one_mechanism(mechanism).label_in_pairs)
-
-
 def drop_inconsistent(X: Any, y: Any, mechanism: Any, alpha: float, reading: Any = None) -> tuple:
     """``robust="margins"`` on releases (X, y) of ``mechanism``: returns (X, y, mechanism) without the
     records that released an attribute the consistency test rejects (y None stays None; a per-record
     mechanism list is cut alike), the kept rows' indices, and the test's ``consistent`` (F,) bool,
     ``z`` (F,) and critical z (module docstring). ``reading``: the rows the test reads (default all;
-    the CV's selection part); the drop applies to every row all the same."""
+    the CV's selection part); the drop applies to every row all the same. A pool whose label travels
+    inside the pairs (the contract's ``label_in_pairs``) has no held-out part: its test reads every row."""
     m = _one_mechanism(mechanism)
     Xr, yr = X, y
-    if reading is not None:
+    if reading is not None and not m.label_in_pairs:
         reading = np.asarray(reading, dtype=np.int64)
         Xr = np.asarray(X, dtype=float)[reading]
         yr = None if y is None else np.asarray(y)[reading]
