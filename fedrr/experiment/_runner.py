@@ -187,7 +187,12 @@ def _mix_text(p) -> str | None:
         each = f" (ε {p.feature_epsilon / m:.3g} each)" if m > 1 else ""
         return f"paired: ε_record {p.feature_epsilon:.3g} over {pairs}{each}, label inside the pairs"
     joint = p.mechanism == "gaussian" and p.gaussian_noise == "joint"
-    label = f"label flip {p.label_flip:.3g}" if p.label_flip else f"label ε {p.label_epsilon:.3g}"
+    if p.label_flip:
+        label = f"label flip {p.label_flip:.3g}"
+    elif p.label_epsilon is not None:
+        label = f"label ε {p.label_epsilon:.3g}"
+    else:  # unset (None): a population that sets its clients' budgets itself
+        label = "label budget of the population"
     if joint and not p.budget_mix and p.feature_epsilon:
         return f"joint Gaussian ε features {p.feature_epsilon:.3g}, {label}"
     if not p.budget_mix:
