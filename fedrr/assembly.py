@@ -22,7 +22,6 @@ from .errors import ValidationError
 from .fake import FakeClients
 from .learners import FitOptions
 from .mechanisms import RandomizedResponse
-from .parallel import make_executor
 from .population import (
     ClientPopulation,
     DatasetPopulation,
@@ -266,7 +265,10 @@ def with_fake_clients(population: ClientPopulation, cfg: RunConfig) -> ClientPop
 
 
 def fit_options(cfg: RunConfig) -> FitOptions:
-    """The learners' options of a run config (``fedrr.learners.FitOptions``), with its executor."""
+    """The learners' options of a run config (``fedrr.learners.FitOptions``), with its executor (imported
+    here: the ClientApp imports this module and must not load the executors)."""
+    from .parallel import make_executor
+
     return FitOptions(
         C=cfg.C,
         random_state=cfg.seed,
