@@ -34,8 +34,7 @@ import numpy as np
 from sklearn.metrics import roc_auc_score
 
 from fedrr.assembly import build_population
-from fedrr.estimators import NaiveLogisticRegression
-from fedrr.estimators._baselines import naive_inputs
+from fedrr.estimators import NaiveLogisticRegression, naive_inputs
 from fedrr.experiment import load_scenario
 from fedrr.io import markdown_table, write_report
 from fedrr.learners import FitData, FitOptions, decode_paired, get

@@ -15,6 +15,7 @@ from .._lazy import lazy_names
 _HOMES = {
     "MajorityClassifier": "._baselines",
     "NaiveLogisticRegression": "._baselines",
+    "naive_inputs": "._baselines",
     "GaussianDROLinearRegression": "._dro",
     "WassersteinDROLogisticRegression": "._dro",
     "WassersteinDRORegression": "._dro",
@@ -48,6 +49,7 @@ __all__ = [
     "ldp_sgd_design",
     "joint_frequencies",
     "NaiveLogisticRegression",
+    "naive_inputs",
     "MajorityClassifier",
     "ReconstructionLogisticRegression",
     "WassersteinDRORegression",
@@ -61,7 +63,7 @@ __all__ = [
 __getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())
 
 if TYPE_CHECKING:  # for static tools (type checkers, the API docs): the same names, eagerly
-    from ._baselines import MajorityClassifier, NaiveLogisticRegression
+    from ._baselines import MajorityClassifier, NaiveLogisticRegression, naive_inputs
     from ._dro import GaussianDROLinearRegression, WassersteinDROLogisticRegression, WassersteinDRORegression
     from ._dro_cv import WassersteinDROLogisticRegressionCV
     from ._dro_radius import noise_radius, wasserstein_radius
