@@ -17,7 +17,9 @@ Fits: ``PRIOR:C[:it=I][:burn=B][:init=S]`` = ``SpreadLogisticRegression(C, prior
 max_iter=I (200), burn_in=B (auto), init=S (calibration))`` with PRIOR ``nb`` (naive-bayes), ``lcM``
 (latent-class, M components), ``learned`` or ``auto``; ``cv[:init=S]`` =
 ``SpreadLogisticRegressionCV(encoding="onehot", init=S)``, otherwise defaults (the sweep's ``spread``);
-``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes).
+``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes). With ``prior="auto"`` on two or
+more pairs per person, ``prior_choice`` holds the prior the releases chose and its z
+(``SpreadLogisticRegression.prior_choice_``).
 Rows are appended to the CSV ``--out`` (created with a header naming the command), one per fit.
 """
 
@@ -54,6 +56,7 @@ FIELDS = [
     "C_chosen",
     "mechanism",
     "trace",
+    "prior_choice",
 ]
 #: iterations at which the coefficient norm is recorded in ``trace`` (does it still move at the stop?)
 TRACE_AT = (10, 25, 50, 100, 150, 200, 300, 400, 600, 800)
@@ -109,6 +112,8 @@ def fit_one(spec: str, Xt, yt, mech, seed: int):
         est = SpreadLogisticRegression(C=C, encoding="onehot", random_state=seed, **kw).fit(Xt, yt, mechanism=mech)
         inner = est
         extra = {}
+    choice = getattr(est, "prior_choice_", None)  # prior "auto" on two or more pairs: what the releases chose
+    extra["prior_choice"] = f"{choice['chosen']} z={choice['z']:.2f}" if choice else ""
     hist = getattr(inner, "history_", None) or [{}]
     extra |= {
         "n_iter": getattr(inner, "n_iter_", ""),

@@ -66,6 +66,7 @@ from ._design import Design
 from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
 from ._mstep import log_class_probs
 from ._paired import PairedView
+from ._priors._mixture import choose_latent_class
 from ._robust import ROBUST, drop_inconsistent, no_test
 from ._runtime import HeldData
 
@@ -279,7 +280,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self.scores_, self.cond_scores_, self.accuracy_scores_ = {}, {}, {}
             self.cv_results_, self.p_value_, self.fallback_reason_ = {}, None, None
             self.consistent_, self.margin_z_, self.margin_z_critical_ = no_test(self.n_features_in_)
-            self.n_dropped_ = 0
+            self.n_dropped_, self.prior_choice_ = 0, None
             return self
         n_given = np.shape(X)[0]
         rng = split_rng(p["random_state"])
@@ -293,6 +294,12 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             held = held[kept]
         base = self._spread()
         Xv, yi, groups, layout = base._prepare(X, y, mechanism, base._params())
+        self.prior_choice_ = None
+        if isinstance(self.prior, str) and self.prior == "auto" and prior == "latent-class":
+            # the releases decide, once for every fit (``choose_latent_class``: no label read)
+            seed = seed_from(p["random_state"])
+            self.prior_choice_ = choose_latent_class(Xv, yi, groups, layout, self.n_latent_classes, seed)
+            self._prior = self.prior_choice_["chosen"]
         if p["robust"] == "none":
             self.consistent_, self.margin_z_, self.margin_z_critical_ = no_test(layout.n_features)
             self.n_dropped_ = 0

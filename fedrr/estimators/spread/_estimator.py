@@ -43,7 +43,7 @@ from ._priors._factorised import (
     marginal_mle_prior_from_counts,
 )
 from ._priors._joint import joint_prior
-from ._priors._mixture import latent_class_em, latent_class_prior, naive_bayes_prior
+from ._priors._mixture import choose_latent_class, latent_class_em, latent_class_prior, naive_bayes_prior
 from ._robust import ROBUST, drop_inconsistent, no_test
 from ._runtime import ShardGroup, holds_shards, shard_group, traffic_report
 from ._start import INITS, fit_naive_bayes, naive_bayes_blocker, naive_bayes_start
@@ -58,9 +58,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     C : inverse L2 penalty on ``coef_`` as in scikit-learn (np.inf: none; at least 1e-12, so 1/C is finite).
-    prior : "auto" (the default: "latent-class" for paired releases of two or more pairs per record,
-        "naive-bayes" for one pair or records releasing sampled attributes through discrete oracles
-        with a label; else "learned"; ``auto_prior``;
+    prior : "auto" (the default: for paired releases of two or more pairs per record, "latent-class"
+        when its held-out likelihood on the releases beats naive Bayes's, else "naive-bayes"
+        (``choose_latent_class``; learned: ``prior_choice_``); "naive-bayes" for one pair or records
+        releasing sampled attributes through discrete oracles with a label; else "learned"; ``auto_prior``;
         ``fit_pool``, which streams the pool and cannot fit naive Bayes on it, uses "learned"),
         "learned" (from the releases, refined during EM, pulled toward the mechanism-debiased
         marginals by ``prior_strength``), "flat", or a given prior (CategoricalPrior / (D, k)
@@ -124,7 +125,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
     Learned (besides the model's): ``consistent_`` (F,) bool, the attributes the defence kept (all
     True with robust="none" or clean data), ``margin_z_`` (F,) and ``margin_z_critical_`` (the
-    test's statistics; 0 and ∞ when not run), ``n_dropped_`` (records dropped by the defence).
+    test's statistics; 0 and ∞ when not run), ``n_dropped_`` (records dropped by the defence),
+    ``prior_choice_`` (``prior="auto"`` on two or more pairs per record: the held-out comparison
+    ``choose_latent_class`` returned, its "chosen" prior used; None when no choice was made).
     """
 
     _parameter_constraints = {
@@ -238,8 +241,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         mechanism = self.mechanism if mechanism is None else mechanism
         if mechanism is None:
             warn_clean(self)
-        if isinstance(p["prior"], str) and p["prior"] == "auto":
+        auto = isinstance(p["prior"], str) and p["prior"] == "auto"
+        if auto:
             p["prior"] = auto_prior(mechanism)
+        self.prior_choice_ = None
         # the work is matrix-vector products on shards: multi-threaded BLAS only contends
         with threadpool_limits(limits=1, user_api="blas"):
             if mechanism is None:
@@ -249,10 +254,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             if p["robust"] == "margins":
                 n = np.shape(X)[0]
                 X, y, mechanism, kept, *test = drop_inconsistent(X, y, mechanism, p["robust_alpha"])
-                self._fit_noisy(X, y, mechanism, p, memo)
+                self._fit_noisy(X, y, mechanism, p, memo, auto)
                 self._set_robust(test, n - kept.size)
                 return self
-            self._fit_noisy(X, y, mechanism, p, memo)
+            self._fit_noisy(X, y, mechanism, p, memo, auto)
             self._set_robust(no_test(self.n_features_in_), 0)
             return self
 
@@ -341,13 +346,16 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.classes_ = np.arange(first.n_classes)
         return Xv, np.zeros(n, np.int64), views, ColumnLayout.from_mechanism(views[0][0])
 
-    def _fit_noisy(self, X, y, mechanism, p, memo: dict | None = None):
+    def _fit_noisy(self, X, y, mechanism, p, memo: dict | None = None, auto: bool = False):
         Xv, yi, groups, layout = self._prepare(X, y, mechanism, p)
         n, C = Xv.shape[0], len(self.classes_)
         design = Design(layout, p["encoding"])
         S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)
         check_memory(n, layout.n_features, design.n_inputs, C, S, p["n_chains"], p["shard_size"], layout.kmax)
         entropy = seed_from(p["random_state"])
+        if auto and p["prior"] == "latent-class":  # the releases decide (``choose_latent_class``)
+            self.prior_choice_ = choose_latent_class(Xv, yi, groups, layout, p["n_latent_classes"], entropy)
+            p["prior"] = self.prior_choice_["chosen"]
         pools = [(rm, Xv[rows]) for rm, rows in groups]
         prior = self._initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo)
         start = self._start(Xv, yi, groups, design, p)
@@ -615,8 +623,9 @@ def _mean_prior(priors: list[SpreadPrior]) -> SpreadPrior:
 
 def auto_prior(mechanism: Any) -> str:
     """``prior="auto"``: for paired releases "latent-class" when each record releases two or more
-    pairs (their co-occurrences identify it) and "naive-bayes" when it releases one (it shows nothing
-    of how attributes co-occur, so a latent-class fit beyond the label would be set by its start);
+    pairs (their co-occurrences identify it; the fit then keeps it only if the releases' held-out
+    likelihood says so, ``choose_latent_class``) and "naive-bayes" when it releases one (it shows
+    nothing of how attributes co-occur, so a latent-class fit beyond the label would be set by its start);
     "naive-bayes" for one mechanism whose records release sampled attributes through discrete
     oracles with a label (on Adult it lifts spread above LDP naive Bayes, docs/results.md); else
     "learned" (factorised; also for per-record mechanisms that differ, and for clean data)."""

@@ -51,7 +51,7 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
             mechanism=mechanism,
         )
 
-    def _fit_noisy(self, X, y, mechanism, p, memo=None):  # memo: nothing shared, one E-step
+    def _fit_noisy(self, X, y, mechanism, p, memo=None, auto=False):  # memo: nothing shared; auto: the rule only
         with threadpool_limits(limits=1, user_api="blas"):
             Xv, yi, groups, layout = self._prepare(X, y, mechanism, p)
             C = len(self.classes_)
