@@ -142,8 +142,6 @@ KNOWN_CIRCLES = [
     {"fedrr.audit._mechanism", "fedrr.audit._paired", "fedrr.audit._record"},
     {"fedrr.experiment._cells", "fedrr.experiment._crosscheck", "fedrr.experiment._spec"},
     {"fedrr.experiment._plots", "fedrr.experiment._report", "fedrr.experiment._summary"},
-    {"fedrr.mechanisms._snapped_posteriors", "fedrr.mechanisms._snapping"},
-    {"fedrr.estimators._dro", "fedrr.estimators._dro_logistic"},
 ]
 
 
