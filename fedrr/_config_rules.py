@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ._config_schema import BY_NAME, DEFAULT_FEATURE_FLIP, DEFAULT_LABEL_FLIP
-from ._names import DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES
+from ._names import DISCRETE_FAMILIES, RELEASE_LEARNERS, WHOLE_RECORD_FAMILIES
 from .errors import ValidationError
 
 #: how a path names a key (its Flower name, its scenario path, ...)
@@ -120,15 +120,8 @@ JOINT_N_SAMPLED = Rule(
 )
 
 
-def _release_learners() -> tuple[str, ...]:
-    """The learners a server trains on releases (no oracle)."""
-    from .learners import names
-
-    return names(oracles=False)
-
-
 def _unknown_learner(c: Any) -> str | None:
-    return next((n for n in c.learners if n not in _release_learners()), None)
+    return next((n for n in c.learners if n not in RELEASE_LEARNERS), None)
 
 
 _MIX = "budget-mix sets the feature budgets itself: leave this key out"
@@ -212,7 +205,7 @@ RUN_RULES: tuple[Rule, ...] = (
         lambda c: _unknown_learner(c) is not None,
         lambda c, n: (
             f"unknown learner {_unknown_learner(c)!r}; the server trains on releases only: "
-            f"{', '.join(_release_learners())}"
+            f"{', '.join(RELEASE_LEARNERS)}"
         ),
     ),
     JOINT_N_SAMPLED,

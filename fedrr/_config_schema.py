@@ -6,10 +6,10 @@ Both config paths are generated from it:
 
 - ``fedrr.run_config.RunConfig`` (Flower's flat run config, ``[tool.flwr.app.config]``) has one
   field per key with a Flower name (``Key.flwr``, the name with dashes);
-- the sections of a scenario TOML (``fedrr.experiment._spec``) have one field per key with
+- the sections of a scenario TOML (``fedrr.experiment._sections``) have one field per key with
   ``scenario=True``, in the section of its concern (``SECTION_OF``: today's section names, so every
   committed config still reads; collection and execution share ``[run]``), next to the scenario's
-  own keys (grid axes, repeats, the sweep's learner list, ...), which stay in ``spec.py``.
+  own keys (grid axes, repeats, the sweep's learner list, ...), which stay in ``_sections.py``.
 
 A key that only one path has says why in ``Key.only``: the value a sweep cell gives it is derived
 from the scenario (a grid point, the cell's seed), or it belongs to a deployment."""

@@ -1,7 +1,8 @@
 """The names a config takes, as plain tuples: the config schema (``fedrr._config_schema``) validates
 against them without importing the domain, and the domain modules use these same tuples
 (``fedrr.population``, ``fedrr.fake``). The built-in datasets' registry (``fedrr.datasets.LOADERS``)
-is checked against ``DATASETS`` by ``tests/test_layering.py``."""
+and the learner registry (``fedrr.learners``) are checked against ``DATASETS`` and ``LEARNERS`` by
+``tests/test_layering.py``."""
 
 from __future__ import annotations
 
@@ -21,3 +22,30 @@ BUDGET_KEYS = ("feature_flip", "feature_epsilon", "label_flip", "label_epsilon")
 FAKE_ATTACKS = ("output", "output-sampled", "mga", "mga-sampled", "input")
 #: the built-in datasets, in the order of ``fedrr.datasets.LOADERS``
 DATASETS = ("mnist_7_vs_9", "digits_7_vs_9", "breast_cancer", "diabetes", "adult", "adult_binned", "lending_club")
+#: the learner registry's names (``fedrr.learners``), by task, in registration order
+LEARNERS = {
+    "classification": (
+        "spread",
+        "spread-robust",
+        "spread-plain",
+        "spread-flat",
+        "spread-is",
+        "spread-true",
+        "naive",
+        "naive-cv",
+        "wdro",
+        "wdro-cv",
+        "ldp-sgd",
+        "clean",
+        "clean-nb",
+        "majority",
+        "ldp-nb",
+        "ldp-nb-normsub",
+        "ldp-nb-robust",
+    ),
+    "regression": ("ls", "ridge-cv", "wdro", "gauss-dro", "mean", "clean"),
+}
+#: the oracle learners, trained on clean records as references: never a federation's learner
+ORACLE_LEARNERS = ("spread-true", "clean", "clean-nb")
+#: the learners a server trains on releases (a run config's learners), the oracles left out
+RELEASE_LEARNERS = tuple(n for n in LEARNERS["classification"] if n not in ORACLE_LEARNERS)

@@ -12,7 +12,7 @@ from fedrr import _config_schema as schema
 from fedrr.assembly import fit_options
 from fedrr.errors import ValidationError
 from fedrr.experiment import parse_scenario
-from fedrr.experiment._spec import SECTIONS
+from fedrr.experiment._sections import SECTIONS
 from fedrr.run_config import DEFAULT_COHORT_SIZE, RunConfig
 
 

@@ -137,7 +137,7 @@ def test_configs_write_no_registry_list_by_hand():
 def test_reference_lists_every_key():
     from dataclasses import fields
 
-    from fedrr.experiment._spec import SECTIONS
+    from fedrr.experiment._sections import SECTIONS
     from fedrr.run_config import RunConfig
 
     text = reference.markdown()

@@ -52,7 +52,7 @@ from fedrr.estimators import (
     WassersteinDROLogisticRegression,
 )
 from fedrr.experiment import CellSpec, load_scenario, parse_scenario
-from fedrr.experiment._spec import GRID_KEYS, SECTIONS
+from fedrr.experiment._sections import GRID_KEYS, SECTIONS
 from fedrr.experiment._sweep import preflight
 from fedrr.federation import MESSAGE_TYPE, PROTOCOL, parse_reply, query_content, release_content
 from fedrr.learners import names as learner_names
@@ -1951,7 +1951,7 @@ def test_wdro_huge_rho_gives_zero_coefficients():
 
 def test_one_learner_registry():
     """The run config, the scenario schema and the fitting code read one registry."""
-    from fedrr.experiment._spec import LearnersSection
+    from fedrr.experiment._sections import LearnersSection
 
     names = __import__("dataclasses").fields(LearnersSection)[0].metadata["constraints"][0].item.values
     assert set(names) == set(LEARNERS) and set(RELEASE_LEARNERS) < set(names)

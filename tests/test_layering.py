@@ -137,16 +137,6 @@ def test_parallel_names_no_spread_method(path):
     assert not found, f"{path.relative_to(ROOT)} names spread-EM's methods {found}"
 
 
-#: the multi-module import circles left (issue 44 removes them): a new one, or a config module in one, fails
-KNOWN_CIRCLES = [
-    {"fedrr.audit._mechanism", "fedrr.audit._paired", "fedrr.audit._record"},
-    {"fedrr.experiment._cells", "fedrr.experiment._crosscheck", "fedrr.experiment._spec"},
-    {"fedrr.experiment._plots", "fedrr.experiment._report", "fedrr.experiment._summary"},
-    {"fedrr.mechanisms._snapped_posteriors", "fedrr.mechanisms._snapping"},
-    {"fedrr.estimators._dro", "fedrr.estimators._dro_logistic"},
-]
-
-
 def import_circles() -> list[set[str]]:
     """The strongly connected components of more than one module of fedrr's import graph (every
     import counted, ``_imports``; a name imported from a package counts as the package)."""
@@ -190,14 +180,12 @@ def import_circles() -> list[set[str]]:
     return out
 
 
-def test_no_new_import_circle_and_none_through_the_config():
-    """The config (schema, rules, RunConfig) and the domain import each other in one direction only:
-    no circle, counting function-level and typing-only imports (it once ran through 19 modules)."""
+def test_no_import_circle():
+    """No two modules of fedrr import each other, directly or through others, counting function-level
+    and typing-only imports (issue 44: it once ran through 19 modules, the config among them): each
+    module's place in the layering is then well defined."""
     circles = import_circles()
-    config = [c for c in circles if any("config" in m or m in ("fedrr.assembly", "fedrr._names") for m in c)]
-    assert not config, config
-    new = [sorted(c) for c in circles if c not in KNOWN_CIRCLES]
-    assert not new, f"new import circles: {new}"
+    assert not circles, f"import circles: {[sorted(c) for c in circles]}"
 
 
 def test_the_circle_count_sees_a_circle(tmp_path, monkeypatch):
@@ -334,3 +322,15 @@ def test_the_private_import_check_catches_both_kinds(tmp_path):
     )
     bad = _private_reach(src, _module_name(probe))
     assert [b.split(":")[0] for b in bad] == ["line 1", "line 2", "line 3"], bad
+
+
+def test_the_names_leaf_lists_the_learner_registry():
+    """The config rules and the scenario sections validate learner names against fedrr._names (they
+    import no learner): the registry must hold exactly those, by task, with those oracles."""
+    from fedrr._names import LEARNERS, ORACLE_LEARNERS, RELEASE_LEARNERS
+    from fedrr.learners import names
+
+    for task, listed in LEARNERS.items():
+        assert names(task) == listed, task
+        assert names(task, oracles=False) == tuple(n for n in listed if n not in ORACLE_LEARNERS), task
+    assert names(oracles=False) == RELEASE_LEARNERS

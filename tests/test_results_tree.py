@@ -1,5 +1,5 @@
 """results/ holds outputs and the commands that made them (issue 44): no code, no paths of the machine
-that ran them, and no more files than today (the issue's target is 200)."""
+that ran them, and at most 200 files (the issue's target, met)."""
 
 import re
 import subprocess
@@ -9,8 +9,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: a path of the machine a result was made on: its checkout, scratch space, home directories
 MACHINE_PATH = re.compile(r"(?<![\w<.])/(work|tmp|home|root|Users)/")
 CODE = {".py", ".sh", ".ipynb", ".bash"}
-#: committed files under results/ at issue 44 step 5 (356 before): the line held until the target is met
-MAX_FILES = 260
+#: committed files under results/: issue 44's target (356 before step 5, 254 before the md+csv twins were cut)
+MAX_FILES = 200
 
 
 def _committed() -> list[Path]:

@@ -13,8 +13,8 @@ from ..errors import ValidationError
 from ..mechanisms import PairedRecordMechanism, is_paired
 from ._bounds import DEFAULT_ALPHA, AuditResult
 from ._exact import _check_common, _is_oracle, _label, exact_discrete_epsilon, exact_oracle_epsilon
-from ._mechanism import _threshold_result, _witness_from
 from ._record import llr_threshold_test, neighbour_pair
+from ._threshold_sets import _threshold_result, _witness_from
 
 
 def exact_paired_epsilon(mech: PairedRecordMechanism, v: np.ndarray, v_prime: np.ndarray) -> float:

@@ -24,7 +24,7 @@ from ._exact import (
     exact_discrete_epsilon,
     exact_oracle_epsilon,
 )
-from ._mechanism import _threshold_pipeline, _threshold_result, _witness_from
+from ._threshold_sets import _threshold_pipeline, _threshold_result, _witness_from
 
 
 def _field_pair(mech: Mechanism) -> tuple[np.ndarray, np.ndarray]:

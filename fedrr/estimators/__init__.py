@@ -17,7 +17,7 @@ _HOMES = {
     "NaiveLogisticRegression": "._baselines",
     "naive_inputs": "._baselines",
     "GaussianDROLinearRegression": "._dro",
-    "WassersteinDROLogisticRegression": "._dro",
+    "WassersteinDROLogisticRegression": "._dro_logistic",
     "WassersteinDRORegression": "._dro",
     "WassersteinDROLogisticRegressionCV": "._dro_cv",
     "noise_radius": "._dro_radius",
@@ -64,8 +64,9 @@ __getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())
 
 if TYPE_CHECKING:  # for static tools (type checkers, the API docs): the same names, eagerly
     from ._baselines import MajorityClassifier, NaiveLogisticRegression, naive_inputs
-    from ._dro import GaussianDROLinearRegression, WassersteinDROLogisticRegression, WassersteinDRORegression
+    from ._dro import GaussianDROLinearRegression, WassersteinDRORegression
     from ._dro_cv import WassersteinDROLogisticRegressionCV
+    from ._dro_logistic import WassersteinDROLogisticRegression
     from ._dro_radius import noise_radius, wasserstein_radius
     from ._frequencies import estimate_frequencies, project_to_simplex, warner_estimate
     from ._ldp_sgd import LDPSGDClassifier, LDPSGDServer, make_server

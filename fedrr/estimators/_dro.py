@@ -36,7 +36,7 @@ from ._dro_radius import input_box, wasserstein_radius
 from ._dro_sdp import _values, solve_problem, solve_sdp, solve_socp
 from ._sklearn import validate
 
-__all__ = ["WassersteinDRORegression", "WassersteinDROLogisticRegression", "GaussianDROLinearRegression"]
+__all__ = ["WassersteinDRORegression", "GaussianDROLinearRegression"]
 
 LOSSES = ("squared", "absolute")
 LIPSCHITZ = ("box", "remark2")
@@ -336,6 +336,3 @@ class GaussianDROLinearRegression(RegressorMixin, _WassersteinBase):
         check_is_fitted(self, "coef_")
         X = _validate(self, X, reset=False, dtype=np.float64)
         return X @ self.coef_ + self.intercept_
-
-
-from ._dro_logistic import WassersteinDROLogisticRegression  # noqa: E402  (it builds on _WassersteinBase)

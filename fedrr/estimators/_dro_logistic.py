@@ -1,5 +1,5 @@
 """Wasserstein DRO logistic regression on LDP-noised inputs (Farokhi 2020, eq 8 with the logistic
-loss); the shared checks and radius are in :mod:`fedrr.estimators._dro`, which re-exports this class."""
+loss); it builds on the shared base and checks of :mod:`fedrr.estimators._dro`."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ regenerates docs/reference/config.md)."""
 
 from ._cells import CellSpec
 from ._manifest import machine, versions
-from ._report import load_table, write_reports
+from ._outputs import write_reports
+from ._report import load_table
 from ._reproduce import digest, reproduce
 from ._runner import run_cell
 from ._spec import ScenarioSpec, load_scenario, parse_scenario

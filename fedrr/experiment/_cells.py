@@ -9,7 +9,7 @@ import json
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -17,7 +17,29 @@ from .. import _config_schema as schema
 from .._names import BUDGET_KEYS, WHOLE_RECORD_FAMILIES
 from ..errors import ValidationError
 from ..run_config import DEFAULTS, UNSET, RunConfig
-from ._spec import ScenarioSpec
+from ._sections import LearnersSection, PopulationSection, PrivacySection, RunSection, ScenarioSection
+
+
+class Scenario(Protocol):
+    """What a cell reads of its scenario (``ScenarioSpec`` implements it): the sections, the swept
+    axis and the grids derived from them. Declared here so that the spec, which lists its cells,
+    and the cells need not import each other."""
+
+    scenario: ScenarioSection
+    population: PopulationSection
+    privacy: PrivacySection
+    learners: LearnersSection
+    run: RunSection
+    grid_axis: str
+
+    @property
+    def grid(self) -> tuple[float, ...]: ...
+    @property
+    def n_grid(self) -> tuple[int, ...]: ...
+    @property
+    def is_dataset(self) -> bool: ...
+    @property
+    def task(self) -> str: ...
 
 
 @cache
@@ -50,7 +72,7 @@ def _digest(path: str, mtime_ns: int, size: int) -> str:
 _TABLE_KEYS = ("table", "test_table", "label", "classes", "categorical", "edges")
 
 
-def scenario_schema(spec: ScenarioSpec):
+def scenario_schema(spec: Scenario):
     """The ``Schema`` of the scenario's built-in population (n_states per attribute, the classes: what
     the release planner reads): its table's (``population.table``, read once per process) or its
     dataset's."""
@@ -68,7 +90,7 @@ def scenario_schema(spec: ScenarioSpec):
     return load(spec.population.dataset).schema
 
 
-def population_shape(spec: ScenarioSpec) -> tuple[int, int | None, int]:
+def population_shape(spec: Scenario) -> tuple[int, int | None, int]:
     """(D, states per feature or None, classes) of the scenario's built-in population: its table
     (``population.table``) or its dataset."""
     if not spec.population.table:
@@ -98,7 +120,7 @@ class PrivacyParams:
 
 @dataclass(frozen=True)
 class CellSpec:
-    spec: ScenarioSpec
+    spec: Scenario
     g: int
     n: int
     r: int
@@ -226,7 +248,7 @@ def _unset_as_zero(d: dict[str, Any], keys) -> dict[str, Any]:
     return {k: 0.0 if k in keys and (v is None or v == UNSET) else v for k, v in d.items()}
 
 
-def _record_budget(spec: ScenarioSpec, v: float, base: dict) -> PrivacyParams:
+def _record_budget(spec: Scenario, v: float, base: dict) -> PrivacyParams:
     """ε per record split: the label gets split.label·ε, the features split.features·ε, shared by the
     fields a client releases (all D, or n_sampled of them: each released field gets
     split.features·ε / m; a joint Gaussian block is one field and gets all of it). Randomised

@@ -16,7 +16,7 @@ from ..learners import check_names
 from ..learners import names as learner_names
 from ..population import population_parameters
 from ..run_config import RunConfig
-from ._spec import DEFAULT_SPLIT, GRID_KEYS, REGRESSION_DATASETS, _key_path
+from ._sections import DEFAULT_SPLIT, GRID_KEYS, REGRESSION_DATASETS, _key_path
 
 
 def _need(path: str, ok: bool, msg: str) -> None:

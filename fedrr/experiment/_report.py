@@ -261,27 +261,3 @@ def _fmt_eps(e: float) -> str:
 def metric_of(cfg: ScenarioSpec) -> str:
     """What a scenario's cells are scored by: test accuracy, or test MSE for regression."""
     return cfg.metric
-
-
-def write_reports(out: str | Path) -> dict[str, Any]:
-    """results.csv, summary.md and the plots; returns what was written."""
-    out = Path(out)
-    cfg, recs, missing = load_results(out)
-    table = rows(recs)
-    write_csv(out / "results.csv", table)
-    from ..io import atomic_write_text
-    from ._summary import summary_markdown
-
-    md = summary_markdown(out)
-    atomic_write_text(out / "summary.md", md)
-    from ._plots import plot
-
-    plots = plot(out) if recs else []
-    return {
-        "csv": out / "results.csv",
-        "summary": out / "summary.md",
-        "plots": plots,
-        "rows": len(table),
-        "missing": missing,
-        "markdown": md,
-    }

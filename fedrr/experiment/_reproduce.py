@@ -69,7 +69,7 @@ def reproduce(
     """Rerun ``results_dir``'s sweep (all cells, or those at ``grid_indices``; with ``repeats``, only
     its first ``repeats`` repeats) into ``out`` (a new scratch directory by default) and compare;
     returns ``compare``'s record plus ``out``."""
-    from ._report import write_reports
+    from ._outputs import write_reports
     from ._spec import first_repeats, load_scenario
     from ._sweep import sweep
 

@@ -117,7 +117,7 @@ def _check_fewer_repeats(out: Path, n: int) -> None:
 
 
 def _cmd_sweep(args, single: bool) -> int:
-    from ._report import write_reports
+    from ._outputs import write_reports
     from ._spec import first_repeats, load_scenario
     from ._sweep import sweep
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 from scipy.stats import truncnorm
@@ -11,8 +11,20 @@ from scipy.stats import truncnorm
 from ._continuous_posteriors import _truncnorm_sample, log1mexp, log_normal_mass
 from ._exact_sampling import _LOG_HALF, _cell, log_cell_mass
 
-if TYPE_CHECKING:
-    from ._snapping import SnappingLaplaceMechanism
+
+class SnappedGrid(Protocol):
+    """What a snapped posterior reads of its mechanism (SnappingLaplaceMechanism implements it):
+    the noise scale λ, the grid spacing Λ and clamp M in normalised units, and the feature's
+    midpoint and range Δ. Declared here so the posteriors need not import the mechanism."""
+
+    lam: float
+    Lambda: float
+    M: int
+    mid: float
+    range: float
+
+    def log_pmf_index(self, k, z) -> np.ndarray: ...
+
 
 # ------------------------------------------------------------------------------ posterior
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(16)
@@ -28,7 +40,7 @@ class SnappedPosterior:
     Works in normalised units z = (x − mid)/Δ; ``sample``/``logpdf``/``mean`` use the feature's units.
     """
 
-    def __init__(self, mech: SnappingLaplaceMechanism, k: np.ndarray, edges: np.ndarray, probs: np.ndarray):
+    def __init__(self, mech: SnappedGrid, k: np.ndarray, edges: np.ndarray, probs: np.ndarray):
         self.mech, self.k = mech, k
         lam, Lam, M = mech.lam, mech.Lambda, mech.M
         a, b = _cell(k, Lam, M)
@@ -159,7 +171,7 @@ class SnappedGaussianPosterior:
 
     _KINDS = np.array([0, 2, 4, 3, 1])  # const below, left of cell, inside, right of cell, const above
 
-    def __init__(self, mech: SnappingLaplaceMechanism, k: np.ndarray, mean: np.ndarray, var: np.ndarray):
+    def __init__(self, mech: SnappedGrid, k: np.ndarray, mean: np.ndarray, var: np.ndarray):
         self.mech, self.k = mech, k
         lam = mech.lam
         a, b = _cell(k, mech.Lambda, mech.M)
