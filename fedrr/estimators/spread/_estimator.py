@@ -547,7 +547,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
 
 
 def check_clean_X(X, layout: ColumnLayout) -> np.ndarray:
-    """Clean records (n, D) in the layout's domain, as floats: the input of ``predict``."""
+    """Clean records (n, D) in the layout's domain, as floats: the input of ``predict``. Numeric
+    values beyond their column's declared bounds are clipped to them: the model was fitted on that
+    domain, and a value of 1e300 would otherwise overflow its logits into NaN probabilities."""
     Xa = as_array("X", X, f"must be a 2-d array (n_records, {layout.n_features})")
     if Xa.ndim != 2:
         raise ValidationError("X", f"must be 2-d (n_records, {layout.n_features}), got shape {Xa.shape}")
@@ -561,6 +563,10 @@ def check_clean_X(X, layout: ColumnLayout) -> np.ndarray:
         sub = Xa[:, layout.discrete]
         if np.any(sub != np.round(sub)) or np.any(sub < 0) or np.any(sub >= kk):
             raise ValidationError("X", "discrete columns must hold integer states in {0, ..., k-1}")
+    bounded = ~layout.discrete & np.isfinite(layout.lower) & np.isfinite(layout.upper)
+    if bounded.any():
+        Xa = Xa.copy()  # never the caller's array
+        Xa[:, bounded] = np.clip(Xa[:, bounded], layout.lower[bounded], layout.upper[bounded])
     return Xa
 
 
