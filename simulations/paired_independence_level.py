@@ -1,13 +1,16 @@
 """The level of the paired fallback's independence test itself (``fedrr.estimators.spread.independence_test``,
-no estimator around it) on no-signal paired releases, beside Hotelling's T² on the same terms (their
-empirical covariance and an F reference), the form it replaced.
+no estimator around it) on no-signal paired releases: its p-value by the parametric bootstrap (at most
+``--boot`` draws, seeded by the pool), beside the chi-square reference of the same statistic and, with
+``--hotelling``, Hotelling's T² on the same terms (their empirical covariance and an F reference).
 
 Pools: N records with D = 3 attributes of (3, 3, 2) states and labels independent of them (two
 classes with P(1) 0.43, or three), released by ``PairedRecordMechanism`` (``n_sampled`` pairs at ε
 per record, oracle "auto"), or the level script's pools (400 records, 5 attributes of 3 states, two
 classes with P(1) 0.35, one pair at ε per record), or OLH's regime at ε 1: one attribute of 10 states
 and 333 records ("olh10"), six attributes of 4-10 states and 2,000 records ("adult6"). Rate of
-p ≤ alpha over ``--pools`` pools with its 95 % Clopper–Pearson interval; ``--only`` runs some kinds.
+p ≤ alpha over ``--pools`` pools with its 95 % Clopper–Pearson interval; ``--only`` runs some kinds,
+``--rows`` some rows of ``SETTINGS`` (by index). Writes ``independence_direct.md`` (with ``--name``
+another name).
 
     python simulations/paired_independence_level.py --pools 1000 --out results/spread_fallback_level
 """
@@ -26,7 +29,7 @@ from fedrr.estimators.spread import independence_terms, independence_test
 from fedrr.io import markdown_table, write_report
 from fedrr.mechanisms import PairedRecordMechanism
 
-#: (pools, classes, pairs per record, ε per record, records)
+#: (pools, classes, pairs per record, ε per record, records[, pair oracle: "auto" unless given])
 SETTINGS = [
     ("small", 2, 1, 1.0, 600),
     ("small", 3, 1, 1.0, 600),
@@ -40,23 +43,37 @@ SETTINGS = [
     ("level", 3, 1, 2.0, 400),
     ("olh10", 2, 1, 1.0, 333),
     ("adult6", 2, 1, 1.0, 2000),
+    ("adult6", 2, 1, 0.5, 600),
+    ("adult6", 3, 1, 1.0, 5000),
+    ("adult6", 2, 1, 1.0, 2000, "oue"),
+    ("adult6", 2, 2, 1.0, 5000, "oue"),
 ]
 #: the attributes' states per kind of pool: "olh10" one 10-state attribute (its oracle OLH at ε 1),
 #: "adult6" six of 4-10 states (mostly OLH at ε 1, the review's Adult-like pools)
 STATES = {"small": (3, 3, 2), "level": (3,) * 5, "olh10": (10,), "adult6": (5, 7, 10, 4, 8, 9)}
 
 
-def pool(kind: str, classes: int, n_sampled: int, eps: float, n: int, seed: int):
+def pool(kind: str, classes: int, n_sampled: int, eps: float, n: int, seed: int, oracle: str = "auto", signal=0.0):
+    """One pool's releases; ``signal`` (two classes): the attributes' logistic coefficients on their
+    states scaled to [0, 1], +signal and −signal alternately (0: no signal)."""
     rng = np.random.default_rng(seed)
     ks = STATES[kind]
     if classes == 2:
         b = {"small": -0.3, "level": np.log(0.35 / 0.65)}.get(kind, -0.5)
-        ds = make_logistic_discrete(n, ks, np.zeros(len(ks)), b, rng=rng)
+        ds = make_logistic_discrete(n, ks, signal * (-1.0) ** np.arange(len(ks)), b, rng=rng)
     else:
         ds = make_logistic_multiclass_discrete(n, ks, np.zeros((classes, len(ks))), rng=rng)
-    mech = PairedRecordMechanism(ks, classes, eps, n_sampled=n_sampled)
+    mech = PairedRecordMechanism(ks, classes, eps, n_sampled=n_sampled, oracle=oracle)
     Xt, _ = mech.release(ds.X, ds.y, rng=rng)
     return [(mech, np.arange(n))], Xt
+
+
+def oracles(kind: str, classes: int, n_sampled: int, eps: float, oracle: str = "auto") -> str:
+    """The pair oracles of this setting, by name and count."""
+    mech = PairedRecordMechanism(STATES[kind], classes, eps, n_sampled=n_sampled, oracle=oracle)
+    short = {"RandomizedResponse": "RR", "UnaryEncoding": "OUE", "LocalHashing": "OLH"}
+    names = [short[type(o).__name__] for o in mech.oracles]
+    return " ".join(f"{names.count(k)} {k}" for k in ("RR", "OUE", "OLH") if k in names)
 
 
 def hotelling_p(groups, X) -> float:
@@ -82,33 +99,75 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pools", type=int, default=1000)
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--only", nargs="+", choices=sorted(STATES), help="these kinds of pool only")
+    ap.add_argument("--rows", nargs="+", type=int, help="these rows of SETTINGS only (0-based)")
+    ap.add_argument("--boot", type=int, default=99, help="bootstrap draws at most (0: chi-square only)")
+    ap.add_argument("--hotelling", action="store_true", help="add Hotelling's T² columns")
+    ap.add_argument("--name", default="independence_direct.md")
+    ap.add_argument("--power", type=str, help="signals (comma-separated): the kept rate at alpha 0.05 per signal")
+    ap.add_argument("--records", type=str, default="600,2000", help="records per pool for --power")
     args = ap.parse_args(argv)
+    if args.power:
+        return power(args, argv)
     rows = []
-    for kind, classes, n_sampled, eps, n in SETTINGS:
-        if args.only and kind not in args.only:
+    for i, (kind, classes, n_sampled, eps, n, *oracle) in enumerate(SETTINGS):
+        if (args.only and kind not in args.only) or (args.rows and i not in args.rows):
             continue
-        score, hot = [], []
+        boot, score, hot, draws = [], [], [], []
         for s in range(args.pools):
-            groups, X = pool(kind, classes, n_sampled, eps, n, 100 + s)
-            score.append(independence_test(groups, X)["p_value"])
-            hot.append(hotelling_p(groups, X))
-        score, hot = np.array(score), np.array(hot)
-        rows.append(
-            [kind, classes, n_sampled, eps, n, args.pools]
-            + [rate(score, 0.05), rate(score, 0.025), f"{score.mean():.3f}", rate(hot, 0.05), rate(hot, 0.025)]
-        )
+            groups, X = pool(kind, classes, n_sampled, eps, n, 100 + s, *oracle)
+            res = independence_test(groups, X, seed=s, n_boot=args.boot)
+            boot.append(res["p_value"])
+            score.append(res["p_chi2"])
+            draws.append(res["n_boot"])
+            if args.hotelling:
+                hot.append(hotelling_p(groups, X))
+        boot, score, hot = np.array(boot), np.array(score), np.array(hot)
+        row = [kind, classes, n_sampled, eps, n, oracles(kind, classes, n_sampled, eps, *oracle), args.pools]
+        row += [rate(boot, 0.05), rate(boot, 0.025), f"{boot.mean():.3f}", f"{np.mean(draws):.1f}"]
+        row += [rate(score, 0.05), f"{score.mean():.3f}"]
+        rows.append(row + ([rate(hot, 0.05), rate(hot, 0.025)] if args.hotelling else []))
         print(rows[-1], flush=True)
-    head = ["pools of", "classes", "pairs per record", "ε per record", "records", "pools"]
-    head += ["score: p ≤ 0.05", "score: p ≤ 0.025", "score: mean p", "Hotelling: p ≤ 0.05", "Hotelling: p ≤ 0.025"]
+    head = ["pools of", "classes", "pairs per record", "ε per record", "records", "oracles", "pools"]
+    head += ["bootstrap: p ≤ 0.05", "bootstrap: p ≤ 0.025", "bootstrap: mean p", "draws (mean)"]
+    head += ["chi-square: p ≤ 0.05", "chi-square: mean p"]
+    head += ["Hotelling: p ≤ 0.05", "Hotelling: p ≤ 0.025"] if args.hotelling else []
     args.out.mkdir(parents=True, exist_ok=True)
     print(
         write_report(
-            args.out / "independence_direct.md",
-            "The paired independence test on no-signal pools: score form (the estimator's) and Hotelling's T²",
+            args.out / args.name,
+            "The paired independence test on no-signal pools: the score statistic's bootstrap p-value "
+            f"(at most {args.boot} draws, stopped early by its sequential rule) and its chi-square reference",
             markdown_table(head, rows),
             argv,
         )
     )
+    return 0
+
+
+def power(args, argv) -> int:
+    """The kept rate at alpha 0.05 (bootstrap and chi-square p of the same pools) against the signal
+    for each number of records, in the settings of ``--rows`` (two classes; default the first adult6)."""
+    rows = []
+    for i in args.rows or [SETTINGS.index(("adult6", 2, 1, 1.0, 2000))]:
+        kind, classes, n_sampled, eps, _, *oracle = SETTINGS[i]
+        for n in (int(v) for v in args.records.split(",")):
+            for signal in (float(v) for v in args.power.split(",")):
+                boot, score = [], []
+                for s in range(args.pools):
+                    groups, X = pool(kind, classes, n_sampled, eps, n, 100 + s, *(oracle or ["auto"]), signal=signal)
+                    res = independence_test(groups, X, seed=s, n_boot=args.boot)
+                    boot.append(res["p_value"])
+                    score.append(res["p_chi2"])
+                row = [kind, n_sampled, eps, n, oracles(kind, classes, n_sampled, eps, *oracle), signal, args.pools]
+                rows.append(row + [rate(np.array(boot), 0.05), rate(np.array(score), 0.05)])
+                print(rows[-1], flush=True)
+    head = ["pools of", "pairs per record", "ε per record", "records", "oracles", "signal", "pools"]
+    head += ["bootstrap: p ≤ 0.05", "chi-square: p ≤ 0.05"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    title = "The paired independence test's power: kept rate at alpha 0.05 against the signal (the attributes' "
+    title += "logistic coefficients on their states scaled to [0, 1], ±signal alternately), bootstrap p-value "
+    title += "and chi-square reference"
+    print(write_report(args.out / args.name, title, markdown_table(head, rows), argv))
     return 0
 
 

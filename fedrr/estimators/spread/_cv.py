@@ -29,7 +29,8 @@ label released by its own mechanism, independently of the attributes (``RecordMe
 report) have no released label to permute: there nothing is held out, C is chosen by the held-out
 likelihood of the pair reports in folds over all the releases, and the test is
 ``_cv_paired``'s test of independence of the label and the attributes on all the releases
-(a score test, chi-square reference; its level is measured, not exact).
+(a score test, its p-value by a parametric bootstrap through the mechanism seeded by
+``random_state``; its level is measured, not exact).
 
 What it does not guarantee. It tests "the model fitted on A beats the intercept-only model on
 B's releases", not "beats some competitor" (a better model than the one kept may exist), and it
@@ -346,7 +347,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         data = task_data(self, p, (Xv, yi, mechs, fold), n_classes, seed, paired, fit_args, memo)
         n_tasks = max(2, p["cv"] * len(p["Cs"]) * len(p["prior_strengths"]))  # the most actors that have work
         if paired:  # the test needs no model: run it first, and fit no candidate when it keeps none
-            self._test_paired(p, Xv, groups)
+            self._test_paired(p, Xv, groups, seed)
             if p["fallback"] and not self.p_value_ <= p["alpha"]:  # as _finish decides (a NaN p keeps none)
                 self._no_selection(p)
                 return self._finish(p, (X, y, mechanism, memo), Xv, yi, groups, layout, n, n, None, base.classes_)
@@ -389,17 +390,20 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         given = (X, y, mechanism, memo)
         return self._finish(p, given, Xv, yi, groups, layout, sel.size, n_test, best, base.classes_, *refit)
 
-    def _test_paired(self, p: dict, Xv, groups: list) -> None:
+    def _test_paired(self, p: dict, Xv, groups: list, seed: int) -> None:
         """The fallback's test on paired releases (``_cv_paired.independence_test``): is the label
-        associated with any attribute in the pair tables of all the releases? No model enters it."""
-        res = independence_test(groups, Xv)
+        associated with any attribute in the pair tables of all the releases? No model enters it; its
+        bootstrap draws take the CV's one seed, so a ``random_state`` gives the same p-value."""
+        res = independence_test(groups, Xv, seed=seed)
         self.p_value_ = res["p_value"]
         self.gain_ = {
             "statistic": "independence",
             "value": res["statistic"],  # the score statistic T
             "df": res["df"],
             "z": res["z"],  # the p-value as a one-sided normal quantile, for the reader
-            "p_value": res["p_value"],
+            "p_value": res["p_value"],  # by the parametric bootstrap
+            "p_chi2": res["p_chi2"],  # the statistic's chi-square reference, for the reader
+            "n_boot": res["n_boot"],  # the bootstrap draws made
             "alpha": p["alpha"],
             "n_selection": int(Xv.shape[0]),
             "n_test": int(Xv.shape[0]),
