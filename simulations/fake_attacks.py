@@ -164,6 +164,13 @@ def accuracy_rows(args, out: Path) -> list[dict]:
 TARGET_LEARNERS = ("spread-robust", "ldp-nb", "ldp-nb-robust")
 
 
+def _target_cell(cell, out: Path, args) -> dict | None:
+    """``_cell``, or with ``--finished-only`` the finished cell's record and None for the others."""
+    if args.finished_only and not is_done(cell, out):
+        return None
+    return _cell(cell, out)
+
+
 def target_rows(args, out: Path) -> list[dict]:
     """The issue's target rows only (ε 4, output attack, ``--target-fractions``): the learners the
     defence changes at ``--spread-seeds`` seeds, and spread (robust="none") at ``--baseline-seeds``
@@ -174,13 +181,16 @@ def target_rows(args, out: Path) -> list[dict]:
     for f in args.target_fractions:
         if args.spread_seeds == 0:  # spread's cells only (run beside the robust ones)
             spec = scenario(f"target-spread-e4-output-f{f:g}", args, 4.0, f, "output", ("spread",), args.baseline_seeds)
-            [_cell(c, out / "cells" / spec.name) for c in spec.cells()]
+            [_target_cell(c, out / "cells" / spec.name, args) for c in spec.cells()]
             continue
         spec = scenario(f"target-e4-output-f{f:g}", args, 4.0, f, "output", TARGET_LEARNERS, args.spread_seeds)
         base = scenario(f"target-spread-e4-output-f{f:g}", args, 4.0, f, "output", ("spread",), args.baseline_seeds)
-        plain = {c.r: _cell(c, out / "cells" / base.name) for c in base.cells()} if args.baseline_seeds else {}
+        plain = {c.r: _target_cell(c, out / "cells" / base.name, args) for c in base.cells()}
+        plain = {r: rec for r, rec in plain.items() if rec is not None}
         for cell in spec.cells():
-            rec = _cell(cell, out / "cells" / spec.name)
+            rec = _target_cell(cell, out / "cells" / spec.name, args)
+            if rec is None:
+                continue
             diag = rec["learners"]["spread-robust"].get("diagnostics") or {}
             rejected = " ".join(str(j) for j in diag.get("robust_dropped", []))
             spread, copied = None, False
@@ -403,6 +413,8 @@ def command(args) -> str:
             opts += f" --{name.replace('_', '-')} {getattr(args, name):g}"
     if not args.quick and list(args.spread_fractions) != list(FRACTIONS):
         opts += " --spread-fractions " + " ".join(f"{f:g}" for f in args.spread_fractions)
+    if args.part == "target" and args.finished_only:
+        opts += " --finished-only"
     if args.part == "target" and args.baseline_seeds != args.spread_seeds:
         opts += f" --baseline-seeds {args.baseline_seeds}"
     if args.part == "target" and list(args.target_fractions) != [0.0, 0.01, 0.05]:
@@ -429,6 +441,8 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="--part target: spread's seeds per row (default --spread-seeds)",
     )
+    parser.add_argument("--finished-only", action="store_true",
+                        help="--part target: read the finished cells, run none (the table of a cut run)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="3,000 clients, 0 and 5 %%, 1 seed")
     parser.add_argument("--seeds", type=int, default=10, help="ldp-nb's seeds per accuracy row (default 10)")
     parser.add_argument("--spread-seeds", type=int, default=10,
