@@ -18,7 +18,8 @@ The trim discards at most what the observed excess implies: removing k reports m
 most k·(s_max − m̄·d)/n_j, so k is the least count that explains the excess Δ_j, ≈ n_j·Δ_j/(s_max − m̄·d).
 Fakes that release the crafted pair (the output and maximal-gain attacks under k-RR, whose fake pair
 has the largest contribution and is the most frequent of its score) are then removed almost exactly:
-on Adult at ε 4 with 1 % fakes (~300) it drops 302–338 records, against ~2,800 before; an honest pool
+on Adult at ε 4 with 1 % fakes (~300) it drops 253–403 records over 4 seeds, against ~2,800 before
+(results/fake_clients/attacks_target.md); an honest pool
 rejected by chance loses the count its noise excess implies (tests/test_fake_defence.py measures it).
 Records that released the same value are identical releases, so which of them are dropped does not
 matter for one pair per record; with several reports per record the record's other reports go too
