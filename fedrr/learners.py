@@ -260,8 +260,9 @@ def _spread(d: FitData, o: FitOptions, **params):
 @_learner(
     "classification",
     "spread-robust",
-    "spread with the fake-client defence robust='margins': the records that released an attribute whose table's "
-    "class margin disagrees with the others' (attribute sampling; ldp-nb-robust's test) are dropped before the fit",
+    "spread with the fake-client defence robust='margins': for an attribute whose table's class margin disagrees "
+    "with the others' (attribute sampling; ldp-nb-robust's test), the fewest records whose reports carry the excess "
+    "are dropped before the fit",
     accepts=partial(_one_mechanism, "spread-robust"),
 )
 def _spread_robust(d: FitData, o: FitOptions):
@@ -515,8 +516,8 @@ for _name, _params, _doc in (
     (
         "ldp-nb-robust",
         {"robust": "margins"},
-        "ldp-nb with the fake-client defence robust='margins': attributes whose table's class margin disagrees with "
-        "the others' (attribute sampling) are dropped, the class prior pooled over the rest",
+        "ldp-nb with the fake-client defence robust='margins': for an attribute whose table's class margin disagrees "
+        "with the others' (attribute sampling), the fewest reports that carry the excess are trimmed from its table",
     ),
 ):
     _learner("classification", _name, _doc, accepts=partial(_one_mechanism, _name))(

@@ -161,6 +161,98 @@ def accuracy_rows(args, out: Path) -> list[dict]:
     return rows
 
 
+TARGET_LEARNERS = ("spread-robust", "ldp-nb", "ldp-nb-robust")
+
+
+def _target_cell(cell, out: Path, args) -> dict | None:
+    """``_cell``, or with ``--finished-only`` the finished cell's record and None for the others."""
+    if args.finished_only and not is_done(cell, out):
+        return None
+    return _cell(cell, out)
+
+
+def target_rows(args, out: Path) -> list[dict]:
+    """The issue's target rows only (ε 4, output attack, ``--target-fractions``): the learners the
+    defence changes at ``--spread-seeds`` seeds, and spread (robust="none") at ``--baseline-seeds``
+    (the first of the same seeds). Where spread did not run on a seed whose spread-robust rejected
+    nothing, spread is spread-robust's figure: with nothing rejected the defence passes the pool on
+    unchanged (``drop_inconsistent``), so the two fits are the same fit ('spread from robust')."""
+    rows = []
+    for f in args.target_fractions:
+        if args.spread_seeds == 0:  # spread's cells only (run beside the robust ones)
+            spec = scenario(f"target-spread-e4-output-f{f:g}", args, 4.0, f, "output", ("spread",), args.baseline_seeds)
+            [_target_cell(c, out / "cells" / spec.name, args) for c in spec.cells()]
+            continue
+        spec = scenario(f"target-e4-output-f{f:g}", args, 4.0, f, "output", TARGET_LEARNERS, args.spread_seeds)
+        base = scenario(f"target-spread-e4-output-f{f:g}", args, 4.0, f, "output", ("spread",), args.baseline_seeds)
+        plain = {c.r: _target_cell(c, out / "cells" / base.name, args) for c in base.cells()}
+        plain = {r: rec for r, rec in plain.items() if rec is not None}
+        for cell in spec.cells():
+            rec = _target_cell(cell, out / "cells" / spec.name, args)
+            if rec is None:
+                continue
+            diag = rec["learners"]["spread-robust"].get("diagnostics") or {}
+            rejected = " ".join(str(j) for j in diag.get("robust_dropped", []))
+            spread, copied = None, False
+            if cell.r in plain:
+                spread = plain[cell.r]["learners"]["spread"].get("accuracy")
+            elif not rejected:
+                spread, copied = rec["learners"]["spread-robust"].get("accuracy"), True
+            row = {"epsilon": 4.0, "attack": "none" if f == 0 else "output", "fake_fraction": f, "seed": rec["seed"],
+                   "spread": spread, **{n: rec["learners"][n].get("accuracy") for n in TARGET_LEARNERS},
+                   "spread_from_robust": copied, "flagged": rec["frequency_check"]["flagged"],
+                   "robust_rejected": rejected, "robust_n_dropped": diag.get("robust_n_dropped")}  # fmt: skip
+            rows.append(row)
+            print("  " + " ".join(f"{k} {v}" for k, v in row.items()), flush=True)
+    return rows
+
+
+def target_md(args, rows: list[dict]) -> list[str]:
+    """mean ± sd per row, and the recovery share at each attacked fraction against 0 %."""
+    cols = ("spread", *TARGET_LEARNERS)
+    lines = [
+        f"## ε 4, output attack on (native country = US, >50K), {args.n_clients:,} clients: the trimming recovery",
+        "",
+        "Test accuracy on adult.test, mean ± sd over seeds (seed r is the same honest pool in every row; the "
+        "number of seeds in brackets). spread-robust and ldp-nb-robust: robust='margins' with the trimming "
+        "recovery; spread: robust='none'. 'spread from robust': seeds where spread was not fitted and is "
+        "spread-robust's figure, which is the same fit when the test rejected nothing (the pool passes "
+        "unchanged). 'flagged': pools the frequency check (α = 0.01) flagged; 'rejected': spread-robust fits "
+        "whose consistency test rejected an attribute; 'records dropped': spread-robust's trimmed records, "
+        "mean (min–max).",
+        "",
+        "| fakes | " + " | ".join(cols) + " | spread from robust | flagged | rejected | records dropped |",
+        "|---" * (len(cols) + 5) + "|",
+    ]
+    by_f = {f: [r for r in rows if r["fake_fraction"] == f] for f in args.target_fractions}
+    for f, rs in sorted(by_f.items()):
+        nd = [r["robust_n_dropped"] or 0 for r in rs]
+        lines.append(
+            f"| {100 * f:g} % | "
+            + " | ".join(_ms([r[c] for r in rs], True) for c in cols)
+            + f" | {sum(r['spread_from_robust'] for r in rs)} of {len(rs)}"
+            + f" | {sum(r['flagged'] for r in rs)} of {len(rs)}"
+            + f" | {sum(bool(r['robust_rejected']) for r in rs)} of {len(rs)}"
+            + f" | {np.mean(nd):.0f} ({min(nd)}–{max(nd)}) |"
+        )
+    lines += ["", "Against spread, per seed: gap = spread-robust − spread (target at 0 and 1 %: ≥ −0.003); "
+              "removed = spread(0 %) − spread(f); recovered = spread-robust(f) − spread(f); share = "
+              "recovered / removed (means over the seeds that have both; target at 5 %: ≥ 50 %).", "",
+              "| fakes | seeds | gap | removed | recovered | share |", "|---|---|---|---|---|---|"]  # fmt: skip
+    honest = {r["seed"]: r for r in by_f.get(0.0, []) if r["spread"] is not None}
+    for f, rs in sorted(by_f.items()):
+        rs = [r for r in rs if r["spread"] is not None and r["spread-robust"] is not None]
+        gap = _ms([r["spread-robust"] - r["spread"] for r in rs])
+        both = [r for r in rs if r["seed"] in honest] if f > 0 else []
+        removed = np.array([honest[r["seed"]]["spread"] - r["spread"] for r in both])
+        rec = np.array([r["spread-robust"] - r["spread"] for r in both])
+        share = rec.mean() / removed.mean() if both and removed.mean() > 0 else float("nan")
+        cells = [_ms(removed), _ms(rec)] if both else ["–", "–"]
+        pct = f"{share:.0%}" if np.isfinite(share) else "–"
+        lines.append(f"| {100 * f:g} % | {len(rs)} | {gap} | {cells[0]} | {cells[1]} | {pct} |")
+    return lines + [""]
+
+
 def _split_oue(n_clients: int, seed: int) -> DatasetPopulation:
     """Label by RR at ε 2 and one sampled attribute at ε 2: native country by OUE, the others by the
     least-variance oracle (the split release of configs/adult.toml at ε 4, OUE forced on column 11)."""
@@ -321,6 +413,12 @@ def command(args) -> str:
             opts += f" --{name.replace('_', '-')} {getattr(args, name):g}"
     if not args.quick and list(args.spread_fractions) != list(FRACTIONS):
         opts += " --spread-fractions " + " ".join(f"{f:g}" for f in args.spread_fractions)
+    if args.part == "target" and args.finished_only:
+        opts += " --finished-only"
+    if args.part == "target" and args.baseline_seeds != args.spread_seeds:
+        opts += f" --baseline-seeds {args.baseline_seeds}"
+    if args.part == "target" and list(args.target_fractions) != [0.0, 0.01, 0.05]:
+        opts += " --target-fractions " + " ".join(f"{f:g}" for f in args.target_fractions)
     if not args.quick and list(args.eps) != [4.0, 2.0]:
         opts += " --eps " + " ".join(f"{e:g}" for e in args.eps)
     return COMMAND + opts
@@ -329,7 +427,22 @@ def command(args) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="results/fake_clients", help="output folder (default results/fake_clients)")
-    parser.add_argument("--part", choices=("all", "accuracy", "flags"), default="all")
+    parser.add_argument("--part", choices=("all", "accuracy", "flags", "target"), default="all")
+    parser.add_argument(
+        "--target-fractions",
+        type=float,
+        nargs="+",
+        default=[0.0, 0.01, 0.05],
+        help="--part target: the fake fractions of its ε 4 output-attack rows (default 0 0.01 0.05)",
+    )
+    parser.add_argument(
+        "--baseline-seeds",
+        type=int,
+        default=None,
+        help="--part target: spread's seeds per row (default --spread-seeds)",
+    )
+    parser.add_argument("--finished-only", action="store_true",
+                        help="--part target: read the finished cells, run none (the table of a cut run)")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="3,000 clients, 0 and 5 %%, 1 seed")
     parser.add_argument("--seeds", type=int, default=10, help="ldp-nb's seeds per accuracy row (default 10)")
     parser.add_argument("--spread-seeds", type=int, default=10,
@@ -346,6 +459,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.quick:
         args.n_clients, args.fractions, args.seeds, args.flag_seeds, args.eps = 3000, (0.0, 0.05), 1, 1, [4.0]
         args.spread_seeds = args.spread_other_seeds = 1
+    if args.baseline_seeds is None:
+        args.baseline_seeds = args.spread_seeds
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = [
@@ -363,6 +478,12 @@ def main(argv: list[str] | None = None) -> None:
         acc = accuracy_rows(args, out)
         write_csv(out / "attacks_accuracy.csv", acc, args)
         lines += accuracy_md(args, acc)
+    if args.part == "target":
+        rows = target_rows(args, out)
+        if not rows:
+            return
+        write_csv(out / "attacks_target.csv", rows, args)
+        lines += target_md(args, rows)
     if args.part in ("all", "flags"):
         flags = flag_rows(args)
         write_csv(out / "attacks_flags.csv", flags, args)

@@ -1,6 +1,7 @@
 """Spread-EM's fake-client defence robust="margins" (learner spread-robust): on a synthetic paired
-pool with output-attack fakes on one attribute it drops that attribute's records (and only those)
-and its accuracy comes back towards the clean pool's; on an honest pool it drops nothing and is the
+pool with output-attack fakes on one attribute it rejects that attribute and trims about the fakes'
+number of its records (not the attribute's honest ones) and its accuracy comes back towards the clean
+pool's; on an honest pool it drops nothing and is the
 plain fit; split releases, the CV and the learner; bad parameters and unsupported uses name their field."""
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def _spread(**kw):
     return SpreadLogisticRegression(random_state=0, max_iter=80, **kw)
 
 
-def test_robust_margins_drops_the_attacked_attribute_and_recovers_accuracy():
+def test_robust_margins_trims_about_the_fakes_and_recovers_accuracy():
     rm, Xt, Xa = _paired_pools()
     Xte, yte = _data(5000, 2)
     clean = _spread().fit(Xt, None, mechanism=rm).score(Xte, yte)
@@ -51,8 +52,8 @@ def test_robust_margins_drops_the_attacked_attribute_and_recovers_accuracy():
     defended = est.score(Xte, yte)
     assert np.flatnonzero(~est.consistent_).tolist() == [0]
     assert est.margin_z_[0] > est.margin_z_critical_ + 5
-    # every record that released attribute 0 is dropped: the 600 fakes and the honest ~1/6
-    assert est.n_dropped_ == int((~np.isnan(Xa[:, 0])).sum()) and est.n_dropped_ > 600 + 800
+    # about the 600 fakes are trimmed, not the ~1,600 records that released attribute 0 (the former drop)
+    assert 450 < est.n_dropped_ < 800 < int((~np.isnan(Xa[:, 0])).sum())
     assert clean - attacked > 0.03  # the attack does damage (0.757 -> 0.706)
     assert abs(defended - clean) < 0.5 * abs(attacked - clean)  # 0.745: most of it comes back
 
@@ -81,7 +82,7 @@ def test_robust_margins_in_the_cv_and_the_learner():
 
 def test_robust_margins_on_split_releases_drops_the_records_with_their_labels():
     """Split release (label by RR at ε 2, one sampled attribute by RR at ε 2): fakes send attribute
-    0 = 0 and label 1. The attribute's records go, their label reports with them."""
+    0 = 0 and label 1. About the fakes' number of the attribute's records go, their label reports with them."""
     X, y = _data(6000, 1)
     rr = RandomizedResponse(K, epsilon=2.0)
     rm = RecordMechanism([rr] * F, RandomizedResponse(2, epsilon=2.0), n_sampled=1)
@@ -91,7 +92,7 @@ def test_robust_margins_on_split_releases_drops_the_records_with_their_labels():
     Xa, ya = np.vstack([Xt, fakes]), np.r_[yt, np.ones(600)]
     est = _spread(robust="margins").fit(Xa, ya, mechanism=rm)
     assert np.flatnonzero(~est.consistent_).tolist() == [0]
-    assert est.n_dropped_ == int((~np.isnan(Xa[:, 0])).sum())
+    assert 300 < est.n_dropped_ < 800 < int((~np.isnan(Xa[:, 0])).sum())
     Xte, yte = _data(5000, 2)
     assert est.score(Xte, yte) > _spread().fit(Xa, ya, mechanism=rm).score(Xte, yte)
 
@@ -157,7 +158,7 @@ def test_the_cv_drop_reads_the_selection_part_only():
     kw = {"Cs": (1.0,), "cv": 2, "random_state": 0, "max_iter": 10, "cv_max_iter": 10, "n_permutations": 19}
     fits = [SpreadLogisticRegressionCV(robust="margins", **kw).fit(Xa, lab, mechanism=rm) for lab in (ya, yb)]
     a, b = fits
-    assert np.flatnonzero(~a.consistent_).tolist() == [0] and a.n_dropped_ == int((~np.isnan(Xa[:, 0])).sum())
+    assert np.flatnonzero(~a.consistent_).tolist() == [0] and 0 < a.n_dropped_ < int((~np.isnan(Xa[:, 0])).sum())
     np.testing.assert_array_equal(a.consistent_, b.consistent_)
     np.testing.assert_array_equal(a.margin_z_, b.margin_z_)
     assert a.n_dropped_ == b.n_dropped_ and a.gain_["n_test"] == b.gain_["n_test"]

@@ -42,7 +42,7 @@ from ._sklearn import class_labels, validate, warn_clean
 
 METHODS = ("auto", "mle", "projection", "clip")
 _MLE = "LDPNaiveBayes(method='mle')"  # who the solver's ConvergenceError names
-#: robust="margins": drop the attributes whose table's class margin disagrees with the others'
+#: robust="margins": trim the reports that carry a rejected attribute's excess class margin (``margin_trim``)
 ROBUST = ("none", "margins")
 #: log of the smallest positive double: the floor for log-probabilities estimated as exactly 0
 LOG_FLOOR = math.log(np.finfo(float).tiny)
@@ -228,6 +228,11 @@ def mle_tables(
 # --------------------------------------------------------------------------- defence
 
 
+def _reference_margin(per_report: list[np.ndarray]) -> np.ndarray:
+    """m̄: the per-class median over the tested attributes (≥ 2 reports) of their class margins."""
+    return np.median(np.array([r.mean(axis=0) for r in per_report if r.shape[0] > 1]), axis=0)
+
+
 def margin_consistency(per_report: list[np.ndarray], alpha: float) -> tuple[np.ndarray, np.ndarray, float]:
     """The cross-attribute consistency test behind ``robust="margins"``. ``per_report[j]`` (n_j, C):
     each report's unbiased contribution to attribute j's class margin P̂_j(c) = Σ_s P̂_j(s, c), whose
@@ -237,7 +242,7 @@ def margin_consistency(per_report: list[np.ndarray], alpha: float) -> tuple[np.n
     z_j = max_c |m_j,c − m̄_c| / √(se_j,c² + se_m̄,c²), se_j,c the sample standard deviation of the
     per-report values over √n_j, se_m̄,c² = (π/2)·mean_j se_j,c² / F (the large-sample variance of a
     median). Attribute j is inconsistent when z_j > Φ⁻¹(1 − α/(2FC)) (two-sided, Bonferroni over the
-    F attributes and C classes: an honest pool drops an attribute with probability ≈ α at most).
+    F attributes and C classes: an honest pool has an attribute rejected with probability ≈ α at most).
     Only attributes with at least 2 reports enter the median and are tested (one report has no
     variance; the others are kept, z 0). Returns (consistent (F,) bool, z (F,), the critical z).
     With fewer than 3 tested attributes, or if every tested one is inconsistent (possible when the
@@ -254,7 +259,7 @@ def margin_consistency(per_report: list[np.ndarray], alpha: float) -> tuple[np.n
     rs = [r for r, t in zip(per_report, tested) if t]
     m = np.array([r.mean(axis=0) for r in rs])  # (F', C)
     se2 = np.array([r.var(axis=0, ddof=1) / r.shape[0] for r in rs])
-    med = np.median(m, axis=0)
+    med = _reference_margin(per_report)
     se2_med = (math.pi / 2) * se2.mean(axis=0) / len(rs)
     with np.errstate(divide="ignore", invalid="ignore"):
         z[tested] = np.nan_to_num(np.abs(m - med) / np.sqrt(se2 + se2_med), nan=0.0).max(axis=1)
@@ -262,6 +267,42 @@ def margin_consistency(per_report: list[np.ndarray], alpha: float) -> tuple[np.n
     if not keep[tested].any():
         keep[:] = True
     return keep, z, crit
+
+
+def margin_trim(per_report: list[np.ndarray], keys: list[np.ndarray], consistent: np.ndarray) -> list[np.ndarray]:
+    """The recovery behind ``robust="margins"``, separate from the test (``margin_consistency``
+    detects; this decides what to discard): for each rejected attribute j, the fewest reports whose
+    removal brings j's class margin back to the reference m̄ (``_reference_margin``), and no others.
+    Every report's unbiased margin contribution u_i (``per_report[j]`` rows) is scored along the excess,
+    s_i = u_i·d, d = (m_j − m̄)/‖m_j − m̄‖; reports are removed from the highest score down (ties: the
+    released value, ``keys[j]``, reported most often first — fakes that all release one crafted value
+    make it the most frequent of its score —, then a fixed-seed order) until the kept reports' mean
+    along d is at most m̄·d. Returns, per attribute, the indices (into its reports) to discard; empty
+    for the consistent ones. Why this bound: removing k reports moves the margin along d by at most
+    k·(s_max − m̄·d)/n_j, so k ≥ n_j·Δ_j/(s_max − m̄·d), Δ_j = (m_j − m̄)·d, and taking the largest
+    scores first makes k that least number. Fakes at the maximal score (the output attack's crafted
+    pair under k-RR) are then removed almost exactly (k ≈ their number plus the honest sampling noise
+    of Δ_j); an honest pool, rejected with probability ≤ α, loses the few reports its noise excess needs."""
+    out = [np.zeros(0, dtype=np.int64) for _ in per_report]
+    if bool(np.all(consistent)):
+        return out
+    med = _reference_margin(per_report)
+    rng = np.random.default_rng(0)
+    for j in np.flatnonzero(~np.asarray(consistent, bool)):
+        u = per_report[j]
+        diff = u.mean(axis=0) - med
+        norm = float(np.linalg.norm(diff))
+        if norm == 0.0:
+            continue
+        d = diff / norm
+        s = u @ d - float(med @ d)  # each report's excess along d; their sum is n_j Δ_j > 0
+        key = np.asarray(keys[j])
+        _, inv, counts = np.unique(key, return_inverse=True, return_counts=True, axis=0 if key.ndim == 2 else None)
+        order = np.lexsort((rng.permutation(s.size), -counts[inv.ravel()], -np.round(s, 12)))
+        need = float(s.sum())
+        k = int(np.argmax(np.cumsum(s[order]) >= need * (1 - 1e-12))) + 1  # the first prefix that covers it
+        out[j] = np.sort(order[: min(k, s.size)])
+    return out
 
 
 # --------------------------------------------------------------------------- estimator
@@ -294,12 +335,15 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     impossible under every class shifts all classes alike; a class with no mass in a table gets
     a uniform p(x_j | c). The class prior is not smoothed (as in CategoricalNB), only floored.
 
-    robust="margins" (a defence against fake clients, ``fedrr.fake``; default "none"): before the
-    tables are cleaned, the attributes whose table's class margin disagrees with the other tables'
-    (``margin_consistency`` at level ``robust_alpha``) are dropped — their p(x_j | c) is uniform, so
-    they do not vote — and the class prior is the pooled margin of the kept tables (n_j-weighted; for
-    split releases too, instead of the label reports' own estimate, so the labels of the dropped
-    attribute's clients do not count either). It acts on attacks that put their crafted reports on
+    robust="margins" (a defence against fake clients, ``fedrr.fake``; default "none"), detection
+    and recovery kept apart: the test (``margin_consistency`` at level ``robust_alpha``) rejects the
+    attributes whose table's class margin disagrees with the other tables'; the recovery
+    (``margin_trim``) removes from each rejected table the fewest reports that bring its margin back
+    to the others' median, and nothing else (issue 45: the former drop of the whole attribute let a
+    handful of fakes discard all its honest reports). The tables are then estimated from the kept
+    reports (the attribute still votes) and, when anything was trimmed, the class prior is the
+    tables' pooled margin (n_j-weighted; for split releases too, instead of the label reports' own
+    estimate, so the trimmed clients' labels do not count). It acts on attacks that put their crafted reports on
     one attribute more than on the others — the maximal-gain and output attacks, which release the
     target attribute at every fake client, push that table's class margin towards the target label.
     It does NOT defend: (i) releases without attribute sampling (every client releases every
@@ -310,9 +354,13 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     more than half of the attributes (the median moves); (iii) fakes
     whose crafted reports leave the target table's class margin where it was (pairs promoted with the
     labels at the honest class frequencies); (iv) the input attack below the test's power; (v) any
-    damage to the kept attributes. A dropped attribute's information is lost, and an honest pool
-    loses one with probability ≈ robust_alpha. Learned: ``consistent_`` (F,) bool, ``margin_z_`` (F,)
-    and ``margin_z_critical_`` (all attributes consistent, z 0, when robust="none").
+    damage to the attributes not rejected; (vi) fakes whose reports are not the ones with the largest
+    margin contribution (OLH supports, padded OUE vectors: the trim then removes honest extreme
+    reports instead, correcting the margin but not the table's cells). An honest pool is rejected
+    with probability ≤ robust_alpha and then loses the few reports its noise excess implies.
+    Learned: ``consistent_`` (F,) bool (the test), ``margin_z_`` (F,), ``margin_z_critical_`` (all
+    attributes consistent, z 0, when robust="none"), ``trimmed_`` (per attribute, the records whose
+    report on it was discarded) and ``n_trimmed_`` (F,).
 
     Learned: ``classes_``, ``n_states_`` (k_j), ``n_released_`` (n_j), ``joint_unbiased_`` and
     ``class_prior_unbiased_`` (debiased, before projection), ``joint_`` and ``class_prior_`` (on the
@@ -366,15 +414,20 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
             return self._fit_paired(X, y, mechanism)
         method = "mle" if self.method == "auto" else self.method
         rel = check_releases(X, y, mechanism)
-        tables, n_released, freq = _unbiased(rel)
         if self.robust == "margins":
             V = rel.label.unbiased_onehot(rel.y)
             per_report = [
                 m.unbiased_onehot(x).sum(axis=1)[:, None] * V[r] for m, x, r in zip(rel.mechs, rel.values, rel.rows)
             ]
             self._robust_test(per_report)
+            keys = [np.column_stack([x, rel.y[r]]) for x, r in zip(rel.values, rel.rows)]  # (report, label)
+            cut = self._trim(per_report, keys, rel.rows)
+            kept = [np.setdiff1d(np.arange(r.size), c) for r, c in zip(rel.rows, cut)]
+            rel = Releases([r[k] for r, k in zip(rel.rows, kept)], [x[k] for x, k in zip(rel.values, kept)],
+                           rel.y, rel.mechs, rel.label)  # fmt: skip
         else:
-            self._robust_test(None, len(tables))
+            self._robust_test(None, len(rel.rows))
+        tables, n_released, freq = _unbiased(rel)
         if method == "clip":
             joint = [clip_table(t) for t in tables]
             prior, n_iter = clip_table(freq), 1
@@ -383,10 +436,8 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
             prior, n_iter = project_to_simplex(freq), 1
         if method == "mle":
             joint, prior, n_iter = mle_tables(rel, joint, prior, tol=self.tol, max_iter=self.max_iter)
-        if self.robust == "margins":  # the kept tables' pooled class margin: the dropped clients' labels do not count
-            prior = clip_table(
-                _pooled_margin([t for t, k in zip(tables, self.consistent_) if k], n_released[self.consistent_])
-            )
+        if self.n_trimmed_.any():  # the trimmed tables' pooled class margin: the trimmed clients' labels do not count
+            prior = clip_table(_pooled_margin(tables, n_released))
         if hasattr(self, "feature_names_in_"):  # left by an earlier clean fit on a DataFrame
             del self.feature_names_in_
         self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, freq, n_iter
@@ -401,21 +452,25 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         prior is their class margin pooled over attributes; conditionals from each table (_set_model)."""
         method = "clip" if self.method == "auto" else self.method
         rel = check_paired_releases(X_tilde, y_tilde, mechanism)
-        tables, n_released, freq = _paired_unbiased(rel)
         if self.robust == "margins":
-            self._robust_test([mechanism.unbiased_pair_table(j, v).sum(axis=1) for j, v in enumerate(rel.values)])
+            per_report = [mechanism.unbiased_pair_table(j, v).sum(axis=1) for j, v in enumerate(rel.values)]
+            self._robust_test(per_report)
+            cut = self._trim(per_report, rel.values, rel.rows)
+            kept = [np.setdiff1d(np.arange(r.size), c) for r, c in zip(rel.rows, cut)]
+            rel = PairedReleases([r[k] for r, k in zip(rel.rows, kept)], [v[k] for v, k in zip(rel.values, kept)],
+                                 mechanism)  # fmt: skip
         else:
-            self._robust_test(None, len(tables))
-        keep = self.consistent_
-        # the unbiased pooled margin (of the kept tables), negative entries clipped
-        n_iter, prior = 1, clip_table(_pooled_margin([t for t, k in zip(tables, keep) if k], n_released[keep]))
+            self._robust_test(None, len(rel.rows))
+        tables, n_released, freq = _paired_unbiased(rel)
+        # the unbiased pooled margin (of the trimmed tables), negative entries clipped
+        n_iter, prior = 1, clip_table(_pooled_margin(tables, n_released))
         if method == "clip":
             joint = [clip_table(t) for t in tables]
         else:
             joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
             if method == "mle":  # the maximum-likelihood tables' own pooled margin
                 joint, n_iter = paired_mle_tables(rel, joint, tol=self.tol, max_iter=self.max_iter)
-                prior = _pooled_margin([t for t, k in zip(joint, keep) if k], n_released[keep])
+                prior = _pooled_margin(joint, n_released)
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, freq, n_iter
@@ -426,14 +481,25 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         return self
 
     def _robust_test(self, per_report: list[np.ndarray] | None, n_features: int = 0) -> None:
-        """Set ``consistent_``, ``margin_z_``, ``margin_z_critical_`` (see ``margin_consistency``)."""
+        """Set ``consistent_``, ``margin_z_``, ``margin_z_critical_`` (see ``margin_consistency``), and
+        ``trimmed_`` / ``n_trimmed_`` empty (``_trim`` fills them)."""
         if per_report is None:
             self.consistent_ = np.ones(n_features, dtype=bool)
             self.margin_z_, self.margin_z_critical_ = np.zeros(n_features), math.inf
+            self.trimmed_ = [np.zeros(0, dtype=np.int64) for _ in range(n_features)]
+            self.n_trimmed_ = np.zeros(n_features, dtype=np.int64)
             return
         self.consistent_, self.margin_z_, self.margin_z_critical_ = margin_consistency(
             per_report, float(self.robust_alpha)
         )
+
+    def _trim(self, per_report: list[np.ndarray], keys: list[np.ndarray], rows: list[np.ndarray]) -> list[np.ndarray]:
+        """``margin_trim`` on the test's result: sets ``trimmed_`` (per attribute, the records whose report
+        on it is discarded) and ``n_trimmed_``; returns the discarded reports' indices per attribute."""
+        cut = margin_trim(per_report, keys, self.consistent_)
+        self.trimmed_ = [r[c] for r, c in zip(rows, cut)]
+        self.n_trimmed_ = np.array([c.size for c in cut], dtype=np.int64)
+        return cut
 
     def _fit_clean(self, X, y):
         X, y = validate(self, X, y)
@@ -457,14 +523,10 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         with np.errstate(divide="ignore", invalid="ignore"):
             self.class_log_prior_ = np.maximum(np.log(prior), LOG_FLOOR)
             self.feature_log_prob_ = []
-            keep = getattr(self, "consistent_", None)
-            keep = np.ones(len(joint), dtype=bool) if keep is None or len(keep) != len(joint) else keep
-            for t, nj, kept in zip(joint, n_released, keep):
+            for t, nj in zip(joint, n_released):
                 num = nj * t.T + a  # (C, k_j)
                 den = num.sum(axis=1, keepdims=True)
                 logp = np.where(den > 0, np.log(num) - np.log(den), -math.log(t.shape[0]))
-                if not kept:  # robust="margins" dropped it: uniform, it does not vote
-                    logp = np.full(logp.shape, -math.log(t.shape[0]))
                 self.feature_log_prob_.append(np.maximum(logp, LOG_FLOOR))
 
     # --- prediction ---------------------------------------------------------------------------

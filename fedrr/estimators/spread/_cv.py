@@ -112,10 +112,10 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     robust, robust_alpha : the defence against fake clients of ``SpreadLogisticRegression`` (see there
         for what it does not defend), run once before anything else: the selection, the fallback's
         test, the intercept-only model and the refit all see the kept records only. Split releases:
-        the split is drawn first and the consistency test reads selection part A only; the records
-        that released a rejected attribute then go from A and B alike. So which B records are kept
-        depends on A and on B's release pattern (which attributes each released), never on B's
-        labels, and the permutation test on B stays exact given A and B's releases X_B (its null:
+        the split is drawn first and the consistency test and the recovery (``margin_trim``) read
+        selection part A only, so only A's records are trimmed: B is kept whole (its fakes too), its
+        labels cannot move the decision, and the permutation test on B stays exact given A and B's
+        releases X_B (its null:
         B's released labels exchangeable given X_B). Paired releases have no held-out part: the test
         reads every record, and the independence test then runs on the records its decision kept: after
         a drop its level is conditional on a selection made from the same reports, and no exact

@@ -108,24 +108,27 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         signal in the releases (``SpreadLogisticRegressionCV`` checks that).
     robust : a defence against fake clients (``fedrr.fake``): "none" (default) or "margins", the
         cross-attribute consistency test of ``LDPNaiveBayes(robust="margins")`` on the releases
-        (``margin_consistency``, level ``robust_alpha``): every record that released an
-        attribute whose table's class margin disagrees with the other attributes' is dropped before
-        the fit (``_robust``: with one pair per record that is masking its report, which carries the
-        label too; the E-step then imputes that attribute from the prior for every record). It acts
+        (``margin_consistency``, level ``robust_alpha``) detects an attribute whose table's class
+        margin disagrees with the other attributes'; the recovery (``margin_trim``) then drops only
+        the records whose reports on it carry the excess, the fewest that bring its margin back to
+        the others' median (≈ the fakes' number when they all release the crafted pair), never the
+        attribute's other records (``_robust``; issue 45: a few fakes cannot make it discard an
+        attribute's honest reports). It acts
         on attacks that put their crafted reports on one attribute more than on the others (the
         maximal-gain and output attacks). It does NOT defend: releases without attribute sampling;
         fakes that release at the honest sampling rate ("mga-sampled", "output-sampled") or spread
         their targets over more than half of the attributes; crafted reports that leave the target
         table's class margin where it was (the input attack, labels at the honest class
-        frequencies); an attack below the test's power; damage to the attributes kept. An honest
-        pool loses an attribute's records with probability ≈ ``robust_alpha``. Needs discrete
+        frequencies); an attack below the test's power; damage to the attributes not rejected. An
+        honest pool is rejected with probability ≤ ``robust_alpha`` and then loses the few records
+        its noise excess implies. Needs discrete
         oracles with a label, or pairs, and one mechanism for every record; not in ``fit_pool``.
     robust_alpha : the consistency test's level (Bonferroni over attributes and classes).
     mechanism : default RecordMechanism when ``fit`` gets none; None there means clean data.
 
-    Learned (besides the model's): ``consistent_`` (F,) bool, the attributes the defence kept (all
-    True with robust="none" or clean data), ``margin_z_`` (F,) and ``margin_z_critical_`` (the
-    test's statistics; 0 and ∞ when not run), ``n_dropped_`` (records dropped by the defence),
+    Learned (besides the model's): ``consistent_`` (F,) bool, the attributes the test did not
+    reject (all True with robust="none" or clean data), ``margin_z_`` (F,) and ``margin_z_critical_`` (the
+    test's statistics; 0 and ∞ when not run), ``n_dropped_`` (records the recovery dropped),
     ``prior_choice_`` (``prior="auto"`` on two or more pairs per record: the held-out comparison
     ``choose_latent_class`` returned, its "chosen" prior used; None when no choice was made).
     """

@@ -1,28 +1,42 @@
-"""Spread-EM's defence against fake clients, ``robust="margins"`` (issue 32): the cross-attribute
-consistency test of ``LDPNaiveBayes(robust="margins")`` (``margin_consistency``, run
-through that estimator on the same releases, not copied) decides which attributes' releases are not
-to be trusted, and every record that released one of them is dropped before spread-EM sees the pool.
+"""Spread-EM's defence against fake clients, ``robust="margins"`` (issues 32, 45). Detection and
+recovery are separate steps, both run through ``LDPNaiveBayes(robust="margins")`` on the same
+releases (not copied):
 
-Why records are dropped rather than single reports masked. A record's release pattern is part of
-its likelihood: a paired or sampled record mechanism releases exactly ``n_sampled`` attributes per
-record (``validate_release`` refuses any other count), so a record with one report masked is no
-longer a release of its mechanism. With one pair per record (the planner's paired release on Adult
-at ε ≤ 4) dropping the record *is* masking its report: a paired record whose only pair is masked
-carries nothing — neither an attribute nor the label, which travels inside the pair — and its
-E-step would impute every attribute and the label from the prior and the model alone, a term that
-leaves EM's fixed point where it is and only slows it. With several reports per record the rule
-also drops the record's other reports; they come from the same, possibly fake, client (the fakes of
-``fedrr.fake`` put crafted or uniform-label reports on their other attributes too), and which
-records are dropped depends only on which attribute they sampled, so the honest records kept are an
-unbiased subsample. For split releases (label by its own mechanism) dropping the record drops its
-label report too: the fakes' labels do not count, as the kept tables' pooled margin is the class
-prior of ``LDPNaiveBayes(robust="margins")``.
+* detection, ``margin_consistency``: the cross-attribute consistency test decides which attributes'
+  class margins disagree with the others' (level ``robust_alpha``, Bonferroni over attributes and
+  classes: an honest pool has a rejected attribute with probability ≤ α);
+* recovery, ``margin_trim``: for a rejected attribute, the fewest of its reports whose removal brings
+  its class margin back to the reference (the median over attributes), taken from the highest
+  unbiased margin contribution down (ties: the most often released value first). Only the records
+  that carried those reports are dropped before spread-EM sees the pool; the attribute's other
+  records stay.
 
-What the fit then sees: no record released a dropped attribute, so the E-step imputes it for every
-record from the prior, whose table for it is uniform over its states given the class (paired: the
-class margin of the other attributes, ``_paired.pair_tables``; split: ``naive_bayes_prior``'s
-uniform p(x_d | c)); its coefficients are held near 0 by the penalty, and prediction on clean records
-reads it through them."""
+Why it cannot be turned against the server (issue 45, item 2). The former recovery dropped every
+record that released a rejected attribute: 1 % output-attack fakes on native country made spread
+lose all its honest reports (results/fake_clients/attacks_accuracy.md: 0.797 ± 0.030 against 0.811).
+The trim discards at most what the observed excess implies: removing k reports moves the margin by at
+most k·(s_max − m̄·d)/n_j, so k is the least count that explains the excess Δ_j, ≈ n_j·Δ_j/(s_max − m̄·d).
+Fakes that release the crafted pair (the output and maximal-gain attacks under k-RR, whose fake pair
+has the largest contribution and is the most frequent of its score) are then removed almost exactly:
+on Adult at ε 4 with 1 % fakes (~300) it drops 253–403 records over 4 seeds, against ~2,800 before
+(results/fake_clients/attacks_target.md); an honest pool
+rejected by chance loses the count its noise excess implies (tests/test_fake_defence.py measures it).
+Records that released the same value are identical releases, so which of them are dropped does not
+matter for one pair per record; with several reports per record the record's other reports go too
+(they come from the same, possibly fake, client). Exact likelihoods and ε are unchanged: the recovery
+is server-side and the fit sees a sub-pool of unchanged releases.
+
+What it does not do: it removes the excess of the reports with the largest contribution, which are
+the fakes' only when the fakes released them (not for OLH supports or padded OUE vectors spread over
+many values, nor the input attack: then honest extreme reports go and fakes stay, the margin is
+corrected but the table's cells need not be); it does not defend what the test does not detect
+(``LDPNaiveBayes``'s docstring lists it). For split releases the label report goes with the record,
+and in ``SpreadLogisticRegressionCV`` the test and the trim read the selection part A only (``reading``),
+so test part B's labels cannot move them (issue 45, item 4): B is not trimmed. Learned:
+``consistent_``, ``margin_z_``, ``margin_z_critical_`` (the test) and ``n_dropped_`` (the trimmed records).
+Compare LDPRecover (Sun et al., ICDE 2024), which subtracts an estimate of the malicious frequencies from
+the poisoned ones by constrained inference on a frequency table; the trim works on records, which is
+what spread-EM's exact likelihood needs, and takes its bound from the consistency test's excess."""
 
 from __future__ import annotations
 
@@ -54,11 +68,11 @@ def _one_mechanism(mechanism: Any) -> Any:
 
 def drop_inconsistent(X: Any, y: Any, mechanism: Any, alpha: float, reading: Any = None) -> tuple:
     """``robust="margins"`` on releases (X, y) of ``mechanism``: returns (X, y, mechanism) without the
-    records that released an attribute the consistency test rejects (y None stays None; a per-record
-    mechanism list is cut alike), the kept rows' indices, and the test's ``consistent`` (F,) bool,
-    ``z`` (F,) and critical z (module docstring). ``reading``: the rows the test reads (default all;
-    the CV's selection part); the drop applies to every row all the same. A pool whose label travels
-    inside the pairs (the contract's ``label_in_pairs``) has no held-out part: its test reads every row."""
+    records whose reports ``margin_trim`` discards (y None stays None; a per-record mechanism list is
+    cut alike), the kept rows' indices, and the test's ``consistent`` (F,) bool, ``z`` (F,) and
+    critical z (module docstring). ``reading``: the rows the test and the trim read (default all; the
+    CV's selection part), so only those rows can be dropped. A pool whose label travels inside the
+    pairs (the contract's ``label_in_pairs``) has no held-out part: it reads every row."""
     m = _one_mechanism(mechanism)
     Xr, yr = X, y
     if reading is not None and not m.label_in_pairs:
@@ -71,12 +85,14 @@ def drop_inconsistent(X: Any, y: Any, mechanism: Any, alpha: float, reading: Any
         raise ValidationError("robust", f"'margins' runs LDPNaiveBayes's consistency test: {e.message}") from e
     consistent, z, crit = np.asarray(nb.consistent_, bool), np.asarray(nb.margin_z_), float(nb.margin_z_critical_)
     Xa = np.asarray(X, dtype=float)
-    if consistent.all():
+    cut = np.unique(np.concatenate(nb.trimmed_)).astype(np.int64)  # rows of the test's reading
+    if cut.size == 0:
         return X, y, mechanism, np.arange(Xa.shape[0]), consistent, z, crit
-    cols = np.flatnonzero(~consistent)  # paired and width-1 discrete fields: attribute j is column j
-    rows = np.flatnonzero(np.all(np.isnan(Xa[:, cols]), axis=1))
+    if reading is not None and not m.label_in_pairs:
+        cut = reading[cut]
+    rows = np.setdiff1d(np.arange(Xa.shape[0]), cut)
     if rows.size == 0:
-        raise ValidationError("robust", "'margins' would drop every record: each released a rejected attribute")
+        raise ValidationError("robust", "'margins' would drop every record")
     yk = None if y is None else np.asarray(y)[rows]
     mk = [mechanism[i] for i in rows] if isinstance(mechanism, (list, tuple, np.ndarray)) else mechanism
     return Xa[rows], yk, mk, rows, consistent, z, crit
