@@ -169,7 +169,7 @@ def test_the_naive_bayes_start_fits_held_out_pair_reports_no_worse():
     start, the model's pair tables score the held-out pair reports at least as well as from the
     calibration start, within two standard errors of the per-report difference (fixed seeds).
     Not a claim that it is better here: at this size both starts reach the same fit (within Monte
-    Carlo noise; results/adult_scale_designs/NOTES.md has where it matters)."""
+    Carlo noise; results/adult_scale_designs/summary.md has where it matters)."""
     ks = (3, 4, 5, 3, 2, 4)
     data = make_logistic_discrete(3000, ks, [1.5, -1.0, 2.0, 0.8, -1.2, 1.0], -0.5, rng=np.random.default_rng(5))
     mech = PairedRecordMechanism(ks, 2, 2.0)

@@ -5,7 +5,7 @@ log p(c | x) = log π_c + Σ_j log p(x_j | c) + const is additive in the attribu
 2019's model), so a logistic model with one-hot inputs represents it exactly; under "unit"/"index"
 inputs each attribute's log-odds is projected on its one input by weighted least squares (weights:
 the naive-Bayes marginal p(x_j = s)). Measured on Adult with one pair per person
-(results/adult_scale_designs/NOTES.md): from it spread ends at or just above paired naive Bayes,
+(results/adult_scale_designs/summary.md): from it spread ends at or just above paired naive Bayes,
 not always above the calibration start, and its burn-in runs to the budget's cap."""
 
 from __future__ import annotations
