@@ -491,11 +491,14 @@ def _paired_majority(d: FitData):
 
 
 def _ldp_nb_variant(name: str, params: dict, d: FitData, o: FitOptions):
-    """``LDPNaiveBayes(**params)`` on one record mechanism for every client (no budget mix)."""
+    """``LDPNaiveBayes(**params)``: on a budget mix its groups pooled by inverse variance
+    (``_naive_bayes_mix``), except the defence's variant, which needs one record mechanism."""
     from .estimators import LDPNaiveBayes
 
-    _one_mechanism(name, d.mechanism)
-    return LDPNaiveBayes(**params).fit(d.X, d.y, mechanism=_first(d.mechanism))
+    if params.get("robust", "none") != "none":  # the defence compares one mechanism's tables
+        _one_mechanism(name, d.mechanism)
+        return LDPNaiveBayes(**params).fit(d.X, d.y, mechanism=_first(d.mechanism))
+    return LDPNaiveBayes(**params).fit(d.X, d.y, mechanism=d.mechanism)  # a budget mix: pooled groups
 
 
 # the LDP naive Bayes learners: one LDPNaiveBayes each, with its parameters
@@ -520,7 +523,7 @@ for _name, _params, _doc in (
         "with the others' (attribute sampling), the fewest reports that carry the excess are trimmed from its table",
     ),
 ):
-    _learner("classification", _name, _doc, accepts=partial(_one_mechanism, _name))(
+    _learner("classification", _name, _doc, accepts=partial(_one_mechanism, _name) if "robust" in _params else None)(
         partial(_ldp_nb_variant, _name, _params)
     )
 del _name, _params, _doc

@@ -135,9 +135,9 @@ def test_wrapper_unquoted_string(app, capsys):
 
 
 def test_wrapper_refuses_a_learner_the_mechanisms_do_not_suit(app, capsys):
-    rc, err = _wrapper(app, "budget-mix='0.2:1,0.4:1' label-flip=0.2 learners='ldp-nb'", capsys)
+    rc, err = _wrapper(app, "budget-mix='0.2:1,0.4:1' label-flip=0.2 learners='ldp-nb-robust'", capsys)
     assert rc == 2
-    assert "learners: 'ldp-nb' needs one record mechanism for every client" in _one_line(err)
+    assert "learners: 'ldp-nb-robust' needs one record mechanism for every client" in _one_line(err)
 
 
 # ------------------------------------------------------------------------------- fedrr check
@@ -201,14 +201,15 @@ label_flip = 0.2"""
 
 
 def test_check_learner_mechanism(tmp_path, capsys):
-    """ldp-nb on a population of two budgets: refused by check, before a sweep would run it."""
-    p = _scenario(tmp_path / "mix.toml", MIX, '["naive", "ldp-nb"]')
+    """ldp-nb-robust on a population of two budgets: refused by check, before a sweep would run it
+    (ldp-nb itself pools the budgets' groups)."""
+    p = _scenario(tmp_path / "mix.toml", MIX, '["naive", "ldp-nb-robust"]')
     rc, err = _check(p, capsys)
     assert rc == 2
     line = _one_line(err)
-    assert "learners.names: 'ldp-nb' needs one record mechanism for every client (no budget mix)" in line
+    assert "learners.names: 'ldp-nb-robust' needs one record mechanism for every client (no budget mix)" in line
     assert "gives 2 distinct record mechanisms" in line
-    assert cli.main(["check", str(_scenario(tmp_path / "ok.toml", MIX, '["naive", "spread"]'))]) == 0
+    assert cli.main(["check", str(_scenario(tmp_path / "ok.toml", MIX, '["naive", "spread", "ldp-nb"]'))]) == 0
 
 
 def test_check_accepts_refuses_what_fit_refuses():
@@ -216,14 +217,16 @@ def test_check_accepts_refuses_what_fit_refuses():
     from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
     a, b = (RecordMechanism(RandomizedResponse(4, f), RandomizedResponse(2, 0.2), n_features=3) for f in (0.1, 0.3))
-    with pytest.raises(ValidationError, match="'ldp-nb' needs one record mechanism"):
-        learners.check_accepts(["ldp-nb"], [a, b])
-    learners.check_accepts(["ldp-nb", "naive", "wdro"], a)
+    with pytest.raises(ValidationError, match="'ldp-nb-robust' needs one record mechanism"):
+        learners.check_accepts(["ldp-nb-robust"], [a, b])
+    learners.check_accepts(["ldp-nb", "ldp-nb-robust", "naive", "wdro"], a)
+    learners.check_accepts(["ldp-nb"], [a, b])  # ldp-nb pools a budget mix's groups
     rng = np.random.default_rng(0)
     X = rng.integers(0, 4, (40, 3))
     y = rng.integers(0, 2, 40)
-    entry = learners.fit_and_score("ldp-nb", learners.FitData(X, y, [a, b] * 20), None).entry
+    entry = learners.fit_and_score("ldp-nb-robust", learners.FitData(X, y, [a, b] * 20), None).entry
     assert "needs one record mechanism" in entry["error"]
+    assert "error" not in learners.fit_and_score("ldp-nb", learners.FitData(X, y, [a, b] * 20), None).entry
 
 
 # ------------------------------------------------------------------------------------- sweep

@@ -36,12 +36,14 @@ from threadpoolctl import threadpool_limits
 from .._params import Interval, Options, validate_estimator
 from .._validation import as_array, as_state_array
 from ..errors import ValidationError
-from ..mechanisms import DiscreteMechanism, PairedRecordMechanism, is_record_mechanism
+from ..mechanisms import DiscreteMechanism, PairedRecordMechanism
 from ._frequencies import clip_table, project_to_simplex, simplex_mle
+from ._naive_bayes_mix import mechanism_groups, paired_mix_mle, paired_mix_tables, split_mix_tables
+from ._naive_bayes_releases import MLE_CALLER as _MLE
+from ._naive_bayes_releases import Releases, check_record, check_releases
 from ._sklearn import class_labels, validate, warn_clean
 
 METHODS = ("auto", "mle", "projection", "clip")
-_MLE = "LDPNaiveBayes(method='mle')"  # who the solver's ConvergenceError names
 #: robust="margins": trim the reports that carry a rejected attribute's excess class margin (``margin_trim``)
 ROBUST = ("none", "margins")
 #: log of the smallest positive double: the floor for log-probabilities estimated as exactly 0
@@ -49,77 +51,6 @@ LOG_FLOOR = math.log(np.finfo(float).tiny)
 
 
 # --------------------------------------------------------------------------- releases
-
-
-def check_naive_bayes_mechanism(mechanism: Any) -> tuple[list[DiscreteMechanism], DiscreteMechanism]:
-    """The per-column oracles and the label oracle of a RecordMechanism fit for naive Bayes."""
-    if not is_record_mechanism(mechanism) or mechanism.label_in_pairs:
-        raise ValidationError("mechanism", f"must be a RecordMechanism, got {type(mechanism).__name__}")
-    if not isinstance(mechanism.label, DiscreteMechanism):
-        got = "none" if mechanism.label is None else type(mechanism.label).__name__
-        raise ValidationError("mechanism", f"needs a discrete label mechanism (a frequency oracle), got {got}")
-    mechs: list[DiscreteMechanism] = []
-    for f in mechanism.fields:
-        m = f.mechanism
-        if not isinstance(m, DiscreteMechanism) or m.width != 1:
-            raise ValidationError(
-                "mechanism",
-                f"every feature field must be a discrete oracle of width 1; columns {list(f.columns)} use "
-                f"{type(m).__name__} of width {m.width}",
-            )
-        mechs.append(m)
-    return mechs, mechanism.label
-
-
-def _check_record(mechanism: Any):
-    """``mechanism`` if it is a record mechanism (split or paired), else a clear error."""
-    if not is_record_mechanism(mechanism):
-        raise ValidationError("mechanism", f"must be a RecordMechanism, got {type(mechanism).__name__}")
-    return mechanism
-
-
-@dataclass(frozen=True)
-class Releases:
-    """Validated releases: per attribute j, the clients that released it (``rows[j]``) and their
-    releases (``values[j]``); every client's released label ``y``; the oracles."""
-
-    rows: list[np.ndarray]
-    values: list[np.ndarray]
-    y: np.ndarray
-    mechs: list[DiscreteMechanism]
-    label: DiscreteMechanism
-
-
-def check_releases(X_tilde: Any, y_tilde: Any, mechanism: Any) -> Releases:
-    """Validate releases: NaN in a feature column means "this client did not release that attribute";
-    every other entry is checked by that column's oracle, the labels by the label's oracle."""
-    mechs, label = check_naive_bayes_mechanism(mechanism)
-    D = len(mechs)
-    X = as_array("X_tilde", X_tilde, f"must be an array of shape (n_clients, {D})")
-    if X.ndim != 2 or X.shape[1] != D:
-        raise ValidationError("X_tilde", f"must have shape (n_clients, {D}), got {X.shape}")
-    if X.shape[0] == 0:
-        raise ValidationError("X_tilde", "needs at least one client")
-    if X.dtype.kind not in "iuf":
-        raise ValidationError("X_tilde", f"must hold released values (NaN where not released), got dtype {X.dtype}")
-    y = as_array("y_tilde", y_tilde, f"must be an array of shape ({X.shape[0]},)")
-    if y.shape != (X.shape[0],):
-        raise ValidationError("y_tilde", f"must have shape ({X.shape[0]},) to match X_tilde, got {y.shape}")
-    yv = label.validate_release(y, "y_tilde")
-    released = ~np.isnan(X) if X.dtype.kind == "f" else np.ones(X.shape, dtype=bool)
-    rows, values = [], []
-    for j, m in enumerate(mechs):
-        r = np.flatnonzero(released[:, j])
-        if r.size == 0:
-            raise ValidationError("X_tilde", f"column {j} is NaN for every client: no client released attribute {j}")
-        try:
-            values.append(m.validate_release(X[r, j], "X_tilde"))
-        except ValidationError as exc:
-            raise ValidationError(
-                "X_tilde", f"column {j} (indices among its released entries): {exc.message}"
-            ) from None
-        rows.append(r)
-    return Releases(rows, values, yv, mechs, label)
 
 
 def _unbiased(rel: Releases) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
@@ -134,7 +65,7 @@ def joint_frequencies(X_tilde: Any, y_tilde: Any, mechanism: Any) -> tuple[list[
     releases: the mean of the pair oracle's unbiased one-hot of the pair report — the counts n_j (D,),
     and the class frequencies (C,): split, the mean of v̂(ỹ) over all clients; paired, the pair tables'
     class margins pooled over attributes (Σ_j n_j Σ_s P̂_j(s, c) / Σ_j n_j)."""
-    if _check_record(mechanism).label_in_pairs:
+    if check_record(mechanism).label_in_pairs:
         return _paired_unbiased(check_paired_releases(X_tilde, y_tilde, mechanism))
     return _unbiased(check_releases(X_tilde, y_tilde, mechanism))
 
@@ -319,6 +250,12 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     ``fit(X_tilde, y_tilde, mechanism=PairedRecordMechanism)`` fits on paired releases (y_tilde all NaN)
     by Yilmaz et al.'s protocol (module docstring).
 
+    ``mechanism`` may be one per record: a budget mix, people who chose different budgets (all paired
+    or all split, the same attributes and classes). Each mechanism's group is debiased as above and
+    the groups are pooled cell by cell by inverse variance (``_naive_bayes_mix``; "mle" on paired
+    releases maximises every group's reports' likelihood together; on split ones it is "projection").
+    Not with robust="margins", whose test compares one mechanism's tables.
+
     method="auto" (default): "clip" for paired releases (the published protocol), "mle" for split ones.
     "projection": each debiased joint table is projected onto the simplex (Euclidean, Duchi et al.
     2008); "mle": the tables maximise the exact likelihood of the releases (``simplex_mle``, to a
@@ -410,7 +347,12 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         if mechanism is None:
             warn_clean(self)
             return self._fit_clean(X, y)
-        if _check_record(mechanism).label_in_pairs:
+        if isinstance(mechanism, (list, tuple, np.ndarray)):  # one per record
+            groups = mechanism_groups(mechanism, np.shape(X)[0])
+            if len(groups) > 1:
+                return self._fit_mix(X, y, groups)
+            mechanism = groups[0][0]
+        if check_record(mechanism).label_in_pairs:
             return self._fit_paired(X, y, mechanism)
         method = "mle" if self.method == "auto" else self.method
         rel = check_releases(X, y, mechanism)
@@ -477,6 +419,44 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self.classes_ = np.arange(mechanism.n_classes)
         self.n_states_ = np.array(mechanism.n_states)
         self.n_features_in_ = mechanism.n_features
+        self._set_model(joint, prior, n_released)
+        return self
+
+    def _fit_mix(self, X_tilde, y_tilde, groups: list):
+        """A budget mix (``_naive_bayes_mix``): each mechanism's group debiased as one mechanism is, the
+        groups pooled by inverse variance; ``method`` as for one mechanism ("mle" on split releases:
+        "projection", the pooled tables' exact likelihood is not built for them)."""
+        if self.robust != "none":
+            raise ValidationError("robust", "'margins' needs one record mechanism for every record (no budget mix)")
+        X = as_array("X_tilde", X_tilde, "must be an array of shape (n_clients, n_features)")
+        paired = bool(groups[0][0].label_in_pairs)
+        if paired:
+            tables, n_released, reports = paired_mix_tables(X, groups)
+            freq = _pooled_margin(tables, n_released)
+            method = "clip" if self.method == "auto" else self.method
+        else:
+            y = as_array("y_tilde", y_tilde, f"must be an array of shape ({X.shape[0]},)")
+            if y.shape != (X.shape[0],):
+                raise ValidationError("y_tilde", f"must have shape ({X.shape[0]},) to match X_tilde, got {y.shape}")
+            tables, n_released, freq = split_mix_tables(X, y, groups)
+            method = "projection" if self.method in ("auto", "mle") else self.method
+        n_iter, prior = 1, clip_table(freq)
+        if method == "clip":
+            joint = [clip_table(t) for t in tables]
+        else:
+            joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
+            if not paired:
+                prior = project_to_simplex(freq)
+            if method == "mle":  # paired: every group's reports in one exact likelihood
+                joint, n_iter = paired_mix_mle(reports, joint, tol=self.tol, max_iter=self.max_iter)
+                prior = _pooled_margin(joint, n_released)
+        self._robust_test(None, len(tables))
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, freq, n_iter
+        self.classes_ = np.arange(tables[0].shape[1])
+        self.n_states_ = np.array([t.shape[0] for t in tables])
+        self.n_features_in_ = len(tables)
         self._set_model(joint, prior, n_released)
         return self
 

@@ -27,7 +27,7 @@ from ..._validation import as_array, as_float_array
 from ...errors import ValidationError
 from ...mechanisms import EmpiricalPrior, is_paired
 from ...parallel import ThreadExecutor
-from .._naive_bayes import check_naive_bayes_mechanism
+from .._naive_bayes_releases import check_naive_bayes_mechanism
 from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._em import EMOptions, run_em

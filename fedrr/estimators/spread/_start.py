@@ -14,7 +14,8 @@ import numpy as np
 
 from ...errors import ValidationError
 from ...mechanisms import RecordMechanism
-from .._naive_bayes import LDPNaiveBayes, check_naive_bayes_mechanism
+from .._naive_bayes import LDPNaiveBayes
+from .._naive_bayes_releases import check_naive_bayes_mechanism
 from ._design import Design
 from ._paired import PairedView
 

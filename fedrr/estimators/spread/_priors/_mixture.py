@@ -123,7 +123,8 @@ def naive_bayes_prior(X: np.ndarray, y: np.ndarray, groups: list, layout: Column
     rm = groups[0][0]
     if isinstance(rm, PairedView):  # from the pair tables' maximum-likelihood estimates
         return paired_naive_bayes_prior(rm, layout)
-    from ..._naive_bayes import LDPNaiveBayes, check_naive_bayes_mechanism  # scikit-learn: not on a Ray actor
+    from ..._naive_bayes import LDPNaiveBayes  # scikit-learn: not on a Ray actor
+    from ..._naive_bayes_releases import check_naive_bayes_mechanism
 
     seen = np.flatnonzero(~np.all(np.isnan(X), axis=0))
     try:
