@@ -439,6 +439,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if p["init"] == "naive-bayes":
             raise ValidationError("init", "'naive-bayes' is fitted on the released records: use fit, not fit_pool")
         self.init_ = "calibration"  # "auto" too: naive Bayes is fitted on releases the driver does not hold
+        self.prior_choice_ = None  # "auto" is "learned" here: no choice on releases the driver does not hold
         if isinstance(p["prior"], str) and p["prior"] == "auto":
             p["prior"] = "learned"
         with threadpool_limits(limits=1, user_api="blas"):
