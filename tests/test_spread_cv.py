@@ -168,6 +168,8 @@ def test_the_fallback_can_be_switched_off():
         ("test_statistic", "z"),
         ("alpha", 0.0),
         ("n_permutations", 0),
+        ("selection_size", 1),
+        ("selection_size", 2.5),
     ],
 )
 def test_bad_parameters_name_the_parameter(param, value):
@@ -186,6 +188,25 @@ def test_too_few_records_for_the_folds():
     with pytest.raises(ValidationError) as e:
         SpreadLogisticRegressionCV(cv=4, test_fraction=0.25).fit(Xt, yt, mechanism=RM)
     assert e.value.field == "test_fraction"
+
+
+def test_selection_size_cuts_the_folds_and_nothing_else():
+    """At most ``selection_size`` records are cut into the selection's folds; the test and the refit
+    read every record; a size A fits in changes nothing (no extra draw: the same fit, bit for bit)."""
+    _, _, Xt, yt = _data(1200, 3)
+    kw = {"Cs": (0.01, 1.0), "cv": 3, "cv_max_iter": 5, "max_iter": 10, "n_permutations": 99, "random_state": 0}
+    whole = SpreadLogisticRegressionCV(selection_size=None, **kw).fit(Xt, yt, mechanism=RM)
+    fits = SpreadLogisticRegressionCV(selection_size=600, **kw).fit(Xt, yt, mechanism=RM)
+    assert whole.n_selection_fit_ == fits.n_selection_fit_ == 600 == whole.gain_["n_selection"]
+    np.testing.assert_array_equal(whole.coef_, fits.coef_)
+    assert whole.cond_scores_ == fits.cond_scores_
+    cut = SpreadLogisticRegressionCV(selection_size=90, **kw).fit(Xt, yt, mechanism=RM)
+    assert cut.n_selection_fit_ == 90 and cut.gain_["n_selection"] == 600 and cut.gain_["n_test"] == 600
+    assert cut.cond_scores_ != whole.cond_scores_  # the folds' fits saw other records
+    assert cut.estimator_ is not None and cut.estimator_.coef_.shape == whole.coef_.shape
+    with pytest.raises(ValidationError) as e:
+        SpreadLogisticRegressionCV(selection_size=5, **kw).fit(Xt, yt, mechanism=RM)
+    assert e.value.field == "selection_size" and "3 folds need at least 6" in e.value.message
 
 
 def test_sklearn_estimator_checks():

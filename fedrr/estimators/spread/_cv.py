@@ -50,7 +50,16 @@ from scipy.stats import rankdata
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..._params import Interval, ListOf, Options, Satisfies, random_state_constraints, seed_from, validate_estimator
+from ..._params import (
+    Interval,
+    IsNone,
+    ListOf,
+    Options,
+    Satisfies,
+    random_state_constraints,
+    seed_from,
+    validate_estimator,
+)
 from ...errors import CleanDataWarning, ValidationError
 from .._sklearn import warn_clean
 from ._cv_paired import independence_test, paired_class_prior
@@ -107,6 +116,12 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         instead of 0.74 of synthetic pools of 1,000 records, ``results/spread_fallback_level/``).
     n_permutations : permutations of B's released labels; p is a multiple of 1/(n_permutations + 1).
     heldout_samples : posterior draws per held-out record for its noisy likelihood.
+    selection_size : the most records the selection's fits see (None: all of part A). With more in
+        A, a random subset of this many (drawn with the CV's split, without replacement) is cut into
+        the folds; the test and the refit still read every record. sklearn's CV refits the chosen C
+        on more records than its folds saw, unscaled; so does this. At N = 10⁶ the selection was
+        73 % of the whole fit (results/speed_scale); what the cut costs in accuracy is measured
+        there too (``benchmarks/bench_spread_scale.py``).
     cv_max_iter : EM budget of each cross-validation fit, which runs one chain (burn-in, then one
         averaging window of ``n_average``); the final refit uses ``max_iter`` and ``n_chains``.
     robust, robust_alpha : the defence against fake clients of ``SpreadLogisticRegression`` (see there
@@ -128,8 +143,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         ``random_state``; for None or a Generator the fits on the actors take the CV's one seed.
         Their warnings are raised on the driver; their ``verbose`` output stays on the actors.
 
-    Attributes: ``C_``, ``prior_strength_``, ``scores_`` ({(C, strength): mean held-out log p(x̃, c̃)}
-    over A's folds), ``cond_scores_`` (the same for log p(c̃ | x̃)), ``accuracy_scores_`` (with
+    Attributes: ``C_``, ``prior_strength_``, ``n_selection_fit_`` (the records cut into the selection's
+    folds: all of A, or ``selection_size`` of them; None on clean data), ``scores_`` ({(C, strength):
+    mean held-out log p(x̃, c̃)} over A's folds), ``cond_scores_`` (the same for log p(c̃ | x̃)), ``accuracy_scores_`` (with
     ``scoring="accuracy"``: the estimated clean accuracy per pair), ``cv_results_`` (as scikit-learn's:
     ``params``, ``param_C``, ``param_prior_strength``, ``split{k}_test_score`` (the scoring's value
     on fold k of A), ``mean_test_score``, ``std_test_score``, ``rank_test_score`` (by the mean; with
@@ -159,6 +175,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         "alpha": [Interval(float, 0, 1, closed="neither")],
         "n_permutations": [Interval(int, 1, None)],
         "heldout_samples": [Interval(int, 1, None)],
+        "selection_size": [Interval(int, 2, None), IsNone()],
         "cv_max_iter": [Interval(int, 1, None)],
         "random_state": random_state_constraints(),
         "robust": [Options(*ROBUST)],
@@ -178,6 +195,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         alpha: float = 0.05,
         n_permutations: int = 1999,
         heldout_samples: int = 32,
+        selection_size: int | None = 100_000,
         cv_max_iter: int = 40,
         prior: Any = "auto",
         n_latent_classes: int = 4,
@@ -214,6 +232,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.alpha = alpha
         self.n_permutations = n_permutations
         self.heldout_samples = heldout_samples
+        self.selection_size = selection_size
         self.cv_max_iter = cv_max_iter
         self.prior = prior
         self.n_latent_classes = n_latent_classes
@@ -281,7 +300,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self.scores_, self.cond_scores_, self.accuracy_scores_ = {}, {}, {}
             self.cv_results_, self.p_value_, self.fallback_reason_ = {}, None, None
             self.consistent_, self.margin_z_, self.margin_z_critical_ = no_test(self.n_features_in_)
-            self.n_dropped_, self.prior_choice_ = 0, None
+            self.n_dropped_, self.prior_choice_, self.n_selection_fit_ = 0, None, None
             return self
         n_given = np.shape(X)[0]
         rng = split_rng(p["random_state"])
@@ -340,8 +359,14 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                 f"{p['cv']} folds: needs at least 2 and {2 * p['cv']}",
             )
         sel, test = np.flatnonzero(~held), np.flatnonzero(held)
+        size = p["selection_size"]
+        if size is not None and size < 2 * p["cv"]:
+            raise ValidationError("selection_size", f"{p['cv']} folds need at least {2 * p['cv']} records, got {size}")
+        # at large N the selection fits a random subset of A (no draw when A fits: the same folds as before)
+        cut = np.sort(rng.choice(sel, size, replace=False)) if size is not None and sel.size > size else sel
         fold = np.full(n, -1)
-        fold[sel] = rng.permutation(sel.size) % p["cv"]
+        fold[cut] = rng.permutation(cut.size) % p["cv"]
+        self.n_selection_fit_ = int(cut.size)
         # the releases as given go along only for a refit beside the test (record releases)
         fit_args = None if paired else (X, y, mechanism)
         data = task_data(self, p, (Xv, yi, mechs, fold), n_classes, seed, paired, fit_args, memo)
