@@ -45,7 +45,10 @@ QUICK = {
         ["scale.csv", "scale.md"],
     ),
     "multiclass_burn_in.py": (["--seeds", "1"], ["multiclass_burn_in.md"]),
-    "spread_fallback_rules.py": (["--seeds", "1"], ["spread_fallback_rules.md", "spread_fallback_rules.csv"]),
+    "spread_cv_scoring.py": (
+        ["--part", "rules", "--seeds", "1"],
+        ["spread_fallback_rules.md", "spread_fallback_rules.csv"],
+    ),
     "adult_c_choice.py": (["--eps", "8", "--max-iter", "3", "--cv-max-iter", "3"], ["summary.md"]),
     "spread_fallback_level.py": (["--part", "level", "--pools", "2"], ["level.md", "level.csv"]),
     "adult_public_prior.py": (["--eps", "8", "--seeds", "1", "--n-public", "200", "--max-iter", "4"], ["summary.md"]),
