@@ -28,6 +28,8 @@ NOT_FILES: set[str] = set()
 GONE = {
     "tests/malicious_server.py",
     "simulations/spread_fallback_rules.py",  # issue 44: simulations/spread_cv_scoring.py --part rules
+    "simulations/adult_public_prior.py",  # issue 44: simulations/adult_spread.py --part public-prior
+    "simulations/gaussian_accounting.py",  # issue 44: a section of docs/concepts/epsilon.md
 }
 
 
