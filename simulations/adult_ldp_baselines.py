@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import sys
 import time
 
 import numpy as np
@@ -51,7 +50,7 @@ import numpy as np
 from fedrr.datasets import load_adult_binned
 from fedrr.estimators import LDPNaiveBayes, LDPSGDClassifier
 from fedrr.gradient_release import GradientClients
-from fedrr.io import command_line
+from fedrr.io import command_line, part_parser, run_part
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -63,10 +62,7 @@ PARTS = {
 
 
 def _parser(part: str) -> argparse.ArgumentParser:
-    """The options of one part; every part takes --part so that its command line names it."""
-    ap = argparse.ArgumentParser(description=f"{__doc__.splitlines()[0]} --part {part}: {PARTS[part]}.")
-    ap.add_argument("--part", choices=list(PARTS), required=True)
-    return ap
+    return part_parser(f"{__doc__.splitlines()[0]} --part {part}: {PARTS[part]}.", PARTS)
 
 
 # --- --part naive-bayes
@@ -279,17 +275,7 @@ def part_sgd(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--part", choices=list(PARTS))
-    part = pre.parse_known_args(argv)[0].part
-    if part is None:  # no --part (or --help before it): the parts and their one-line purposes
-        ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-        ap.add_argument(
-            "--part", choices=list(PARTS), required=True, help="; ".join(f"{k}: {v}" for k, v in PARTS.items())
-        )
-        ap.parse_args(argv)
-    return {"naive-bayes": part_naive_bayes, "sgd": part_sgd}[part](argv)
+    return run_part(__doc__.split("\n\n")[0], {"naive-bayes": part_naive_bayes, "sgd": part_sgd}, argv)
 
 
 if __name__ == "__main__":

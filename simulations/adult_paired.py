@@ -84,7 +84,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -97,7 +96,7 @@ from fedrr.assembly import build_population, fit_options
 from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, NaiveLogisticRegression, SpreadLogisticRegression, naive_inputs
 from fedrr.experiment import load_scenario
-from fedrr.io import command_line, markdown_table, provenance, write_csv, write_report
+from fedrr.io import command_line, markdown_table, part_parser, provenance, run_part, write_csv, write_report
 from fedrr.learners import FitData, FitOptions, decode_paired, fit_and_score, get
 from fedrr.mechanisms import (
     LocalHashing,
@@ -121,25 +120,14 @@ PARTS = {
 
 
 def _parser(part: str) -> argparse.ArgumentParser:
-    """The options of one part; every part takes --part so that its command line names it."""
-    ap = argparse.ArgumentParser(description=f"{__doc__.splitlines()[0]} --part {part}: {PARTS[part]}.")
-    ap.add_argument("--part", choices=list(PARTS), required=True)
-    return ap
+    return part_parser(f"{__doc__.splitlines()[0]} --part {part}: {PARTS[part]}.", PARTS)
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--part", choices=list(PARTS))
-    part = pre.parse_known_args(argv)[0].part
-    if part is None:  # no --part (or --help before it): the parts and their one-line purposes
-        ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-        ap.add_argument(
-            "--part", choices=list(PARTS), required=True, help="; ".join(f"{k}: {v}" for k, v in PARTS.items())
-        )
-        ap.parse_args(argv)
-    return {"release": part_release, "spread": part_spread, "naive": part_naive, "naive-auc": part_naive_auc}[part](
-        argv
+    return run_part(
+        __doc__.split("\n\n")[0],
+        {"release": part_release, "spread": part_spread, "naive": part_naive, "naive-auc": part_naive_auc},
+        argv,
     )
 
 

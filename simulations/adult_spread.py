@@ -32,7 +32,6 @@ one it did; a joint prior imputes them as they co-occur in the public rows. ``--
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 import warnings
@@ -43,7 +42,7 @@ import numpy as np
 from fedrr.assembly import build_population, fit_options
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
-from fedrr.io import markdown_table, write_report
+from fedrr.io import markdown_table, part_parser, run_part, write_report
 from fedrr.learners import FitData, fit_and_score
 from fedrr.mechanisms import EmpiricalPrior
 from fedrr.pool import Pool
@@ -57,10 +56,7 @@ PARTS = {
 
 
 def _parser(part: str) -> argparse.ArgumentParser:
-    """The options of one part; every part takes --part so that its command line names it."""
-    ap = argparse.ArgumentParser(description=f"{__doc__.splitlines()[0]} --part {part}: {PARTS[part]}.")
-    ap.add_argument("--part", choices=list(PARTS), required=True)
-    return ap
+    return part_parser(f"{__doc__.splitlines()[0]} --part {part}: {PARTS[part]}.", PARTS)
 
 
 # --- --part c-choice
@@ -242,17 +238,7 @@ def part_public_prior(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--part", choices=list(PARTS))
-    part = pre.parse_known_args(argv)[0].part
-    if part is None:  # no --part (or --help before it): the parts and their one-line purposes
-        ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-        ap.add_argument(
-            "--part", choices=list(PARTS), required=True, help="; ".join(f"{k}: {v}" for k, v in PARTS.items())
-        )
-        ap.parse_args(argv)
-    return {"c-choice": part_c_choice, "public-prior": part_public_prior}[part](argv)
+    return run_part(__doc__.split("\n\n")[0], {"c-choice": part_c_choice, "public-prior": part_public_prior}, argv)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -73,7 +72,16 @@ from fedrr.assembly import build_population, fit_options
 from fedrr.datasets import make_logistic_discrete
 from fedrr.estimators import MajorityClassifier, NaiveLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.experiment import load_scenario
-from fedrr.io import atomic_write_text, command_line, markdown_table, provenance, write_csv, write_report
+from fedrr.io import (
+    atomic_write_text,
+    command_line,
+    markdown_table,
+    part_parser,
+    provenance,
+    run_part,
+    write_csv,
+    write_report,
+)
 from fedrr.learners import release_prior
 from fedrr.mechanisms import RandomizedResponse, RecordMechanism
 from fedrr.pool import Pool
@@ -191,10 +199,7 @@ def summarise(rows: list[dict]) -> str:
 
 
 def _parser(part: str) -> argparse.ArgumentParser:
-    """The options of one part; every part takes --part so that its command line names it."""
-    ap = argparse.ArgumentParser(description=f"{__doc__.splitlines()[0]} --part {part}: {PARTS[part]}.")
-    ap.add_argument("--part", choices=list(PARTS), default="scoring")
-    return ap
+    return part_parser(f"{__doc__.splitlines()[0]} --part {part}: {PARTS[part]}.", PARTS, default="scoring")
 
 
 def part_scoring(argv: list[str]) -> int:
@@ -350,11 +355,12 @@ def part_targets(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--part", choices=list(PARTS), default="scoring")
-    part = pre.parse_known_args(argv)[0].part
-    return {"scoring": part_scoring, "rules": part_rules, "targets": part_targets}[part](argv)
+    return run_part(
+        __doc__.split("\n\n")[0],
+        {"scoring": part_scoring, "rules": part_rules, "targets": part_targets},
+        argv,
+        default="scoring",
+    )
 
 
 if __name__ == "__main__":
