@@ -2,12 +2,16 @@
 would. Atomic writes: a file is written to a temporary name and renamed, so a run that dies
 part-way leaves either the previous file or the new one, never half of one. And the few helpers
 the scripts share: the command line that made a result, a CSV that names it in its first line,
-markdown tables and per-cell seeding."""
+markdown tables, per-cell seeding, and the ``--part`` switch of a script that measures one thing
+several ways."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,3 +143,26 @@ def rng_for(seed: int, *key: int) -> np.random.Generator:
     """An independent generator for one cell of a script: ``SeedSequence(seed, spawn_key=key)``,
     so a number depends only on (seed, key), not on which cells ran before or how many."""
     return np.random.default_rng(np.random.SeedSequence(int(seed), spawn_key=tuple(int(k) for k in key)))
+
+
+def part_parser(description: str, parts: Any, default: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser of one part of a script of several: it takes ``--part`` (one of
+    ``parts``) itself, so that the whole command line parses and the command its results record
+    (``command_line``) names the part."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--part", choices=list(parts), default=default, required=default is None)
+    return ap
+
+
+def run_part(description: str, parts: dict[str, Callable[[list[str]], int]], argv: list[str] | None = None,
+             default: str | None = None) -> int:  # fmt: skip
+    """Run the part of a script that ``--part NAME`` names (``parts``: NAME -> its function), giving it
+    the whole argument list; without ``--part`` and no ``default``, print the usage with the parts
+    and exit 2 (``--help`` before ``--part``: the script's own help)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--part", choices=list(parts), default=default)
+    part = pre.parse_known_args(argv)[0].part
+    if part is None:
+        part_parser(description, parts).parse_args(argv)  # exits: --part is required
+    return parts[part](argv)

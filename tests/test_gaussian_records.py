@@ -5,11 +5,11 @@ sensitivity (the default), against per-feature noise composed by basic compositi
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
-import os
-import subprocess
-import sys
+import re
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -36,8 +36,21 @@ from fedrr.release import offline_release
 from fedrr.run_config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "simulations"))
-from gaussian_accounting import accounting  # noqa: E402
+#: the accounting of Barber §6.1 lives on this page, as the python block that prints its table
+EPSILON_PAGE = ROOT / "docs" / "concepts" / "epsilon.md"
+
+
+def _accounting_block() -> tuple[dict, str]:
+    """Run the page's Gaussian accounting block: (its namespace, what it printed)."""
+    code = next(c for c in re.findall(r"```python\n(.*?)```", EPSILON_PAGE.read_text(), re.S) if "def accounting" in c)
+    ns: dict = {"__name__": "__docs__"}
+    with contextlib.redirect_stdout(io.StringIO()) as out:
+        exec(compile(code, "docs/concepts/epsilon.md", "exec"), ns)
+    return ns, out.getvalue()
+
+
+def accounting(variance: float) -> dict[str, float]:
+    return _accounting_block()[0]["accounting"](variance)
 
 
 # --- accounting ----------------------------------------------------------------------------------
@@ -75,18 +88,13 @@ def test_barber_6_1_basic_composition_against_the_joint_analytic_gaussian(
     assert _delta_by_quadrature(a["eps_joint_same_delta"], sigma, 28.0) == pytest.approx(784e-5, rel=1e-7)
 
 
-def test_accounting_script_prints_the_numbers():
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "simulations" / "gaussian_accounting.py")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    row = next(line for line in proc.stdout.splitlines() if line.startswith("| 0.5 |"))
-    assert "5,153.2" in row and "| 951.9 |" in row and "878.7" in row
+def test_the_page_prints_the_table_it_shows():
+    """docs/concepts/epsilon.md's table is what its block prints, to the last digit."""
+    _, printed = _accounting_block()
+    page = EPSILON_PAGE.read_text()
+    rows = [line for line in printed.splitlines() if line.startswith("| ")]
+    assert len(rows) == 3 and all(row in page for row in rows), printed
+    assert "| 0.5 | 6.5730 | 5,153.2 (0.00784) | 951.9 | 878.7 |" in printed
 
 
 def test_joint_record_states_the_analytic_epsilon_and_buys_less_noise():

@@ -414,13 +414,13 @@ def test_sklearn_compatible(estimator, check):
 
 @pytest.mark.parametrize("method, measured", [("projection", 0.8066), ("mle", 0.8099)])
 def test_adult_one_sampled_attribute_at_epsilon_4(method, measured):
-    """The ε = 4 cell of `python simulations/adult_ldp_naive_bayes.py [--method mle]` (one sampled
+    """The ε = 4 cell of `python simulations/adult_ldp_baselines.py --part naive-bayes [--method mle]` (one sampled
     attribute at ε/2 and the label at ε/2, seeds 0-2 of master seed 0, load_adult_binned() with its public
     edges, closed="left", alpha=1): its mean accuracy when measured. The seeds' sd there is ~0.009 (over
     100 seeds; 3-seed mean ~0.005), so a change of method or data preparation beyond noise moves it out of
     ±0.01. With the former training-quantile bins it was 0.7899 / 0.7931; with the public edges cut
     closed="right" 0.8015 / 0.8058."""
-    sim = load_simulation("adult_ldp_naive_bayes")
-    rows = sim.run([4.0], 3, method=method, protocols=("one sampled attribute",))
+    sim = load_simulation("adult_ldp_baselines")
+    rows = sim.nb_rows([4.0], 3, method=method, protocols=("one sampled attribute",))
     assert [r["seed"] for r in rows] == [0, 1, 2]
     assert abs(np.mean([r["accuracy"] for r in rows]) - measured) <= 0.01

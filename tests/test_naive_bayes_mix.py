@@ -58,6 +58,25 @@ def test_two_groups_of_one_spec_give_the_one_mechanism_fit_split():
     np.testing.assert_allclose(mix.class_prior_unbiased_, one.class_prior_unbiased_, atol=1e-12)
 
 
+def test_a_group_that_misses_a_column_still_pools_split():
+    """A group of one record (one sampled attribute: the others unreleased in that group) is checked
+    with its empty columns kept (``check_releases(allow_empty=True)``), and with equal specs the pool
+    is still the one-mechanism fit."""
+    X, y, _ = _population(3000, 10)
+    a, b = _split(2.0), _split(2.0)
+    Xt, yt = a.release(X, y, rng=np.random.default_rng(11))
+    assert np.isnan(Xt[0]).sum() == len(KS) - 1
+    one = LDPNaiveBayes(method="projection").fit(Xt, yt, mechanism=a)
+    mix = LDPNaiveBayes(method="projection").fit(Xt, yt, mechanism=[a] + [b] * 2999)
+    for t1, t2 in zip(one.joint_unbiased_, mix.joint_unbiased_):
+        np.testing.assert_allclose(t2, t1, atol=1e-12)
+    np.testing.assert_array_equal(mix.n_released_, one.n_released_)
+    bad = Xt.copy()
+    bad[0, np.flatnonzero(~np.isnan(Xt[0]))] = 99  # a value outside the oracle's range, in the small group
+    with pytest.raises(ValidationError, match="column"):
+        LDPNaiveBayes(method="projection").fit(bad, yt, mechanism=[a] + [b] * 2999)
+
+
 def test_a_real_mix_is_unbiased_and_weighs_the_precise_group_more():
     """Budgets 0.5 and 4 per person, 40,000 records, one pair each: every pooled cell within Z_TOL
     standard errors of the true P(x_j, y) (the standard error from the weights and each group's

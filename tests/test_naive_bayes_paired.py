@@ -152,7 +152,7 @@ def test_paired_release_validation():
 
 
 def test_adult_paired_release_script_quick(tmp_path):
-    """simulations/adult_paired_release.py --quick runs end to end and writes its table with its command."""
+    """simulations/adult_paired.py --part release --quick runs end to end and writes its table with its command."""
     import os
     import subprocess
     import sys
@@ -161,7 +161,15 @@ def test_adult_paired_release_script_quick(tmp_path):
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, str(root / "simulations" / "adult_paired_release.py"), "--quick", "--out", str(out)],
+        [
+            sys.executable,
+            str(root / "simulations" / "adult_paired.py"),
+            "--part",
+            "release",
+            "--quick",
+            "--out",
+            str(out),
+        ],
         cwd=root,
         capture_output=True,
         text=True,
@@ -170,5 +178,5 @@ def test_adult_paired_release_script_quick(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for name in ("summary.md", "results.csv"):
-        assert "python simulations/adult_paired_release.py" in (out / name).read_text()
+        assert "python simulations/adult_paired.py --part release" in (out / name).read_text()
     assert "| 4 | paired |" in (out / "summary.md").read_text()

@@ -1,5 +1,5 @@
 """results/ holds outputs and the commands that made them (issue 44): no code, no paths of the machine
-that ran them, and at most 200 files (the issue's target, met)."""
+that ran them, and at most 200 files; simulations/ at most 18 scripts (the issue's targets, met)."""
 
 import re
 import subprocess
@@ -11,6 +11,9 @@ MACHINE_PATH = re.compile(r"(?<![\w<.])/(work|tmp|home|root|Users)/")
 CODE = {".py", ".sh", ".ipynb", ".bash"}
 #: committed files under results/: issue 44's target (356 before step 5, 254 before the md+csv twins were cut)
 MAX_FILES = 200
+#: scripts in simulations/: issue 44's target (26 before its last step folded one-off investigations
+#: into --part switches of the scripts that measure the same thing, and one into its docs page)
+MAX_SCRIPTS = 18
 
 
 def _committed() -> list[Path]:
@@ -52,3 +55,11 @@ def test_results_name_no_machine_paths():
 def test_results_do_not_grow_past_the_line():
     n = len(_committed())
     assert n <= MAX_FILES, f"{n} files under results/ (at most {MAX_FILES}; commit summaries, not per-run dumps)"
+
+
+def test_simulations_do_not_grow_past_the_line():
+    scripts = sorted(p.name for p in (ROOT / "simulations").glob("*.py"))
+    assert len(scripts) <= MAX_SCRIPTS, (
+        f"{len(scripts)} scripts in simulations/ (at most {MAX_SCRIPTS}; give a script that measures the same "
+        f"thing as another a --part of it, or fold a one-off investigation into its docs page): {scripts}"
+    )

@@ -20,7 +20,8 @@ def _folder(script: str) -> str:
     return "benchmarks" if script.startswith("bench_") else "simulations"
 
 
-# script -> (arguments of a small run, the files it must write in --out); the attack, audit and
+# script (and its --part, for a script of several parts) -> (arguments of a small run, the files it
+# must write in --out); the attack, audit and
 # demo scripts run in tests/test_repeated_release_attack.py, test_audit.py, test_snapping.py and
 # test_frequencies.py
 QUICK = {
@@ -45,10 +46,13 @@ QUICK = {
         ["scale.csv", "scale.md"],
     ),
     "multiclass_burn_in.py": (["--seeds", "1"], ["multiclass_burn_in.md"]),
-    "spread_fallback_rules.py": (["--seeds", "1"], ["spread_fallback_rules.md", "spread_fallback_rules.csv"]),
-    "adult_c_choice.py": (["--eps", "8", "--max-iter", "3", "--cv-max-iter", "3"], ["summary.md"]),
+    "spread_cv_scoring.py --part rules": (["--seeds", "1"], ["spread_fallback_rules.md", "spread_fallback_rules.csv"]),
+    "adult_spread.py --part c-choice": (["--eps", "8", "--max-iter", "3", "--cv-max-iter", "3"], ["summary.md"]),
     "spread_fallback_level.py": (["--part", "level", "--pools", "2"], ["level.md", "level.csv"]),
-    "adult_public_prior.py": (["--eps", "8", "--seeds", "1", "--n-public", "200", "--max-iter", "4"], ["summary.md"]),
+    "adult_spread.py --part public-prior": (
+        ["--eps", "8", "--seeds", "1", "--n-public", "200", "--max-iter", "4"],
+        ["summary.md"],
+    ),
     "bench_dro_sdp.py": (["--p", "4", "--n", "80", "--repeats", "1"], []),
     "bench_wdro_cv.py": (["--n", "200"], ["wdro_cv.md"]),
     "fake_clients.py": (
@@ -78,8 +82,9 @@ def _run(script: str, args: list) -> None:
 @pytest.mark.parametrize("script", sorted(QUICK))
 def test_script_small_run(script, tmp_path):
     args, outputs = QUICK[script]
+    script, *part = script.split()
     out = tmp_path / "out"
-    _run(script, [*args, *(["--out", str(out)] if outputs else [])])
+    _run(script, [*part, *args, *(["--out", str(out)] if outputs else [])])
     for name in outputs:
         path = out / name
         assert path.stat().st_size > 0, name

@@ -19,7 +19,7 @@ from ..errors import ValidationError
 from ..mechanisms import rare_value_variance
 from ._frequencies import simplex_mle
 from ._naive_bayes_releases import MLE_CALLER as _MLE
-from ._naive_bayes_releases import Releases, check_naive_bayes_mechanism, check_releases
+from ._naive_bayes_releases import check_naive_bayes_mechanism, check_releases
 
 
 def mechanism_groups(mechanisms: Any, n: int) -> list[tuple[Any, np.ndarray]]:
@@ -80,7 +80,7 @@ def split_mix_tables(X: np.ndarray, y: np.ndarray, groups: list) -> tuple[list[n
     num, den, n_released = [0.0] * D, np.zeros(D), np.zeros(D, dtype=np.int64)
     fnum, fden = 0.0, 0.0
     for m, rows in groups:
-        rel = check_releases(X[rows], y[rows], m) if _all_released(X[rows]) else _partial(X[rows], y[rows], m)
+        rel = check_releases(X[rows], y[rows], m, allow_empty=True)  # a small group may miss a column
         V = rel.label.unbiased_onehot(rel.y)
         rl = rare_value_variance(rel.label)
         w = rows.size / rl
@@ -95,25 +95,6 @@ def split_mix_tables(X: np.ndarray, y: np.ndarray, groups: list) -> tuple[list[n
     if missing.size:
         raise ValidationError("X_tilde", f"column {int(missing[0])} is NaN for every client: no client released it")
     return [t / d for t, d in zip(num, den)], n_released, fnum / fden
-
-
-def _all_released(X: np.ndarray) -> bool:
-    """Every column has at least one release in this group (``check_releases`` refuses one without)."""
-    return bool((~np.isnan(np.asarray(X, float))).any(axis=0).all())
-
-
-def _partial(X: np.ndarray, y: np.ndarray, m: Any):
-    """A group's releases where some column has no release (a small group): validated column by
-    column, an empty column kept empty."""
-    mechs, label = check_naive_bayes_mechanism(m)
-    Xf = np.asarray(X, float)
-    yv = label.validate_release(np.asarray(y), "y_tilde")
-    rows, values = [], []
-    for j, o in enumerate(mechs):
-        r = np.flatnonzero(~np.isnan(Xf[:, j]))
-        values.append(o.validate_release(Xf[r, j], "X_tilde") if r.size else np.zeros(0, np.int64))
-        rows.append(r)
-    return Releases(rows, values, yv, mechs, label)
 
 
 def paired_mix_mle(reports: list, start: list[np.ndarray], *, tol: float, max_iter: int) -> tuple[list, int]:

@@ -55,9 +55,11 @@ class Releases:
     label: DiscreteMechanism
 
 
-def check_releases(X_tilde: Any, y_tilde: Any, mechanism: Any) -> Releases:
+def check_releases(X_tilde: Any, y_tilde: Any, mechanism: Any, *, allow_empty: bool = False) -> Releases:
     """Validate releases: NaN in a feature column means "this client did not release that attribute";
-    every other entry is checked by that column's oracle, the labels by the label's oracle."""
+    every other entry is checked by that column's oracle, the labels by the label's oracle. A column
+    no client released is refused, unless ``allow_empty`` (one group of a budget mix, whose other
+    groups may release it): then it is kept empty."""
     mechs, label = check_naive_bayes_mechanism(mechanism)
     D = len(mechs)
     X = as_array("X_tilde", X_tilde, f"must be an array of shape (n_clients, {D})")
@@ -75,6 +77,10 @@ def check_releases(X_tilde: Any, y_tilde: Any, mechanism: Any) -> Releases:
     rows, values = [], []
     for j, m in enumerate(mechs):
         r = np.flatnonzero(released[:, j])
+        if r.size == 0 and allow_empty:
+            rows.append(r)
+            values.append(np.zeros(0, np.int64))
+            continue
         if r.size == 0:
             raise ValidationError("X_tilde", f"column {j} is NaN for every client: no client released attribute {j}")
         try:
