@@ -118,10 +118,12 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     heldout_samples : posterior draws per held-out record for its noisy likelihood.
     selection_size : the most records the selection's fits see (None: all of part A). With more in
         A, a random subset of this many (drawn with the CV's split, without replacement) is cut into
-        the folds; the test and the refit still read every record. sklearn's CV refits the chosen C
-        on more records than its folds saw, unscaled; so does this. At N = 10⁶ the selection was
-        73 % of the whole fit (results/speed_scale); what the cut costs in accuracy is measured
-        there too (``benchmarks/bench_spread_scale.py``).
+        the folds, and the chosen C is scaled by n_cut / |A| for the fits on A and on all the releases
+        (scikit-learn's C multiplies a sum over records: so the penalty weighs as much per record as
+        in the folds that chose it; uncut, C is kept as chosen, as scikit-learn's CV does). The
+        independence test and the refit read every record. At N = 10⁶ (Adult, one pair at ε 2,
+        results/speed_scale) the whole fit took 0.27× the time with the cut, unscaled; scaled, the
+        cut chose what the whole selection chose there.
     cv_max_iter : EM budget of each cross-validation fit, which runs one chain (burn-in, then one
         averaging window of ``n_average``); the final refit uses ``max_iter`` and ``n_chains``.
     robust, robust_alpha : the defence against fake clients of ``SpreadLogisticRegression`` (see there
@@ -143,7 +145,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         ``random_state``; for None or a Generator the fits on the actors take the CV's one seed.
         Their warnings are raised on the driver; their ``verbose`` output stays on the actors.
 
-    Attributes: ``C_``, ``prior_strength_``, ``n_selection_fit_`` (the records cut into the selection's
+    Attributes: ``C_`` (the penalty of the returned model: the chosen candidate's C, scaled when
+    the selection was cut), ``best_params_`` (the chosen candidate, as listed in ``cv_results_``),
+    ``prior_strength_``, ``n_selection_fit_`` (the records cut into the selection's
     folds: all of A, or ``selection_size`` of them; None on clean data), ``scores_`` ({(C, strength):
     mean held-out log p(x̃, c̃)} over A's folds), ``cond_scores_`` (the same for log p(c̃ | x̃)), ``accuracy_scores_`` (with
     ``scoring="accuracy"``: the estimated clean accuracy per pair), ``cv_results_`` (as scikit-learn's:
@@ -297,6 +301,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                 self.estimator_ = self._spread(C=p["Cs"][0]).fit(X, y)
             self._copy_from(self.estimator_)
             self.C_, self.prior_strength_, self.fallback_, self.gain_ = p["Cs"][0], None, False, None
+            self.best_params_ = None
             self.scores_, self.cond_scores_, self.accuracy_scores_ = {}, {}, {}
             self.cv_results_, self.p_value_, self.fallback_reason_ = {}, None, None
             self.consistent_, self.margin_z_, self.margin_z_critical_ = no_test(self.n_features_in_)
@@ -378,11 +383,11 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                 return self._finish(p, (X, y, mechanism, memo), Xv, yi, groups, layout, n, n, None, base.classes_)
             with HeldData(self.executor, data, n_tasks) as held:
                 self._select(p, fold, paired, held)
-            best = (self.C_, self.prior_strength_)
+            best = self._rescale(sel.size)
             return self._finish(p, (X, y, mechanism, memo), Xv, yi, groups, layout, n, n, best, base.classes_)
         with HeldData(self.executor, data, n_tasks) as held:
             self._select(p, fold, paired, held)
-            best = (self.C_, self.prior_strength_)
+            best = self._rescale(sel.size)
             # the test: the chosen candidate fitted on A, scored on B, against B's labels permuted. On
             # two actors the refit on all releases runs beside it (kept if the test passes; an error
             # of its own raised only then); elsewhere it follows, sharded over every actor
@@ -444,7 +449,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         for k in ("heldout_statistic", "heldout_p_value"):
             self.cv_results_[k] = np.full(len(self.cv_results_["params"]), np.nan)
         if best is not None:  # None: paired releases whose test kept no model, so no candidate was fitted
-            chosen = self.cv_results_["params"].index({"C": best[0], "prior_strength": best[1]})
+            chosen = self.cv_results_["params"].index(self.best_params_)
             self.cv_results_["heldout_statistic"][chosen] = self.gain_["value"]
             self.cv_results_["heldout_p_value"][chosen] = p_value
         supported = p_value <= p["alpha"]
@@ -480,6 +485,13 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self._copy_from(self.estimator_)
         return self
 
+    def _rescale(self, n_selection: int) -> tuple[float, float]:
+        """The chosen candidate's (C, prior strength) for the fits on all of A and on all the
+        releases: with the selection cut (``selection_size``), C times n_cut / |A|, so that the
+        penalty ‖w‖²/(2C) weighs as much per record as it did in the cut folds (sets ``C_``)."""
+        self.C_ = self.C_ * self.n_selection_fit_ / n_selection
+        return self.C_, self.prior_strength_
+
     def _select(self, p: dict, fold: np.ndarray, paired: bool, held: HeldData) -> None:
         """k-fold cross-validation over the records with fold ≥ 0 (the selection part), its fits
         where ``held`` keeps the releases (``fold_scores``): sets ``C_``,
@@ -505,6 +517,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         a_best = max(p["prior_strengths"], key=marg.get)
         chosen = self.accuracy_scores_ if p["scoring"] == "accuracy" else self.cond_scores_
         self.C_, self.prior_strength_ = max(p["Cs"], key=lambda C: chosen[C, a_best]), a_best
+        self.best_params_ = {"C": self.C_, "prior_strength": a_best}
         split = acc_s if p["scoring"] == "accuracy" else cond_s
         mean = np.array([chosen[k] for k in cands])
         res: dict[str, Any] = {
@@ -527,7 +540,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         ``C_`` and ``prior_strength_`` are None."""
         cands = [(C, a) for C in p["Cs"] for a in p["prior_strengths"]]
         nan = np.full(len(cands), np.nan)
-        self.C_ = self.prior_strength_ = None
+        self.C_ = self.prior_strength_ = self.best_params_ = None
         self.scores_, self.cond_scores_, self.accuracy_scores_ = {}, {}, {}
         res: dict[str, Any] = {
             "params": [{"C": C, "prior_strength": a} for C, a in cands],
