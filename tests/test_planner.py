@@ -24,6 +24,7 @@ from fedrr.mechanisms import (
     UnaryEncoding,
 )
 from fedrr.planning import TOO_FEW_PEOPLE, ReleasePlan, plan_release, predicted_variance
+from fedrr.planning import _moments as M
 from fedrr.planning import _planner as P
 
 C = 2
@@ -173,11 +174,11 @@ def test_olh_seed_subset_is_flagged(monkeypatch):
     pi = np.random.default_rng(2).dirichlet(np.ones(60)).reshape(30, 2)
     exact, ok = P.paired_column_second_moment(o, pi)
     assert ok
-    monkeypatch.setattr(P, "_OLH_ENUMERATION", 60 * 1000)  # 1000 of the 3660 seeds
+    monkeypatch.setattr(M, "_OLH_ENUMERATION", 60 * 1000)  # 1000 of the 3660 seeds
     approx, ok = P.paired_column_second_moment(o, pi)
     assert not ok  # flagged: a seed subset is noisy (20 % here), see the module doc
     np.testing.assert_allclose(approx, exact, rtol=0.3)
-    monkeypatch.setattr(P, "_OLH_ENUMERATION", 0)
+    monkeypatch.setattr(M, "_OLH_ENUMERATION", 0)
     plan = plan_release([40, 30], 2, 0.5, 1000, max_sampled=1, label_shares=[0.5])
     assert "≈" in plan.describe()
 
@@ -202,6 +203,12 @@ def test_plan_is_consistent():
     plan = plan_release([3, 4, 9], 3, 2.0, 5000)
     scores = [c.score for c in plan.candidates]
     assert scores == sorted(scores)
+    # "prefer": the designs that identify the attributes' co-occurrence first, each group by its variance
+    keys = [
+        (not c.identifies_dependence, c.score)
+        for c in plan_release([3, 4, 9], 3, 2.0, 5000, dependence="prefer").candidates
+    ]
+    assert keys == sorted(keys) and any(k[0] for k in keys) and not keys[0][0]
     # 3 attributes: m = 1..3, one paired and three split designs each
     assert len(plan.candidates) == 3 * 4
     again = predicted_variance(plan.mechanism, 5000)

@@ -5,6 +5,7 @@ other way round.
 
 The module is private (``_planner.py``); the names below are the package's public surface."""
 
+from ._co_occurrence import DEPENDENCE_TARGET
 from ._planner import (
     DEFAULT_TARGET,
     EPSILON_SEARCH,
@@ -23,4 +24,5 @@ __all__ = [
     "DEFAULT_TARGET",
     "TOO_FEW_PEOPLE",
     "EPSILON_SEARCH",
+    "DEPENDENCE_TARGET",
 ]
