@@ -392,10 +392,11 @@ class ReleasePlan:
             "",
             (
                 f"The designs that identify how the attributes co-occur (co-occ ≤ {DEPENDENCE_TARGET:g}) first, then "
+                "ranking"
                 if self.dependence == "prefer"
-                else ""
+                else "Ranking"
             )
-            + "ranking by the total predicted variance of every pair-table cell P(x_j=s, y=c) and the class prior "
+            + " by the total predicted variance of every pair-table cell P(x_j=s, y=c) and the class prior "
             f"({self.best.n_cells} cells), from n records; rel err: RMS of sd/π per pair-table cell; co-occ: the "
             "same for the three-way tables P(x_j, x_k, y) (∞: one attribute per person).",
             f"{'rank':>4}  {'design':<22} {'oracles':<28} {'total var':>11} {'× best':>8} {'RMS/cell':>9} "
