@@ -35,13 +35,14 @@ from ._moments import debiased_second_moments
 
 #: a design identifies how the attributes co-occur when its ``co_occurrence_error`` is at most this.
 #: Calibrated on Adult (12 attributes of 2-41 states; results/adult_scale_designs/summary.md), test
-#: accuracy of spread-EM on two pairs per person against one pair on the same people, one seed a point:
+#: accuracy of spread-EM on two pairs per person against one pair on the same people (one seed a point
+#: but 10⁵, ε 4: three):
 #: two pairs paid at error 2.5 (N 3·10⁴, ε 8: 0.843 against ≤ 0.817), 5.6 (3·10⁵, ε 4: 0.835 against
-#: 0.824) and 9.6 (10⁵, ε 4: 0.840 against 0.817), and did not at 15 (10⁶, ε 2: 0.778 against 0.822) and
+#: 0.824) and 9.6 (10⁵, ε 4: 0.830 against 0.820), and did not at 15 (10⁶, ε 2: 0.778 against 0.822) and
 #: 48 (10⁵, ε 2: 0.808 against 0.817; both with an 8-class latent-class prior, not the CV's defaults);
 #: 12 lies between. The RMS is dominated by the sparse cells of the largest tables (41 × 14 states ×
 #: 2 classes on Adult), so it is a calibrated line, not "sd 12× a typical cell". Accuracy only: the two
-#: pairs' balanced accuracy was 3.8 and 4.7 points below one pair's at 10⁵ and 3·10⁵, ε 4.
+#: pairs' balanced accuracy was 2.3 and 4.7 points below one pair's at 10⁵ (3 seeds) and 3·10⁵, ε 4.
 DEPENDENCE_TARGET = 12.0
 #: most kinds of attribute pairs summed exactly (distinct reference tables make every attribute a kind)
 MAX_KIND_PAIRS = 2000
