@@ -96,10 +96,12 @@ def co_occurrence_error(oracles: list, tables: list, m: int, n: int, label: Disc
     if m < 2 or F < 2:
         return math.inf
     share = m * (m - 1) / (F * (F - 1))  # of the people, those who release a given pair of attributes
-    kinds: dict = {}
+    kinds: dict = {}  # one (oracle, table) per kind of attribute, and how many attributes are of it
+    count: Counter = Counter()
     for o, t in zip(oracles, tables):
-        kinds.setdefault((id(o), t.tobytes(), t.shape), (o, t))
-    count = Counter((id(o), t.tobytes(), t.shape) for o, t in zip(oracles, tables))
+        key = (id(o), t.tobytes(), t.shape)
+        kinds.setdefault(key, (o, t))
+        count[key] += 1
     keys = list(kinds)
     kind_pairs = [(ka, kb) for a, ka in enumerate(keys) for kb in keys[a:]]
     if len(kind_pairs) > MAX_KIND_PAIRS:  # many distinct reference tables: a fixed uniform subset of the kinds'
