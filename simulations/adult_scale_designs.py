@@ -11,7 +11,9 @@ releases; accuracy, balanced accuracy and AUC on adult.test's 15,060 clean rows,
 
 Designs: ``plan`` (``plan_release(ks, 2, ε, N).mechanism``: the planner's pick), ``mK``
 (``PairedRecordMechanism(ks, 2, ε, n_sampled=K)``: K sampled (attribute, label) pairs per person,
-ε/K each, oracle "auto").
+ε/K each, oracle "auto"), ``topK`` (``plan.mechanism_for(K - 1)``: the planner's K-th design by its
+default ranking, written to the CSV as ``mK`` when it is K pairs, whose mechanism it equals, or as
+``split0.25m1`` for a split release).
 
 Fits: ``PRIOR:C[:it=I][:burn=B][:init=S]`` = ``SpreadLogisticRegression(C, prior, encoding="onehot",
 max_iter=I (200), burn_in=B (auto), init=S (calibration))`` with PRIOR ``nb`` (naive-bayes), ``lcM``
@@ -70,12 +72,25 @@ def metrics(est, X, y) -> dict:
     return {"accuracy": s["accuracy"], "balanced": s["balanced_accuracy"], "auc": s["auc"]}
 
 
+def short_name(cand) -> str:
+    """A candidate's CSV name: ``mK`` for K pairs per person (the same mechanism as design ``mK``),
+    ``split0.25m1`` for a split release of label share 0.25 and one attribute."""
+    if cand.design == "paired":
+        return f"m{cand.n_sampled}"
+    return f"split{cand.label_share:g}m{cand.n_sampled}"
+
+
 def mechanism(design: str, ks, eps: float, n: int):
+    """(mechanism, the design's name in the CSV)."""
     if design == "plan":
-        return plan_release(ks, 2, eps, n).mechanism
+        return plan_release(ks, 2, eps, n).mechanism, design
+    if design.startswith("top"):  # the planner's K-th design by its variance ranking (the default)
+        plan = plan_release(ks, 2, eps, n)
+        rank = int(design[3:]) - 1
+        return plan.mechanism_for(rank), short_name(plan.candidates[rank])
     if design.startswith("m"):
-        return PairedRecordMechanism(ks, 2, eps, n_sampled=int(design[1:]))
-    raise SystemExit(f"unknown design {design!r}: plan or mK")
+        return PairedRecordMechanism(ks, 2, eps, n_sampled=int(design[1:])), design
+    raise SystemExit(f"unknown design {design!r}: plan, topK or mK")
 
 
 def describe(mech) -> str:
@@ -184,12 +199,12 @@ def main(argv=None):
                 for seed in a.seeds:
                     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(n,)))
                     idx = rng.integers(0, len(ytr), n)
-                    mech = mechanism(design, ks, eps, n)
+                    mech, name = mechanism(design, ks, eps, n)
                     rel = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(n, int(eps * 1000), 1)))
                     Xt, yt = mech.release(Xtr[idx], ytr[idx], rng=rel)
                     for spec in a.fits:
                         est, sec, extra = fit_one(spec, Xt, yt, mech, seed)
-                        row = {"n": n, "eps": eps, "design": design, "seed": seed, "fit": spec}
+                        row = {"n": n, "eps": eps, "design": name, "seed": seed, "fit": spec}
                         row |= metrics(est, Xte, yte) | {"seconds": sec, "mechanism": describe(mech)} | extra
                         row = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
                         w.writerow(row)

@@ -231,6 +231,19 @@ def test_split_plan_builds_a_record_mechanism():
     assert predicted_variance(mech, 1000).score == pytest.approx(split.score, rel=1e-12)
 
 
+def test_mechanism_for_builds_any_candidate_at_the_plans_epsilon():
+    plan = plan_release([3, 4, 9], 3, 2.0, 5000)
+    for rank, cand in enumerate(plan.candidates[:5]):
+        mech = plan.mechanism_for(rank)
+        assert mech.epsilon == pytest.approx(2.0)
+        assert predicted_variance(mech, 5000).score == pytest.approx(cand.score, rel=1e-12)
+        assert plan.mechanism_for(cand).n_sampled == cand.n_sampled
+    assert predicted_variance(plan.mechanism_for(0), 5000).score == pytest.approx(plan.best.score, rel=1e-12)
+    other = plan_release([3, 4, 9], 3, 1.0, 5000).candidates[0]
+    with pytest.raises(ValidationError, match="candidate"):
+        plan.mechanism_for(other)
+
+
 def test_reference_changes_the_evaluation_point():
     ks = [3, 4]
     ref = [np.full((3, 2), 1 / 6), np.array([[0.4, 0.1], [0.2, 0.1], [0.1, 0.05], [0.04, 0.01]])]

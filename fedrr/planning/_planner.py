@@ -225,6 +225,14 @@ class ReleasePlan:
     def best(self) -> Candidate:
         return self.candidates[0]
 
+    def mechanism_for(self, candidate: Candidate | int) -> PairedRecordMechanism | RecordMechanism:
+        """The record mechanism of one of this plan's ``candidates`` (the object, or its rank from 0), at
+        the plan's ε: ``mechanism_for(0)`` is ``mechanism``; a runner-up's, to measure it against."""
+        cand = self.candidates[candidate] if isinstance(candidate, (int, np.integer)) else candidate
+        if not any(cand is c for c in self.candidates):
+            raise ValidationError("candidate", "must be one of this plan's candidates (or its rank)")
+        return build_mechanism(cand, self.n_states, self.n_classes, self.epsilon)
+
     # --- what to expect -------------------------------------------------------------------------
     def relative_errors(self, candidate: Candidate | None = None) -> tuple[np.ndarray, float]:
         """(per attribute RMS of sd/π, RMS over every cell) of ``candidate`` (default: the chosen one)."""
