@@ -12,7 +12,7 @@ from ..population import ClientPopulation
 
 #: plan_release's argument names -> the command's options (errors name what the user typed)
 _OPTIONS = {"n_states": "--states", "n_classes": "--classes", "epsilon": "--epsilon", "n_records": "--n"}
-_OPTIONS |= {"target": "--target"}
+_OPTIONS |= {"target": "--target", "dependence": "--dependence"}
 
 
 def population_schema(pop: ClientPopulation) -> tuple[list[int], int]:
@@ -48,10 +48,12 @@ def mechanisms_by_epsilon(pop: ClientPopulation, first: int = 1000) -> dict[floa
     return dict(sorted(out.items()))
 
 
-def plan(n_states: Sequence[int], n_classes: int, epsilon: float, n_records: int, target: float) -> ReleasePlan:
+def plan(
+    n_states: Sequence[int], n_classes: int, epsilon: float, n_records: int, target: float, dependence: str = "report"
+) -> ReleasePlan:
     """``plan_release`` whose errors name the command's options."""
     try:
-        return plan_release(n_states, n_classes, epsilon, n_records, target=target)
+        return plan_release(n_states, n_classes, epsilon, n_records, target=target, dependence=dependence)
     except ValidationError as exc:
         raise ValidationError(_OPTIONS.get(exc.field, exc.field), exc.message) from None
 
@@ -68,7 +70,7 @@ def parse_states(text: str) -> list[int]:
 
 
 def scenario_plans(
-    path: str, epsilon: float | None, n: int | None, target: float
+    path: str, epsilon: float | None, n: int | None, target: float, dependence: str = "report"
 ) -> tuple[str, list[tuple[ReleasePlan, str | None]]]:
     """The plans of a scenario: its population's schema, at every ε of its grid (or ``epsilon``) and
     each of its n_clients (or ``n``). Returns a header line and, per plan, a line comparing the
@@ -109,7 +111,7 @@ def scenario_plans(
     out = []
     for e, mech in by_eps.items():
         for nn in ns:
-            p = plan(ks, C, e, nn, target)
+            p = plan(ks, C, e, nn, target, dependence)
             out.append((p, None if mech is None else _own_mechanism_line(p, mech)))
     return header, out
 

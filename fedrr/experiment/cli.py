@@ -215,7 +215,7 @@ def _cmd_plan(args) -> int:
     if args.config is not None:
         if args.states is not None or args.classes is not None:
             raise ValidationError("--states", "give a CONFIG or --states/--classes, not both")
-        header, plans = scenario_plans(args.config, args.epsilon, args.n, args.target)
+        header, plans = scenario_plans(args.config, args.epsilon, args.n, args.target, args.dependence)
         print(header)
     else:
         if args.states is None:
@@ -227,7 +227,8 @@ def _cmd_plan(args) -> int:
                 raise ValidationError(opt, "is required without a CONFIG (see fedrr plan --help)")
         if args.n is None:
             raise ValidationError("--n", "is required without a CONFIG: the number of people who release")
-        plans = [(plan(parse_states(args.states), args.classes, args.epsilon, args.n, args.target), None)]
+        ks = parse_states(args.states)
+        plans = [(plan(ks, args.classes, args.epsilon, args.n, args.target, args.dependence), None)]
     for i, (p, own) in enumerate(plans):
         if i or args.config is not None:
             print()
@@ -358,6 +359,7 @@ def build_parser() -> argparse.ArgumentParser:
         "examples:\n"
         "  fedrr plan configs/adult_planned.toml                       # every ε of the grid at its n_clients\n"
         "  fedrr plan configs/adult_planned.toml --epsilon 1 --n 1000000 --top 3\n"
+        "  fedrr plan configs/adult_planned.toml --epsilon 4 --n 300000 --dependence prefer\n"
         "  fedrr plan --states 5,5,5,5,5,5 --classes 2 --epsilon 1 --n 20000 --target 0.1"
     )
     p.add_argument("config", nargs="?", metavar="CONFIG", help="scenario TOML file (or give --states and --classes)")
@@ -376,6 +378,14 @@ def build_parser() -> argparse.ArgumentParser:
         "within ±0.25, so cells a factor 2 apart are told apart)",
     )
     p.add_argument("--top", type=int, default=5, metavar="K", help="candidates listed per plan (default 5)")
+    p.add_argument(
+        "--dependence",
+        default="report",
+        metavar="{report,prefer}",
+        help="report (default): rank by the pair tables' variance and say whether the choice identifies how the "
+        "attributes co-occur; prefer: rank first the designs that identify it (two or more attributes per "
+        "person, co-occurrence error within the planner's line), so that the choice depends on N",
+    )
     p = command(
         "reproduce",
         _cmd_reproduce,
