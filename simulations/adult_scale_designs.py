@@ -165,6 +165,69 @@ def summarise(path: Path) -> str:
     return "\n".join(out)
 
 
+def validate(path: Path, fit: str = "cv") -> str:
+    """The planner against measurement (issue 46 item 3): per (N, ε) of the runs CSV, the planner's top
+    three designs by its default ranking, each with its predicted errors (pair tables' RMS relative
+    error, three-way co-occurrence error) and its measured ``fit`` (mean ± sd over seeds: accuracy,
+    balanced, AUC); which design each ranking chooses ("report", the default, and "prefer") and
+    whether the choice is within 0.3 points of accuracy of the best measured of the three."""
+    with path.open() as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    ks = load("adult_binned").schema.states()
+    runs: dict = {}
+    for r in rows:  # the latest row of a (N, ε, design, seed) wins; "plan" is the planner's own pick
+        n, eps = int(r["n"]), float(r["eps"])
+        if r["fit"] != fit:
+            continue
+        design = r["design"]
+        if design == "plan":
+            design = short_name(plan_release(ks, 2, eps, n).best)
+        runs.setdefault((n, eps), {}).setdefault(design, {})[int(r["seed"])] = r
+    out = [
+        "| N | ε | design (rank) | rel err | co-occ | seeds | accuracy | balanced | AUC | report | prefer |",
+        "|" + "---|" * 11,
+    ]
+    verdicts = []
+    for (n, eps), by_design in sorted(runs.items()):
+        plan = plan_release(ks, 2, eps, n)
+        prefer = short_name(plan_release(ks, 2, eps, n, dependence="prefer").best)
+        top = [short_name(c) for c in plan.candidates[:3]]
+        if not any(d in by_design for d in top):
+            continue
+        means = {}
+        for rank, (d, cand) in enumerate(zip(top, plan.candidates[:3]), 1):
+            rs = list(by_design.get(d, {}).values())
+            _, rel = plan.relative_errors(cand)
+            cells = []
+            for k in ("accuracy", "balanced", "auc"):
+                v = np.array([float(r[k]) for r in rs])
+                cells.append(
+                    "–" if not len(v) else f"{v.mean():.4f}" + (f" ± {v.std(ddof=1):.4f}" if len(v) > 1 else "")
+                )
+            if rs:
+                means[d] = (np.mean([float(r["accuracy"]) for r in rs]), len(rs))
+            mark = {True: "chosen", False: ""}
+            out.append(
+                f"| {n:,} | {eps:g} | {d} ({rank}) | {rel:.3f} | {cand.co_occurrence_error:.3g} | {len(rs)} | "
+                + " | ".join(cells)
+                + f" | {mark[d == top[0]]} | {mark[d == prefer]} |"
+            )
+        if means:
+            best = max(means, key=lambda d: means[d][0])
+            for rule, chosen in (("report", top[0]), ("prefer", prefer)):
+                if chosen in means:
+                    gap = means[best][0] - means[chosen][0]
+                    seeds = min(m[1] for m in means.values())
+                    verdicts.append(
+                        f"- N {n:,}, ε {eps:g}, {rule}: chose {chosen}; best measured {best}; gap "
+                        f"{100 * gap:.2f} points ({'within' if gap <= 0.003 else 'OUTSIDE'} 0.3; "
+                        f"{len(means)} of 3 designs measured, ≥ {seeds} seeds each)"
+                    )
+                else:
+                    verdicts.append(f"- N {n:,}, ε {eps:g}, {rule}: chose {chosen}, not measured")
+    return "\n".join(out + [""] + verdicts)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[100_000])
@@ -174,9 +237,15 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--out", type=Path, default=Path("results/adult_scale_designs/runs.csv"))
     ap.add_argument("--summarise", action="store_true", help="print the table of --out and stop")
+    ap.add_argument(
+        "--validate", action="store_true", help="print the planner's top three designs against --out's cv fits, stop"
+    )
     a = ap.parse_args(argv)
     if a.summarise:
         print(summarise(a.out))
+        return
+    if a.validate:
+        print(validate(a.out))
         return
     a.out.parent.mkdir(parents=True, exist_ok=True)
     new = not a.out.exists()

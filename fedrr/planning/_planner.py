@@ -26,9 +26,10 @@ P(x_j, x_k, y) do, and only people who release two attributes inform them. Every
 predicted RMS relative error of those tables (``_co_occurrence``; it falls as 1/√n) and from how many
 people a design identifies them. With ``dependence="prefer"`` the designs whose error is at most
 ``DEPENDENCE_TARGET`` rank before every other, by the same total variance among them, so the ranking
-depends on n; with ``"report"`` (the default) the total variance alone ranks, since the target is
-calibrated on one data set (Adult) and at small schemas it would switch where nothing measured says
-it pays.
+depends on n; with ``"report"`` (the default) the total variance alone ranks. The error says how well a
+design would estimate the dependence, not whether the data has any: calibrated on Adult (where two pairs
+pay from 10⁵ people at ε 4), it would switch the tutorial's survey (independent attributes, 2,000 people)
+to two pairs at ε 2, which lose 9.6 points there (docs/concepts/release-planner.md).
 
 Variance formulas (exact per report; the tests check each against Monte Carlo). Every oracle fedrr
 builds (k-RR, OUE, OLH) reports, for each value u of its domain, an indicator b_u ("the report
@@ -645,8 +646,9 @@ def plan_release(  # noqa: PLR0913  keyword-only options, each a separate choice
     attribute per person identifies the pair tables alone, and a learner's model of the dependence is
     then its prior's at any n (on Adult 3 points below clean logistic regression). The error falls as
     1/√n, so with "prefer" the ranking depends on n: at Adult's k two pairs per person identify it from
-    about 3·10⁵ people at ε 4, from fewer at ε 8 (calibrated there; not the default, because one data set
-    calibrated it). plan_release is deterministic (the same plan on every machine).
+    about 64,000 people at ε 4 and 1,300 at ε 8 (calibrated there; not the default: on a data set whose
+    attributes are independent it switches where two pairs lose, module doc). plan_release is deterministic
+    (the same plan on every machine).
 
     ``target``: the RMS relative error sd/π per pair-table cell the plan's ``n_needed_`` and
     ``epsilon_needed_`` aim at (default ``DEFAULT_TARGET`` = 0.25; reporting only, not the ranking)."""
