@@ -128,3 +128,20 @@ def test_ldp_nb_ldprecover_refuses_what_it_cannot_read():
     for bad in (-0.1, "median"):
         with pytest.raises(ValidationError, match="recover_eta"):
             LDPNaiveBayes(robust="ldprecover", recover_eta=bad).fit(Xt, yt, mechanism=mech)
+
+
+def test_learner_ldp_nb_ldprecover_reads_paired_releases_only():
+    """The registry's learner: paired releases fit (its tables are the estimator's); a split release is
+    refused before anything runs, naming the learner."""
+    from fedrr import learners
+    from fedrr.mechanisms import RecordMechanism, frequency_oracle
+
+    X, y, Xt, yt, mech = _paired()
+    est = learners.fit_and_score("ldp-nb-ldprecover", learners.FitData(Xt, yt, mech), (X, y)).estimator
+    direct = LDPNaiveBayes(robust="ldprecover").fit(Xt, yt, mechanism=mech)
+    for a, b in zip(est.joint_, direct.joint_):
+        np.testing.assert_array_equal(a, b)
+    split = RecordMechanism([frequency_oracle(k, 1.0) for k in (3, 4, 3)], RandomizedResponse(2, epsilon=1.0))
+    with pytest.raises(ValidationError, match="'ldp-nb-ldprecover' needs paired releases"):
+        learners.check_accepts(["ldp-nb-ldprecover"], split)
+    learners.check_accepts(["ldp-nb-ldprecover"], mech)
