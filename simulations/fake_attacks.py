@@ -300,6 +300,10 @@ def _given_eta(cell, f: float) -> dict:
     scores = classification_scores(given, *population.test_set())
     row = {f"ldprecover-given-eta{'' if k == 'accuracy' else ' ' + c}": scores[k] for k, c in METRICS}
     row["ldprecover eta native country"] = float(counts.recover_eta_[TARGET[0]])
+    clip = LDPNaiveBayes().fit(X, rel.y, mechanism=mech)  # ldp-nb's published clipping (its learner: "mle")
+    attribute, state, label = TARGET
+    row["target cell clip"] = float(clip.joint_[attribute][state, label])
+    row["target cell ldprecover"] = float(counts.joint_[attribute][state, label])
     return row
 
 
@@ -377,12 +381,18 @@ def target_nb_md(args, nb: list[dict], compared: int, differ: int) -> list[str]:
                 + (" (one seed)" if d.size < 2 else f" (tie with {second})" if d.mean() <= 2 * se else "")
             )
         lines.append(f"- {100 * f:g} %: " + "; ".join(leads))
-    etas = []
+    etas, cells = [], []
     for f in args.target_fractions:
-        e = [r["ldprecover eta native country"] for r in nb if r["fake_fraction"] == f]
+        rs = [r for r in nb if r["fake_fraction"] == f]
+        e = [r["ldprecover eta native country"] for r in rs]
         etas.append(f"{100 * f:g} % fakes {np.mean(e):.3f} ({min(e):.3f}–{max(e):.3f}), given η {f / (1 - f):.3f}")
+        cells.append(f"{100 * f:g} % fakes {np.mean([r['target cell clip'] for r in rs]):.3f} clipped, "
+                     f"{np.mean([r['target cell ldprecover'] for r in rs]):.3f} LDPRecover")  # fmt: skip
     lines += ["", "η_j that ldp-nb-ldprecover learned on native country (the target's attribute), mean (min–max): "
-              + "; ".join(etas) + "."]  # fmt: skip
+              + "; ".join(etas) + ".", "",
+              "The target cell P̂(native country = US, >50K) of the native-country pair table, mean over seeds "
+              "(the clipped debiased table of ldp-nb's published protocol, method 'clip', and LDPRecover's): "
+              + "; ".join(cells) + "."]  # fmt: skip
     return lines + [""]
 
 
