@@ -262,7 +262,7 @@ def target_md(args, rows: list[dict]) -> list[str]:
 
 #: the naive-Bayes comparison added to the target table (issue 45 item 2): the trim against LDPRecover
 TARGET_NB_LEARNERS = ("ldp-nb", "ldp-nb-robust", "ldp-nb-ldprecover")
-#: the table's columns: the learners and LDPRecover given the paper's η (``_given_eta``)
+#: the table's columns: the learners and LDPRecover given the whole pool's η (``_given_eta``)
 TARGET_NB_COLUMNS = (*TARGET_NB_LEARNERS, "ldprecover-given-eta")
 METRICS = (("accuracy", "accuracy"), ("balanced_accuracy", "balanced"), ("auc", "auc"))
 NB_SECTION = "## ε 4, output attack: ldp-nb, the trim (ldp-nb-robust) and LDPRecover (ldp-nb-ldprecover)"
@@ -289,8 +289,8 @@ def target_nb_rows(args, out: Path) -> list[dict]:
 
 def _given_eta(cell, f: float) -> dict:
     """The same pool refitted (``offline_release`` of the cell's population and seed, as the cell runner
-    does) with LDPRecover given the paper's η = m/n = f/(1 − f) on every table (the attack's size known,
-    as the paper assumes; not a registered learner), and the η_j that ldp-nb-ldprecover's counts
+    does) with LDPRecover given the whole pool's η = m/n = f/(1 − f) on every table (the attack's size
+    known; not a registered learner), and the η_j that ldp-nb-ldprecover's counts
     estimator learned on native country (attribute 11)."""
     population = build_population(cell.run_config(results_dir="/tmp"))
     rel = offline_release(population, cell.seed)
@@ -351,8 +351,8 @@ def target_nb_md(args, nb: list[dict], compared: int, differ: int) -> list[str]:
         "mean ± sd over seeds. ldp-nb-robust: robust='margins' (the consistency test and the trim); "
         "ldp-nb-ldprecover: robust='ldprecover', LDPRecover (Sun et al., ICDE 2024) on every pair table with "
         "η_j from the attribute-sampling counts (fedrr/estimators/_ldprecover.py); ldprecover-given-eta: the same "
-        "LDPRecover given the paper's η = m/n = f/(1 − f) on every table (the attack's size known, as the paper "
-        "assumes; refitted on the same pool, not a registered learner).",
+        "LDPRecover given the whole pool's η = m/n = f/(1 − f) on every table (the attack's size known; "
+        "refitted on the same pool, not a registered learner).",
         "",
         "| fakes | metric | " + " | ".join(TARGET_NB_COLUMNS) + " | ldprecover − robust | ldprecover − ldp-nb |",
         "|---" * (len(TARGET_NB_COLUMNS) + 4) + "|",

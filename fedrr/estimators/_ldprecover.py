@@ -6,7 +6,7 @@ The three steps, with the paper's notation (n genuine and m malicious users, η 
 
 1. genuine-frequency estimator. The poisoned vector is the users' mixture
    f̃_Z = (n f̃_X + m f̃_Y)/(n + m), so f̂_X = (1 + η) f̃_Z − η f̃_Y (``genuine_estimate``: exact when f̃_Y
-   is the malicious users' own debiased frequencies; the paper's Theorem on the estimator);
+   is the malicious users' own debiased frequencies: the paper's genuine-frequency estimator);
 2. malicious statistics learned from the protocol (its "adaptive attack"): every malicious report
    supports one item, so the malicious frequencies sum to Σ_v f̃_Y(v) = (1 − K·b)/(a − b)
    (``malicious_mass``: a = P(report supports v | x = v), b the same for x ≠ v; 1 for k-RR, whatever
@@ -19,18 +19,22 @@ The three steps, with the paper's notation (n genuine and m malicious users, η 
 What was read and what was not: the paper's full text was not readable from this workplace (only its
 abstract); steps 1–3 above follow the abstract's three components, the algebra of the mixture (checked
 numerically in tests/test_ldprecover.py) and the D_0 / D_1 split and malicious mass of a public
-re-implementation (Li et al.'s MDPA code, ``post_process/LDPRecover.py``), so the paper's equation
-numbers are not cited here. LDPRecover* (the paper's variant that adds known attack details, e.g. the
+re-implementation (Li et al.'s MDPA code, ``post_process/LDPRecover.py``, whose comments name D_0 and
+D_1 "in paper" but whose code divides the mass by the whole domain's size; fedrr follows the D_1
+reading), so the paper's equation numbers are not cited here and the D_1 spreading is the least
+certain step. LDPRecover* (the paper's variant that adds known attack details, e.g. the
 target items, as constraints) is not built: fedrr's defences are compared without attack knowledge.
 
 Mapping onto paired pair tables (the narrowest choice, fedrr's): one vector per attribute j, its
 K = k_j·C pair cells debiased by j's pair oracle (k-RR, OUE or OLH at the pair ε: a and b are that
-oracle's). The paper takes η as given; fedrr's server does not know it, so ``eta="counts"`` estimates
+oracle's). The estimator needs η, which the abstract does not say how the server learns (the
+re-implementation takes it as an argument); fedrr's server does not know it, so
+``LDPNaiveBayes(recover_eta="counts")`` estimates
 each table's own ratio from the attribute-sampling counts: honest clients release an attribute at a
 rate that does not depend on their data, so the median count over attributes estimates an honest
 table's count and m̂_j = max(n_j − median_k n_k, 0) (η_j = m̂_j/(n_j − m̂_j)); fakes at the honest
 sampling rate then go unseen (η_j ≈ 0) and an honest pool gets the small η_j of its sampling noise.
-A number η ≥ 0 applies the paper's η to every table instead."""
+A number η ≥ 0 applies one given η (the whole pool's m/n) to every table instead."""
 
 from __future__ import annotations
 
