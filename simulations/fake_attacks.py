@@ -300,7 +300,7 @@ def _given_eta(cell, f: float) -> dict:
     scores = classification_scores(given, *population.test_set())
     row = {f"ldprecover-given-eta{'' if k == 'accuracy' else ' ' + c}": scores[k] for k, c in METRICS}
     row["ldprecover eta native country"] = float(counts.recover_eta_[TARGET[0]])
-    clip = LDPNaiveBayes().fit(X, rel.y, mechanism=mech)  # ldp-nb's published clipping (its learner: "mle")
+    clip = LDPNaiveBayes().fit(X, rel.y, mechanism=mech)  # learner ldp-nb: method "auto", "clip" on paired releases
     attribute, state, label = TARGET
     row["target cell clip"] = float(clip.joint_[attribute][state, label])
     row["target cell ldprecover"] = float(counts.joint_[attribute][state, label])
