@@ -42,6 +42,7 @@ LEARNERS = {
         "ldp-nb",
         "ldp-nb-normsub",
         "ldp-nb-robust",
+        "ldp-nb-ldprecover",
     ),
     "regression": ("ls", "ridge-cv", "wdro", "gauss-dro", "mean", "clean"),
 }

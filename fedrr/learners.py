@@ -178,6 +178,16 @@ def _no_paired(name: str) -> Callable[[Any], None]:
     return partial(_refuse_paired, name, why=_PAIRED_WHY[name])
 
 
+def _paired_only(name: str, mechanism: Any) -> None:
+    """A learner that reads one paired mechanism's pair tables (``ldp-nb-ldprecover``): paired releases,
+    one mechanism for every client."""
+    _one_mechanism(name, mechanism)
+    if not _has_paired(mechanism):
+        raise ValidationError(
+            "learners", f"{name!r} needs paired releases (PairedRecordMechanism): it recovers pair tables"
+        )
+
+
 def _paired_one(name: str, mechanism: Any) -> None:
     """Paired releases read by one paired mechanism's tables (``naive``, ``majority``): one for every client."""
     if _has_paired(mechanism) and isinstance(mechanism, (list, tuple)):
@@ -522,11 +532,19 @@ for _name, _params, _doc in (
         "ldp-nb with the fake-client defence robust='margins': for an attribute whose table's class margin disagrees "
         "with the others' (attribute sampling), the fewest reports that carry the excess are trimmed from its table",
     ),
+    (
+        "ldp-nb-ldprecover",
+        {"robust": "ldprecover"},
+        "ldp-nb with LDPRecover (Sun et al., ICDE 2024) on each pair table, for comparison with ldp-nb-robust: "
+        "(1 + η) f - η f_Y, the pair oracle's malicious mass spread over the positive cells (η from the sampling "
+        "counts), projected onto the simplex; paired releases only",
+    ),
 ):
-    _learner("classification", _name, _doc, accepts=partial(_one_mechanism, _name) if "robust" in _params else None)(
+    _accepts = {"margins": _one_mechanism, "ldprecover": _paired_only}.get(_params.get("robust", "none"))
+    _learner("classification", _name, _doc, accepts=partial(_accepts, _name) if _accepts else None)(
         partial(_ldp_nb_variant, _name, _params)
     )
-del _name, _params, _doc
+del _name, _params, _doc, _accepts
 
 
 # -------------------------------------------------------------------------------- regression

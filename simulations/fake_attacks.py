@@ -22,6 +22,10 @@ Two parts:
   a spread fit is ~35 s on this pool). The frequency check's flags (α 0.01). Every number comes from
   the sweep's cell runner (``fedrr.experiment.run_cell``, offline); finished cells under
   OUT/cells (same fingerprint) are reused, so a killed run resumes.
+* target-nb: the target rows' naive-Bayes learners (ldp-nb, ldp-nb-robust and ldp-nb-ldprecover,
+  LDPRecover on each pair table: issue 45 item 2) at ``--seeds`` seeds, in a scenario of their own on
+  the same pools (the spread cells are not refitted), merged into attacks_target.{csv,md} with
+  accuracy, balanced accuracy and AUC.
 * flags: how often the frequency check flags a pool (α 0.01, 10 seeds), with the attacked field
   released by OUE so that the padding matters: split release (label by RR at ε 2, one sampled
   attribute at ε 2, native country by OUE — fedrr's own choice there is OLH — the others by the
@@ -31,6 +35,7 @@ Two parts:
 
     python simulations/fake_attacks.py                          # results/fake_clients/attacks*.{md,csv} (~2 h)
     python simulations/fake_attacks.py --part flags             # the flag counts only
+    python simulations/fake_attacks.py --part target-nb         # ldp-nb / -robust / -ldprecover, 10 seeds (~2 min)
     python simulations/fake_attacks.py --quick --out /tmp/fa    # 3,000 clients, 1 seed, a minute
 """
 
@@ -46,10 +51,12 @@ import numpy as np
 
 from fedrr.assembly import build_population
 from fedrr.datasets import load
+from fedrr.estimators import LDPNaiveBayes
 from fedrr.experiment import is_done, parse_scenario, run_cell
 from fedrr.fake import FakeClients
 from fedrr.frequency_check import frequency_check
 from fedrr.io import provenance
+from fedrr.learners import classification_scores
 from fedrr.mechanisms import PairedRecordMechanism, RandomizedResponse, RecordMechanism, UnaryEncoding, frequency_oracle
 from fedrr.population import DatasetPopulation
 from fedrr.release import offline_release
@@ -253,6 +260,142 @@ def target_md(args, rows: list[dict]) -> list[str]:
     return lines + [""]
 
 
+#: the naive-Bayes comparison added to the target table (issue 45 item 2): the trim against LDPRecover
+TARGET_NB_LEARNERS = ("ldp-nb", "ldp-nb-robust", "ldp-nb-ldprecover")
+#: the table's columns: the learners and LDPRecover given the whole pool's η (``_given_eta``)
+TARGET_NB_COLUMNS = (*TARGET_NB_LEARNERS, "ldprecover-given-eta")
+METRICS = (("accuracy", "accuracy"), ("balanced_accuracy", "balanced"), ("auc", "auc"))
+NB_SECTION = "## ε 4, output attack: ldp-nb, the trim (ldp-nb-robust) and LDPRecover (ldp-nb-ldprecover)"
+
+
+def target_nb_rows(args, out: Path) -> list[dict]:
+    """The target rows' naive-Bayes learners only, at ``--seeds`` seeds per fraction: a scenario of its
+    own (cells under OUT/cells/target-nb-*), so the spread cells' fingerprints are untouched; repeat r
+    has the same seed, hence the same honest releases and fakes, as the spread rows' repeat r."""
+    rows = []
+    for f in args.target_fractions:
+        spec = scenario(f"target-nb-e4-output-f{f:g}", args, 4.0, f, "output", TARGET_NB_LEARNERS, args.seeds)
+        for cell in spec.cells():
+            rec = _cell(cell, out / "cells" / spec.name)
+            row = {"fake_fraction": f, "seed": rec["seed"]}
+            for n in TARGET_NB_LEARNERS:
+                for key, col in METRICS:
+                    row[n if key == "accuracy" else f"{n} {col}"] = rec["learners"][n].get(key)
+            row.update(_given_eta(cell, f))
+            rows.append(row)
+            print("  " + " ".join(f"{k} {v}" for k, v in row.items()), flush=True)
+    return rows
+
+
+def _given_eta(cell, f: float) -> dict:
+    """The same pool refitted (``offline_release`` of the cell's population and seed, as the cell runner
+    does) with LDPRecover given the whole pool's η = m/n = f/(1 − f) on every table (the attack's size
+    known; not a registered learner), and the η_j that ldp-nb-ldprecover's counts
+    estimator learned on native country (attribute 11)."""
+    population = build_population(cell.run_config(results_dir="/tmp"))
+    rel = offline_release(population, cell.seed)
+    X, mech = np.asarray(rel.x, float), population.mechanism(0)
+    given = LDPNaiveBayes(robust="ldprecover", recover_eta=f / (1 - f)).fit(X, rel.y, mechanism=mech)
+    counts = LDPNaiveBayes(robust="ldprecover").fit(X, rel.y, mechanism=mech)
+    scores = classification_scores(given, *population.test_set())
+    row = {f"ldprecover-given-eta{'' if k == 'accuracy' else ' ' + c}": scores[k] for k, c in METRICS}
+    row["ldprecover eta native country"] = float(counts.recover_eta_[TARGET[0]])
+    clip = LDPNaiveBayes().fit(X, rel.y, mechanism=mech)  # learner ldp-nb: method "auto", "clip" on paired releases
+    attribute, state, label = TARGET
+    row["target cell clip"] = float(clip.joint_[attribute][state, label])
+    row["target cell ldprecover"] = float(counts.joint_[attribute][state, label])
+    return row
+
+
+def merge_target_csv(path: Path, nb: list[dict], args) -> tuple[list[dict], int, int]:
+    """attacks_target.csv with the naive-Bayes rows merged in by (fraction, seed): the existing rows keep
+    every column (their ldp-nb and ldp-nb-robust are checked against the new cells': the same pools give
+    the same fits), the new columns are added, the seeds spread did not run get rows of their own.
+    Returns the rows, how many existing figures were compared and how many differed (> 1e-12)."""
+    lines = path.read_text().splitlines() if path.exists() else []  # none yet: the naive-Bayes rows alone
+    head = [ln for ln in lines if ln.startswith("#") and "--part target-nb" not in ln]
+    old = list(csv.DictReader([ln for ln in lines if not ln.startswith("#")]))
+    by_key = {(float(r["fake_fraction"]), int(r["seed"])): r for r in old}
+    compared = differ = 0
+    for r in nb:
+        key = (r["fake_fraction"], r["seed"])
+        if key not in by_key:
+            by_key[key] = {"epsilon": 4.0, "attack": "none" if key[0] == 0 else "output", **r}
+            continue
+        row = by_key[key]
+        for n in ("ldp-nb", "ldp-nb-robust"):
+            compared += 1
+            differ += abs(float(row[n]) - r[n]) > 1e-12
+        row.update(r)
+    cols = list(dict.fromkeys([*(old[0].keys() if old else ("epsilon", "attack")), *nb[0].keys()]))
+    rows = [{c: by_key[k].get(c) for c in cols} for k in sorted(by_key)]
+    with open(path, "w", newline="") as fh:
+        fh.write("\n".join(head) + f"\n# naive-Bayes columns merged by {command(args)}; {provenance()}\n")
+        w = csv.DictWriter(fh, fieldnames=cols)
+        w.writeheader()
+        w.writerows(rows)
+    return rows, compared, differ
+
+
+def target_nb_md(args, nb: list[dict], compared: int, differ: int) -> list[str]:
+    """The three naive-Bayes learners by fraction and metric (mean ± sd over the seeds), and per-seed
+    paired differences against ldp-nb-robust: which leads."""
+    metrics = [(k, c, (lambda n, c=c, k=k: n if k == "accuracy" else f"{n} {c}")) for k, c in METRICS]
+    lines = [
+        NB_SECTION,
+        "",
+        f"Made by `{command(args)}` ({provenance()}): a naive-Bayes-only scenario (cells target-nb-*) on the "
+        f"same pools as the table above (repeat r has the same seed: the same honest releases and fakes), "
+        f"{args.seeds} seeds per row; spread is not refitted. Check: {compared} ldp-nb / ldp-nb-robust "
+        f"accuracies of the seeds above were refitted here, {differ} differed. Test metrics on adult.test, "
+        "mean ± sd over seeds. ldp-nb-robust: robust='margins' (the consistency test and the trim); "
+        "ldp-nb-ldprecover: robust='ldprecover', LDPRecover (Sun et al., ICDE 2024) on every pair table with "
+        "η_j from the attribute-sampling counts (fedrr/estimators/_ldprecover.py); ldprecover-given-eta: the same "
+        "LDPRecover given the whole pool's η = m/n = f/(1 − f) on every table (the attack's size known; "
+        "refitted on the same pool, not a registered learner).",
+        "",
+        "| fakes | metric | " + " | ".join(TARGET_NB_COLUMNS) + " | ldprecover − robust | ldprecover − ldp-nb |",
+        "|---" * (len(TARGET_NB_COLUMNS) + 4) + "|",
+    ]
+    for f in args.target_fractions:
+        rs = [r for r in nb if r["fake_fraction"] == f]
+        for key, _, col in metrics:
+            vals = {n: [r[col(n)] for r in rs] for n in TARGET_NB_COLUMNS}
+            d_rob = [a - b for a, b in zip(vals["ldp-nb-ldprecover"], vals["ldp-nb-robust"])]
+            d_nb = [a - b for a, b in zip(vals["ldp-nb-ldprecover"], vals["ldp-nb"])]
+            lines.append(f"| {100 * f:g} % | {key.replace('_', ' ')} | "
+                         + " | ".join(_ms(vals[n]) for n in TARGET_NB_COLUMNS)
+                         + f" | {_ms(d_rob)} | {_ms(d_nb)} |")  # fmt: skip
+    lines += ["", "Leader per row: the highest mean, 'tie' when the two best differ by at most two standard errors "
+              "of their paired per-seed difference:", ""]  # fmt: skip
+    for f in args.target_fractions:
+        rs = [r for r in nb if r["fake_fraction"] == f]
+        leads = []
+        for key, _, col in metrics:
+            means = {n: np.mean([r[col(n)] for r in rs]) for n in TARGET_NB_COLUMNS}
+            best, second = sorted(means, key=means.get, reverse=True)[:2]
+            d = np.array([r[col(best)] - r[col(second)] for r in rs])
+            se = d.std(ddof=1) / np.sqrt(d.size) if d.size > 1 else 0.0
+            leads.append(
+                f"{key.replace('_', ' ')}: {best}"
+                + (" (one seed)" if d.size < 2 else f" (tie with {second})" if d.mean() <= 2 * se else "")
+            )
+        lines.append(f"- {100 * f:g} %: " + "; ".join(leads))
+    etas, cells = [], []
+    for f in args.target_fractions:
+        rs = [r for r in nb if r["fake_fraction"] == f]
+        e = [r["ldprecover eta native country"] for r in rs]
+        etas.append(f"{100 * f:g} % fakes {np.mean(e):.3f} ({min(e):.3f}–{max(e):.3f}), given η {f / (1 - f):.3f}")
+        cells.append(f"{100 * f:g} % fakes {np.mean([r['target cell clip'] for r in rs]):.3f} clipped, "
+                     f"{np.mean([r['target cell ldprecover'] for r in rs]):.3f} LDPRecover")  # fmt: skip
+    lines += ["", "η_j that ldp-nb-ldprecover learned on native country (the target's attribute), mean (min–max): "
+              + "; ".join(etas) + ".", "",
+              "The target cell P̂(native country = US, >50K) of the native-country pair table, mean over seeds "
+              "(the clipped debiased table of ldp-nb's published protocol, method 'clip', and LDPRecover's): "
+              + "; ".join(cells) + "."]  # fmt: skip
+    return lines + [""]
+
+
 def _split_oue(n_clients: int, seed: int) -> DatasetPopulation:
     """Label by RR at ε 2 and one sampled attribute at ε 2: native country by OUE, the others by the
     least-variance oracle (the split release of configs/adult.toml at ε 4, OUE forced on column 11)."""
@@ -417,7 +560,7 @@ def command(args) -> str:
         opts += " --finished-only"
     if args.part == "target" and args.baseline_seeds != args.spread_seeds:
         opts += f" --baseline-seeds {args.baseline_seeds}"
-    if args.part == "target" and list(args.target_fractions) != [0.0, 0.01, 0.05]:
+    if args.part in ("target", "target-nb") and list(args.target_fractions) != [0.0, 0.01, 0.05]:
         opts += " --target-fractions " + " ".join(f"{f:g}" for f in args.target_fractions)
     if not args.quick and list(args.eps) != [4.0, 2.0]:
         opts += " --eps " + " ".join(f"{e:g}" for e in args.eps)
@@ -427,7 +570,9 @@ def command(args) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="results/fake_clients", help="output folder (default results/fake_clients)")
-    parser.add_argument("--part", choices=("all", "accuracy", "flags", "target"), default="all")
+    parser.add_argument("--part", choices=("all", "accuracy", "flags", "target", "target-nb"), default="all",
+                        help="target-nb: the naive-Bayes learners (with ldp-nb-ldprecover) at --seeds seeds on the "
+                        "target rows' pools, merged into attacks_target.{csv,md}")  # fmt: skip
     parser.add_argument(
         "--target-fractions",
         type=float,
@@ -484,6 +629,14 @@ def main(argv: list[str] | None = None) -> None:
             return
         write_csv(out / "attacks_target.csv", rows, args)
         lines += target_md(args, rows)
+    if args.part == "target-nb":  # merged into the target table: its spread rows and text are kept
+        nb = target_nb_rows(args, out)
+        _, compared, differ = merge_target_csv(out / "attacks_target.csv", nb, args)
+        md = out / "attacks_target.md"
+        kept = md.read_text().split(NB_SECTION)[0].rstrip("\n") if md.exists() else "\n".join(lines).rstrip("\n")
+        md.write_text(kept + "\n\n" + "\n".join(target_nb_md(args, nb, compared, differ)))
+        print(md.read_text())
+        return
     if args.part in ("all", "flags"):
         flags = flag_rows(args)
         write_csv(out / "attacks_flags.csv", flags, args)

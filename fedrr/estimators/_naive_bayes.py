@@ -38,14 +38,18 @@ from .._validation import as_array, as_state_array
 from ..errors import ValidationError
 from ..mechanisms import DiscreteMechanism, PairedRecordMechanism
 from ._frequencies import clip_table, project_to_simplex, simplex_mle
+from ._ldprecover import recover_tables
 from ._naive_bayes_mix import mechanism_groups, paired_mix_mle, paired_mix_tables, split_mix_tables
 from ._naive_bayes_releases import MLE_CALLER as _MLE
 from ._naive_bayes_releases import Releases, check_record, check_releases
 from ._sklearn import class_labels, validate, warn_clean
 
 METHODS = ("auto", "mle", "projection", "clip")
-#: robust="margins": trim the reports that carry a rejected attribute's excess class margin (``margin_trim``)
+#: robust="margins": trim the reports that carry a rejected attribute's excess class margin (``margin_trim``);
+#: spread's defence takes these
 ROBUST = ("none", "margins")
+#: LDPNaiveBayes's: also "ldprecover", LDPRecover on each pair table (``_ldprecover``; paired releases only)
+NB_ROBUST = (*ROBUST, "ldprecover")
 #: log of the smallest positive double: the floor for log-probabilities estimated as exactly 0
 LOG_FLOOR = math.log(np.finfo(float).tiny)
 
@@ -299,6 +303,15 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
     attributes consistent, z 0, when robust="none"), ``trimmed_`` (per attribute, the records whose
     report on it was discarded) and ``n_trimmed_`` (F,).
 
+    robust="ldprecover" (paired releases, one mechanism; for comparison, issue 45): LDPRecover (Sun et
+    al., ICDE 2024; ``_ldprecover``) on each attribute's debiased pair table instead of the clipping:
+    f̂ = (1 + η_j) P̂_j − η_j f̃_Y, the malicious mass of the pair oracle spread evenly over the table's
+    positive cells, projected onto the simplex; η_j from the sampling counts (``recover_eta="counts"``)
+    or one given η ≥ 0. The class prior is the recovered tables' pooled margin, weighted by the genuine
+    counts n_j/(1 + η_j). No attack knowledge is used, so it does not move a promoted cell more than the
+    others (the paper's LDPRecover* would need the targets). Learned: ``recover_eta_`` (η_j),
+    ``malicious_mass_`` (Σ f̃_Y per table), ``malicious_support_`` (|D_1|); None for the other options.
+
     Learned: ``classes_``, ``n_states_`` (k_j), ``n_released_`` (n_j), ``joint_unbiased_`` and
     ``class_prior_unbiased_`` (debiased, before projection), ``joint_`` and ``class_prior_`` (on the
     simplex), ``feature_log_prob_`` (per attribute (C, k_j)), ``class_log_prior_``, ``n_iter_`` (1 for
@@ -315,6 +328,7 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         mechanism: Any = None,
         robust: str = "none",
         robust_alpha: float = 0.01,
+        recover_eta: str | float = "counts",
     ):
         self.alpha = alpha
         self.method = method
@@ -323,14 +337,16 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self.mechanism = mechanism
         self.robust = robust
         self.robust_alpha = robust_alpha
+        self.recover_eta = recover_eta
 
     _parameter_constraints = {
         "alpha": [Interval(float, 0, None, closed="left")],
         "method": [Options(*METHODS)],
         "tol": [Interval(float, 0, None, closed="neither")],
         "max_iter": [Interval(int, 1, None)],
-        "robust": [Options(*ROBUST)],
+        "robust": [Options(*NB_ROBUST)],
         "robust_alpha": [Interval(float, 0, 1, closed="neither")],
+        "recover_eta": [Options("counts"), Interval(float, 0, None)],
     }
 
     def __sklearn_tags__(self):
@@ -354,6 +370,10 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
             mechanism = groups[0][0]
         if check_record(mechanism).label_in_pairs:
             return self._fit_paired(X, y, mechanism)
+        if self.robust == "ldprecover":
+            raise ValidationError(
+                "robust", "'ldprecover' needs paired releases (one pair oracle per attribute's table)"
+            )
         method = "mle" if self.method == "auto" else self.method
         rel = check_releases(X, y, mechanism)
         if self.robust == "margins":
@@ -406,7 +426,13 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         tables, n_released, freq = _paired_unbiased(rel)
         # the unbiased pooled margin (of the trimmed tables), negative entries clipped
         n_iter, prior = 1, clip_table(_pooled_margin(tables, n_released))
-        if method == "clip":
+        if self.robust == "ldprecover":  # LDPRecover's CI output is on the simplex: no clip, projection or MLE
+            joint, etas, masses, support = recover_tables(tables, list(mechanism.oracles), n_released,
+                                                          self.recover_eta)  # fmt: skip
+            self._set_recovery((etas, masses, support))
+            n_released = n_released / (1.0 + etas)  # the genuine reports' count, n_j = (n_j + m_j)/(1 + η_j)
+            prior = _pooled_margin(joint, n_released)
+        elif method == "clip":
             joint = [clip_table(t) for t in tables]
         else:
             joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
@@ -427,7 +453,9 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         groups pooled by inverse variance; ``method`` as for one mechanism ("mle" on split releases:
         "projection", the pooled tables' exact likelihood is not built for them)."""
         if self.robust != "none":
-            raise ValidationError("robust", "'margins' needs one record mechanism for every record (no budget mix)")
+            raise ValidationError(
+                "robust", f"{self.robust!r} needs one record mechanism for every record (no budget mix)"
+            )
         X = as_array("X_tilde", X_tilde, "must be an array of shape (n_clients, n_features)")
         paired = bool(groups[0][0].label_in_pairs)
         if paired:
@@ -460,9 +488,15 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         self._set_model(joint, prior, n_released)
         return self
 
+    def _set_recovery(self, learned: tuple | None) -> None:
+        """Set ``recover_eta_`` (η_j), ``malicious_mass_`` (Σ_v f̃_Y) and ``malicious_support_`` (|D_1|)
+        per attribute for robust="ldprecover" (``_ldprecover``), None otherwise."""
+        self.recover_eta_, self.malicious_mass_, self.malicious_support_ = learned or (None, None, None)
+
     def _robust_test(self, per_report: list[np.ndarray] | None, n_features: int = 0) -> None:
         """Set ``consistent_``, ``margin_z_``, ``margin_z_critical_`` (see ``margin_consistency``), and
-        ``trimmed_`` / ``n_trimmed_`` empty (``_trim`` fills them)."""
+        ``trimmed_`` / ``n_trimmed_`` empty (``_trim`` fills them), and no recovery (``_set_recovery``)."""
+        self._set_recovery(None)
         if per_report is None:
             self.consistent_ = np.ones(n_features, dtype=bool)
             self.margin_z_, self.margin_z_critical_ = np.zeros(n_features), math.inf

@@ -46,6 +46,7 @@ LEARNER_STYLES = {
     "ldp-nb": ("#2ca02c", "^"),
     "ldp-nb-normsub": ("#74c476", "1"),
     "ldp-nb-robust": ("#006d2c", "2"),
+    "ldp-nb-ldprecover": ("#a1d99b", "3"),
     "ldp-sgd": ("#9467bd", "D"),
     "wdro": ("#d62728", "X"),
     "wdro-cv": ("#ff9896", "x"),
