@@ -557,8 +557,9 @@ def _keys() -> tuple[Key, ...]:
             "learners",
             "str",
             "unit",
-            "model input of a discrete state: unit s/(k−1) | index s | onehot (k−1 indicators)",
-            (Options("unit", "index", "onehot"),),
+            "model input of a discrete state: unit s/(k−1) | index s | onehot (k−1 indicators) | auto (onehot "
+            "up to 512 model inputs, else unit: the estimators' default)",
+            (Options("unit", "index", "onehot", "auto"),),
         ),
         K("C", "learners", "float", 1.0, "inverse L2 penalty (scikit-learn's C)", (_POS,), flwr="C"),
         K(

@@ -60,7 +60,9 @@ def main(argv=None) -> int:
     for name, kw in SETTINGS.items():
         for seed in range(args.seeds):
             t = time.perf_counter()
-            est = SpreadLogisticRegression(C=np.inf, prior=CategoricalPrior(PRIOR), random_state=seed, **kw)
+            est = SpreadLogisticRegression(
+                C=np.inf, prior=CategoricalPrior(PRIOR), random_state=seed, encoding="unit", **kw
+            )
             est.fit(Xt, yt, mechanism=rm)
             coef = est.coef_ - est.coef_.mean(axis=0)
             rows.append(

@@ -109,7 +109,7 @@ def fit(method: str, setup: Setup, X, y, Xt, yt, seed: int, max_iter: int | None
     elif method == "naive":
         m = NaiveLogisticRegression(C=np.inf, max_iter=5000).fit(Xt, yt, mechanism=setup.rm)
     else:
-        kw = dict(C=np.inf, random_state=seed, **({} if max_iter is None else {"max_iter": max_iter}))
+        kw = dict(C=np.inf, random_state=seed, encoding="unit", **({} if max_iter is None else {"max_iter": max_iter}))
         if method == "paper":
             kw.update(e_step="importance", n_samples=10)
         m = SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=setup.rm)

@@ -72,7 +72,9 @@ POWER_COEF = np.array([1.0, -1.0, 0.5, 0.0, 0.0])
 POWER_COEF3 = np.array([[1.0, -1.0, 0.5, 0.0, 0.0], [0.0] * 5, [-1.0, 1.0, 0.0, 0.0, 0.0]])  # three classes
 POWER_GRID = [(300, 0.1), (300, 0.3), (1000, 0.1), (1000, 0.3)]  # (records, label flip)
 #: small and fast: two Cs, three folds, short EM runs
-SMALL = dict(Cs=(0.1, 1.0), cv=3, cv_max_iter=5, max_iter=10, n_chains=1, heldout_samples=16, n_permutations=999)
+SMALL = dict(
+    encoding="unit", Cs=(0.1, 1.0), cv=3, cv_max_iter=5, max_iter=10, n_chains=1, heldout_samples=16, n_permutations=999
+)
 
 
 def clopper_pearson(k: int, n: int, level: float = 0.95) -> tuple[float, float]:

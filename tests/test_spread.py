@@ -86,7 +86,9 @@ def test_em_fixed_point_is_the_exact_spread_mle(tiny):
     eq 47; the paper's self-normalised importance sampling with S = 2 does not (it shrinks)."""
     rm, Xt, yt, mle = tiny
     fits = [
-        SpreadLogisticRegression(C=np.inf, prior=CategoricalPrior(PRIOR0), random_state=seed).fit(Xt, yt, mechanism=rm)
+        SpreadLogisticRegression(encoding="unit", C=np.inf, prior=CategoricalPrior(PRIOR0), random_state=seed).fit(
+            Xt, yt, mechanism=rm
+        )
         for seed in range(4)
     ]
     assert all(f.converged_ for f in fits)
@@ -98,7 +100,13 @@ def test_em_fixed_point_is_the_exact_spread_mle(tiny):
     # — while the MLE's own statistical s.e. at n = 4,000 is ~0.3.
     assert np.max(np.abs(got - mle)) < 0.25, (runs, mle)
     paper = SpreadLogisticRegression(
-        C=np.inf, prior=CategoricalPrior(PRIOR0), e_step="importance", n_samples=2, max_iter=60, random_state=0
+        encoding="unit",
+        C=np.inf,
+        prior=CategoricalPrior(PRIOR0),
+        e_step="importance",
+        n_samples=2,
+        max_iter=60,
+        random_state=0,
     ).fit(Xt, yt, mechanism=rm)
     got_paper = np.r_[paper.coef_[0], paper.intercept_]
     assert np.linalg.norm(got_paper - mle) > 2 * np.linalg.norm(got - mle)
@@ -203,7 +211,7 @@ def test_consistency_error_falls_with_n_for_spread_not_naive():
             rng = np.random.default_rng([n, rep])
             X, y = _make(n, rng)
             Xt, yt = rm.release(X, y, rng=rng)
-            s = SpreadLogisticRegression(C=np.inf, random_state=rep).fit(Xt, yt, mechanism=rm)
+            s = SpreadLogisticRegression(encoding="unit", C=np.inf, random_state=rep).fit(Xt, yt, mechanism=rm)
             e_s.append(np.linalg.norm(np.r_[s.coef_[0], s.intercept_] - truth))
             nv = NaiveLogisticRegression(C=1e6).fit(Xt, yt, mechanism=rm)
             e_n.append(np.linalg.norm(np.r_[nv.coef_[0], nv.intercept_] - truth))
@@ -227,7 +235,7 @@ def test_multiclass_label_rr_beats_naive():
     Xte = rng.integers(0, 4, size=(4000, d))
     lt = (Xte / 3) @ W.T
     yte = lt.argmax(axis=1)  # Bayes classifier's labels
-    s = SpreadLogisticRegression(C=np.inf, random_state=0).fit(Xt, yt, mechanism=rm)
+    s = SpreadLogisticRegression(encoding="unit", C=np.inf, random_state=0).fit(Xt, yt, mechanism=rm)
     nv = NaiveLogisticRegression(C=1e6).fit(Xt, yt, mechanism=rm)
     assert s.coef_.shape == (3, d) and s.predict_proba(Xte).shape == (4000, 3)
     # calibration on clean points: mean |p̂(c|x) − p₀(c|x)| (the naive fit's argmax is often right,
@@ -264,6 +272,7 @@ def test_multiclass_em_fixed_point_is_the_exact_spread_mle():
     runs = []
     for seed in range(3):
         s = SpreadLogisticRegression(
+            encoding="unit",
             C=np.inf,
             prior=CategoricalPrior(prior),
             n_samples=4,
@@ -284,7 +293,7 @@ def test_multiclass_burn_in_is_detected_per_logit_row():
     rm, Xt, yt, prior, mle = _multiclass()
     runs = []
     for seed in range(3):
-        s = SpreadLogisticRegression(C=np.inf, prior=CategoricalPrior(prior), random_state=seed)
+        s = SpreadLogisticRegression(encoding="unit", C=np.inf, prior=CategoricalPrior(prior), random_state=seed)
         runs.append(s.fit(Xt, yt, mechanism=rm).coef_)
         runs[-1] = runs[-1] - runs[-1].mean(axis=0)
     assert np.max(np.abs(np.mean(runs, axis=0) - mle)) < 0.55, (np.mean(runs, axis=0), mle)
@@ -332,8 +341,8 @@ def test_per_record_mechanisms_equal_the_shared_one_and_mixed_budgets_work():
     X, y = _make(3000, rng)
     rm = RecordMechanism(RandomizedResponse(K, 0.3), RandomizedResponse(2, 0.2), n_features=D)
     Xt, yt = rm.release(X, y, rng=rng)
-    a = SpreadLogisticRegression(random_state=1, max_iter=20).fit(Xt, yt, mechanism=rm)
-    b = SpreadLogisticRegression(random_state=1, max_iter=20).fit(Xt, yt, mechanism=[rm] * len(yt))
+    a = SpreadLogisticRegression(encoding="unit", random_state=1, max_iter=20).fit(Xt, yt, mechanism=rm)
+    b = SpreadLogisticRegression(encoding="unit", random_state=1, max_iter=20).fit(Xt, yt, mechanism=[rm] * len(yt))
     np.testing.assert_array_equal(a.coef_, b.coef_)
     # heterogeneous budgets: half the clients flip with 0.1, half with 0.4 — each record's exact likelihood
     lo = RecordMechanism(RandomizedResponse(K, 0.1), RandomizedResponse(2, 0.1), n_features=D)
@@ -343,7 +352,7 @@ def test_per_record_mechanisms_equal_the_shared_one_and_mixed_budgets_work():
     ym = np.empty_like(y)
     for m, rows in ((lo, np.arange(1, len(y), 2)), (hi, np.arange(0, len(y), 2))):
         Xm[rows], ym[rows] = m.release(X[rows], y[rows], rng=rng)
-    s = SpreadLogisticRegression(C=np.inf, random_state=0).fit(Xm, ym, mechanism=mechs)
+    s = SpreadLogisticRegression(encoding="unit", C=np.inf, random_state=0).fit(Xm, ym, mechanism=mechs)
     nv = NaiveLogisticRegression(C=1e6).fit(Xm, ym, mechanism=lo)
     truth = np.r_[THETA0, B0]
     assert np.linalg.norm(np.r_[s.coef_[0], s.intercept_] - truth) < np.linalg.norm(

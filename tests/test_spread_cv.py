@@ -27,7 +27,7 @@ def _data(n, seed, signal=True):
 
 def test_signal_is_found_and_c_is_the_best_held_out_conditional():
     X, y, Xt, yt = _data(1500, 0)
-    est = SpreadLogisticRegressionCV(Cs=(0.01, 1.0), cv=3, cv_max_iter=15, max_iter=30, random_state=0)
+    est = SpreadLogisticRegressionCV(encoding="unit", Cs=(0.01, 1.0), cv=3, cv_max_iter=15, max_iter=30, random_state=0)
     est.fit(Xt, yt, mechanism=RM)
     assert not est.fallback_ and est.estimator_ is not None and est.fallback_reason_ is None
     # C by the held-out log p(c̃ | x̃) on the selection part's folds, not by the joint

@@ -185,7 +185,8 @@ def _data(n, seed):
 def _fit(ds, eps, m, seed, prior="learned", **kw):
     mech = PairedRecordMechanism(KC, 2, eps, n_sampled=m)
     Xt, yt = mech.release(ds.X, ds.y, rng=np.random.default_rng(seed + 100))
-    est = SpreadLogisticRegression(C=np.inf, prior=prior, random_state=seed, **kw)
+    # the data's model is linear in s/(k − 1): the clean fit's encoding, pinned
+    est = SpreadLogisticRegression(C=np.inf, prior=prior, random_state=seed, **{"encoding": "unit"} | kw)
     return est.fit(Xt, yt, mechanism=mech)
 
 
@@ -228,8 +229,8 @@ def test_multiclass_paired_fit_recovers_the_clean_fit():
     ds = make_logistic_multiclass_discrete(20000, KC, coef, rng=np.random.default_rng(1))
     mech = PairedRecordMechanism(KC, 3, 20.0, n_sampled=3)
     Xt, yt = mech.release(ds.X, ds.y, rng=np.random.default_rng(2))
-    est = SpreadLogisticRegression(C=np.inf, random_state=0).fit(Xt, yt, mechanism=mech)
-    clean = SpreadLogisticRegression(C=np.inf).fit(ds.X / (np.array(KC) - 1.0), ds.y)
+    est = SpreadLogisticRegression(encoding="unit", C=np.inf, random_state=0).fit(Xt, yt, mechanism=mech)
+    clean = SpreadLogisticRegression(encoding="unit", C=np.inf).fit(ds.X / (np.array(KC) - 1.0), ds.y)
     zc = (ALL3 / (np.array(KC) - 1.0)) @ clean.coef_.T + clean.intercept_
     ze = (ALL3 / (np.array(KC) - 1.0)) @ est.coef_.T + est.intercept_
     # compare the models, not the (shift-invariant) parameters: centred logits over every record
@@ -289,15 +290,17 @@ def test_per_record_paired_mechanisms_equal_the_shared_one_and_mixed_budgets_wor
     mech = PairedRecordMechanism(KC, 2, 20.0, n_sampled=3)
     Xt, yt = mech.release(ds.X, ds.y, rng=np.random.default_rng(10))
     kw = dict(C=np.inf, random_state=1, max_iter=30)
-    shared = SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=mech)
-    listed = SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=[mech] * len(yt))
+    shared = SpreadLogisticRegression(encoding="unit", **kw).fit(Xt, yt, mechanism=mech)
+    listed = SpreadLogisticRegression(encoding="unit", **kw).fit(Xt, yt, mechanism=[mech] * len(yt))
     np.testing.assert_array_equal(shared.coef_, listed.coef_)
     low = PairedRecordMechanism(KC, 2, 10.0, n_sampled=3)
     half = np.arange(len(yt)) % 2 == 0
     Xl, _ = low.release(ds.X[half], ds.y[half], rng=np.random.default_rng(11))
     Xm = Xt.copy()
     Xm[half] = Xl
-    mixed = SpreadLogisticRegression(C=np.inf, random_state=1).fit(Xm, yt, mechanism=[low if h else mech for h in half])
+    mixed = SpreadLogisticRegression(encoding="unit", C=np.inf, random_state=1).fit(
+        Xm, yt, mechanism=[low if h else mech for h in half]
+    )
     clean = _clean(ds)
     gap = np.r_[mixed.coef_[0] - clean.coef_[0], mixed.intercept_ - clean.intercept_]
     assert np.max(np.abs(gap)) < 0.2, (mixed.coef_, clean.coef_)

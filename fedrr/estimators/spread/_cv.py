@@ -212,7 +212,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         n_average: int = 20,
         tol: float = 0.01,
         m_step_iter: int = 5,
-        encoding: str = "unit",
+        encoding: str = "auto",
         numeric_prior: str = "gaussian",
         n_bins: int = 10,
         fit_intercept: bool = True,

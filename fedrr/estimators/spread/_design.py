@@ -1,7 +1,8 @@
 """The model's inputs: which feature columns are discrete (and their k) or numeric (and their
 bounds), and how a discrete state enters the logistic model — ``"unit"`` s/(k−1), ``"index"`` s,
 or ``"onehot"`` k−1 indicators (state 0 the reference), as a user would model a categorical
-attribute. The same ``Design`` decodes clean records, sampled states and releases, and gives the
+attribute; ``"auto"`` (the estimators' default) is "onehot" up to ``AUTO_ONEHOT_INPUTS`` inputs, else
+"unit". The same ``Design`` decodes clean records, sampled states and releases, and gives the
 lookup tables the compiled E-step uses (logit contribution of every state of every column)."""
 
 from __future__ import annotations
@@ -14,9 +15,13 @@ import numpy as np
 from ...errors import ValidationError
 from ...mechanisms import DiscreteMechanism, RecordMechanism
 
-ENCODINGS = ("unit", "index", "onehot")
+ENCODINGS = ("unit", "index", "onehot", "auto")
 #: most model inputs a one-hot design may have (a dense (samples × inputs) matrix is built)
 MAX_ONEHOT_INPUTS = 4096
+#: "auto" one-hot encodes the discrete attributes when that gives at most this many model inputs,
+#: else "unit": a few categorical attributes (Adult's 12: 94 inputs) get a coefficient per state, as
+#: naive Bayes's log-odds has; many ordered states (MNIST's 784 pixels × 256: 199,920) one slope each
+AUTO_ONEHOT_INPUTS = 512
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,10 @@ class Design:
     def __post_init__(self):
         if self.encoding not in ENCODINGS:
             raise ValidationError("encoding", f"must be one of {ENCODINGS}, got {self.encoding!r}")
+        if self.encoding == "auto":  # resolved here, once: ``encoding`` is what the model uses
+            k = self.layout.k
+            onehot = int(np.where(k > 0, np.maximum(k - 1, 1), 1).sum())
+            object.__setattr__(self, "encoding", "onehot" if onehot <= AUTO_ONEHOT_INPUTS else "unit")
         if self.encoding == "onehot" and self.n_inputs > MAX_ONEHOT_INPUTS:
             raise ValidationError(
                 "encoding",
