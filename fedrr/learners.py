@@ -516,8 +516,8 @@ for _name, _params, _doc in (
     (
         "ldp-nb",
         {},
-        "LDP naive Bayes from debiased (attribute, label) pair frequencies (Yilmaz et al. 2019), maximum-likelihood "
-        "tables",
+        "LDP naive Bayes from debiased (attribute, label) pair frequencies (Yilmaz et al. 2019): maximum-likelihood "
+        "tables on split releases, clipped debiased tables on paired ones (the published protocol)",
     ),
     (
         "ldp-nb-normsub",
