@@ -19,7 +19,7 @@ Fits: ``PRIOR:C[:it=I][:burn=B][:init=S]`` = ``SpreadLogisticRegression(C, prior
 max_iter=I (200), burn_in=B (auto), init=S (calibration))`` with PRIOR ``nb`` (naive-bayes), ``lcM``
 (latent-class, M components), ``learned`` or ``auto``; ``cv[:KEY=S...]`` =
 ``SpreadLogisticRegressionCV(encoding="onehot", KEY=S)`` for string parameters (``init=naive-bayes``,
-``encoding=unit``: the estimator's own default encoding), otherwise defaults (the sweep's ``spread``);
+``encoding=unit``: the estimators' default until 2026-12-02, now "auto"), otherwise defaults (the sweep's ``spread``);
 ``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes). With ``prior="auto"`` on two or
 more pairs per person, ``prior_choice`` holds the prior the releases chose and its z
 (``SpreadLogisticRegression.prior_choice_``).
@@ -107,7 +107,7 @@ def fit_one(spec: str, Xt, yt, mech, seed: int):
         return est, time.perf_counter() - t, {}
     if spec.split(":")[0] == "cv":
         kw = {k: v for k, v in (p.split("=") for p in spec.split(":")[1:])}
-        kw = {"encoding": "onehot", "random_state": seed} | kw  # cv:encoding=unit: the estimator's default
+        kw = {"encoding": "onehot", "random_state": seed} | kw  # cv:encoding=unit: the estimators' former default
         est = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=mech)
         inner = est.estimator_
         extra = {"C_chosen": est.C_}
