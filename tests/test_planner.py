@@ -240,8 +240,9 @@ def test_mechanism_for_builds_any_candidate_at_the_plans_epsilon():
         assert plan.mechanism_for(cand).n_sampled == cand.n_sampled
     assert predicted_variance(plan.mechanism_for(0), 5000).score == pytest.approx(plan.best.score, rel=1e-12)
     other = plan_release([3, 4, 9], 3, 1.0, 5000).candidates[0]
-    with pytest.raises(ValidationError, match="candidate"):
-        plan.mechanism_for(other)
+    for bad in (other, len(plan.candidates), -1, True, "paired"):
+        with pytest.raises(ValidationError, match="candidate"):
+            plan.mechanism_for(bad)
 
 
 def test_reference_changes_the_evaluation_point():

@@ -229,7 +229,11 @@ class ReleasePlan:
     def mechanism_for(self, candidate: Candidate | int) -> PairedRecordMechanism | RecordMechanism:
         """The record mechanism of one of this plan's ``candidates`` (the object, or its rank from 0), at
         the plan's ε: ``mechanism_for(0)`` is ``mechanism``; a runner-up's, to measure it against."""
-        cand = self.candidates[candidate] if isinstance(candidate, (int, np.integer)) else candidate
+        if isinstance(candidate, (int, np.integer)) and not isinstance(candidate, bool):
+            if not 0 <= candidate < len(self.candidates):
+                raise ValidationError("candidate", f"rank must be in [0, {len(self.candidates) - 1}], got {candidate}")
+            candidate = self.candidates[candidate]
+        cand = candidate
         if not any(cand is c for c in self.candidates):
             raise ValidationError("candidate", "must be one of this plan's candidates (or its rank)")
         return build_mechanism(cand, self.n_states, self.n_classes, self.epsilon)
