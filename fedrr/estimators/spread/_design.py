@@ -73,6 +73,11 @@ class ColumnLayout:
         )
 
 
+def _onehot_widths(k: np.ndarray) -> np.ndarray:
+    """Model inputs per column of a one-hot design: k − 1 per discrete column (1 if binary), 1 per numeric."""
+    return np.where(k > 0, np.maximum(k - 1, 1), 1)
+
+
 @dataclass(frozen=True, eq=False)
 class Design:
     """Model inputs from a layout and an encoding. ``columns[d]`` are the model inputs of feature d."""
@@ -84,8 +89,7 @@ class Design:
         if self.encoding not in ENCODINGS:
             raise ValidationError("encoding", f"must be one of {ENCODINGS}, got {self.encoding!r}")
         if self.encoding == "auto":  # resolved here, once: ``encoding`` is what the model uses
-            k = self.layout.k
-            onehot = int(np.where(k > 0, np.maximum(k - 1, 1), 1).sum())
+            onehot = int(_onehot_widths(self.layout.k).sum())
             object.__setattr__(self, "encoding", "onehot" if onehot <= AUTO_ONEHOT_INPUTS else "unit")
         if self.encoding == "onehot" and self.n_inputs > MAX_ONEHOT_INPUTS:
             raise ValidationError(
@@ -97,9 +101,8 @@ class Design:
 
     @cached_property
     def widths(self) -> np.ndarray:
-        k = self.layout.k
         if self.encoding == "onehot":
-            return np.where(k > 0, np.maximum(k - 1, 1), 1)
+            return _onehot_widths(self.layout.k)
         return np.ones(self.layout.n_features, int)
 
     @cached_property
