@@ -204,6 +204,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         prior: Any = "auto",
         n_latent_classes: int = 4,
         init: str = "calibration",
+        shrink_to: str = "zero",
         e_step: str = "mcmc",
         n_chains: int = 2,
         n_samples: int | None = None,
@@ -241,6 +242,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.prior = prior
         self.n_latent_classes = n_latent_classes
         self.init = init
+        self.shrink_to = shrink_to
         self.e_step = e_step
         self.n_chains = n_chains
         self.n_samples = n_samples

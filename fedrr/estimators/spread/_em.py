@@ -48,7 +48,7 @@ HESSIAN_ROWS = 4096
 class EMOptions:
     """What ``run_em`` reads of a fit: the estimator's validated parameters of the same names (their
     defaults and rules live on ``SpreadLogisticRegression`` only; ``from_params`` picks them by name),
-    and the three ``DERIVED`` from them at fit time."""
+    and the four ``DERIVED`` from them at fit time."""
 
     C: float
     fit_intercept: bool
@@ -68,9 +68,12 @@ class EMOptions:
     #: start's M-step fits (from θ: naive Bayes's log-odds, whose rare states' coefficients the
     #: penalty shrinks there; EM's partial M-steps took 200 iterations to, results/adult_scale_designs)
     start: np.ndarray | None
+    #: resolved ``shrink_to``: None for 0 (the ridge), else the (rows, n_inputs) coefficients the
+    #: penalty ‖coef − center‖²/(2C) shrinks toward (naive Bayes's log-odds on the same releases)
+    center: np.ndarray | None
 
     #: the fields not copied from a parameter of the same name
-    DERIVED: ClassVar[tuple[str, ...]] = ("n_samples", "learn_prior", "start")
+    DERIVED: ClassVar[tuple[str, ...]] = ("n_samples", "learn_prior", "start", "center")
 
     @classmethod
     def from_params(cls, params: dict, **derived: Any) -> EMOptions:
@@ -228,7 +231,7 @@ def _cosine(averages: list[np.ndarray], d_coef: int) -> float:
 def run_em(group: ShardGroup, n_inputs: int, n_classes: int, priors: list, opts: EMOptions) -> EMResult:  # noqa: C901
     rows = 1 if n_classes == 2 else n_classes
     m = opts.n_chains
-    probs = [ChainObjective(group, c, rows, n_inputs, opts.C, opts.fit_intercept) for c in range(m)]
+    probs = [ChainObjective(group, c, rows, n_inputs, opts.C, opts.fit_intercept, opts.center) for c in range(m)]
     bytes0 = group.bytes
     for c in range(m):
         group.call("set_prior", c, priors[c])

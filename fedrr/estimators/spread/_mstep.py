@@ -44,11 +44,13 @@ def soft_ce(z: np.ndarray, R: np.ndarray, w: np.ndarray) -> tuple[Any, np.ndarra
     return -np.sum(w * np.sum(R * logp, axis=1)), w[:, None] * (np.exp(logp) - R)
 
 
-def penalised(loss, gcoef: np.ndarray, gb: np.ndarray, coef: np.ndarray, lam: float, fit_intercept: bool):
-    """(loss + λ‖coef‖²/2, its gradient as one vector: coefficients row-major, then the intercepts
-    if fitted) from the unpenalised loss and gradients."""
-    loss = loss + 0.5 * lam * np.sum(coef * coef)
-    g = [(gcoef + lam * coef).ravel()]
+def penalised(loss, gcoef: np.ndarray, gb: np.ndarray, coef: np.ndarray, lam: float, fit_intercept: bool, center=None):
+    """(loss + λ‖coef − center‖²/2, its gradient as one vector: coefficients row-major, then the
+    intercepts if fitted) from the unpenalised loss and gradients. ``center`` None: 0 (scikit-learn's
+    ridge); else the coefficients the penalty shrinks toward (``shrink_to``)."""
+    diff = coef if center is None else coef - center
+    loss = loss + 0.5 * lam * np.sum(diff * diff)
+    g = [(gcoef + lam * diff).ravel()]
     if fit_intercept:
         g.append(gb)
     return loss, np.concatenate(g)
@@ -95,9 +97,10 @@ def fit_soft_logistic(
     max_iter: int = 100,
     tol: float = 1e-8,
     n_threads: int = 1,
+    center: np.ndarray | None = None,
 ):
-    """argmin Σ_i w_i CE(R_i, p_θ(·|Z_i)) + ‖coef‖²/(2C): sklearn's LogisticRegression objective
-    with soft labels. Returns (coef, intercept, objective).
+    """argmin Σ_i w_i CE(R_i, p_θ(·|Z_i)) + ‖coef − center‖²/(2C): sklearn's LogisticRegression
+    objective with soft labels (``center`` None: 0). Returns (coef, intercept, objective).
 
     Z is an (n, d) array or a list of row blocks (float32 blocks stay float32: no upcast copy).
     The products run block by block, on ``n_threads`` threads; the block sums are added in block
@@ -130,7 +133,7 @@ def fit_soft_logistic(
         gcoef = parts[0].astype(np.float64)
         for part in parts[1:]:  # in block order: the same sum for any number of threads
             gcoef += part
-        return penalised(loss, gcoef, gz.sum(axis=0), coef, lam, fit_intercept)
+        return penalised(loss, gcoef, gz.sum(axis=0), coef, lam, fit_intercept, center)
 
     v0 = np.concatenate([coef0.ravel(), intercept0 if fit_intercept else np.zeros(0)])
     try:
@@ -146,12 +149,23 @@ class ChainObjective:
     """The penalised complete-data objective of one chain over the group's shards. ``known``: the
     unpenalised sums at one θ that the E-step already evaluated (``Shard.estep``'s ``fit``), used
     instead of a round trip; ``lockstep``: where the other evaluations go (batched with the other
-    chains' M-steps, ``shards.Lockstep``), else straight to the group."""
+    chains' M-steps, ``shards.Lockstep``), else straight to the group. ``center``: the (rows, d)
+    coefficients the penalty shrinks toward (None: 0)."""
 
-    def __init__(self, group: ShardGroup, chain: int, rows: int, d: int, C: float, fit_intercept: bool):
+    def __init__(
+        self,
+        group: ShardGroup,
+        chain: int,
+        rows: int,
+        d: int,
+        C: float,
+        fit_intercept: bool,
+        center: np.ndarray | None = None,
+    ):
         self.group, self.chain, self.rows, self.d, self.C = group, chain, rows, d, C
         self.lam = 0.0 if not np.isfinite(C) else 1.0 / C
         self.fit_intercept = fit_intercept
+        self.center = center
         self.known: tuple | None = None  # (θ, (loss, grad coef, grad intercept), total weight)
         self.lockstep = None
 
@@ -176,16 +190,16 @@ class ChainObjective:
     def fg(self, v: np.ndarray) -> tuple[float, np.ndarray]:
         coef, b = self.unpack(v)
         loss, gc, gb = self._loss_grad(v, coef, b)
-        return penalised(loss, gc, gb, coef, self.lam, self.fit_intercept)
+        return penalised(loss, gc, gb, coef, self.lam, self.fit_intercept, self.center)
 
     def mstep(self, v0: np.ndarray, max_iter: int):
         weight = self.known[2] if self.known is not None else self.group.reduce("n_samples_weight", self.chain)
         return lbfgs(self.fg, v0, weight, max_iter)
 
 
-def _local_mstep(block, chain: int, rows: int, d: int, C: float, fit_intercept: bool, known, v0, max_iter: int):
+def _local_mstep(block, chain: int, rows: int, d: int, C: float, fit_intercept: bool, center, known, v0, max_iter: int):
     """One chain's M-step where its shards are (``RayShards.run_each``: an actor holding all of them)."""
-    p = ChainObjective(block, chain, rows, d, C, fit_intercept)
+    p = ChainObjective(block, chain, rows, d, C, fit_intercept, center)
     p.known = known
     return p.mstep(v0, max_iter).x
 
@@ -196,7 +210,8 @@ def msteps(group: ShardGroup, probs: list[ChainObjective], theta: list[np.ndarra
     of their gradient evaluations is one batched call on the group (``Lockstep``). Same numbers."""
     if group.solo_chains:
         jobs = [
-            (p.chain, (p.chain, p.rows, p.d, p.C, p.fit_intercept, p.known, theta[p.chain], max_iter)) for p in probs
+            (p.chain, (p.chain, p.rows, p.d, p.C, p.fit_intercept, p.center, p.known, theta[p.chain], max_iter))
+            for p in probs
         ]
         return group.run_each(_local_mstep, jobs)
     if len(probs) == 1:

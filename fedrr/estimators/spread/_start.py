@@ -20,6 +20,8 @@ from ._design import Design
 from ._paired import PairedView
 
 INITS = ("calibration", "naive-bayes", "auto")
+#: what the L2 penalty shrinks the coefficients toward: 0 (the ridge) or naive Bayes's log-odds
+SHRINK_TO = ("zero", "naive-bayes", "auto")
 
 
 def naive_bayes_blocker(groups: list, design: Design, has_label: bool, fit_intercept: bool) -> str | None:
