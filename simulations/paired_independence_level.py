@@ -13,11 +13,25 @@ p ≤ alpha over ``--pools`` pools with its 95 % Clopper–Pearson interval; ``-
 another name).
 
     python simulations/paired_independence_level.py --pools 1000 --out results/spread_fallback_level
+
+``--grid``: issue 45's level grid, the "adult6" attributes with one oracle forced for all (RR, OUE,
+OLH) × ε per record 0.5, 1, 4 × 1 or 2 pairs per record × 2 or 3 classes × 600 or 5,000 records (72
+settings), ``--pools`` no-signal pools each. Each finished setting is appended to
+``independence_grid.csv`` in ``--out`` (a rerun skips the settings it holds, so a killed run keeps what
+it finished); ``--shard I/K`` runs the settings whose index is I modulo K (two processes on two
+cores); the table ``independence_grid.md`` is written from the CSV once it holds every setting
+(or with ``--report``):
+
+    python simulations/paired_independence_level.py --grid --pools 1000 --shard 0/2 --out results/spread_fallback_level
+    python simulations/paired_independence_level.py --grid --pools 1000 --shard 1/2 --out results/spread_fallback_level
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import itertools
+import time
 from pathlib import Path
 
 import numpy as np
@@ -26,7 +40,7 @@ from scipy.stats import f as f_dist
 
 from fedrr.datasets import make_logistic_discrete, make_logistic_multiclass_discrete
 from fedrr.estimators.spread import independence_terms, independence_test
-from fedrr.io import markdown_table, write_report
+from fedrr.io import command_line, markdown_table, write_report
 from fedrr.mechanisms import PairedRecordMechanism
 
 #: (pools, classes, pairs per record, ε per record, records[, pair oracle: "auto" unless given])
@@ -51,6 +65,12 @@ SETTINGS = [
 #: the attributes' states per kind of pool: "olh10" one 10-state attribute (its oracle OLH at ε 1),
 #: "adult6" six of 4-10 states (mostly OLH at ε 1, the review's Adult-like pools)
 STATES = {"small": (3, 3, 2), "level": (3,) * 5, "olh10": (10,), "adult6": (5, 7, 10, 4, 8, 9)}
+
+
+#: issue 45's level grid: (oracle, ε per record, pairs per record, classes, records), "adult6" attributes
+GRID = list(itertools.product(("rr", "oue", "olh"), (0.5, 1.0, 4.0), (1, 2), (2, 3), (600, 5000)))
+GRID_FIELDS = ["index", "oracle", "eps", "pairs", "classes", "records", "pools", "kept05", "kept025", "mean_p"]
+GRID_FIELDS += ["mean_draws", "chi2_kept05", "seconds"]
 
 
 def pool(kind: str, classes: int, n_sampled: int, eps: float, n: int, seed: int, oracle: str = "auto", signal=0.0):
@@ -88,10 +108,7 @@ def hotelling_p(groups, X) -> float:
 
 
 def rate(ps: np.ndarray, alpha: float) -> str:
-    k, n = int(np.sum(ps <= alpha)), ps.size
-    lo = 0.0 if k == 0 else beta.ppf(0.025, k, n - k + 1)
-    hi = 1.0 if k == n else beta.ppf(0.975, k + 1, n - k)
-    return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}]"
+    return rate_of(int(np.sum(ps <= alpha)), ps.size)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,9 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--name", default="independence_direct.md")
     ap.add_argument("--power", type=str, help="signals (comma-separated): the kept rate at alpha 0.05 per signal")
     ap.add_argument("--records", type=str, default="600,2000", help="records per pool for --power")
+    ap.add_argument("--grid", action="store_true", help="issue 45's 72-setting level grid (module doc)")
+    ap.add_argument("--shard", default="0/1", help="--grid: run the settings whose index is I modulo K (I/K)")
+    ap.add_argument("--report", action="store_true", help="--grid: write the table from the CSV and stop")
     args = ap.parse_args(argv)
     if args.power:
         return power(args, argv)
+    if args.grid:
+        return grid(args, argv)
     rows = []
     for i, (kind, classes, n_sampled, eps, n, *oracle) in enumerate(SETTINGS):
         if (args.only and kind not in args.only) or (args.rows and i not in args.rows):
@@ -142,6 +164,79 @@ def main(argv: list[str] | None = None) -> int:
         )
     )
     return 0
+
+
+def grid(args, argv) -> int:
+    """Issue 45's level grid (module doc): each setting's kept rates over ``--pools`` no-signal pools,
+    appended to the CSV as it finishes; the table once every setting is there."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    path = args.out / "independence_grid.csv"
+    done = set()
+    if path.exists():
+        with path.open() as f:
+            done = {int(r["index"]) for r in csv.DictReader(line for line in f if not line.startswith("#"))}
+    i_shard, k_shard = (int(v) for v in args.shard.split("/"))
+    todo = [i for i in range(len(GRID)) if i % k_shard == i_shard and i not in done]
+    if not args.report:
+        new = not path.exists()
+        with path.open("a", newline="") as f:
+            if new:
+                f.write(f"# {command_line(argv)}\n")
+                csv.DictWriter(f, GRID_FIELDS).writeheader()
+            else:
+                f.write(f"# + {command_line(argv)}\n")
+            for i in todo:
+                oracle, eps, m, classes, n = GRID[i]
+                t = time.perf_counter()
+                boot, score, draws = [], [], []
+                for s in range(args.pools):
+                    groups, X = pool("adult6", classes, m, eps, n, 100 + s, oracle)
+                    res = independence_test(groups, X, seed=s, n_boot=args.boot)
+                    boot.append(res["p_value"])
+                    score.append(res["p_chi2"])
+                    draws.append(res["n_boot"])
+                boot, score = np.array(boot), np.array(score)
+                row = dict(index=i, oracle=oracle, eps=eps, pairs=m, classes=classes, records=n, pools=args.pools)
+                row |= dict(kept05=int(np.sum(boot <= 0.05)), kept025=int(np.sum(boot <= 0.025)))
+                row |= dict(mean_p=round(float(boot.mean()), 4), mean_draws=round(float(np.mean(draws)), 1))
+                row |= dict(chi2_kept05=int(np.sum(score <= 0.05)), seconds=round(time.perf_counter() - t, 1))
+                csv.DictWriter(f, GRID_FIELDS).writerow(row)
+                f.flush()
+                print(row, flush=True)
+    with path.open() as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    if len({int(r["index"]) for r in rows}) < len(GRID) and not args.report:
+        print(f"{len(rows)} of {len(GRID)} settings in {path}: the table is written once all are there")
+        return 0
+    table, inside = [], 0
+    for r in sorted(rows, key=lambda r: int(r["index"])):
+        pools, k = int(r["pools"]), int(r["kept05"])
+        lo, hi = clopper_pearson(k, pools)
+        inside += 0.035 <= k / pools <= 0.065
+        table.append(
+            [r["oracle"].upper(), r["eps"], r["pairs"], r["classes"], r["records"], pools]
+            + [f"{k / pools:.3f} [{lo:.3f}, {hi:.3f}]", rate_of(int(r["kept025"]), pools), r["mean_p"], r["mean_draws"]]
+            + [rate_of(int(r["chi2_kept05"]), pools)]
+        )
+    head = ["oracle", "ε per record", "pairs per record", "classes", "records", "pools", "bootstrap: p ≤ 0.05"]
+    head += ["bootstrap: p ≤ 0.025", "bootstrap: mean p", "draws (mean)", "chi-square: p ≤ 0.05"]
+    title = "The paired independence test's level over issue 45's grid: six attributes of 4-10 states, one "
+    title += "oracle forced for all, no-signal pools; kept rate at alpha 0.05 with its 95 % Clopper-Pearson interval"
+    note = f"{inside} of {len(table)} settings have their kept rate at alpha 0.05 in [0.035, 0.065]."
+    print(write_report(args.out / "independence_grid.md", title, markdown_table(head, table) + "\n\n" + note, argv))
+    return 0
+
+
+def clopper_pearson(k: int, n: int) -> tuple[float, float]:
+    """The 95 % Clopper–Pearson interval of k successes in n."""
+    lo = 0.0 if k == 0 else float(beta.ppf(0.025, k, n - k + 1))
+    hi = 1.0 if k == n else float(beta.ppf(0.975, k + 1, n - k))
+    return lo, hi
+
+
+def rate_of(k: int, n: int) -> str:
+    lo, hi = clopper_pearson(k, n)
+    return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}]"
 
 
 def power(args, argv) -> int:

@@ -155,3 +155,23 @@ def test_no_second_experiment_framework():
     assert not (ROOT / "simulations" / "_common.py").exists()
     assert (ROOT / "configs" / "paper").is_dir()
     assert len(SCRIPTS) >= 10
+
+
+def test_paired_independence_level_grid_resumes(tmp_path):
+    """The level grid (issue 45): settings appended to the CSV as they finish, a rerun skips them, and
+    ``--report`` writes the table with its Clopper-Pearson intervals and the command."""
+    out = tmp_path / "out"
+    script = "paired_independence_level.py"
+    args = ["--grid", "--pools", "2", "--shard", "0/36", "--out", str(out)]
+    _run(script, args)
+    csv_path = out / "independence_grid.csv"
+    rows = lambda: [x for x in csv_path.read_text().splitlines() if not x.startswith("#")]  # noqa: E731
+    first = rows()
+    assert first[0].startswith("index,oracle,eps,pairs,classes,records,pools,kept05")
+    assert [x.split(",")[0] for x in first[1:]] == ["0", "36"]  # the settings whose index is 0 modulo 36
+    _run(script, args)
+    assert rows() == first  # nothing rerun
+    _run(script, ["--grid", "--report", "--out", str(out)])
+    md = (out / "independence_grid.md").read_text()
+    assert f"python simulations/{script}" in md and "| RR | 0.5 | 1 | 2 | 600 | 2 |" in md
+    assert "0 of 2 settings have their kept rate" in md
