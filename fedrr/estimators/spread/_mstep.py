@@ -97,10 +97,9 @@ def fit_soft_logistic(
     max_iter: int = 100,
     tol: float = 1e-8,
     n_threads: int = 1,
-    center: np.ndarray | None = None,
 ):
-    """argmin Σ_i w_i CE(R_i, p_θ(·|Z_i)) + ‖coef − center‖²/(2C): sklearn's LogisticRegression
-    objective with soft labels (``center`` None: 0). Returns (coef, intercept, objective).
+    """argmin Σ_i w_i CE(R_i, p_θ(·|Z_i)) + ‖coef‖²/(2C): sklearn's LogisticRegression objective
+    with soft labels. Returns (coef, intercept, objective).
 
     Z is an (n, d) array or a list of row blocks (float32 blocks stay float32: no upcast copy).
     The products run block by block, on ``n_threads`` threads; the block sums are added in block
@@ -133,7 +132,7 @@ def fit_soft_logistic(
         gcoef = parts[0].astype(np.float64)
         for part in parts[1:]:  # in block order: the same sum for any number of threads
             gcoef += part
-        return penalised(loss, gcoef, gz.sum(axis=0), coef, lam, fit_intercept, center)
+        return penalised(loss, gcoef, gz.sum(axis=0), coef, lam, fit_intercept)
 
     v0 = np.concatenate([coef0.ravel(), intercept0 if fit_intercept else np.zeros(0)])
     try:
