@@ -1,8 +1,8 @@
 """What spread-EM's L2 penalty shrinks toward (``shrink_to``): 0, scikit-learn's ridge, or naive Bayes's
 log-odds fitted on the same releases. The penalty and its gradient; the tiny-C limit is the centre
 (naive Bayes's model, exactly, under one-hot inputs); EM's fixed point is the brute-force maximiser of
-the noisy likelihood minus ‖coef − centre‖²/(2C); bad values and releases that cannot give naive
-Bayes name ``shrink_to``; "auto" takes naive Bayes exactly where it can be built."""
+the noisy likelihood minus ‖coef − centre‖²/(2C); "auto" takes naive Bayes exactly where it can be
+built (bad values, and releases that cannot give naive Bayes, name ``shrink_to``: tests/test_spread_start.py)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,12 @@ import pytest
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from fedrr.errors import ValidationError
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.estimators.spread._design import ColumnLayout, Design
 from fedrr.estimators.spread._mstep import log_class_probs, penalised
 from fedrr.estimators.spread._start import naive_bayes_start
 from fedrr.mechanisms import (
     CategoricalPrior,
-    LaplaceMechanism,
     PairedRecordMechanism,
     RandomizedResponse,
     RecordMechanism,
@@ -132,41 +130,15 @@ def test_em_fixed_point_is_the_penalised_mle_at_the_naive_bayes_centre():
     assert np.max(np.abs(got - want)) < 0.25, (got, want, at_zero)
 
 
-@pytest.mark.parametrize("bad", ["nb", "Zero", None, 0])
-def test_bad_values_name_shrink_to(bad):
-    mech = PairedRecordMechanism(KS, 2, 2.0)
-    Xt, yt = mech.release(*_records(50, 2, 0), rng=np.random.default_rng(0))
-    for est in (SpreadLogisticRegression(shrink_to=bad), SpreadLogisticRegressionCV(shrink_to=bad)):
-        with pytest.raises(ValidationError) as e:
-            est.fit(Xt, yt, mechanism=mech)
-        assert e.value.field == "shrink_to"
-
-
-def test_naive_bayes_centre_says_which_releases_it_needs_and_auto_takes_it_where_it_can():
-    """Numeric attributes, no intercept, a pool on disk: a ValidationError naming ``shrink_to``; "auto"
-    is naive Bayes there where it can be built (any encoding, any prior), else 0."""
-    rng = np.random.default_rng(0)
-    mixed = RecordMechanism(
-        [RandomizedResponse(3, epsilon=1.0), LaplaceMechanism(1.0, 0.0, 1.0)], RandomizedResponse(2, epsilon=1.0)
-    )
-    X = np.column_stack([rng.integers(0, 3, 200), rng.random(200)])
-    Xt, yt = mixed.release(X, rng.integers(0, 2, 200), rng=rng)
-    with pytest.raises(ValidationError, match="discrete") as e:
-        SpreadLogisticRegression(shrink_to="naive-bayes", max_iter=2).fit(Xt, yt, mechanism=mixed)
-    assert e.value.field == "shrink_to"
+def test_auto_shrinks_to_naive_bayes_wherever_it_can_be_built():
+    """shrink_to="auto" is naive Bayes wherever it can be built (any encoding, any prior), else 0 (where
+    "naive-bayes" cannot be built, with the error it gives: tests/test_spread_start.py)."""
     paired = PairedRecordMechanism(KS, 2, 2.0)
-    Pt, pt = paired.release(*_records(200, 2, 0), rng=rng)
-    with pytest.raises(ValidationError, match="fit_intercept") as e:
-        SpreadLogisticRegression(shrink_to="naive-bayes", fit_intercept=False).fit(Pt, pt, mechanism=paired)
-    assert e.value.field == "shrink_to"
-    with pytest.raises(ValidationError, match="fit_pool") as e:
-        SpreadLogisticRegression(shrink_to="naive-bayes").fit_pool("no-such-pool")
-    assert e.value.field == "shrink_to"
+    Pt, pt = paired.release(*_records(200, 2, 0), rng=np.random.default_rng(0))
     kw = dict(max_iter=2, burn_in=1, n_average=1, random_state=0, shrink_to="auto")
     auto = lambda **k: SpreadLogisticRegression(**kw, **k).fit(Pt, pt, mechanism=paired).shrink_to_  # noqa: E731
     assert auto(encoding="onehot") == auto(encoding="unit") == auto(prior="learned") == "naive-bayes"
     assert auto(fit_intercept=False) == "zero"
-    assert SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=mixed).shrink_to_ == "zero"
 
 
 def test_the_cv_passes_shrink_to_to_its_fits():

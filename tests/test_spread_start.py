@@ -1,8 +1,9 @@
 """Where spread-EM starts (``init``, ``_start``): the naive-Bayes start is LDPNaiveBayes's model on the
 same releases, exactly, under one-hot inputs (two and three classes, paired and split releases); a
 weighted least-squares projection under scalar inputs; "calibration" is today's start bit for bit;
-bad values name ``init``; on a small paired release the naive-Bayes start fits the held-out pair
-reports no worse than the calibration start."""
+bad values and releases naive Bayes cannot be fitted on name ``init`` (and ``shrink_to``, whose
+naive-Bayes centre has the same needs); on a small paired release the naive-Bayes start fits the
+held-out pair reports no worse than the calibration start."""
 
 from __future__ import annotations
 
@@ -116,36 +117,50 @@ def test_calibration_is_todays_start_bit_for_bit():
     assert a.history_ == b.history_
 
 
-@pytest.mark.parametrize("bad", ["nb", "Naive-Bayes", None, 1])
-def test_bad_init_values_name_init(bad):
+@pytest.mark.parametrize("param", ["init", "shrink_to"])
+@pytest.mark.parametrize("bad", ["nb", "Naive-Bayes", "Zero", None, 1])
+def test_bad_values_name_the_parameter(param, bad):
+    """``init`` and ``shrink_to`` (the penalty's centre): a bad value names its parameter, in both estimators."""
     mech = PairedRecordMechanism(KS, 2, 2.0)
     Xt, yt = mech.release(*_records(50, 2, 0), rng=np.random.default_rng(0))
-    for est in (SpreadLogisticRegression(init=bad), SpreadLogisticRegressionCV(init=bad)):
+    for est in (SpreadLogisticRegression(**{param: bad}), SpreadLogisticRegressionCV(**{param: bad})):
         with pytest.raises(ValidationError) as e:
             est.fit(Xt, yt, mechanism=mech)
-        assert e.value.field == "init"
+        assert e.value.field == param
 
 
-def test_the_naive_bayes_start_says_which_releases_it_needs():
-    """Numeric attributes, no intercept, or a pool on disk: a ValidationError naming ``init``; "auto"
-    then starts at the calibration start, and takes naive Bayes's only with its prior and one-hot inputs."""
-    rng = np.random.default_rng(0)
+def _mixed_and_paired(rng):
+    """Split releases with a numeric attribute (naive Bayes cannot be fitted) and paired ones that can."""
     mixed = RecordMechanism(
         [RandomizedResponse(3, epsilon=1.0), LaplaceMechanism(1.0, 0.0, 1.0)], RandomizedResponse(2, epsilon=1.0)
     )
     X = np.column_stack([rng.integers(0, 3, 200), rng.random(200)])
     Xt, yt = mixed.release(X, rng.integers(0, 2, 200), rng=rng)
-    with pytest.raises(ValidationError, match="discrete") as e:
-        SpreadLogisticRegression(init="naive-bayes", max_iter=2).fit(Xt, yt, mechanism=mixed)
-    assert e.value.field == "init"
     paired = PairedRecordMechanism(KS, 2, 2.0)
     Pt, pt = paired.release(*_records(200, 2, 0), rng=rng)
+    return (mixed, Xt, yt), (paired, Pt, pt)
+
+
+@pytest.mark.parametrize("param", ["init", "shrink_to"])
+def test_naive_bayes_says_which_releases_it_needs(param):
+    """``init`` and ``shrink_to`` "naive-bayes" (the start and the penalty's centre, one naive-Bayes
+    fit): numeric attributes, no intercept, or a pool on disk give a ValidationError naming the
+    parameter."""
+    (mixed, Xt, yt), (paired, Pt, pt) = _mixed_and_paired(np.random.default_rng(0))
+    with pytest.raises(ValidationError, match="discrete") as e:
+        SpreadLogisticRegression(**{param: "naive-bayes"}, max_iter=2).fit(Xt, yt, mechanism=mixed)
+    assert e.value.field == param
     with pytest.raises(ValidationError, match="fit_intercept") as e:
-        SpreadLogisticRegression(init="naive-bayes", fit_intercept=False).fit(Pt, pt, mechanism=paired)
-    assert e.value.field == "init"
+        SpreadLogisticRegression(**{param: "naive-bayes"}, fit_intercept=False).fit(Pt, pt, mechanism=paired)
+    assert e.value.field == param
     with pytest.raises(ValidationError, match="fit_pool") as e:
-        SpreadLogisticRegression(init="naive-bayes").fit_pool("no-such-pool")
-    assert e.value.field == "init"
+        SpreadLogisticRegression(**{param: "naive-bayes"}).fit_pool("no-such-pool")
+    assert e.value.field == param
+
+
+def test_auto_starts_at_naive_bayes_only_with_its_prior_and_one_hot_inputs():
+    """init="auto" takes naive Bayes's start only with its prior and one-hot inputs, where it can be built."""
+    (mixed, Xt, yt), (paired, Pt, pt) = _mixed_and_paired(np.random.default_rng(0))
     kw = dict(max_iter=2, burn_in=1, n_average=1, random_state=0)
     auto = lambda **k: SpreadLogisticRegression(init="auto", **kw, **k).fit(Pt, pt, mechanism=paired).init_  # noqa: E731
     assert auto(prior="naive-bayes", encoding="onehot") == "naive-bayes"
