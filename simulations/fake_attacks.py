@@ -202,13 +202,17 @@ def target_rows(args, out: Path) -> list[dict]:
             rejected = " ".join(str(j) for j in diag.get("robust_dropped", []))
             spread, copied = None, False
             if cell.r in plain:
-                spread = plain[cell.r]["learners"]["spread"].get("accuracy")
+                spread = plain[cell.r]["learners"]["spread"]
             elif not rejected:
-                spread, copied = rec["learners"]["spread-robust"].get("accuracy"), True
+                spread, copied = rec["learners"]["spread-robust"], True
+            robust = rec["learners"]["spread-robust"]
+            other = {f"{n} {c}": e.get(k) for n, e in (("spread", spread or {}), ("spread-robust", robust))
+                     for k, c in METRICS[1:]}  # fmt: skip
+            spread = spread.get("accuracy") if spread else None
             row = {"epsilon": 4.0, "attack": "none" if f == 0 else "output", "fake_fraction": f, "seed": rec["seed"],
                    "spread": spread, **{n: rec["learners"][n].get("accuracy") for n in TARGET_LEARNERS},
                    "spread_from_robust": copied, "flagged": rec["frequency_check"]["flagged"],
-                   "robust_rejected": rejected, "robust_n_dropped": diag.get("robust_n_dropped")}  # fmt: skip
+                   "robust_rejected": rejected, "robust_n_dropped": diag.get("robust_n_dropped"), **other}  # fmt: skip
             rows.append(row)
             print("  " + " ".join(f"{k} {v}" for k, v in row.items()), flush=True)
     return rows
@@ -257,6 +261,15 @@ def target_md(args, rows: list[dict]) -> list[str]:
         cells = [_ms(removed), _ms(rec)] if both else ["–", "–"]
         pct = f"{share:.0%}" if np.isfinite(share) else "–"
         lines.append(f"| {100 * f:g} % | {len(rs)} | {gap} | {cells[0]} | {cells[1]} | {pct} |")
+    lines += ["", "Balanced accuracy and AUC of the same fits, mean ± sd over the seeds (the naive-Bayes "
+              "learners' are in the next section):", "",
+              "| fakes | spread balanced | spread-robust balanced | spread auc | spread-robust auc |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for f, rs in sorted(by_f.items()):
+        vals = [[r.get(f"{n} {c}") for r in rs] for c in ("balanced", "auc") for n in ("spread", "spread-robust")]
+        lines.append(
+            f"| {100 * f:g} % | " + " | ".join(_ms([v for v in vs if v is not None], True) for vs in vals) + " |"
+        )
     return lines + [""]
 
 
