@@ -233,10 +233,9 @@ class ReleasePlan:
             if not 0 <= candidate < len(self.candidates):
                 raise ValidationError("candidate", f"rank must be in [0, {len(self.candidates) - 1}], got {candidate}")
             candidate = self.candidates[candidate]
-        cand = candidate
-        if not any(cand is c for c in self.candidates):
+        if not any(candidate is c for c in self.candidates):
             raise ValidationError("candidate", "must be one of this plan's candidates (or its rank)")
-        return build_mechanism(cand, self.n_states, self.n_classes, self.epsilon)
+        return build_mechanism(candidate, self.n_states, self.n_classes, self.epsilon)
 
     # --- what to expect -------------------------------------------------------------------------
     def relative_errors(self, candidate: Candidate | None = None) -> tuple[np.ndarray, float]:
