@@ -78,17 +78,20 @@ GRID_FIELDS += ["mean_draws", "chi2_kept05", "seconds"]
 
 def pool(kind: str, classes: int, n_sampled: int, eps: float, n: int, seed: int, oracle: str = "auto", signal=0.0):
     """One pool's releases; ``signal`` (two classes): the attributes' logistic coefficients on their
-    states scaled to [0, 1], +signal and −signal alternately (0: no signal)."""
+    states scaled to [0, 1], +signal and −signal alternately (0: no signal). Returns (groups, X, the
+    true margins: the attributes' state probabilities and, with no signal, the class probabilities)."""
     rng = np.random.default_rng(seed)
     ks = STATES[kind]
     if classes == 2:
         b = {"small": -0.3, "level": np.log(0.35 / 0.65)}.get(kind, -0.5)
         ds = make_logistic_discrete(n, ks, signal * (-1.0) ** np.arange(len(ks)), b, rng=rng)
+        pi = np.array([1.0 - 1.0 / (1.0 + np.exp(-b)), 1.0 / (1.0 + np.exp(-b))])
     else:
         ds = make_logistic_multiclass_discrete(n, ks, np.zeros((classes, len(ks))), rng=rng)
+        pi = np.full(classes, 1.0 / classes)
     mech = PairedRecordMechanism(ks, classes, eps, n_sampled=n_sampled, oracle=oracle)
     Xt, _ = mech.release(ds.X, ds.y, rng=rng)
-    return [(mech, np.arange(n))], Xt
+    return [(mech, np.arange(n))], Xt, (list(ds.extra["prior"]), pi)
 
 
 def oracles(kind: str, classes: int, n_sampled: int, eps: float, oracle: str = "auto") -> str:
@@ -128,6 +131,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--grid", action="store_true", help="issue 45's 72-setting level grid (module doc)")
     ap.add_argument("--shard", default="0/1", help="--grid: run the settings whose index is I modulo K (I/K)")
     ap.add_argument("--report", action="store_true", help="--grid: write the table from the CSV and stop")
+    ap.add_argument(
+        "--margins",
+        choices=("releases", "ml", "true"),
+        default="releases",
+        help="--grid: the bootstrap's margins (independence_test's margins; true: the simulation's, an oracle); "
+        "other than releases the rows go to independence_grid_MARGINS.csv and the table to independence_margins.md",
+    )
+    ap.add_argument("--indices", nargs="+", type=int, help="--grid: these settings only (indices into GRID)")
     args = ap.parse_args(argv)
     if args.power:
         return power(args, argv)
@@ -139,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         boot, score, hot, draws = [], [], [], []
         for s in range(args.pools):
-            groups, X = pool(kind, classes, n_sampled, eps, n, 100 + s, *oracle)
+            groups, X, _ = pool(kind, classes, n_sampled, eps, n, 100 + s, *oracle)
             res = independence_test(groups, X, seed=s, n_boot=args.boot)
             boot.append(res["p_value"])
             score.append(res["p_chi2"])
@@ -173,13 +184,18 @@ def grid(args, argv) -> int:
     """Issue 45's level grid (module doc): each setting's kept rates over ``--pools`` no-signal pools,
     appended to the CSV as it finishes; the table once every setting is there."""
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "independence_grid.csv"
+    if args.margins != "releases" and args.report:
+        return margins_report(args, argv)
+    path = args.out / (
+        "independence_grid.csv" if args.margins == "releases" else f"independence_grid_{args.margins}.csv"
+    )
     done = set()
     if path.exists():
         with path.open() as f:
             done = {int(r["index"]) for r in csv.DictReader(line for line in f if not line.startswith("#"))}
     i_shard, k_shard = (int(v) for v in args.shard.split("/"))
     todo = [i for i in range(len(GRID)) if i % k_shard == i_shard and i not in done]
+    todo = [i for i in todo if args.indices is None or i in args.indices]
     if not args.report:
         new = not path.exists()
         with path.open("a", newline="") as f:
@@ -193,8 +209,9 @@ def grid(args, argv) -> int:
                 t = time.perf_counter()
                 boot, score, draws = [], [], []
                 for s in range(args.pools):
-                    groups, X = pool("adult6", classes, m, eps, n, 100 + s, oracle)
-                    res = independence_test(groups, X, seed=s, n_boot=args.boot)
+                    groups, X, truth = pool("adult6", classes, m, eps, n, 100 + s, oracle)
+                    margins = truth if args.margins == "true" else args.margins
+                    res = independence_test(groups, X, seed=s, n_boot=args.boot, margins=margins)
                     boot.append(res["p_value"])
                     score.append(res["p_chi2"])
                     draws.append(res["n_boot"])
@@ -206,8 +223,9 @@ def grid(args, argv) -> int:
                 csv.DictWriter(f, GRID_FIELDS).writerow(row)
                 f.flush()
                 print(row, flush=True)
-    with path.open() as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    if args.margins != "releases":
+        return margins_report(args, argv)
+    rows = read_grid(path)
     if len({int(r["index"]) for r in rows}) < len(GRID) and not args.report:
         print(f"{len(rows)} of {len(GRID)} settings in {path}: the table is written once all are there")
         return 0
@@ -227,6 +245,41 @@ def grid(args, argv) -> int:
     title += "oracle forced for all, no-signal pools; kept rate at alpha 0.05 with its 95 % Clopper-Pearson interval"
     note = f"{inside} of {len(table)} settings have their kept rate at alpha 0.05 in [0.035, 0.065]."
     print(write_report(args.out / "independence_grid.md", title, markdown_table(head, table) + "\n\n" + note, argv))
+    return 0
+
+
+def read_grid(path: Path) -> list[dict]:
+    with path.open() as f:
+        return list(csv.DictReader(line for line in f if not line.startswith("#")))
+
+
+def margins_report(args, argv) -> int:
+    """``--grid --margins ml|true``: the settings run with the bootstrap drawn at the maximum-likelihood
+    or the true margins beside the same pools' rates at the releases' margins (``independence_grid.csv``)."""
+    runs = {
+        m: {int(r["index"]): r for r in read_grid(args.out / f"independence_grid_{m}.csv")}
+        for m in ("releases", "ml", "true")
+        if (args.out / f"independence_grid_{m}.csv").exists()
+    }
+    runs["releases"] = {int(r["index"]): r for r in read_grid(args.out / "independence_grid.csv")}
+    shown = sorted(set().union(*(set(v) for m, v in runs.items() if m != "releases")))
+    modes = [m for m in ("releases", "ml", "true") if m in runs]
+    table = []
+    for i in shown:
+        oracle, eps, m, classes, n = GRID[i]
+        row = [oracle.upper(), eps, m, classes, n]
+        for mode in modes:
+            r = runs[mode].get(i)
+            row += [rate_of(int(r["kept05"]), int(r["pools"])) + f", mean p {r['mean_p']}" if r else "–"]
+        table.append(row)
+    head = ["oracle", "ε per record", "pairs per record", "classes", "records"]
+    head += [
+        {"releases": "releases' margins (the test)", "ml": "ML margins", "true": "true margins (oracle)"}[m]
+        for m in modes
+    ]
+    title = "The paired test's bootstrap drawn at three margins, the same no-signal pools: kept rate at alpha 0.05 "
+    title += "[95 % Clopper-Pearson] and mean p-value"
+    print(write_report(args.out / "independence_margins.md", title, markdown_table(head, table), argv))
     return 0
 
 
@@ -252,7 +305,7 @@ def power(args, argv) -> int:
             for signal in (float(v) for v in args.power.split(",")):
                 boot, score = [], []
                 for s in range(args.pools):
-                    groups, X = pool(kind, classes, n_sampled, eps, n, 100 + s, *(oracle or ["auto"]), signal=signal)
+                    groups, X, _ = pool(kind, classes, n_sampled, eps, n, 100 + s, *(oracle or ["auto"]), signal=signal)
                     res = independence_test(groups, X, seed=s, n_boot=args.boot)
                     boot.append(res["p_value"])
                     score.append(res["p_chi2"])

@@ -156,6 +156,34 @@ def test_independence_p_value_is_reproducible_from_its_seed():
     assert independence_test(g, Xt, n_boot=0)["p_value"] == a["p_chi2"]
 
 
+@pytest.mark.parametrize("n_sampled", [1, 2])
+def test_independence_bootstrap_draws_at_the_margins_asked(n_sampled):
+    """``margins``: given the releases' own clipped margins, the bootstrap is the default's, draw for draw;
+    the maximum-likelihood margins ("ml") are each attribute's ML pair table's, so other draws and a
+    valid p-value; anything else is refused, naming the parameter."""
+    from fedrr.estimators.spread._cv_paired import _attributes, _null_margins, _simplex, _tables
+    from fedrr.estimators.spread._paired import ml_pair_table
+
+    Xt, mech = _pool_oracle(600, 4, "oue", eps=0.5, n_sampled=n_sampled)  # debiased margins outside the simplex
+    g = [(mech, np.arange(len(Xt)))]
+    tables = [U.mean(axis=0) for U in _tables(_attributes(g, Xt), Xt)]
+    sizes = np.array([np.sum(~np.isnan(Xt[:, j])) for j in range(len(KC))], float)
+    pi = sum(w * E.sum(axis=0) for w, E in zip(sizes / sizes.sum(), tables))
+    own = ([E.sum(axis=1) for E in tables], pi)
+    base = independence_test(g, Xt, seed=3)
+    assert independence_test(g, Xt, seed=3, margins=own) == base
+    ms, pi_ml = _null_margins(_attributes(g, Xt), tables, Xt, "ml")
+    for j, m in enumerate(ms):
+        t = ml_pair_table(mech, j, Xt[~np.isnan(Xt[:, j]), j])
+        np.testing.assert_allclose(m, t.sum(axis=1), atol=1e-12)
+    assert not all(np.allclose(m, _simplex(o), atol=1e-4) for m, o in zip(ms, own[0]))
+    np.testing.assert_allclose(pi_ml.sum(), 1.0)
+    ml = independence_test(g, Xt, seed=3, margins="ml")
+    assert ml["statistic"] == base["statistic"] and 0.01 <= ml["p_value"] <= 1
+    with pytest.raises(ValidationError, match="margins"):
+        independence_test(g, Xt, margins="truth")
+
+
 @pytest.mark.parametrize("oracle, size", [("rr", 300), ("oue", 300), ("olh", 40), ("olh", 3000)])
 def test_null_draws_have_the_oracles_mean_and_covariance(oracle, size):
     """The bootstrap draws a table's mean one-hot estimate from the oracle's report counts (OLH: from

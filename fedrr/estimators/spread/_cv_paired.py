@@ -84,10 +84,11 @@ import numpy as np
 from scipy.stats import chi2, norm
 from threadpoolctl import threadpool_limits
 
+from ...errors import ValidationError
 from ...mechanisms import LocalHashing, MatrixMechanism, UnaryEncoding, unbiased_onehot_covariance
 from ._logexp import logsumexp
 from ._mstep import log_class_probs
-from ._paired import PairedView, class_margin
+from ._paired import PairedView, class_margin, ml_pair_table
 from ._priors._joint import JointSpreadPrior
 from ._priors._mixture import MixtureSpreadPrior
 
@@ -282,11 +283,18 @@ def _score(n: int, zbar: np.ndarray, S: np.ndarray, sizes: list | None = None) -
 N_BOOT, N_EXCEED = 99, 10
 
 
-def independence_test(groups: list, X: np.ndarray, *, seed: int = 0, n_boot: int = N_BOOT) -> dict:
+def independence_test(groups: list, X: np.ndarray, *, seed: int = 0, n_boot: int = N_BOOT, margins="releases") -> dict:
     """The fallback's test on paired releases ``X`` (module doc): the score statistic T = n z̄ᵀ S⁻¹ z̄
     of the records' ``independence_terms``, its degrees of freedom (the rank of S), and its p-value by
     a parametric bootstrap through the mechanism at the releases' margins (``seed`` makes it
-    reproducible; ``n_boot`` draws at most, 0 for the chi-square reference alone, ``p_chi2``)."""
+    reproducible; ``n_boot`` draws at most, 0 for the chi-square reference alone, ``p_chi2``).
+    ``margins``: what the bootstrap draws from: "releases" (the pair tables' debiased margins clipped
+    to the simplex), "ml" (the margins of each attribute's maximum-likelihood pair table), or given
+    (a list of every attribute's state probabilities, the class probabilities): a diagnostic with the
+    true margins of a simulation (``simulations/paired_independence_level.py --margins``)."""
+    if isinstance(margins, str) and margins not in ("releases", "ml"):
+        allowed = "'releases', 'ml' or (attribute margins, class margin)"
+        raise ValidationError("margins", f"must be {allowed}, got {margins!r}")
     n = X.shape[0]
     attrs = _attributes(groups, X)
     tables = _tables(attrs, X)
@@ -300,12 +308,12 @@ def independence_test(groups: list, X: np.ndarray, *, seed: int = 0, n_boot: int
     p_value, drawn = p_chi2, 0
     if n_boot > 0:
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(45,)))
-        means = [U.mean(axis=0) for U in tables]
+        ms, pi = _null_margins(attrs, [U.mean(axis=0) for U in tables], X, margins)
         exceed = 0
         with threadpool_limits(limits=1, user_api="blas"):  # small matrices: threaded BLAS was ~40x slower
             # sequential: stop at N_EXCEED draws reaching T, then p = h / l (Besag & Clifford 1991)
             while drawn < n_boot and exceed < N_EXCEED:
-                draw = _null_tables(attrs, means, n, single, rng)
+                draw = _null_tables(attrs, ms, pi, n, single, rng)
                 Tb, _ = _score(n, *_terms(attrs, draw, n, covs, single)[1:3], sizes)
                 exceed, drawn = exceed + (Tb >= T), drawn + 1
         p_value = exceed / drawn if exceed == N_EXCEED else (1 + exceed) / (n_boot + 1)
@@ -317,19 +325,32 @@ def independence_test(groups: list, X: np.ndarray, *, seed: int = 0, n_boot: int
     return {"statistic": T, "df": df, "p_value": float(p_value), "p_chi2": p_chi2, "z": float(z), "n_boot": drawn}
 
 
-def _null_tables(attrs: list, means: list, n: int, single: bool, rng: np.random.Generator) -> list[np.ndarray]:
-    """One draw of the releases under no signal, through the mechanism: every record keeps the
-    attributes it released; its label is drawn from the pooled class margin and each released
-    attribute from that attribute's margin (both from the releases, clipped to the simplex),
-    independently, and the pair goes through the attribute's oracle. Returns the draw's unbiased
-    one-hot pair estimates per attribute, as ``_tables``; with one pair per record only their mean
-    (1, k_j, C) matters, and it is drawn from the oracle's report counts (``_null_mean``)."""
+def _null_margins(attrs: list, means: list, X: np.ndarray, margins) -> tuple[list[np.ndarray], np.ndarray]:
+    """The margins the bootstrap draws from (``independence_test``'s ``margins``): per attribute of
+    ``attrs`` its state probabilities, and the class probabilities pooled over the attributes'
+    tables (weighted by their records)."""
     sizes = np.array([sum(r.size for r, _, _ in parts) for _, parts in attrs], float)
-    pi = _simplex(sum(w * E.sum(axis=0) for w, E in zip(sizes / sizes.sum(), means)))
+    if not isinstance(margins, str):  # given: every attribute's, and the class margin
+        return [_simplex(np.asarray(margins[0][j], float)) for j, _ in attrs], _simplex(np.asarray(margins[1], float))
+    if margins == "ml":  # each part's maximum-likelihood pair table, its records' share of the attribute's
+        tables = [sum(r.size * ml_pair_table(pm, j, X[r, j]) for r, pm, _ in parts) for j, parts in attrs]
+        tables = [t / s for t, s in zip(tables, sizes)]
+    else:
+        tables = means
+    pi = _simplex(sum(w * E.sum(axis=0) for w, E in zip(sizes / sizes.sum(), tables)))
+    return [_simplex(E.sum(axis=1)) for E in tables], pi
+
+
+def _null_tables(attrs: list, ms: list, pi: np.ndarray, n: int, single: bool, rng: np.random.Generator) -> list:
+    """One draw of the releases under no signal, through the mechanism: every record keeps the
+    attributes it released; its label is drawn from the class margin ``pi`` and each released
+    attribute from that attribute's margin in ``ms`` (``_null_margins``), independently, and the pair
+    goes through the attribute's oracle. Returns the draw's unbiased one-hot pair estimates per
+    attribute, as ``_tables``; with one pair per record only their mean (1, k_j, C) matters, and it is
+    drawn from the oracle's report counts (``_null_mean``)."""
     c = None if single else rng.choice(pi.size, size=n, p=pi)
     out = []
-    for (j, parts), E in zip(attrs, means):
-        m = _simplex(E.sum(axis=1))
+    for (j, parts), m in zip(attrs, ms):
         draws = []
         for r, pm, o in parts:
             if single:  # the records' pairs are independent draws from m πᵀ

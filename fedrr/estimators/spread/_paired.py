@@ -122,21 +122,23 @@ def pair_tables(paired: PairedRecordMechanism, X: np.ndarray, tol: float = 1e-7,
     of the released attributes' tables (uniform if none was released): it says nothing of x_j and
     leaves the class prior that ``class_margin`` averages over the tables where the releases put it."""
     out: list = []
-    C = paired.n_classes
-    for j, k in enumerate(paired.n_states):
+    for j in range(len(paired.n_states)):
         v = X[:, j]
         v = v[~np.isnan(v)]
-        K = k * C
-        if v.size == 0:
-            out.append(None)
-            continue
-        uniq, counts = np.unique(v, return_counts=True)
-        L = paired.pair_log_likelihood(j, uniq).reshape(uniq.size, K)
-        p, _ = simplex_mle(L, counts.astype(float), np.full(K, 1.0 / K), tol=tol, max_iter=max_iter)
-        out.append(np.maximum(p, 0).reshape(k, C))
+        out.append(ml_pair_table(paired, j, v, tol, max_iter) if v.size else None)
     seen = [t for t in out if t is not None]
-    pc = class_margin(seen) if seen else np.full(C, 1.0 / C)
+    pc = class_margin(seen) if seen else np.full(paired.n_classes, 1.0 / paired.n_classes)
     return [np.tile(pc / k, (k, 1)) if t is None else t for t, k in zip(out, paired.n_states)]
+
+
+def ml_pair_table(paired: PairedRecordMechanism, j: int, v: np.ndarray, tol: float = 1e-7, max_iter: int = 200):
+    """The maximum-likelihood pair table P(x_j = s, y = c) (k_j, C) of attribute j's pair reports ``v``
+    (none NaN), from the uniform start (``simplex_mle``, distinct reports grouped)."""
+    K = paired.n_states[j] * paired.n_classes
+    uniq, counts = np.unique(v, return_counts=True)
+    L = paired.pair_log_likelihood(j, uniq).reshape(uniq.size, K)
+    p, _ = simplex_mle(L, counts.astype(float), np.full(K, 1.0 / K), tol=tol, max_iter=max_iter)
+    return np.maximum(p, 0).reshape(paired.n_states[j], paired.n_classes)
 
 
 def class_margin(tables: list) -> np.ndarray:
