@@ -138,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         help="--grid: the bootstrap's margins (independence_test's margins; true: the simulation's, an oracle); "
         "other than releases the rows go to independence_grid_MARGINS.csv and the table to independence_margins.md",
     )
+    ap.add_argument(
+        "--covariance",
+        choices=("releases", "draw"),
+        default="releases",
+        help="--grid: each draw's S at the releases' margins or the draw's own (independence_test's covariance); "
+        "draw: the rows go to independence_grid_MARGINS-draw.csv",
+    )
     ap.add_argument("--indices", nargs="+", type=int, help="--grid: these settings only (indices into GRID)")
     args = ap.parse_args(argv)
     if args.power:
@@ -184,11 +191,9 @@ def grid(args, argv) -> int:
     """Issue 45's level grid (module doc): each setting's kept rates over ``--pools`` no-signal pools,
     appended to the CSV as it finishes; the table once every setting is there."""
     args.out.mkdir(parents=True, exist_ok=True)
-    if args.margins != "releases" and args.report:
+    if variant(args) and args.report:
         return margins_report(args, argv)
-    path = args.out / (
-        "independence_grid.csv" if args.margins == "releases" else f"independence_grid_{args.margins}.csv"
-    )
+    path = args.out / f"independence_grid{variant(args)}.csv"
     done = set()
     if path.exists():
         with path.open() as f:
@@ -211,7 +216,9 @@ def grid(args, argv) -> int:
                 for s in range(args.pools):
                     groups, X, truth = pool("adult6", classes, m, eps, n, 100 + s, oracle)
                     margins = truth if args.margins == "true" else args.margins
-                    res = independence_test(groups, X, seed=s, n_boot=args.boot, margins=margins)
+                    res = independence_test(
+                        groups, X, seed=s, n_boot=args.boot, margins=margins, covariance=args.covariance
+                    )
                     boot.append(res["p_value"])
                     score.append(res["p_chi2"])
                     draws.append(res["n_boot"])
@@ -223,7 +230,7 @@ def grid(args, argv) -> int:
                 csv.DictWriter(f, GRID_FIELDS).writerow(row)
                 f.flush()
                 print(row, flush=True)
-    if args.margins != "releases":
+    if variant(args):
         return margins_report(args, argv)
     rows = read_grid(path)
     if len({int(r["index"]) for r in rows}) < len(GRID) and not args.report:
@@ -248,22 +255,39 @@ def grid(args, argv) -> int:
     return 0
 
 
+#: the bootstrap variants of the margins table, by their CSV's suffix
+VARIANTS = {
+    "": "releases' margins (the test)",
+    "_releases-draw": "releases' margins, S per draw",
+    "_ml": "ML margins",
+    "_ml-draw": "ML margins, S per draw",
+    "_true": "true margins (oracle)",
+    "_true-draw": "true margins, S per draw (oracle: exact)",
+}
+
+
+def variant(args) -> str:
+    """The suffix of a grid run's CSV: empty for the test as it is, else its margins and covariance."""
+    if args.margins == "releases" and args.covariance == "releases":
+        return ""
+    return f"_{args.margins}" + ("-draw" if args.covariance == "draw" else "")
+
+
 def read_grid(path: Path) -> list[dict]:
     with path.open() as f:
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
 
 
 def margins_report(args, argv) -> int:
-    """``--grid --margins ml|true``: the settings run with the bootstrap drawn at the maximum-likelihood
-    or the true margins beside the same pools' rates at the releases' margins (``independence_grid.csv``)."""
+    """``--grid --margins ... --covariance ...``: the settings run with another bootstrap (``VARIANTS``)
+    beside the same pools' rates with the test as it is (``independence_grid.csv``)."""
     runs = {
-        m: {int(r["index"]): r for r in read_grid(args.out / f"independence_grid_{m}.csv")}
-        for m in ("releases", "ml", "true")
-        if (args.out / f"independence_grid_{m}.csv").exists()
+        v: {int(r["index"]): r for r in read_grid(args.out / f"independence_grid{v}.csv")}
+        for v in VARIANTS
+        if (args.out / f"independence_grid{v}.csv").exists()
     }
-    runs["releases"] = {int(r["index"]): r for r in read_grid(args.out / "independence_grid.csv")}
-    shown = sorted(set().union(*(set(v) for m, v in runs.items() if m != "releases")))
-    modes = [m for m in ("releases", "ml", "true") if m in runs]
+    shown = sorted(set().union(*(set(rows) for v, rows in runs.items() if v)))
+    modes = list(runs)
     table = []
     for i in shown:
         oracle, eps, m, classes, n = GRID[i]
@@ -273,11 +297,8 @@ def margins_report(args, argv) -> int:
             row += [rate_of(int(r["kept05"]), int(r["pools"])) + f", mean p {r['mean_p']}" if r else "–"]
         table.append(row)
     head = ["oracle", "ε per record", "pairs per record", "classes", "records"]
-    head += [
-        {"releases": "releases' margins (the test)", "ml": "ML margins", "true": "true margins (oracle)"}[m]
-        for m in modes
-    ]
-    title = "The paired test's bootstrap drawn at three margins, the same no-signal pools: kept rate at alpha 0.05 "
+    head += [VARIANTS[m] for m in modes]
+    title = "The paired test's bootstrap drawn at other margins, the same no-signal pools: kept rate at alpha 0.05 "
     title += "[95 % Clopper-Pearson] and mean p-value"
     print(write_report(args.out / "independence_margins.md", title, markdown_table(head, table), argv))
     return 0

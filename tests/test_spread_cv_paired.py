@@ -160,7 +160,7 @@ def test_independence_p_value_is_reproducible_from_its_seed():
 def test_independence_bootstrap_draws_at_the_margins_asked(n_sampled):
     """``margins``: given the releases' own clipped margins, the bootstrap is the default's, draw for draw;
     the maximum-likelihood margins ("ml") are each attribute's ML pair table's, so other draws and a
-    valid p-value; anything else is refused, naming the parameter."""
+    valid p-value, also with ``covariance="draw"``; anything else is refused, naming the parameter."""
     from fedrr.estimators.spread._cv_paired import _attributes, _null_margins, _simplex, _tables
     from fedrr.estimators.spread._paired import ml_pair_table
 
@@ -180,8 +180,12 @@ def test_independence_bootstrap_draws_at_the_margins_asked(n_sampled):
     np.testing.assert_allclose(pi_ml.sum(), 1.0)
     ml = independence_test(g, Xt, seed=3, margins="ml")
     assert ml["statistic"] == base["statistic"] and 0.01 <= ml["p_value"] <= 1
+    drawn = independence_test(g, Xt, seed=3, margins="ml", covariance="draw")  # each draw's S at its margins
+    assert drawn["statistic"] == base["statistic"] and 0.01 <= drawn["p_value"] <= 1
     with pytest.raises(ValidationError, match="margins"):
         independence_test(g, Xt, margins="truth")
+    with pytest.raises(ValidationError, match="covariance"):
+        independence_test(g, Xt, covariance="per-draw")
 
 
 @pytest.mark.parametrize("oracle, size", [("rr", 300), ("oue", 300), ("olh", 40), ("olh", 3000)])
