@@ -126,6 +126,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         same model, in 0.41× the whole fit's time (280 s against 680 s).
     cv_max_iter : EM budget of each cross-validation fit, which runs one chain (burn-in, then one
         averaging window of ``n_average``); the final refit uses ``max_iter`` and ``n_chains``.
+        With ``solver="direct"`` every fit takes ``max_iter`` (each converges in a few seconds).
     robust, robust_alpha : the defence against fake clients of ``SpreadLogisticRegression`` (see there
         for what it does not defend), run once before anything else: the selection, the fallback's
         test, the intercept-only model and the refit all see the kept records only. Split releases:
@@ -205,6 +206,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         n_latent_classes: int = 4,
         init: str = "calibration",
         shrink_to: str = "zero",
+        solver: str = "em",
         e_step: str = "mcmc",
         n_chains: int = 2,
         n_samples: int | None = None,
@@ -243,6 +245,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.n_latent_classes = n_latent_classes
         self.init = init
         self.shrink_to = shrink_to
+        self.solver = solver
         self.e_step = e_step
         self.n_chains = n_chains
         self.n_samples = n_samples

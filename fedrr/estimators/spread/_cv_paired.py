@@ -86,11 +86,10 @@ from threadpoolctl import threadpool_limits
 
 from ...errors import ValidationError
 from ...mechanisms import LocalHashing, MatrixMechanism, UnaryEncoding, unbiased_onehot_covariance
+from ._direct import prior_draws, prior_margin
 from ._logexp import logsumexp
 from ._mstep import log_class_probs
 from ._paired import PairedView, class_margin, ml_pair_table
-from ._priors._joint import JointSpreadPrior
-from ._priors._mixture import MixtureSpreadPrior
 
 #: draws from the prior per (attribute, state) for the model's pair tables
 N_DRAWS = 1024
@@ -98,42 +97,20 @@ N_DRAWS = 1024
 
 def model_pair_tables(est, n_draws: int = N_DRAWS, seed: int = 0) -> list[np.ndarray]:
     """Per attribute j the fitted model's pair table q_j(s, c) = p(x_j = s)·E[p_θ(c | x) | x_j = s]
-    (k_j, C), the expectation over the fitted prior's x given x_j = s: exact conditional weights for
-    a mixture (p(z | x_j = s) ∝ π_z p(s | z)) or a joint prior (its rows with x_j = s), the other
-    attributes drawn independently of x_j for a factorised prior."""
+    (k_j, C), the expectation over the fitted prior's x given x_j = s on ``prior_draws``: exact
+    conditional weights for a mixture (p(z | x_j = s) ∝ π_z p(s | z)) or a joint prior (its rows with
+    x_j = s), the other attributes drawn independently of x_j for a factorised prior."""
     prior, design = est._prior_state, est.design_
     ks = np.asarray(design.layout.k, np.int64)
     D, C = ks.size, len(est.classes_)
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(104729,)))
-    z = None
-    if isinstance(prior, JointSpreadPrior):
-        rows = np.asarray(prior.rows)
-        X = rows[rng.integers(rows.shape[0], size=n_draws)] if rows.shape[0] > n_draws else rows
-    elif isinstance(prior, MixtureSpreadPrior):
-        z = rng.choice(len(prior.log_pi), size=n_draws, p=_normalise(np.exp(prior.log_pi)))
-        X = np.empty((n_draws, D))
-        for d in range(D):
-            cdf = np.cumsum(np.exp(prior.log_p[d]), axis=1)
-            u = rng.random(n_draws) * cdf[z, -1]
-            X[:, d] = (cdf[z] < u[:, None]).sum(axis=1)
-    else:
-        X = np.stack([prior.sample_column(d, rng, (n_draws,)) for d in range(D)], axis=1)
-    X = np.minimum(X, ks - 1).astype(float)
+    X, W = prior_draws(prior, ks, n_draws, rng)
     out = []
     for j, k in enumerate(ks):
         Xj = np.repeat(X[None], k, axis=0)  # (k, n, D): every draw with x_j set to s
         Xj[:, :, j] = np.arange(k)[:, None]
         pr = np.exp(log_class_probs(design.decode(Xj.reshape(-1, D)), est.coef_, est.intercept_)).reshape(k, -1, C)
-        if isinstance(prior, JointSpreadPrior):
-            w = (X[None, :, j] == np.arange(k)[:, None]).astype(float)
-            w[w.sum(axis=1) == 0] = 1.0  # a state no row has: the other attributes as drawn
-        elif z is not None:
-            w = np.exp(prior.log_p[j][z].T)  # (k, n): p(x_j = s | z_i)
-        else:
-            w = np.ones((k, X.shape[0]))
-        cond = np.einsum("sn,snc->sc", w, pr) / w.sum(axis=1)[:, None]
-        margin = _normalise(np.maximum(prior.disc[j, :k], 0.0))
-        out.append(margin[:, None] * cond)
+        out.append(prior_margin(prior, j, k)[:, None] * np.einsum("sn,snc->sc", W[j], pr))
     return out
 
 

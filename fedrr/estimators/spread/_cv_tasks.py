@@ -37,7 +37,7 @@ def task_data(cv, p: dict, releases: tuple, n_classes: int, seed: int, paired: b
         # an int random_state is passed on as it is; otherwise, on Ray, the CV's own seed (a
         # Generator drawn from on each actor would give each actor's fits other seeds)
         "random_state": cv.random_state if not remote or fixed else seed,
-        "max_iter": p["cv_max_iter"],
+        "max_iter": p["cv_max_iter"] if cv.solver == "em" else cv.max_iter,  # direct: converged folds
         "heldout_samples": p["heldout_samples"],
         "accuracy": p["scoring"] == "accuracy",
         "seed": seed,

@@ -30,6 +30,8 @@ from ...parallel import ThreadExecutor
 from .._naive_bayes_releases import check_naive_bayes_mechanism
 from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
+from ._direct import N_DRAWS as DIRECT_DRAWS
+from ._direct import PairLikelihood, check_direct, fit_direct
 from ._em import EMOptions, run_em
 from ._estep import shard_factories
 from ._mstep import fit_soft_logistic, log_class_probs
@@ -99,6 +101,14 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         Learned: ``shrink_to_``, the centre used.
     prior_strength : weight of the debiased marginals in the learned prior, as a fraction of the
         number of records (Dirichlet pseudo-counts; 0: none).
+    solver : "em" (default: spread-EM, stochastic, on every release) or "direct": on paired releases of
+        one pair per record with a fixed prior, the same penalised likelihood maximised by L-BFGS
+        (``_direct``: θ enters a record's likelihood only through the model's pair table of the
+        attribute it released, an expectation over the prior taken on 16,384 fixed draws). No
+        Monte Carlo noise and no slow EM steps where most information is missing: at 3·10⁵ people
+        on Adult, ε 1, it reaches in 60 L-BFGS iterations what 1,000 EM iterations approach
+        (results/adult_scale_designs). It refuses other releases, naming ``solver``; the EM options
+        (``e_step``, ``n_chains``, ``burn_in``, ...) do not apply, ``max_iter`` bounds its iterations.
     e_step : "mcmc" (default; exact-posterior Metropolis chains, labels summed out) or
         "importance" (Barber §5.1 self-normalised importance sampling, for reproduction).
     n_chains : independent EM chains (≥ 2 for the agreement diagnostics ``cosine_``, ``rhat_``).
@@ -164,6 +174,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         "init": [Options(*INITS)],
         "shrink_to": [Options(*SHRINK_TO)],
         "prior_strength": [Interval(float, 0, None)],
+        "solver": [Options("em", "direct")],
         "e_step": [Options(*E_STEPS)],
         "n_chains": [_INT1],
         "n_samples": [_INT1, IsNone()],
@@ -195,6 +206,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         init: str = "calibration",
         shrink_to: str = "zero",
         prior_strength: float = 0.1,
+        solver: str = "em",
         e_step: str = "mcmc",
         n_chains: int = 2,
         n_samples: int | None = None,
@@ -223,6 +235,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.init = init
         self.shrink_to = shrink_to
         self.prior_strength = prior_strength
+        self.solver = solver
         self.e_step = e_step
         self.n_chains = n_chains
         self.n_samples = n_samples
@@ -386,10 +399,30 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         pools = [(rm, Xv[rows]) for rm, rows in groups]
         prior = self._initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo)
         start, center = self._naive_bayes_uses(Xv, yi, groups, design, p)
+        if p["solver"] == "direct":
+            return self._fit_direct(Xv, groups, design, layout, prior, p, start, center, entropy)
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
         factories = shard_factories(groups, Xv, yi, design, C, entropy, p["n_chains"], p["e_step"], p["shard_size"])
         group = shard_group(executor, factories, chains=p["n_chains"])
         return self._fit_group(group, design, layout, prior, p, S, start, center)
+
+    def _fit_direct(self, Xv, groups, design: Design, layout, prior, p: dict, start, center, entropy):
+        """``solver="direct"``: the penalised pair-report likelihood maximised by L-BFGS (``_direct``)."""
+        check_direct(groups, prior, p)
+        lik = PairLikelihood(groups, Xv, design, prior, len(self.classes_), DIRECT_DRAWS, entropy)
+        res = fit_direct(lik, p["C"], p["fit_intercept"], center, start, p["max_iter"])
+        self.design_, self.layout_ = design, layout
+        self.n_features_in_ = layout.n_features
+        self.coef_, self.intercept_ = res.coef, res.intercept
+        self.chain_coef_, self.chain_intercept_ = res.coef[None], res.intercept[None]
+        self.n_iter_, self.burn_in_, self.history_ = res.n_iter, 0, [{"iter": res.n_iter, "objective": res.objective}]
+        self.converged_, self.convergence_ = res.converged, res.message
+        self.rhat_ = self.rhat_median_ = self.cosine_ = self.chain_distance_ = float("nan")
+        self.prediction_distance_ = float("nan")
+        self.traffic_, self.bytes_per_iter_, self.bytes_setup_, self.shard_restarts_ = {}, 0.0, 0.0, 0
+        self._prior_state = prior
+        self.prior_ = prior.public()
+        return self
 
     def _naive_bayes_uses(self, Xv, yi, groups, design: Design, p: dict) -> tuple:
         """The resolved ``init`` and ``shrink_to`` (set as ``init_``, ``shrink_to_``) -> (start,
@@ -471,6 +504,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValidationError("init", "'naive-bayes' is fitted on the released records: use fit, not fit_pool")
         if p["shrink_to"] == "naive-bayes":
             raise ValidationError("shrink_to", "'naive-bayes' is fitted on the released records: use fit, not fit_pool")
+        if p["solver"] == "direct":
+            raise ValidationError("solver", "'direct' counts the released reports in memory: use fit, not fit_pool")
         # "auto" too: naive Bayes is fitted on releases the driver does not hold
         self.init_, self.shrink_to_ = "calibration", "zero"
         self.prior_choice_ = None  # "auto" is "learned" here: no choice on releases the driver does not hold
