@@ -15,8 +15,8 @@ Designs: ``plan`` (``plan_release(ks, 2, ε, N).mechanism``: the planner's pick)
 default ranking, written to the CSV as ``mK`` when it is K pairs, whose mechanism it equals, or as
 ``split0.25m1`` for a split release).
 
-Fits: ``PRIOR:C[:it=I][:burn=B][:init=S]`` = ``SpreadLogisticRegression(C, prior, encoding="onehot",
-max_iter=I (200), burn_in=B (auto), init=S (calibration))`` with PRIOR ``nb`` (naive-bayes), ``lcM``
+Fits: ``PRIOR:C[:it=I][:burn=B][:init=S][:solver=V]`` = ``SpreadLogisticRegression(C, prior, encoding="onehot",
+max_iter=I (200), burn_in=B (auto), init=S (calibration), solver=V (em))`` with PRIOR ``nb`` (naive-bayes), ``lcM``
 (latent-class, M components), ``learned`` or ``auto``; ``cv[:KEY=S...]`` =
 ``SpreadLogisticRegressionCV(encoding="onehot", KEY=S)`` for string parameters (``init=naive-bayes``,
 ``encoding=unit``: the estimators' default until 2026-12-02, now "auto"), otherwise defaults (the sweep's ``spread``);
@@ -126,6 +126,8 @@ def fit_one(spec: str, Xt, yt, mech, seed: int):
             kw["burn_in"] = int(opts["burn"])
         if "init" in opts:
             kw["init"] = opts["init"]
+        if "solver" in opts:
+            kw["solver"] = opts["solver"]
         est = SpreadLogisticRegression(C=C, encoding="onehot", random_state=seed, **kw).fit(Xt, yt, mechanism=mech)
         inner = est
         extra = {}
