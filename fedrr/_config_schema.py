@@ -553,6 +553,15 @@ def _keys() -> tuple[Key, ...]:
             (Interval(int, 1, 10**6),),
         ),
         K(
+            "spread_solver",
+            "learners",
+            "str",
+            "em",
+            "spread's solver: em (spread-EM) | direct (paired releases of one pair per record: L-BFGS on the "
+            "pair reports' likelihood, the same penalised likelihood without Monte Carlo noise)",
+            (Options("em", "direct"),),
+        ),
+        K(
             "encoding",
             "learners",
             "str",

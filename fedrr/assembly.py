@@ -274,6 +274,7 @@ def fit_options(cfg: RunConfig) -> FitOptions:
         random_state=cfg.seed,
         executor=make_executor(cfg.executor, cfg.ray_address),
         spread_max_iter=cfg.spread_max_iter,
+        spread_solver=cfg.spread_solver,
         wdro_max_iter=cfg.wdro_max_iter,
         encoding=cfg.encoding,
         ldp_sgd=cfg.ldp_sgd_params(),

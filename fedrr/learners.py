@@ -51,6 +51,7 @@ class FitOptions:
     random_state: int = 0
     executor: Any = None
     spread_max_iter: int = BY_NAME["spread_max_iter"].default
+    spread_solver: str = BY_NAME["spread_solver"].default
     wdro_max_iter: int = BY_NAME["wdro_max_iter"].default
     encoding: str = BY_NAME["encoding"].default
     #: LDP-SGD's keywords (``RunConfig.ldp_sgd_params``; empty: the estimator's defaults)
@@ -262,6 +263,7 @@ def _spread(d: FitData, o: FitOptions, **params):
         max_iter=o.spread_max_iter,
         cv_max_iter=min(40, o.spread_max_iter),  # spread_max_iter bounds every EM run, the selection fits too
         encoding=o.encoding,
+        solver=o.spread_solver,
         **params,
     )
     return est.fit(d.X, d.y, mechanism=d.mechanism)

@@ -136,3 +136,13 @@ def test_the_cv_passes_the_solver_to_its_fits():
     assert cv._spread(C=2.0).solver == "direct"
     assert not cv.fallback_ and "L-BFGS" in cv.estimator_.convergence_
     assert np.all(np.isfinite(cv.cv_results_["mean_test_score"]))
+
+
+def test_the_sweeps_spread_learner_takes_the_solver_from_the_config():
+    """``[learners] spread_solver = "direct"`` reaches the spread learner's estimator (``FitOptions``)."""
+    from fedrr.learners import FitData, FitOptions, get
+
+    Xt, yt, mech = _releases(3000, 2, 2)
+    est = get("spread").fit(FitData(Xt, yt, mech), FitOptions(spread_solver="direct", encoding="onehot"))
+    assert est.solver == "direct" and "L-BFGS" in est.estimator_.convergence_
+    assert get("spread").fit(FitData(Xt, yt, mech), FitOptions(encoding="onehot")).solver == "em"
