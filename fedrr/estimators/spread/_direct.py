@@ -15,6 +15,7 @@ import itertools
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.special import expit
 
 from ...errors import ValidationError
 from ._logexp import logsumexp
@@ -153,8 +154,13 @@ class PairLikelihood:
         out = []
         for j in range(self.D):
             ell = full[None] - T[j][self.X[:, j]][None] + T[j][:, None, :]  # (k_j, n, Rn): x_j set to s
-            P = np.exp(class_log_softmax(ell))  # (k_j, n, C)
-            q = self.margin[j][:, None] * np.einsum("sn,snc->sc", self.W[j], P)
+            if self.Rn == 1:  # one logit: p(1 | x) = σ(ℓ), kept as (k_j, n, 1)
+                P = expit(ell)
+                q1 = self.margin[j] * np.einsum("sn,sn->s", self.W[j], P[:, :, 0])
+                q = np.stack([self.margin[j] - q1, q1], axis=1)
+            else:
+                P = np.exp(class_log_softmax(ell))  # (k_j, n, C)
+                q = self.margin[j][:, None] * np.einsum("sn,snc->sc", self.W[j], P)
             out.append((q, P))
         return out, T
 
@@ -172,8 +178,8 @@ class PairLikelihood:
             loss -= float(cnt @ np.log(pv))
             G = -np.einsum("u,usc->sc", cnt / pv, M)  # d loss / d q_j(s, c)
             Gm = self.margin[j][:, None, None] * self.W[j][:, :, None]  # (k_j, n, 1)
-            if self.Rn == 1:  # one logit (class 1 against 0): dP1/dℓ = P1 P0
-                A = Gm * (P[:, :, 1:] * P[:, :, :1]) * (G[:, 1] - G[:, 0])[:, None, None]
+            if self.Rn == 1:  # one logit (class 1 against 0): P holds P1, dP1/dℓ = P1 (1 − P1)
+                A = Gm * (P * (1.0 - P)) * (G[:, 1] - G[:, 0])[:, None, None]
             else:  # softmax: dP_c/dℓ_r = P_c (δ_cr − P_r)
                 A = Gm * P * (G[:, None, :] - np.sum(G[:, None, :] * P, axis=2, keepdims=True))
             gT[j] += A.sum(axis=1)
