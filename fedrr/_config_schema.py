@@ -558,8 +558,9 @@ def _keys() -> tuple[Key, ...]:
             "str",
             "em",
             "spread's solver: em (spread-EM) | direct (paired releases of one pair per record: L-BFGS on the "
-            "pair reports' likelihood, the same penalised likelihood without Monte Carlo noise)",
-            (Options("em", "direct"),),
+            "pair reports' likelihood, the same penalised likelihood without Monte Carlo noise) | auto (direct "
+            "where it applies, else em)",
+            (Options("em", "direct", "auto"),),
         ),
         K(
             "encoding",

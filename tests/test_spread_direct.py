@@ -130,6 +130,18 @@ def test_releases_the_direct_solver_cannot_fit_are_refused_naming_it(tmp_path):
         SpreadLogisticRegression(**kw).fit_pool(tmp_path)
 
 
+def test_auto_is_direct_where_it_applies_else_em():
+    kw = dict(solver="auto", encoding="onehot", max_iter=3, burn_in=1, n_average=1, random_state=0)
+    Xt, yt, one = _releases(600, 2, 1)
+    assert SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=one).solver_ == "direct"
+    assert SpreadLogisticRegression(**kw, prior="learned").fit(Xt, yt, mechanism=one).solver_ == "em"
+    Xt, yt, two = _releases(600, 2, 1, n_sampled=2)
+    assert SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=two).solver_ == "em"
+    rng = np.random.default_rng(0)
+    clean = SpreadLogisticRegression(solver="direct").fit(rng.normal(size=(50, 2)), rng.integers(0, 2, 50))
+    assert clean.solver_ == "clean"  # no mechanism: plain logistic regression (with a warning)
+
+
 def test_the_cv_passes_the_solver_to_its_fits():
     Xt, yt, mech = _releases(3000, 2, 2)
     cv = SpreadLogisticRegressionCV(Cs=(0.1, 1.0), solver="direct", random_state=0).fit(Xt, yt, mechanism=mech)

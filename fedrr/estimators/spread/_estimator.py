@@ -31,7 +31,7 @@ from .._naive_bayes_releases import check_naive_bayes_mechanism
 from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._direct import N_DRAWS as DIRECT_DRAWS
-from ._direct import PairLikelihood, check_direct, fit_direct
+from ._direct import PairLikelihood, check_direct, direct_blocker, fit_direct
 from ._em import EMOptions, run_em
 from ._estep import shard_factories
 from ._mstep import fit_soft_logistic, log_class_probs
@@ -109,6 +109,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         on Adult, ε 1, it reaches in 60 L-BFGS iterations what 1,000 EM iterations approach
         (results/adult_scale_designs). It refuses other releases, naming ``solver``; the EM options
         (``e_step``, ``n_chains``, ``burn_in``, ...) do not apply, ``max_iter`` bounds its iterations.
+        "auto": "direct" where it applies, else "em". Learned: ``solver_``, the solver used.
     e_step : "mcmc" (default; exact-posterior Metropolis chains, labels summed out) or
         "importance" (Barber §5.1 self-normalised importance sampling, for reproduction).
     n_chains : independent EM chains (≥ 2 for the agreement diagnostics ``cosine_``, ``rhat_``).
@@ -174,7 +175,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         "init": [Options(*INITS)],
         "shrink_to": [Options(*SHRINK_TO)],
         "prior_strength": [Interval(float, 0, None)],
-        "solver": [Options("em", "direct")],
+        "solver": [Options("em", "direct", "auto")],
         "e_step": [Options(*E_STEPS)],
         "n_chains": [_INT1],
         "n_samples": [_INT1, IsNone()],
@@ -325,6 +326,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         )
         self.coef_, self.intercept_, self.prior_ = coef, b, None
         self.n_iter_, self.history_ = 1, [{"iter": 1, "objective": obj}]
+        self.solver_ = "clean"  # plain logistic regression: no releases to solve for
         return self
 
     def _prepare(self, X, y, mechanism, p):
@@ -399,7 +401,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         pools = [(rm, Xv[rows]) for rm, rows in groups]
         prior = self._initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo)
         start, center = self._naive_bayes_uses(Xv, yi, groups, design, p)
-        if p["solver"] == "direct":
+        self.solver_ = p["solver"]
+        if self.solver_ == "auto":
+            self.solver_ = "direct" if direct_blocker(groups, prior, p) is None else "em"
+        if self.solver_ == "direct":
             return self._fit_direct(Xv, groups, design, layout, prior, p, start, center, entropy)
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
         factories = shard_factories(groups, Xv, yi, design, C, entropy, p["n_chains"], p["e_step"], p["shard_size"])
@@ -506,6 +511,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             raise ValidationError("shrink_to", "'naive-bayes' is fitted on the released records: use fit, not fit_pool")
         if p["solver"] == "direct":
             raise ValidationError("solver", "'direct' counts the released reports in memory: use fit, not fit_pool")
+        self.solver_ = "em"
         # "auto" too: naive Bayes is fitted on releases the driver does not hold
         self.init_, self.shrink_to_ = "calibration", "zero"
         self.prior_choice_ = None  # "auto" is "learned" here: no choice on releases the driver does not hold
