@@ -420,7 +420,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.n_features_in_ = layout.n_features
         self.coef_, self.intercept_ = res.coef, res.intercept
         self.chain_coef_, self.chain_intercept_ = res.coef[None], res.intercept[None]
-        self.n_iter_, self.burn_in_, self.history_ = res.n_iter, 0, [{"iter": res.n_iter, "objective": res.objective}]
+        norm = float(np.linalg.norm(res.coef))
+        self.n_iter_, self.burn_in_ = res.n_iter, 0
+        self.history_ = [{"iter": res.n_iter, "objective": res.objective, "coef_norm": norm}]  # keys as EM's
         self.converged_, self.convergence_ = res.converged, res.message
         self.rhat_ = self.rhat_median_ = self.cosine_ = self.chain_distance_ = float("nan")
         self.prediction_distance_ = float("nan")
