@@ -24,6 +24,8 @@ max_iter=I (200), burn_in=B (auto), init=S (calibration), solver=V (em))`` with 
 more pairs per person, ``prior_choice`` holds the prior the releases chose and its z
 (``SpreadLogisticRegression.prior_choice_``).
 Rows are appended to the CSV ``--out`` (created with a header naming the command), one per fit.
+``--paired --fits F ...`` prints those fits against ``ldp-nb`` on the same releases (paired
+differences over the seeds both have) from ``--out`` and stops.
 """
 
 from __future__ import annotations
@@ -167,6 +169,39 @@ def summarise(path: Path) -> str:
     return "\n".join(out)
 
 
+def paired(path: Path, fits: list[str]) -> str:
+    """Markdown table of ``fits`` against ``ldp-nb`` on the same releases (same N, ε, design and seed):
+    each metric's mean ± sd over the seeds both have, and the paired difference's."""
+    with path.open() as f:
+        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    by = {(int(r["n"]), float(r["eps"]), r["design"], r["fit"], int(r["seed"])): r for r in rows}  # the last run
+    out = ["| N | ε | design | fit | seeds | accuracy | balanced | AUC | Δ accuracy | Δ balanced | Δ AUC | fit s |"]
+    out.append("|" + "---|" * 12)
+    metrics = ("accuracy", "balanced", "auc")
+
+    def ms(v, sign: str = "") -> str:
+        v = np.asarray(v, float)
+        return f"{v.mean():{sign}.4f}" + (f" ± {v.std(ddof=1):.4f}" if len(v) > 1 else "")
+
+    for n, eps, design in sorted({k[:3] for k in by if k[3] in fits}):
+        for fit in [*fits, "ldp-nb"]:
+            seeds = sorted(
+                k[4] for k in by if k[:4] == (n, eps, design, fit) and (n, eps, design, "ldp-nb", k[4]) in by
+            )
+            if not seeds:
+                continue
+            got = [by[(n, eps, design, fit, s)] for s in seeds]
+            nb = [by[(n, eps, design, "ldp-nb", s)] for s in seeds]
+            cols = [ms([float(r[k]) for r in got]) for k in metrics]
+            if fit == "ldp-nb":
+                cols += ["–"] * 3
+            else:
+                cols += [ms([float(a[k]) - float(b[k]) for a, b in zip(got, nb)], "+") for k in metrics]
+            sec = np.mean([float(r["seconds"]) for r in got])
+            out.append(f"| {n:,} | {eps:g} | {design} | {fit} | {len(seeds)} | " + " | ".join(cols) + f" | {sec:.1f} |")
+    return "\n".join(out)
+
+
 def validate(path: Path, fit: str = "cv") -> str:
     """The planner against measurement (issue 46 item 3): per (N, ε) of the runs CSV, the planner's top
     three designs by its default ranking, each with its predicted errors (pair tables' RMS relative
@@ -242,7 +277,13 @@ def main(argv=None):
     ap.add_argument(
         "--validate", action="store_true", help="print the planner's top three designs against --out's cv fits, stop"
     )
+    ap.add_argument(
+        "--paired", action="store_true", help="print --fits against ldp-nb on the same releases (paired Δ) and stop"
+    )
     a = ap.parse_args(argv)
+    if a.paired:
+        print(paired(a.out, [f for f in a.fits if f != "ldp-nb"]))
+        return
     if a.summarise:
         print(summarise(a.out))
         return
