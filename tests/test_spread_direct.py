@@ -158,3 +158,15 @@ def test_the_sweeps_spread_learner_takes_the_solver_from_the_config():
     est = get("spread").fit(FitData(Xt, yt, mech), FitOptions(spread_solver="direct", encoding="onehot"))
     assert est.solver == "direct" and "L-BFGS" in est.estimator_.convergence_
     assert get("spread").fit(FitData(Xt, yt, mech), FitOptions(encoding="onehot")).solver == "em"
+
+
+def test_the_cv_folds_take_the_direct_budget_exactly_where_they_run_direct():
+    """The CV's fold fits get ``max_iter`` when they run the direct solver ("auto": where it applies),
+    else ``cv_max_iter`` (EM's selection budget)."""
+    from fedrr.estimators.spread._cv_tasks import _direct_folds
+
+    one, two = PairedView(_releases(50, 2, 0)[2]), PairedView(_releases(50, 2, 0, n_sampled=2)[2])
+    cv = SpreadLogisticRegressionCV
+    assert _direct_folds(cv(solver="auto"), [one, one, None]) and _direct_folds(cv(solver="direct"), [two])
+    assert not _direct_folds(cv(solver="auto"), [one, two]) and not _direct_folds(cv(solver="em"), [one])
+    assert not _direct_folds(cv(solver="auto", prior="learned"), [one])

@@ -13,6 +13,7 @@ import numpy as np
 from ...parallel import RayExecutor
 from ._cv_paired import model_pair_tables, pair_report_loglik
 from ._cv_scores import _mechanism_arg, debiased_hits, heldout_loglik
+from ._direct import blocker
 from ._estimator import SpreadLogisticRegression
 from ._pool import group_records
 
@@ -37,7 +38,8 @@ def task_data(cv, p: dict, releases: tuple, n_classes: int, seed: int, paired: b
         # an int random_state is passed on as it is; otherwise, on Ray, the CV's own seed (a
         # Generator drawn from on each actor would give each actor's fits other seeds)
         "random_state": cv.random_state if not remote or fixed else seed,
-        "max_iter": p["cv_max_iter"] if cv.solver == "em" else cv.max_iter,  # direct: converged folds
+        # a direct fit converges within max_iter in seconds: the folds take it whole; EM folds cv_max_iter
+        "max_iter": cv.max_iter if _direct_folds(cv, mechs) else p["cv_max_iter"],
         "heldout_samples": p["heldout_samples"],
         "accuracy": p["scoring"] == "accuracy",
         "seed": seed,
@@ -46,6 +48,13 @@ def task_data(cv, p: dict, releases: tuple, n_classes: int, seed: int, paired: b
         "paired": paired,
         "memo": memo,  # on Ray each actor holds a copy: one start, the same centers
     }
+
+
+def _direct_folds(cv, mechs: list) -> bool:
+    """Whether the fold fits run ``solver="direct"`` ("auto": where it applies to these releases)."""
+    if cv.solver != "auto":
+        return cv.solver == "direct"
+    return blocker({id(m): m for m in mechs if m is not None}.values(), cv._spread_params()["prior"]) is None
 
 
 def fold_scores(data: dict, executor: Any, f: int, C: float, a: float) -> tuple[float, float, float]:

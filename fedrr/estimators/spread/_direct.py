@@ -18,6 +18,7 @@ import numpy as np
 from scipy.special import expit
 
 from ...errors import ValidationError
+from ...mechanisms import EmpiricalPrior
 from ._logexp import logsumexp
 from ._mstep import class_log_softmax, lbfgs, penalised
 from ._paired import PairedView
@@ -90,17 +91,25 @@ def _normalise(p: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
-def direct_blocker(groups: list, prior, p: dict) -> str | None:
-    """Why ``solver="direct"`` cannot fit these releases (None when it can)."""
-    if not all(isinstance(rm, PairedView) for rm, _ in groups):
+def blocker(mechanisms, prior) -> str | None:
+    """Why ``solver="direct"`` cannot fit releases of these (prepared) record mechanisms with this
+    ``prior`` parameter (None when it can): what "auto" reads, before any fit."""
+    mechanisms = list(mechanisms)
+    if not all(isinstance(rm, PairedView) for rm in mechanisms):
         return "needs paired releases (PairedRecordMechanism): a released label of its own is not a pair table's"
-    if any(rm.paired.n_sampled != 1 for rm, _ in groups):
+    if any(rm.paired.n_sampled != 1 for rm in mechanisms):
         return "needs one pair per record (n_sampled=1): several pairs' likelihood is a joint table's"
-    if isinstance(p["prior"], str) and p["prior"] == "learned":
+    if isinstance(prior, str) and prior == "learned":
         return "needs a fixed prior: prior='learned' is refined during EM"
-    if isinstance(prior, JointSpreadPrior):
+    if isinstance(prior, EmpiricalPrior):
         return "does not take a prior of public rows"
     return None
+
+
+def direct_blocker(groups: list, prior, p: dict) -> str | None:
+    """``blocker`` of a fit's groups, and of its built prior."""
+    why = blocker([rm for rm, _ in groups], p["prior"])
+    return why or ("does not take a prior of public rows" if isinstance(prior, JointSpreadPrior) else None)
 
 
 @dataclass
@@ -119,7 +128,7 @@ class PairLikelihood:
 
     def __init__(self, groups: list, X: np.ndarray, design, prior, n_classes: int, n_draws: int, seed: int):
         ks = np.asarray(design.layout.k, np.int64)
-        self.D, self.C, self.ks = ks.size, n_classes, ks
+        self.D, self.ks = ks.size, ks
         self.Rn = 1 if n_classes == 2 else n_classes
         rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(2020,)))
         self.X, self.W = prior_draws(prior, ks, n_draws, rng, exact=True)
@@ -143,10 +152,6 @@ class PairLikelihood:
                     lik.append(np.exp(rm.paired.pair_log_likelihood(j, uniq)).reshape(uniq.size, ks[j], n_classes))
             self.reports.append((np.concatenate(cnt), np.concatenate(lik)) if cnt else None)
             self.n += int(sum(c.sum() for c in cnt))
-
-    def tables(self, coef: np.ndarray, intercept: np.ndarray) -> list[np.ndarray]:
-        """The model's pair tables q_j(s, c) (k_j, C)."""
-        return [q for q, _ in self._tables(coef, intercept)[0]]
 
     def _tables(self, coef, intercept):
         T = [E @ coef.T for E in self.E]  # (k_d, Rn): each state's contribution to the logits
