@@ -236,7 +236,15 @@ def _from_flwr_value(f: dataclasses.Field, key: str, value: Any) -> Any:
 def parse_budget_mix(key: str, value: Any) -> tuple:
     """'f1:w1,f2:w2' (or a sequence of pairs) -> ((f1, w1), (f2, w2))."""
     if isinstance(value, (tuple, list)):
-        return tuple((float(a), float(w)) for a, w in value)
+        out = []
+        for pair in value:  # each a (value, weight) pair of numbers
+            if not (isinstance(pair, (tuple, list)) and len(pair) == 2):
+                raise ValidationError(key, f"must be (value, weight) pairs, got {pair!r} in {value!r}")
+            try:
+                out.append((float(pair[0]), float(pair[1])))
+            except (TypeError, ValueError):
+                raise ValidationError(key, f"must be (value, weight) pairs of numbers, got {pair!r}") from None
+        return tuple(out)
     if not isinstance(value, str):
         raise ValidationError(key, f"must look like 'value:weight,value:weight', got {value!r}")
     text = value.strip()

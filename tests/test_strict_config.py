@@ -383,3 +383,13 @@ def test_ldp_sgd_takes_no_default_budget():
     with pytest.raises(ValidationError, match="takes no default budget") as exc:
         build_population(cfg)
     assert exc.value.field == "feature-epsilon"
+
+
+@pytest.mark.parametrize("value", [[0], [[1, "a"]], [(1, 2, 3)], 7])
+def test_a_budget_mix_that_is_not_value_weight_pairs_is_refused_naming_it(value):
+    """Found by tests/test_fuzz.py (Hypothesis: budget-mix = [0] raised a TypeError from the unpacking)."""
+    from fedrr.run_config import RunConfig
+
+    with pytest.raises(ValidationError) as exc:
+        RunConfig.from_flwr({"budget-mix": value})
+    assert exc.value.field == "budget-mix"

@@ -205,7 +205,7 @@ def _bincount(idx: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
 
 def fit_direct(lik: PairLikelihood, C: float, fit_intercept: bool, center, start, max_iter: int) -> DirectResult:
     """L-BFGS on ``lik``'s −log-likelihood + ‖coef − center‖²/(2C) from ``start`` (θ: coefficients
-    row-major, then the intercepts; None: 0 and the intercepts of the prior's class margin)."""
+    row-major, then the intercepts; None: θ = 0)."""
     Rn, p = lik.Rn, lik.z0.size
     lam = 0.0 if not np.isfinite(C) else 1.0 / C
 
@@ -228,6 +228,7 @@ def fit_direct(lik: PairLikelihood, C: float, fit_intercept: bool, center, start
 
 
 def check_direct(groups: list, prior, p: dict) -> None:
-    blocker = direct_blocker(groups, prior, p)
-    if blocker is not None:
-        raise ValidationError("solver", f"'direct' {blocker}; solver='em' fits them")
+    """``solver="direct"``'s check at fit: a ValidationError naming ``solver`` and why."""
+    why = direct_blocker(groups, prior, p)
+    if why is not None:
+        raise ValidationError("solver", f"'direct' {why}; solver='em' fits them")
