@@ -27,6 +27,11 @@ from the CSV once it holds every setting (or with ``--report``):
     python simulations/paired_independence_level.py --grid --pools 1000 --shard 1/4 --out results/spread_fallback_level
     python simulations/paired_independence_level.py --grid --pools 1000 --shard 3/4 --out results/spread_fallback_level
     python simulations/paired_independence_level.py --grid --pools 1000 --shard 0/2 --out results/spread_fallback_level
+
+``--grid --margins ml|true --covariance releases|draw --indices I ...``: the same settings' pools with
+another bootstrap (``independence_test``'s ``margins`` and ``covariance``; ``true``: the simulation's
+own margins, an oracle), rows to ``independence_grid_VARIANT.csv``, and ``independence_margins.md``
+beside the test as it is (``VARIANTS``; the commands that wrote the committed one are in it).
 """
 
 from __future__ import annotations
