@@ -33,13 +33,16 @@ def _releases(n: int, classes: int, seed: int, eps: float = 2.0, n_sampled: int 
     return Xt, yt, mech
 
 
-@pytest.mark.parametrize("classes", [2, 3])
-def test_the_gradient_is_the_likelihoods(classes):
-    """``PairLikelihood.value_grad`` against central differences along random directions."""
+@pytest.mark.parametrize("classes, n_draws", [(2, 512), (3, 512), (2, 40)])
+def test_the_gradient_is_the_likelihoods(classes, n_draws):
+    """``PairLikelihood.value_grad`` against central differences along random directions, with the
+    prior's 72 states enumerated (512 draws) or drawn (40)."""
     Xt, yt, mech = _releases(3000, classes, 0)
     est = SpreadLogisticRegression(encoding="onehot", prior="naive-bayes", solver="direct", max_iter=3, random_state=0)
     est.fit(Xt, yt, mechanism=mech)
-    lik = PairLikelihood([(PairedView(mech), np.arange(len(Xt)))], Xt, est.design_, est._prior_state, classes, 512, 0)
+    groups = [(PairedView(mech), np.arange(len(Xt)))]
+    lik = PairLikelihood(groups, Xt, est.design_, est._prior_state, classes, n_draws, 0)
+    assert lik.X.shape[0] == (72 if n_draws >= 72 else n_draws)
     rng = np.random.default_rng(1)
     coef, b = rng.normal(size=est.coef_.shape) * 0.5, rng.normal(size=est.intercept_.shape) * 0.5
     _, gc, gb = lik.value_grad(coef, b)
@@ -73,7 +76,7 @@ def _exact_objective(Xt, mech, design, coef_b, C):
 def test_the_direct_fit_is_the_brute_force_penalised_mle():
     """On 4 attributes (72 states of x: the draws enumerate them, so the pair tables are exact) with a
     given prior, the direct fit lands on the maximiser of the exact penalised likelihood written out
-    by hand (Nelder–Mead-free: BFGS on finite differences), to 2e-3 per coordinate."""
+    by hand (BFGS on finite differences), to 2e-3 per coordinate."""
     Xt, yt, mech = _releases(4000, 2, 3)
     C = 0.5
     kw = dict(C=C, encoding="onehot", prior=[CategoricalPrior(p) for p in PRIOR], random_state=0)
