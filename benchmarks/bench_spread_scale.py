@@ -8,7 +8,8 @@ on the same releases, in the same run (ratios).
     python benchmarks/bench_spread_scale.py --quick --whole-selection --out /tmp/speed_scale    # N = 3,000
 
 ``--solver direct`` fits ``SpreadLogisticRegressionCV(solver="direct")`` instead (paired releases of one
-pair per record: the penalised likelihood by L-BFGS) and writes ``bench_spread_scale_N_direct.md``:
+pair per record: the penalised likelihood by L-BFGS) and writes ``bench_spread_scale_N_direct.md`` (the
+committed 10⁶ run is the second section of results/speed_scale/bench_spread_scale_1000000.md):
 
     python benchmarks/bench_spread_scale.py --n 1000000 --eps 2 --solver direct --out results/speed_scale
 
