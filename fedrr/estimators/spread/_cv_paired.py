@@ -86,7 +86,7 @@ from threadpoolctl import threadpool_limits
 
 from ...errors import ValidationError
 from ...mechanisms import LocalHashing, MatrixMechanism, UnaryEncoding, unbiased_onehot_covariance
-from ._direct import prior_draws, prior_margin
+from ._direct import normalise, prior_draws, prior_margin
 from ._logexp import logsumexp
 from ._mstep import log_class_probs
 from ._paired import PairedView, class_margin, ml_pair_table
@@ -359,7 +359,7 @@ def _null_mean(o, q: np.ndarray, size: int, rng: np.random.Generator) -> np.ndar
     randomised response's output counts are multinomial; OUE's bits are binomial given the values'
     counts; OLH's reports spread over the seeds, then over the buckets given the seed."""
     if isinstance(o, MatrixMechanism):
-        counts = rng.multinomial(size, _normalise(np.maximum(o.matrix @ q, 0.0)))
+        counts = rng.multinomial(size, normalise(np.maximum(o.matrix @ q, 0.0)))
         return counts @ o.unbiased_onehot(np.arange(o.matrix.shape[0])) / size
     if isinstance(o, UnaryEncoding):
         N = rng.multinomial(size, q)
@@ -403,10 +403,6 @@ def paired_class_prior(groups: list) -> np.ndarray:
     for rm, rows in groups:
         tot, w = tot + rows.size * class_margin(rm.tables), w + rows.size
     return tot / w
-
-
-def _normalise(p: np.ndarray) -> np.ndarray:
-    return p / p.sum()
 
 
 def _simplex(p: np.ndarray) -> np.ndarray:

@@ -21,7 +21,7 @@ from ...errors import ValidationError
 from ...mechanisms import EmpiricalPrior
 from ._logexp import logsumexp
 from ._mstep import class_log_softmax, lbfgs, penalised
-from ._paired import PairedView
+from ._paired import PairedView, distinct_reports
 from ._priors._joint import JointSpreadPrior
 from ._priors._mixture import MixtureSpreadPrior
 
@@ -49,7 +49,7 @@ def prior_draws(prior, ks: np.ndarray, n_draws: int, rng: np.random.Generator, e
         rows = np.asarray(prior.rows)
         X = rows[rng.integers(rows.shape[0], size=n_draws)] if rows.shape[0] > n_draws else rows
     elif isinstance(prior, MixtureSpreadPrior):
-        z = rng.choice(len(prior.log_pi), size=n_draws, p=_normalise(np.exp(prior.log_pi)))
+        z = rng.choice(len(prior.log_pi), size=n_draws, p=normalise(np.exp(prior.log_pi)))
         X = np.empty((n_draws, D))
         for d in range(D):
             cdf = np.cumsum(np.exp(prior.log_p[d]), axis=1)
@@ -84,10 +84,11 @@ def _log_prob(prior, X: np.ndarray) -> np.ndarray:
 
 def prior_margin(prior, j: int, k: int) -> np.ndarray:
     """p(x_j = s) under the prior, clipped to the simplex."""
-    return _normalise(np.maximum(prior.disc[j, :k], 0.0))
+    return normalise(np.maximum(prior.disc[j, :k], 0.0))
 
 
-def _normalise(p: np.ndarray) -> np.ndarray:
+def normalise(p: np.ndarray) -> np.ndarray:
+    """p scaled to sum to 1."""
     return p / p.sum()
 
 
@@ -147,9 +148,9 @@ class PairLikelihood:
                 v = X[rows, j]
                 v = v[~np.isnan(v)]
                 if v.size:
-                    uniq, c = np.unique(v, return_counts=True)
-                    cnt.append(c.astype(float))
-                    lik.append(np.exp(rm.paired.pair_log_likelihood(j, uniq)).reshape(uniq.size, ks[j], n_classes))
+                    c, L = distinct_reports(rm.paired, j, v)
+                    cnt.append(c)
+                    lik.append(np.exp(L).reshape(c.size, ks[j], n_classes))
             self.reports.append((np.concatenate(cnt), np.concatenate(lik)) if cnt else None)
             self.n += int(sum(c.sum() for c in cnt))
 

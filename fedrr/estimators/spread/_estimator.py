@@ -393,8 +393,6 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         Xv, yi, groups, layout = self._prepare(X, y, mechanism, p)
         n, C = Xv.shape[0], len(self.classes_)
         design = Design(layout, p["encoding"])
-        S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)
-        check_memory(n, layout.n_features, design.n_inputs, C, S, p["n_chains"], p["shard_size"], layout.kmax)
         entropy = seed_from(p["random_state"])
         if auto and p["prior"] == "latent-class":  # the releases decide (``choose_latent_class``)
             self.prior_choice_ = choose_latent_class(Xv, yi, groups, layout, p["n_latent_classes"], entropy)
@@ -407,6 +405,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             self.solver_ = "direct" if direct_blocker(groups, prior, p) is None else "em"
         if self.solver_ == "direct":
             return self._fit_direct(Xv, groups, design, layout, prior, p, start, center, entropy)
+        S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)  # EM's shards: their memory is checked
+        check_memory(n, layout.n_features, design.n_inputs, C, S, p["n_chains"], p["shard_size"], layout.kmax)
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
         factories = shard_factories(groups, Xv, yi, design, C, entropy, p["n_chains"], p["e_step"], p["shard_size"])
         group = shard_group(executor, factories, chains=p["n_chains"])

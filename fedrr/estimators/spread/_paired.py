@@ -131,13 +131,19 @@ def pair_tables(paired: PairedRecordMechanism, X: np.ndarray, tol: float = 1e-7,
     return [np.tile(pc / k, (k, 1)) if t is None else t for t, k in zip(out, paired.n_states)]
 
 
+def distinct_reports(paired: PairedRecordMechanism, j: int, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Attribute j's pair reports ``v`` (none NaN) grouped: each distinct report's count (u,) and
+    log P(report | x_j = s, y = c), (u, k_j·C) with (s, c) row-major."""
+    uniq, counts = np.unique(v, return_counts=True)
+    return counts.astype(float), paired.pair_log_likelihood(j, uniq).reshape(uniq.size, -1)
+
+
 def ml_pair_table(paired: PairedRecordMechanism, j: int, v: np.ndarray, tol: float = 1e-7, max_iter: int = 200):
     """The maximum-likelihood pair table P(x_j = s, y = c) (k_j, C) of attribute j's pair reports ``v``
-    (none NaN), from the uniform start (``simplex_mle``, distinct reports grouped)."""
-    K = paired.n_states[j] * paired.n_classes
-    uniq, counts = np.unique(v, return_counts=True)
-    L = paired.pair_log_likelihood(j, uniq).reshape(uniq.size, K)
-    p, _ = simplex_mle(L, counts.astype(float), np.full(K, 1.0 / K), tol=tol, max_iter=max_iter)
+    (none NaN), from the uniform start (``simplex_mle`` on the ``distinct_reports``)."""
+    counts, L = distinct_reports(paired, j, v)
+    K = L.shape[1]
+    p, _ = simplex_mle(L, counts, np.full(K, 1.0 / K), tol=tol, max_iter=max_iter)
     return np.maximum(p, 0).reshape(paired.n_states[j], paired.n_classes)
 
 
