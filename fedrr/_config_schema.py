@@ -556,7 +556,7 @@ def _keys() -> tuple[Key, ...]:
             "spread_solver",
             "learners",
             "str",
-            "em",
+            "auto",
             "spread's solver: em (spread-EM) | direct (paired releases of one pair per record: L-BFGS on the "
             "pair reports' likelihood, the same penalised likelihood without Monte Carlo noise) | auto (direct "
             "where it applies, else em)",

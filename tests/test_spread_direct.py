@@ -154,13 +154,15 @@ def test_the_cv_passes_the_solver_to_its_fits():
 
 
 def test_the_sweeps_spread_learner_takes_the_solver_from_the_config():
-    """``[learners] spread_solver = "direct"`` reaches the spread learner's estimator (``FitOptions``)."""
+    """``[learners] spread_solver`` ("direct", "em"; default "auto") reaches the spread learner's estimator (``FitOptions``)."""
     from fedrr.learners import FitData, FitOptions, get
 
     Xt, yt, mech = _releases(3000, 2, 2)
     est = get("spread").fit(FitData(Xt, yt, mech), FitOptions(spread_solver="direct", encoding="onehot"))
     assert est.solver == "direct" and "L-BFGS" in est.estimator_.convergence_
-    assert get("spread").fit(FitData(Xt, yt, mech), FitOptions(encoding="onehot")).solver == "em"
+    est = get("spread").fit(FitData(Xt, yt, mech), FitOptions(spread_solver="em", encoding="onehot"))
+    assert est.solver == "em" and "L-BFGS" not in est.estimator_.convergence_
+    assert get("spread").fit(FitData(Xt, yt, mech), FitOptions(encoding="onehot")).solver == "auto"  # the default
 
 
 def test_the_cv_folds_take_the_direct_budget_exactly_where_they_run_direct():

@@ -31,7 +31,8 @@ class _Stop(Exception):
 
 
 def _start_of(est, Xt, yt, mech, monkeypatch) -> np.ndarray:
-    """The θ ``est.fit`` hands to ``run_em`` (EM itself is not run)."""
+    """The θ ``est.fit`` hands to ``run_em`` (EM itself is not run; the solver is pinned to EM)."""
+    est.set_params(solver="em")
     seen = []
 
     def capture(group, d, C, priors, opts):

@@ -206,7 +206,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         n_latent_classes: int = 4,
         init: str = "calibration",
         shrink_to: str = "zero",
-        solver: str = "em",
+        solver: str = "auto",
         e_step: str = "mcmc",
         n_chains: int = 2,
         n_samples: int | None = None,

@@ -101,7 +101,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         Learned: ``shrink_to_``, the centre used.
     prior_strength : weight of the debiased marginals in the learned prior, as a fraction of the
         number of records (Dirichlet pseudo-counts; 0: none).
-    solver : "em" (default: spread-EM, stochastic, on every release) or "direct": on paired releases of
+    solver : "auto" (default): "direct" where it applies, else "em". "em": spread-EM, stochastic, on
+        every release. "direct": on paired releases of
         one pair per record with a fixed prior, the same penalised likelihood maximised by L-BFGS
         (``_direct``: θ enters a record's likelihood only through the model's pair table of the
         attribute it released, an expectation over the prior taken on 16,384 fixed draws). No
@@ -110,7 +111,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         balanced / AUC) where 1,000 EM iterations give 0.807 / 0.762 / 0.871
         (results/adult_scale_designs/summary.md). It refuses other releases, naming ``solver``; the EM options
         (``e_step``, ``n_chains``, ``burn_in``, ...) do not apply, ``max_iter`` bounds its iterations.
-        "auto": "direct" where it applies, else "em". Learned: ``solver_``, the solver used.
+        Learned: ``solver_``, the solver used.
     e_step : "mcmc" (default; exact-posterior Metropolis chains, labels summed out) or
         "importance" (Barber §5.1 self-normalised importance sampling, for reproduction).
     n_chains : independent EM chains (≥ 2 for the agreement diagnostics ``cosine_``, ``rhat_``).
@@ -208,7 +209,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         init: str = "calibration",
         shrink_to: str = "zero",
         prior_strength: float = 0.1,
-        solver: str = "em",
+        solver: str = "auto",
         e_step: str = "mcmc",
         n_chains: int = 2,
         n_samples: int | None = None,
