@@ -202,8 +202,8 @@ def test_selection_size_cuts_the_folds_and_nothing_else():
     assert whole.cond_scores_ == fits.cond_scores_
     cut = SpreadLogisticRegressionCV(selection_size=90, **kw).fit(Xt, yt, mechanism=RM)
     assert cut.n_selection_fit_ == 90 and cut.gain_["n_selection"] == 600 and cut.gain_["n_test"] == 600
-    # the chosen C, scaled to weigh as much per record on A's 600 as on the cut's 90; uncut, as chosen
-    assert cut.C_ == pytest.approx(cut.best_params_["C"] * 90 / 600) and whole.C_ == whole.best_params_["C"]
+    # the chosen C is refitted as chosen, cut or not (scikit-learn's convention: a fixed prior)
+    assert cut.C_ == cut.best_params_["C"] and whole.C_ == whole.best_params_["C"]
     assert cut.estimator_.C == cut.C_
     assert cut.cond_scores_ != whole.cond_scores_  # the folds' fits saw other records
     assert cut.estimator_ is not None and cut.estimator_.coef_.shape == whole.coef_.shape

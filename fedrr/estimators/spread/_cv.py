@@ -118,12 +118,12 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     heldout_samples : posterior draws per held-out record for its noisy likelihood.
     selection_size : the most records the selection's fits see (None: all of part A). With more in
         A, a random subset of this many (drawn with the CV's split, without replacement) is cut into
-        the folds, and the chosen C is scaled by n_cut / |A| for the fits on A and on all the releases
-        (scikit-learn's C multiplies a sum over records: so the penalty weighs as much per record as
-        in the folds that chose it; uncut, C is kept as chosen, as scikit-learn's CV does). The
-        independence test and the refit read every record. At N = 10⁶ (Adult, one pair at ε 2,
-        results/speed_scale) the cut chose C 1, scaled to 0.1: the whole selection's choice, so the
-        same model, in 0.41× the whole fit's time (280 s against 680 s).
+        the folds. The chosen C is kept as chosen for the fits on A and on all the releases, as
+        scikit-learn's CV keeps it for a refit on more records than its folds: C multiplies a sum
+        over records, so a fixed C is a fixed prior on the coefficients whose weight against the data
+        falls as records are added. (Until 2026-12-03 C was scaled by n_cut / |A|, the penalty kept
+        as heavy per record; the two rules compared on a validation split of Adult's training rows:
+        ``simulations/spread_c_rule.py``.) The independence test and the refit read every record.
     cv_max_iter : EM budget of each cross-validation fit, which runs one chain (burn-in, then one
         averaging window of ``n_average``); the final refit uses ``max_iter`` and ``n_chains``.
         With ``solver="direct"`` every fit takes ``max_iter`` (each converges in a few seconds).
@@ -388,11 +388,11 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                 return self._finish(p, (X, y, mechanism, memo), Xv, yi, groups, layout, n, n, None, base.classes_)
             with HeldData(self.executor, data, n_tasks) as held:
                 self._select(p, fold, paired, held)
-            best = self._rescale(sel.size)
+            best = self.C_, self.prior_strength_
             return self._finish(p, (X, y, mechanism, memo), Xv, yi, groups, layout, n, n, best, base.classes_)
         with HeldData(self.executor, data, n_tasks) as held:
             self._select(p, fold, paired, held)
-            best = self._rescale(sel.size)
+            best = self.C_, self.prior_strength_
             # the test: the chosen candidate fitted on A, scored on B, against B's labels permuted. On
             # two actors the refit on all releases runs beside it (kept if the test passes; an error
             # of its own raised only then); elsewhere it follows, sharded over every actor
@@ -490,12 +490,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self._copy_from(self.estimator_)
         return self
 
-    def _rescale(self, n_selection: int) -> tuple[float, float]:
-        """The chosen candidate's (C, prior strength) for the fits on all of A and on all the
-        releases: with the selection cut (``selection_size``), C times n_cut / |A|, so that the
-        penalty ‖w‖²/(2C) weighs as much per record as it did in the cut folds (sets ``C_``)."""
-        self.C_ = self.C_ * self.n_selection_fit_ / n_selection
-        return self.C_, self.prior_strength_
 
     def _select(self, p: dict, fold: np.ndarray, paired: bool, held: HeldData) -> None:
         """k-fold cross-validation over the records with fold ≥ 0 (the selection part), its fits
