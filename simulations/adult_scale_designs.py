@@ -26,12 +26,28 @@ more pairs per person, ``prior_choice`` holds the prior the releases chose and i
 Rows are appended to the CSV ``--out`` (created with a header naming the command), one per fit.
 ``--paired --fits F ...`` prints those fits against ``ldp-nb`` on the same releases (paired
 differences over the seeds both have) from ``--out`` and stops.
+
+``--c-rule``: which C the spread CV should refit with when its selection is cut (``selection_size``),
+decided on a validation split of Adult's training rows, never on adult.test. A fixed 20 % of the
+30,162 training rows is the validation split (permutation seeded 20261202); N people are drawn by
+bootstrap from the other 80 % and release the planner's design once. On those releases:
+``SpreadLogisticRegressionCV(Cs, solver="direct", fallback=False)`` (its fold scores per C, the
+selection cut to its default 100,000 records) and, for every C of the grid, ``SpreadLogisticRegression``
+refitted on all releases at C ("kept": C as chosen) and at C · n_cut / N ("scaled": the penalty as
+heavy per record as in the cut folds, the CV's rule before 2026-12-02), and ``LDPNaiveBayes`` on the
+same releases, all scored on the validation rows. Rows (JSON lines) go to ``--out``;
+``--c-rule --summarise`` prints each rule against naive Bayes, paired per seed::
+
+    python simulations/adult_scale_designs.py --c-rule --n 300000 1000000 --eps 0.5 1 2 --seeds 0 1 2 \\
+        --out results/adult_scale_designs/c_rule.jsonl
+    python simulations/adult_scale_designs.py --c-rule --summarise --out results/adult_scale_designs/c_rule.jsonl
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import time
 from pathlib import Path
@@ -40,6 +56,7 @@ import numpy as np
 
 from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression, SpreadLogisticRegressionCV
+from fedrr.estimators.spread._cv import within_2se
 from fedrr.io import command_line
 from fedrr.learners import classification_scores
 from fedrr.mechanisms import PairedRecordMechanism, plan_release
@@ -265,6 +282,112 @@ def validate(path: Path, fit: str = "cv") -> str:
     return "\n".join(out + [""] + verdicts)
 
 
+# --- --c-rule
+
+
+#: --c-rule: the C grid (the CV's default and 100)
+CS = (0.01, 0.1, 1.0, 10.0, 100.0)
+
+
+def c_rule_scores(est, X, y) -> list[float]:
+    s = classification_scores(est, X, y)
+    return [s["accuracy"], s["balanced_accuracy"], s["auc"]]
+
+
+def validation_split():
+    """(X, y) to draw people from, (X, y) to validate on: 80 % / 20 % of Adult's training rows."""
+    ds = load("adult_binned")
+    train = ~ds.extra["is_test"]
+    X, y = ds.X[train], ds.y[train]
+    perm = np.random.default_rng(20261202).permutation(len(y))
+    nv = len(y) // 5
+    return ds.schema.states(), (X[perm[nv:]], y[perm[nv:]]), (X[perm[:nv]], y[perm[:nv]])
+
+
+def c_rule_cell(ks, pool, val, n: int, eps: float, seed: int) -> dict:
+    (Xp, yp), (Xv, yv) = pool, val
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(n, 77)))
+    idx = rng.integers(0, len(yp), n)
+    mech = plan_release(ks, 2, eps, n).mechanism
+    rel = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(n, int(eps * 1000), 78)))
+    Xt, yt = mech.release(Xp[idx], yp[idx], rng=rel)
+    t = time.perf_counter()
+    cv = SpreadLogisticRegressionCV(Cs=CS, solver="direct", fallback=False, random_state=seed)
+    cv.fit(Xt, yt, mechanism=mech)
+    res = cv.cv_results_
+    row = {
+        "n": n,
+        "eps": eps,
+        "seed": seed,
+        "p_value": cv.p_value_,
+        "n_cut": cv.n_selection_fit_,
+        "cv_seconds": time.perf_counter() - t,
+        "fold_scores": [[float(res[f"split{f}_test_score"][i]) for f in range(cv.cv)] for i in range(len(CS))],
+    }
+    scale = cv.n_selection_fit_ / n
+    for rule, factor in (("kept", 1.0), ("scaled", scale)):
+        row[rule] = {}
+        for C in CS:
+            if rule == "scaled" and factor == 1.0:
+                row[rule][str(C)] = row["kept"][str(C)]
+                continue
+            est = SpreadLogisticRegression(C=C * factor, solver="direct", random_state=seed)
+            row[rule][str(C)] = c_rule_scores(est.fit(Xt, yt, mechanism=mech), Xv, yv)
+    row["ldp_nb"] = c_rule_scores(LDPNaiveBayes().fit(Xt, yt, mechanism=mech), Xv, yv)
+    return row
+
+
+def c_rule_choice(fold_scores, rule: str) -> float:
+    """The C a CV selection rule takes, on the CV's default grid, from the per-C fold scores: "best"
+    (the highest mean) or "2se" (the largest C within two standard errors of it; ``within_2se``,
+    equal fold weights)."""
+    grid = SpreadLogisticRegressionCV().Cs  # the CV's default grid (CS adds C 100, fitted for reference)
+    S = np.asarray(fold_scores)[: len(grid)]
+    b = int(np.argmax(S.mean(axis=1)))
+    if rule == "best":
+        return grid[b]
+    w = np.full(S.shape[1], 1 / S.shape[1])
+    return max(C for C, s in zip(grid, S) if within_2se(S[b], s, w))
+
+
+def c_rule_summary(path: Path) -> str:
+    rows = [json.loads(line) for line in path.open() if not line.startswith("#")]
+    cells = sorted({(r["n"], r["eps"]) for r in rows})
+    rules = [("best, kept", "kept", "best"), ("best, scaled", "scaled", "best"), ("2 SE, kept", "kept", "2se")]
+    rules += [(f"C {C:g}, kept", "kept", C) for C in (1.0, 10.0)]
+    out = [
+        "Validation split of Adult's training rows; each cell: mean over seeds of (rule − LDP naive Bayes) "
+        "in accuracy / balanced accuracy / AUC (± the sd over seeds of the accuracy difference). Rules: the "
+        "CV's C by its fold scores (best: the highest mean; 2 SE: the largest C within two standard errors), "
+        "refitted kept or scaled by n_cut / N; or a fixed C.",
+        "",
+        "| N | ε | seeds | p ≤ 0.05 | C by best; by 2 SE (per seed) | "
+        + " | ".join(r[0] for r in rules)
+        + " | naive Bayes |",
+        "|" + "---|" * (6 + len(rules)),
+    ]
+    for n, eps in cells:
+        rs = [r for r in rows if (r["n"], r["eps"]) == (n, eps)]
+        chosen = {rule: [c_rule_choice(r["fold_scores"], rule) for r in rs] for rule in ("best", "2se")}
+        cols = []
+        for _, kind, rule in rules:
+            Cs = chosen[rule] if rule in chosen else [rule] * len(rs)
+            d = np.array([np.subtract(r[kind][str(c)], r["ldp_nb"]) for r, c in zip(rs, Cs)])
+            m = d.mean(axis=0)
+            sd = f" (± {d[:, 0].std(ddof=1):.3f})" if len(rs) > 1 else ""
+            cols.append(f"{m[0]:+.3f} / {m[1]:+.3f} / {m[2]:+.3f}{sd}")
+        nb = np.mean([r["ldp_nb"] for r in rs], axis=0)
+        n_sig = sum(r["p_value"] <= 0.05 for r in rs)
+        out.append(
+            f"| {n:,} | {eps:g} | {len(rs)} | {n_sig} | "
+            + "; ".join(" ".join(f"{c:g}" for c in chosen[rule]) for rule in ("best", "2se"))
+            + " | "
+            + " | ".join(cols)
+            + f" | {nb[0]:.3f} / {nb[1]:.3f} / {nb[2]:.3f} |"
+        )
+    return "\n".join(out)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[100_000])
@@ -277,10 +400,13 @@ def main(argv=None):
     ap.add_argument(
         "--validate", action="store_true", help="print the planner's top three designs against --out's cv fits, stop"
     )
+    ap.add_argument("--c-rule", action="store_true", help="the C-rule study on a validation split (module doc)")
     ap.add_argument(
         "--paired", action="store_true", help="print --fits against ldp-nb on the same releases (paired Δ) and stop"
     )
     a = ap.parse_args(argv)
+    if a.c_rule:
+        return c_rule(a, argv)
     if a.paired:
         print(paired(a.out, [f for f in a.fits if f != "ldp-nb"]))
         return
@@ -323,6 +449,24 @@ def main(argv=None):
                         f.flush()
                         print(row, flush=True)
     f.close()
+
+
+def c_rule(a, argv) -> None:
+    """``--c-rule``: the study's cells appended to ``--out`` (JSON lines), or its table."""
+    if a.summarise:
+        print(c_rule_summary(a.out))
+        return
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    ks, pool, val = validation_split()
+    with a.out.open("a") as f:
+        f.write(f"# {command_line(argv)}\n")
+        for n in a.n:
+            for eps in a.eps:
+                for seed in a.seeds:
+                    row = c_rule_cell(ks, pool, val, n, eps, seed)
+                    f.write(json.dumps(row) + "\n")
+                    f.flush()
+                    print(n, eps, seed, f"p {row['p_value']:.3f}", f"{row['cv_seconds']:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

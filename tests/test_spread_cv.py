@@ -354,3 +354,49 @@ def test_the_cv_declares_the_estimators_parameters_with_its_defaults_and_passes_
     changed = {"n_bins": 7, "tol": 0.5, "relaxation": 1.2, "n_latent_classes": 3, "encoding": "onehot"}
     fit = SpreadLogisticRegressionCV(**changed, random_state=4)._spread(C=2.0)
     assert {k: getattr(fit, k) for k in changed} == changed and fit.C == 2.0 and fit.random_state == 4
+
+
+def _paired_releases(n: int, seed: int, eps: float = 1.0):
+    from fedrr.mechanisms import PairedRecordMechanism
+
+    ks = (3, 2, 4, 3)
+    rng = np.random.default_rng(seed)
+    X = np.stack([rng.integers(0, k, n) for k in ks], axis=1)
+    y = (rng.random(n) < 1 / (1 + np.exp(-(1.5 * (X[:, 0] == 2) - X[:, 1] + 0.4 * X[:, 2] - 0.8)))).astype(int)
+    mech = PairedRecordMechanism(ks, 2, eps)
+    return (*mech.release(X, y, rng=rng), mech)
+
+
+def test_selection_2se_takes_the_weakest_penalty_within_two_standard_errors():
+    """selection "best" takes the highest mean fold score; "2se" the largest C whose mean is within two
+    standard errors (of the per-fold differences) of the best's; "auto" is "2se" on paired releases
+    and "best" on split ones; a bad value names ``selection``."""
+    from fedrr.estimators.spread._cv import within_2se
+
+    w = np.full(3, 1 / 3)
+    assert within_2se(np.array([1.0, 1.0, 1.0]), np.array([0.9, 1.05, 0.95]), w)  # 0.033 against 2 × 0.044
+    assert not within_2se(np.array([1.0, 1.1, 1.2]), np.array([0.9, 1.0, 1.1]), w)  # 0.1 in every fold
+    Xt, yt, mech = _paired_releases(3000, 3)
+    Cs = (0.01, 0.1, 1.0, 10.0)
+    fits = {
+        s: SpreadLogisticRegressionCV(Cs=Cs, selection=s, fallback=False, random_state=0).fit(Xt, yt, mechanism=mech)
+        for s in ("best", "2se", "auto")
+    }
+    r = fits["best"].cv_results_
+    folds = np.array([r[f"split{f}_test_score"] for f in range(3)]).T  # (C, fold)
+    mean = r["mean_test_score"]
+    b = int(np.argmax(mean))
+    assert fits["best"].C_ == Cs[b] and fits["best"].selection_ == "best"
+    within = [C for i, C in enumerate(Cs) if mean[b] - mean[i] <= 2 * (folds[b] - folds[i]).std(ddof=1) / np.sqrt(3)]
+    assert fits["2se"].C_ == max(within) and fits["2se"].selection_ == "2se"
+    assert fits["2se"].C_ > fits["best"].C_  # on these releases the rules differ: the test can tell them apart
+    assert fits["auto"].C_ == fits["2se"].C_ and fits["auto"].selection_ == "2se"
+    assert fits["2se"].estimator_.C == fits["2se"].C_
+    _, _, Xs, ys = _data(600, 0)
+    split = SpreadLogisticRegressionCV(
+        Cs=(0.01, 1.0), cv=2, cv_max_iter=5, max_iter=5, n_permutations=99, random_state=0
+    )
+    assert split.fit(Xs, ys, mechanism=RM).selection_ == "best"
+    with pytest.raises(ValidationError) as e:
+        SpreadLogisticRegressionCV(selection="1se").fit(Xt, yt, mechanism=mech)
+    assert e.value.field == "selection"

@@ -95,6 +95,16 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         through the label mechanism (``debiased_hits``; needs
         randomised-response labels): under heavy label noise the log-likelihood differences
         between Cs are noise-sized and it chose intercept-dominated fits (docs: spread diagnostics).
+    selection : which C the scores choose: "best" (the highest mean score), "2se" (the weakest
+        penalty, the largest C, whose mean score is within two standard errors of the best's, the
+        standard error that of the per-fold differences), or "auto" (default: "2se" on paired
+        releases, "best" elsewhere). On paired releases the held-out pair likelihood tells the C's
+        apart by 1e-5 to 1e-4 nats per record, about its fold-to-fold noise, and where it leans it
+        leans to shrinkage, which costs balanced accuracy: on a validation split of Adult's training
+        rows (one pair per person, N 3·10⁴ to 10⁶, ε 0.5 to 2) "2se" raised balanced accuracy in
+        every cell and kept accuracy within its seed spread
+        (``simulations/adult_scale_designs.py --c-rule``, results/adult_scale_designs/summary.md).
+        Elsewhere it is not measured, so "best" stays. Learned: ``selection_``.
     fallback : fall back to the intercept-only model unless the model chosen and fitted on the
         selection part beats it on the test part (permutation p-value ≤ ``alpha``; module doc), or,
         on paired releases, unless the releases' pair tables show an association between the label
@@ -121,9 +131,9 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         the folds. The chosen C is kept as chosen for the fits on A and on all the releases, as
         scikit-learn's CV keeps it for a refit on more records than its folds: C multiplies a sum
         over records, so a fixed C is a fixed prior on the coefficients whose weight against the data
-        falls as records are added. (Until 2026-12-03 C was scaled by n_cut / |A|, the penalty kept
+        falls as records are added. (Until 2026-12-02 C was scaled by n_cut / |A|, the penalty kept
         as heavy per record; the two rules compared on a validation split of Adult's training rows:
-        ``simulations/spread_c_rule.py``.) The independence test and the refit read every record.
+        ``simulations/adult_scale_designs.py --c-rule``.) The independence test and the refit read every record.
     cv_max_iter : EM budget of each cross-validation fit, which runs one chain (burn-in, then one
         averaging window of ``n_average``); the final refit uses ``max_iter`` and ``n_chains``.
         With ``solver="direct"`` every fit takes ``max_iter`` (each converges in a few seconds).
@@ -146,8 +156,8 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         ``random_state``; for None or a Generator the fits on the actors take the CV's one seed.
         Their warnings are raised on the driver; their ``verbose`` output stays on the actors.
 
-    Attributes: ``C_`` (the penalty of the returned model: the chosen candidate's C, scaled when
-    the selection was cut), ``best_params_`` (the chosen candidate, as listed in ``cv_results_``),
+    Attributes: ``C_`` (the penalty of the returned model: the chosen candidate's C), ``selection_``
+    (the rule that chose it, "best" or "2se"), ``best_params_`` (the chosen candidate, as listed in ``cv_results_``),
     ``prior_strength_``, ``n_selection_fit_`` (the records cut into the selection's
     folds: all of A, or ``selection_size`` of them; None on clean data), ``scores_`` ({(C, strength):
     mean held-out log p(x̃, c̃)} over A's folds), ``cond_scores_`` (the same for log p(c̃ | x̃)), ``accuracy_scores_`` (with
@@ -174,6 +184,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         "prior_strengths": [ListOf(Interval(float, 0, None))],
         "cv": [Interval(int, 2, None)],
         "scoring": [Options("loglik", "accuracy")],
+        "selection": [Options("best", "2se", "auto")],
         "fallback": [Satisfies(lambda v: isinstance(v, (bool, np.bool_)), "True or False")],
         "test_fraction": [Interval(float, 0, 1, closed="neither")],
         "test_statistic": [Options("loglik", "accuracy", "auc")],
@@ -194,6 +205,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         prior_strengths=(0.1,),
         cv: int = 3,
         scoring: str = "loglik",
+        selection: str = "auto",
         fallback: bool = True,
         test_fraction: float = 0.5,
         test_statistic: str = "loglik",
@@ -233,6 +245,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         self.prior_strengths = prior_strengths
         self.cv = cv
         self.scoring = scoring
+        self.selection = selection
         self.fallback = fallback
         self.test_fraction = test_fraction
         self.test_statistic = test_statistic
@@ -306,7 +319,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
                 self.estimator_ = self._spread(C=p["Cs"][0]).fit(X, y)
             self._copy_from(self.estimator_)
             self.C_, self.prior_strength_, self.fallback_, self.gain_ = p["Cs"][0], None, False, None
-            self.best_params_ = None
+            self.best_params_ = self.selection_ = None
             self.scores_, self.cond_scores_, self.accuracy_scores_ = {}, {}, {}
             self.cv_results_, self.p_value_, self.fallback_reason_ = {}, None, None
             self.consistent_, self.margin_z_, self.margin_z_critical_ = no_test(self.n_features_in_)
@@ -490,7 +503,6 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self._copy_from(self.estimator_)
         return self
 
-
     def _select(self, p: dict, fold: np.ndarray, paired: bool, held: HeldData) -> None:
         """k-fold cross-validation over the records with fold ≥ 0 (the selection part), its fits
         where ``held`` keeps the releases (``fold_scores``): sets ``C_``,
@@ -515,9 +527,13 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
         }
         a_best = max(p["prior_strengths"], key=marg.get)
         chosen = self.accuracy_scores_ if p["scoring"] == "accuracy" else self.cond_scores_
-        self.C_, self.prior_strength_ = max(p["Cs"], key=lambda C: chosen[C, a_best]), a_best
-        self.best_params_ = {"C": self.C_, "prior_strength": a_best}
         split = acc_s if p["scoring"] == "accuracy" else cond_s
+        self.selection_ = ("2se" if paired else "best") if p["selection"] == "auto" else p["selection"]
+        best_C = max(p["Cs"], key=lambda C: chosen[C, a_best])
+        if self.selection_ == "2se":  # the weakest penalty within two standard errors of the best
+            best_C = max(C for C in p["Cs"] if within_2se(split[best_C, a_best], split[C, a_best], w))
+        self.C_, self.prior_strength_ = best_C, a_best
+        self.best_params_ = {"C": self.C_, "prior_strength": a_best}
         mean = np.array([chosen[k] for k in cands])
         res: dict[str, Any] = {
             "params": [{"C": C, "prior_strength": a} for C, a in cands],
@@ -536,10 +552,10 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
     def _no_selection(self, p: dict) -> None:
         """Paired releases whose independence test keeps no model: the fallback does not depend on
         any candidate, so none is fitted. ``cv_results_`` lists the candidates with NaN scores;
-        ``C_`` and ``prior_strength_`` are None."""
+        ``C_``, ``prior_strength_`` and ``selection_`` are None."""
         cands = [(C, a) for C in p["Cs"] for a in p["prior_strengths"]]
         nan = np.full(len(cands), np.nan)
-        self.C_ = self.prior_strength_ = self.best_params_ = None
+        self.C_ = self.prior_strength_ = self.best_params_ = self.selection_ = None
         self.scores_, self.cond_scores_, self.accuracy_scores_ = {}, {}, {}
         res: dict[str, Any] = {
             "params": [{"C": C, "prior_strength": a} for C, a in cands],
@@ -647,3 +663,10 @@ def heldout_mask(n: int, test_fraction: float, rng: np.random.Generator) -> np.n
     mask = np.zeros(n, dtype=bool)
     mask[rng.permutation(n)[: int(round(test_fraction * n))]] = True
     return mask
+
+
+def within_2se(best: np.ndarray, other: np.ndarray, w: np.ndarray) -> bool:
+    """Is ``other``'s mean fold score within two standard errors of ``best``'s? The difference's
+    record-weighted mean against twice the standard error of its per-fold values (sd/√k)."""
+    d = best - other
+    return bool(w @ d <= 2.0 * d.std(ddof=1) / np.sqrt(d.size))
