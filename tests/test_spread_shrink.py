@@ -56,9 +56,9 @@ def test_the_penalty_and_its_gradient_are_taken_at_the_centre():
 
 @pytest.mark.parametrize("C_classes", [2, 3])
 def test_a_tiny_C_gives_the_centre(C_classes):
-    """C 1e-6 on paired releases (one-hot inputs): shrunk to naive Bayes, p_θ(c | x) is LDPNaiveBayes's (its class prior reweighted)
-    on every clean record of the domain (the data's pull on a coefficient is at most n·C = 1.5e-3);
-    shrunk to 0, every coefficient is 0 to the same tolerance."""
+    """C 1e-6 on paired releases (one-hot inputs): shrunk to naive Bayes, p_θ(c | x) is LDPNaiveBayes's
+    (its class prior reweighted) on every clean record of the domain (the data's pull on a coefficient
+    is at most n·C = 1.5e-3); shrunk to 0, every coefficient is 0 to the same tolerance."""
     mech = PairedRecordMechanism(KS, C_classes, 2.0)
     X, y = _records(1500, C_classes, 0)
     Xt, yt = mech.release(X, y, rng=np.random.default_rng(1))
