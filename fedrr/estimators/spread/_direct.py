@@ -1,5 +1,5 @@
 """Spread's penalised maximum-likelihood fit maximised directly on paired releases of one pair per
-record (``solver="direct"``). With the prior p(x) fixed, a record that released attribute j's pair
+record (``solver="direct"``; two pairs per record through their joint tables, ``TwoPairLikelihood``). With the prior p(x) fixed, a record that released attribute j's pair
 report v has likelihood Σ_{s,c} P(v | s, c) q_j(s, c) with q_j(s, c) = p(x_j = s) E[p_θ(c | x) | x_j = s]
 (Barber 2020's likelihood of the noisy data, model ∘ known noise, the unreleased attributes summed
 out under the prior): θ enters only through the pair tables, and the releases only through the
@@ -92,14 +92,20 @@ def normalise(p: np.ndarray) -> np.ndarray:
     return p / p.sum()
 
 
-def blocker(mechanisms, prior) -> str | None:
+def blocker(mechanisms, prior, max_pairs: int = 1) -> str | None:
     """Why ``solver="direct"`` cannot fit releases of these (prepared) record mechanisms with this
-    ``prior`` parameter (None when it can): what "auto" reads, before any fit."""
+    ``prior`` parameter (None when it can). "auto" reads it with ``max_pairs`` 1, before any fit: two
+    pairs per record are fitted only when asked for (``TwoPairLikelihood``, a research option whose
+    accuracy is not yet measured against spread-EM's)."""
     mechanisms = list(mechanisms)
     if not all(isinstance(rm, PairedView) for rm in mechanisms):
         return "needs paired releases (PairedRecordMechanism): a released label of its own is not a pair table's"
-    if any(rm.paired.n_sampled != 1 for rm in mechanisms):
-        return "needs one pair per record (n_sampled=1): several pairs' likelihood is a joint table's"
+    if any(rm.paired.n_sampled > max_pairs for rm in mechanisms):
+        if max_pairs == 1:
+            return "is chosen by 'auto' for one pair per record (n_sampled=1); ask for it to fit two"
+        return "fits one or two pairs per record (n_sampled 1 or 2): more pairs' likelihood is a larger joint table's"
+    if len({rm.paired.n_sampled for rm in mechanisms}) > 1:
+        return "needs one number of pairs per record for every record"
     if isinstance(prior, str) and prior == "learned":
         return "needs a fixed prior: prior='learned' is refined during EM"
     if isinstance(prior, EmpiricalPrior):
@@ -107,9 +113,9 @@ def blocker(mechanisms, prior) -> str | None:
     return None
 
 
-def direct_blocker(groups: list, prior, p: dict) -> str | None:
+def direct_blocker(groups: list, prior, p: dict, max_pairs: int = 1) -> str | None:
     """``blocker`` of a fit's groups, and of its built prior."""
-    why = blocker([rm for rm, _ in groups], p["prior"])
+    why = blocker([rm for rm, _ in groups], p["prior"], max_pairs)
     return why or ("does not take a prior of public rows" if isinstance(prior, JointSpreadPrior) else None)
 
 
@@ -123,11 +129,11 @@ class DirectResult:
     objective: float
 
 
-class PairLikelihood:
-    """−log-likelihood of the releases' pair reports under a logistic model (``value_grad``), from
-    the counts of each attribute's distinct reports and fixed draws from the prior."""
+class _DrawnModel:
+    """What both likelihoods share: fixed draws of x from the prior, and the logistic model's logits
+    on them as sums of per-attribute state contributions (the encoding is additive over columns)."""
 
-    def __init__(self, groups: list, X: np.ndarray, design, prior, n_classes: int, n_draws: int, seed: int):
+    def __init__(self, design, prior, n_classes: int, n_draws: int, seed: int):
         ks = np.asarray(design.layout.k, np.int64)
         self.D, self.ks = ks.size, ks
         self.Rn = 1 if n_classes == 2 else n_classes
@@ -136,10 +142,49 @@ class PairLikelihood:
         self.margin = [prior_margin(prior, j, k) for j, k in enumerate(ks)]
         z0 = design.decode(np.zeros((1, self.D), np.int64))[0].astype(float)
         self.z0, self.E = z0, []
-        for d, k in enumerate(ks):  # the encoding is additive over the columns: z(x) = z0 + Σ_d E_d[x_d]
+        for d, k in enumerate(ks):  # z(x) = z0 + Σ_d E_d[x_d]
             rows = np.zeros((k, self.D), np.int64)
             rows[:, d] = np.arange(k)
             self.E.append(design.decode(rows).astype(float) - z0)
+
+    def _logits(self, coef, intercept):
+        """(T, full): each state's contribution to the logits (k_d, Rn) per attribute, and the draws'
+        logits (n, Rn)."""
+        T = [E @ coef.T for E in self.E]
+        return T, intercept + self.z0 @ coef.T + sum(T[d][self.X[:, d]] for d in range(self.D))
+
+    def _close(self, gT: list, a_tot: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(gradient in coef, in the intercepts) from the state contributions' gradients ``gT`` and
+        the draws' logits' ``a_tot`` (n, Rn), which reach every attribute's state and the intercept."""
+        for d in range(self.D):
+            gT[d] += _bincount(self.X[:, d], a_tot, self.ks[d])
+        gb = a_tot.sum(axis=0)
+        return sum(g.T @ E for g, E in zip(gT, self.E)) + np.outer(gb, self.z0), gb
+
+    def _table_terms(self, ell, Wm, G):
+        """For logits ``ell`` (..., n, Rn) of the draws with a cell's states set, their weights times
+        the cell's prior mass ``Wm`` (..., n): the class probabilities P (..., n, Rn) and the table
+        q (..., C) = Σ_n Wm P; with ``G`` (..., C) = d loss / d q, instead d loss / d ell (..., n, Rn)."""
+        if self.Rn == 1:  # one logit: p(1 | x) = σ(ℓ)
+            P = expit(ell)
+            if G is None:
+                q1 = np.einsum("...n,...n->...", Wm, P[..., 0])
+                return P, np.stack([Wm.sum(axis=-1) - q1, q1], axis=-1)
+            return Wm[..., None] * (P * (1.0 - P)) * (G[..., 1] - G[..., 0])[..., None, None]
+        P = np.exp(class_log_softmax(ell))
+        if G is None:
+            return P, np.einsum("...n,...nc->...c", Wm, P)
+        Gx = G[..., None, :]  # softmax: dP_c/dℓ_r = P_c (δ_cr − P_r)
+        return Wm[..., None] * P * (Gx - np.sum(Gx * P, axis=-1, keepdims=True))
+
+
+class PairLikelihood(_DrawnModel):
+    """−log-likelihood of the releases' pair reports under a logistic model (``value_grad``), from
+    the counts of each attribute's distinct reports and fixed draws from the prior."""
+
+    def __init__(self, groups: list, X: np.ndarray, design, prior, n_classes: int, n_draws: int, seed: int):
+        super().__init__(design, prior, n_classes, n_draws, seed)
+        ks = self.ks
         self.reports = []  # per attribute: (counts (u,), P(v | s, c) (u, k_j, C)) over every group's distinct reports
         self.n = 0
         for j in range(self.D):
@@ -154,49 +199,115 @@ class PairLikelihood:
             self.reports.append((np.concatenate(cnt), np.concatenate(lik)) if cnt else None)
             self.n += int(sum(c.sum() for c in cnt))
 
-    def _tables(self, coef, intercept):
-        T = [E @ coef.T for E in self.E]  # (k_d, Rn): each state's contribution to the logits
-        full = intercept + self.z0 @ coef.T + sum(T[d][self.X[:, d]] for d in range(self.D))  # (n, Rn)
-        out = []
-        for j in range(self.D):
-            ell = full[None] - T[j][self.X[:, j]][None] + T[j][:, None, :]  # (k_j, n, Rn): x_j set to s
-            if self.Rn == 1:  # one logit: p(1 | x) = σ(ℓ), kept as (k_j, n, 1)
-                P = expit(ell)
-                q1 = self.margin[j] * np.einsum("sn,sn->s", self.W[j], P[:, :, 0])
-                q = np.stack([self.margin[j] - q1, q1], axis=1)
-            else:
-                P = np.exp(class_log_softmax(ell))  # (k_j, n, C)
-                q = self.margin[j][:, None] * np.einsum("sn,snc->sc", self.W[j], P)
-            out.append((q, P))
-        return out, T
-
     def value_grad(self, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """(−log-likelihood, its gradient in coef (Rn, n_inputs), in the intercepts (Rn,))."""
-        parts, T = self._tables(coef, intercept)
+        T, full = self._logits(coef, intercept)
         loss = 0.0
         a_tot = np.zeros((self.X.shape[0], self.Rn))
         gT = [np.zeros_like(t) for t in T]
-        for j, ((q, P), rep) in enumerate(zip(parts, self.reports)):
+        for j, rep in enumerate(self.reports):
             if rep is None:
                 continue
             cnt, M = rep
+            ell = full[None] - T[j][self.X[:, j]][None] + T[j][:, None, :]  # (k_j, n, Rn): x_j set to s
+            Wm = self.margin[j][:, None] * self.W[j]  # (k_j, n)
+            P, q = self._table_terms(ell, Wm, None)  # q_j(s, c)
             pv = np.maximum(np.einsum("usc,sc->u", M, q), 1e-300)
             loss -= float(cnt @ np.log(pv))
             G = -np.einsum("u,usc->sc", cnt / pv, M)  # d loss / d q_j(s, c)
-            Gm = self.margin[j][:, None, None] * self.W[j][:, :, None]  # (k_j, n, 1)
-            if self.Rn == 1:  # one logit (class 1 against 0): P holds P1, dP1/dℓ = P1 (1 − P1)
-                A = Gm * (P * (1.0 - P)) * (G[:, 1] - G[:, 0])[:, None, None]
-            else:  # softmax: dP_c/dℓ_r = P_c (δ_cr − P_r)
-                A = Gm * P * (G[:, None, :] - np.sum(G[:, None, :] * P, axis=2, keepdims=True))
+            A = self._table_terms(ell, Wm, G)  # (k_j, n, Rn)
             gT[j] += A.sum(axis=1)
             a = A.sum(axis=0)  # (n, Rn): through the other attributes' states
             gT[j] -= _bincount(self.X[:, j], a, self.ks[j])
             a_tot += a
-        for d in range(self.D):
-            gT[d] += _bincount(self.X[:, d], a_tot, self.ks[d])
-        gb = a_tot.sum(axis=0)
-        gcoef = sum(g.T @ E for g, E in zip(gT, self.E)) + np.outer(gb, self.z0)
-        return loss, gcoef, gb
+        return (loss, *self._close(gT, a_tot))
+
+
+class TwoPairLikelihood(_DrawnModel):
+    """−log-likelihood of paired releases of two pairs per record. A record that released attributes
+    j and k's pair reports (v_j, v_k), one label behind both, has likelihood
+    Σ_{s,t,c} P(v_j | s, c) P(v_k | t, c) q_jk(s, t, c), q_jk(s, t, c) = p(x_j = s, x_k = t)
+    E[p_θ(c | x) | x_j = s, x_k = t] (Barber's likelihood of the noisy data, the other attributes summed
+    out under the prior): the same construction as ``PairLikelihood`` on the joint tables of the pairs
+    of attributes, which is where a prior that knows how attributes co-occur enters."""
+
+    def __init__(self, groups: list, X: np.ndarray, design, prior, n_classes: int, n_draws: int, seed: int):
+        super().__init__(design, prior, n_classes, n_draws, seed)
+        exact = self.X.shape[0] == int(np.prod(self.ks.astype(float)))  # every x once: weight by p(x) itself
+        self.units = {}  # (j, k): (counts (u,), P(v_j | s, c) (u, k_j, C), P(v_k | t, c) (u, k_k, C))
+        self.n = 0
+        for rm, rows in groups:
+            Xg = X[rows]
+            released = ~np.isnan(Xg)
+            odd = int(np.sum(released.sum(axis=1) != 2))
+            if odd:
+                raise ValidationError("solver", f"'direct' needs both pairs of every record: {odd} hold another number")
+            cols = np.argwhere(released)[:, 1].reshape(-1, 2)  # each record's two attributes, j < k
+            for j, k in {tuple(c) for c in cols.tolist()}:
+                at = np.all(cols == (j, k), axis=1)
+                pairs, cnt = np.unique(Xg[at][:, [j, k]], axis=0, return_counts=True)
+                Lj = np.exp(rm.paired.pair_log_likelihood(j, pairs[:, 0]))
+                Lk = np.exp(rm.paired.pair_log_likelihood(k, pairs[:, 1]))
+                old = self.units.get((j, k))
+                new = (cnt.astype(float), Lj, Lk)
+                self.units[(j, k)] = new if old is None else tuple(np.concatenate(ab) for ab in zip(old, new))
+                self.n += int(cnt.sum())
+        self.Wm = {jk: self._cell_weights(prior, *jk, exact) for jk in self.units}
+
+    def _cell_weights(self, prior, j: int, k: int, exact: bool) -> np.ndarray:
+        """p(x_j = s, x_k = t) times the draws' weights given that cell (k_j, k_k, n), each cell's
+        weights summing to 1: by p(x) with the two states set when every x is drawn once, else the
+        product of the one-attribute weights, renormalised (exact for a mixture: p(s | z) p(t | z))."""
+        kj, kk = self.ks[j], self.ks[k]
+        if exact:
+            Xs = np.repeat(self.X[None, None], kj, axis=0).repeat(kk, axis=1)
+            Xs[..., j] = np.arange(kj)[:, None, None]
+            Xs[..., k] = np.arange(kk)[None, :, None]
+            W = np.exp(_log_prob(prior, Xs.reshape(-1, self.D))).reshape(kj, kk, -1)
+        else:
+            W = self.W[j][:, None, :] * self.W[k][None, :, :]
+        W = W / W.sum(axis=2, keepdims=True)
+        return pair_margin(prior, j, k, kj, kk)[:, :, None] * W
+
+    def value_grad(self, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """(−log-likelihood, its gradient in coef (Rn, n_inputs), in the intercepts (Rn,))."""
+        T, full = self._logits(coef, intercept)
+        loss = 0.0
+        a_tot = np.zeros((self.X.shape[0], self.Rn))
+        gT = [np.zeros_like(t) for t in T]
+        Xd = self.X
+        for (j, k), (cnt, Lj, Lk) in self.units.items():
+            base = full - T[j][Xd[:, j]] - T[k][Xd[:, k]]  # (n, Rn): the draws without x_j, x_k
+            ell = base[None, None] + (T[j][:, None, :] + T[k][None, :, :])[:, :, None, :]  # (k_j, k_k, n, Rn)
+            Wm = self.Wm[(j, k)]
+            P, q = self._table_terms(ell, Wm, None)  # q_jk(s, t, c)
+            pv = np.maximum(np.einsum("usc,utc,stc->u", Lj, Lk, q), 1e-300)
+            loss -= float(cnt @ np.log(pv))
+            G = -np.einsum("u,usc,utc->stc", cnt / pv, Lj, Lk)  # d loss / d q_jk(s, t, c)
+            A = self._table_terms(ell, Wm, G)  # (k_j, k_k, n, Rn)
+            gT[j] += A.sum(axis=(1, 2))
+            gT[k] += A.sum(axis=(0, 2))
+            a = A.sum(axis=(0, 1))  # (n, Rn)
+            gT[j] -= _bincount(Xd[:, j], a, self.ks[j])
+            gT[k] -= _bincount(Xd[:, k], a, self.ks[k])
+            a_tot += a
+        return (loss, *self._close(gT, a_tot))
+
+
+def pair_margin(prior, j: int, k: int, kj: int, kk: int) -> np.ndarray:
+    """p(x_j = s, x_k = t) (k_j, k_k) under a mixture prior (Σ_z π_z p(s | z) p(t | z)), or the
+    product of the margins under a factorised one."""
+    if isinstance(prior, MixtureSpreadPrior):
+        m = np.einsum("z,zs,zt->st", np.exp(prior.log_pi), np.exp(prior.log_p[j]), np.exp(prior.log_p[k]))
+        return normalise(m[:kj, :kk])
+    return np.outer(prior_margin(prior, j, kj), prior_margin(prior, k, kk))
+
+
+def pair_likelihood(groups: list, X: np.ndarray, design, prior, n_classes: int, n_draws: int, seed: int):
+    """The likelihood of these paired releases: ``PairLikelihood`` for one pair per record,
+    ``TwoPairLikelihood`` for two."""
+    two = groups[0][0].paired.n_sampled == 2
+    return (TwoPairLikelihood if two else PairLikelihood)(groups, X, design, prior, n_classes, n_draws, seed)
 
 
 def _bincount(idx: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
@@ -230,6 +341,6 @@ def fit_direct(lik: PairLikelihood, C: float, fit_intercept: bool, center, start
 
 def check_direct(groups: list, prior, p: dict) -> None:
     """``solver="direct"``'s check at fit: a ValidationError naming ``solver`` and why."""
-    why = direct_blocker(groups, prior, p)
+    why = direct_blocker(groups, prior, p, max_pairs=2)
     if why is not None:
         raise ValidationError("solver", f"'direct' {why}; solver='em' fits them")

@@ -31,7 +31,7 @@ from .._naive_bayes_releases import check_naive_bayes_mechanism
 from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._direct import N_DRAWS as DIRECT_DRAWS
-from ._direct import PairLikelihood, check_direct, direct_blocker, fit_direct
+from ._direct import check_direct, direct_blocker, fit_direct, pair_likelihood
 from ._em import EMOptions, run_em
 from ._estep import shard_factories
 from ._mstep import fit_soft_logistic, log_class_probs
@@ -109,8 +109,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         Monte Carlo noise and no slow EM steps where most information is missing: at 3·10⁵ people
         on Adult, ε 1, C 1, 49 L-BFGS iterations (3 s) give 0.812 / 0.767 / 0.875 (accuracy /
         balanced / AUC) where 1,000 EM iterations give 0.807 / 0.762 / 0.871
-        (results/adult_scale_designs/summary.md). It refuses other releases, naming ``solver``; the EM options
-        (``e_step``, ``n_chains``, ``burn_in``, ...) do not apply, ``max_iter`` bounds its iterations.
+        (results/adult_scale_designs/summary.md). Asked for, it also fits two pairs per record, through
+        the joint tables of the two attributes (``TwoPairLikelihood``; "auto" leaves those to EM). It
+        refuses other releases, naming ``solver``; the EM options (``e_step``, ``n_chains``,
+        ``burn_in``, ...) do not apply, ``max_iter`` bounds its iterations.
         Learned: ``solver_``, the solver used.
     e_step : "mcmc" (default; exact-posterior Metropolis chains, labels summed out) or
         "importance" (Barber §5.1 self-normalised importance sampling, for reproduction).
@@ -416,7 +418,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     def _fit_direct(self, Xv, groups, design: Design, layout, prior, p: dict, start, center, entropy):
         """``solver="direct"``: the penalised pair-report likelihood maximised by L-BFGS (``_direct``)."""
         check_direct(groups, prior, p)
-        lik = PairLikelihood(groups, Xv, design, prior, len(self.classes_), DIRECT_DRAWS, entropy)
+        lik = pair_likelihood(groups, Xv, design, prior, len(self.classes_), DIRECT_DRAWS, entropy)
         res = fit_direct(lik, p["C"], p["fit_intercept"], center, start, p["max_iter"])
         self.design_, self.layout_ = design, layout
         self.n_features_in_ = layout.n_features
