@@ -1,6 +1,7 @@
 """Spread's penalised maximum-likelihood fit maximised directly on paired releases of one pair per
-record (``solver="direct"``; two pairs per record through their joint tables, ``TwoPairLikelihood``). With the prior p(x) fixed, a record that released attribute j's pair
-report v has likelihood Σ_{s,c} P(v | s, c) q_j(s, c) with q_j(s, c) = p(x_j = s) E[p_θ(c | x) | x_j = s]
+record (``solver="direct"``; two pairs per record through their joint tables, ``TwoPairLikelihood``).
+With the prior p(x) fixed, a record that released attribute j's pair report v has likelihood
+Σ_{s,c} P(v | s, c) q_j(s, c) with q_j(s, c) = p(x_j = s) E[p_θ(c | x) | x_j = s]
 (Barber 2020's likelihood of the noisy data, model ∘ known noise, the unreleased attributes summed
 out under the prior): θ enters only through the pair tables, and the releases only through the
 counts of their distinct reports per attribute. The expectation over the prior is taken on fixed
