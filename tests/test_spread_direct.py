@@ -34,15 +34,21 @@ def _releases(n: int, classes: int, seed: int, eps: float = 2.0, n_sampled: int 
     return Xt, yt, mech
 
 
+@pytest.mark.parametrize("pairs", [1, 2])
 @pytest.mark.parametrize("classes, n_draws", [(2, 512), (3, 512), (2, 40)])
-def test_the_gradient_is_the_likelihoods(classes, n_draws):
-    """``PairLikelihood.value_grad`` against central differences along random directions, with the
-    prior's 72 states enumerated (512 draws) or drawn (40)."""
-    Xt, yt, mech = _releases(3000, classes, 0)
-    est = SpreadLogisticRegression(encoding="onehot", prior="naive-bayes", solver="direct", max_iter=3, random_state=0)
-    est.fit(Xt, yt, mechanism=mech)
-    groups = [(PairedView(mech), np.arange(len(Xt)))]
-    lik = PairLikelihood(groups, Xt, est.design_, est._prior_state, classes, n_draws, 0)
+def test_the_gradient_is_the_likelihoods(classes, n_draws, pairs):
+    """``PairLikelihood.value_grad`` (one pair per record) and ``TwoPairLikelihood.value_grad`` (two)
+    against central differences along random directions, with the prior's 72 states enumerated (512
+    draws) or drawn (40)."""
+    if pairs == 1:
+        Xt, yt, mech = _releases(3000, classes, 0)
+        est = SpreadLogisticRegression(encoding="onehot", prior="naive-bayes", solver="direct", max_iter=3)
+        est.fit(Xt, yt, mechanism=mech)
+        lik = PairLikelihood(
+            [(PairedView(mech), np.arange(len(Xt)))], Xt, est.design_, est._prior_state, classes, n_draws, 0
+        )
+    else:
+        lik, est, _, _ = _two_pair_lik(classes, n_draws)
     assert lik.X.shape[0] == (72 if n_draws >= 72 else n_draws)
     rng = np.random.default_rng(1)
     coef, b = rng.normal(size=est.coef_.shape) * 0.5, rng.normal(size=est.intercept_.shape) * 0.5
@@ -185,21 +191,6 @@ def _two_pair_lik(classes: int, n_draws: int, prior="naive-bayes", seed: int = 0
     est.fit(Xt, yt, mechanism=mech)
     groups = [(PairedView(mech), np.arange(len(Xt)))]
     return TwoPairLikelihood(groups, Xt, est.design_, est._prior_state, classes, n_draws, 0), est, Xt, mech
-
-
-@pytest.mark.parametrize("classes, n_draws", [(2, 512), (3, 512), (2, 40)])
-def test_the_two_pair_gradient_is_the_likelihoods(classes, n_draws):
-    """``TwoPairLikelihood.value_grad`` against central differences, enumerated (512) or drawn (40)."""
-    lik, est, _, _ = _two_pair_lik(classes, n_draws)
-    rng = np.random.default_rng(2)
-    coef, b = rng.normal(size=est.coef_.shape) * 0.5, rng.normal(size=est.intercept_.shape) * 0.5
-    _, gc, gb = lik.value_grad(coef, b)
-    for _ in range(3):
-        dc, db = rng.normal(size=coef.shape), rng.normal(size=b.shape)
-        h = 1e-5
-        fp = lik.value_grad(coef + h * dc, b + h * db)[0]
-        fm = lik.value_grad(coef - h * dc, b - h * db)[0]
-        assert (fp - fm) / (2 * h) == pytest.approx(np.sum(gc * dc) + gb @ db, rel=1e-5)
 
 
 @pytest.mark.parametrize("prior", ["given", "naive-bayes"])
