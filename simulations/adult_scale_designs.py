@@ -56,7 +56,6 @@ import numpy as np
 
 from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression, SpreadLogisticRegressionCV
-from fedrr.estimators.spread._cv import within_2se
 from fedrr.io import command_line
 from fedrr.learners import classification_scores
 from fedrr.mechanisms import PairedRecordMechanism, plan_release
@@ -339,15 +338,16 @@ def c_rule_cell(ks, pool, val, n: int, eps: float, seed: int) -> dict:
 
 def c_rule_choice(fold_scores, rule: str) -> float:
     """The C a CV selection rule takes, on the CV's default grid, from the per-C fold scores: "best"
-    (the highest mean) or "2se" (the largest C within two standard errors of it; ``within_2se``,
-    equal fold weights)."""
+    (the highest mean) or "2se" (the largest C whose mean is within two standard errors of the per-fold
+    differences from it: ``SpreadLogisticRegressionCV(selection="2se")``'s rule, equal fold weights)."""
     grid = SpreadLogisticRegressionCV().Cs  # the CV's default grid (CS adds C 100, fitted for reference)
     S = np.asarray(fold_scores)[: len(grid)]
     b = int(np.argmax(S.mean(axis=1)))
     if rule == "best":
         return grid[b]
-    w = np.full(S.shape[1], 1 / S.shape[1])
-    return max(C for C, s in zip(grid, S) if within_2se(S[b], s, w))
+    d = S[b] - S  # (C, fold): the best's fold scores minus each candidate's
+    within = d.mean(axis=1) <= 2.0 * d.std(axis=1, ddof=1) / np.sqrt(S.shape[1])
+    return max(C for C, ok in zip(grid, within) if ok)
 
 
 def c_rule_summary(path: Path) -> str:
