@@ -162,19 +162,21 @@ class _DrawnModel:
         gb = a_tot.sum(axis=0)
         return sum(g.T @ E for g, E in zip(gT, self.E)) + np.outer(gb, self.z0), gb
 
-    def _table_terms(self, ell, Wm, G):
-        """For logits ``ell`` (..., n, Rn) of the draws with a cell's states set, their weights times
-        the cell's prior mass ``Wm`` (..., n): the class probabilities P (..., n, Rn) and the table
-        q (..., C) = Σ_n Wm P; with ``G`` (..., C) = d loss / d q, instead d loss / d ell (..., n, Rn)."""
+    def _table(self, ell, Wm):
+        """For logits ``ell`` (..., n, Rn) of the draws with a cell's states set and their weights
+        times the cell's prior mass ``Wm`` (..., n): the class probabilities P (..., n, Rn) and the
+        table q (..., C) = Σ_n Wm P."""
         if self.Rn == 1:  # one logit: p(1 | x) = σ(ℓ)
             P = expit(ell)
-            if G is None:
-                q1 = np.einsum("...n,...n->...", Wm, P[..., 0])
-                return P, np.stack([Wm.sum(axis=-1) - q1, q1], axis=-1)
-            return Wm[..., None] * (P * (1.0 - P)) * (G[..., 1] - G[..., 0])[..., None, None]
+            q1 = np.einsum("...n,...n->...", Wm, P[..., 0])
+            return P, np.stack([Wm.sum(axis=-1) - q1, q1], axis=-1)
         P = np.exp(class_log_softmax(ell))
-        if G is None:
-            return P, np.einsum("...n,...nc->...c", Wm, P)
+        return P, np.einsum("...n,...nc->...c", Wm, P)
+
+    def _logit_grad(self, P, Wm, G):
+        """d loss / d ell (..., n, Rn) from ``_table``'s P and ``G`` (..., C) = d loss / d q."""
+        if self.Rn == 1:  # dP1/dℓ = P1 (1 − P1)
+            return Wm[..., None] * (P * (1.0 - P)) * (G[..., 1] - G[..., 0])[..., None, None]
         Gx = G[..., None, :]  # softmax: dP_c/dℓ_r = P_c (δ_cr − P_r)
         return Wm[..., None] * P * (Gx - np.sum(Gx * P, axis=-1, keepdims=True))
 
@@ -212,11 +214,11 @@ class PairLikelihood(_DrawnModel):
             cnt, M = rep
             ell = full[None] - T[j][self.X[:, j]][None] + T[j][:, None, :]  # (k_j, n, Rn): x_j set to s
             Wm = self.margin[j][:, None] * self.W[j]  # (k_j, n)
-            P, q = self._table_terms(ell, Wm, None)  # q_j(s, c)
+            P, q = self._table(ell, Wm)  # q_j(s, c)
             pv = np.maximum(np.einsum("usc,sc->u", M, q), 1e-300)
             loss -= float(cnt @ np.log(pv))
             G = -np.einsum("u,usc->sc", cnt / pv, M)  # d loss / d q_j(s, c)
-            A = self._table_terms(ell, Wm, G)  # (k_j, n, Rn)
+            A = self._logit_grad(P, Wm, G)  # (k_j, n, Rn)
             gT[j] += A.sum(axis=1)
             a = A.sum(axis=0)  # (n, Rn): through the other attributes' states
             gT[j] -= _bincount(self.X[:, j], a, self.ks[j])
@@ -281,11 +283,11 @@ class TwoPairLikelihood(_DrawnModel):
             base = full - T[j][Xd[:, j]] - T[k][Xd[:, k]]  # (n, Rn): the draws without x_j, x_k
             ell = base[None, None] + (T[j][:, None, :] + T[k][None, :, :])[:, :, None, :]  # (k_j, k_k, n, Rn)
             Wm = self.Wm[(j, k)]
-            P, q = self._table_terms(ell, Wm, None)  # q_jk(s, t, c)
+            P, q = self._table(ell, Wm)  # q_jk(s, t, c)
             pv = np.maximum(np.einsum("usc,utc,stc->u", Lj, Lk, q), 1e-300)
             loss -= float(cnt @ np.log(pv))
             G = -np.einsum("u,usc,utc->stc", cnt / pv, Lj, Lk)  # d loss / d q_jk(s, t, c)
-            A = self._table_terms(ell, Wm, G)  # (k_j, k_k, n, Rn)
+            A = self._logit_grad(P, Wm, G)  # (k_j, k_k, n, Rn)
             gT[j] += A.sum(axis=(1, 2))
             gT[k] += A.sum(axis=(0, 2))
             a = A.sum(axis=(0, 1))  # (n, Rn)
