@@ -16,8 +16,9 @@ default ranking, written to the CSV as ``mK`` when it is K pairs, whose mechanis
 ``split0.25m1`` for a split release).
 
 Fits: ``PRIOR:C[:it=I][:burn=B][:init=S][:solver=V]`` = ``SpreadLogisticRegression(C, prior, encoding="onehot",
-max_iter=I (200), burn_in=B (auto), init=S (calibration), solver=V (em))`` with PRIOR ``nb`` (naive-bayes), ``lcM``
-(latent-class, M components), ``learned`` or ``auto``; ``cv[:KEY=S...]`` =
+max_iter=I (200), burn_in=B (auto), init=S (auto), solver=V (auto))`` with PRIOR ``nb`` (naive-bayes), ``lcM``
+(latent-class, M components), ``tree`` (the Chow–Liu tree of the released pairs' tables: two pairs per
+person, direct solver), ``learned`` or ``auto``; ``cv[:KEY=S...]`` =
 ``SpreadLogisticRegressionCV(encoding="onehot", KEY=S)`` for string parameters (``init=naive-bayes``,
 ``encoding=unit``: the estimators' default until 2026-12-02, now "auto"), otherwise defaults (the sweep's ``spread``);
 ``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes). With ``prior="auto"`` on two or
@@ -82,7 +83,7 @@ FIELDS = [
 #: iterations at which the coefficient norm is recorded in ``trace`` (does it still move at the stop?)
 TRACE_AT = (10, 25, 50, 100, 150, 200, 300, 400, 600, 800)
 
-PRIORS = {"nb": "naive-bayes", "learned": "learned", "auto": "auto"}
+PRIORS = {"nb": "naive-bayes", "learned": "learned", "auto": "auto", "tree": "tree"}
 
 
 def metrics(est, X, y) -> dict:

@@ -25,6 +25,7 @@ from ._mstep import class_log_softmax, lbfgs, penalised
 from ._paired import PairedView, distinct_reports
 from ._priors._joint import JointSpreadPrior
 from ._priors._mixture import MixtureSpreadPrior
+from ._priors._tree import TreeSpreadPrior
 
 #: draws from the prior for the pair tables' expectation (states' products up to this are enumerated)
 N_DRAWS = 16384
@@ -45,6 +46,9 @@ def prior_draws(prior, ks: np.ndarray, n_draws: int, rng: np.random.Generator, e
             Xs[:, :, j] = np.arange(k)[:, None]
             W.append(np.exp(_log_prob(prior, Xs.reshape(-1, D))).reshape(k, -1))
         return X, [w / w.sum(axis=1, keepdims=True) for w in W]
+    if isinstance(prior, TreeSpreadPrior):
+        X = prior.draws(n_draws, rng)
+        return X, [prior.state_weights(X, j) for j in range(D)]
     z = None
     if isinstance(prior, JointSpreadPrior):
         rows = np.asarray(prior.rows)
@@ -73,7 +77,9 @@ def prior_draws(prior, ks: np.ndarray, n_draws: int, rng: np.random.Generator, e
 
 
 def _log_prob(prior, X: np.ndarray) -> np.ndarray:
-    """log p(x) of states X (n, D) under a mixture or a factorised prior."""
+    """log p(x) of states X (n, D) under a mixture, a tree or a factorised prior."""
+    if isinstance(prior, TreeSpreadPrior):
+        return prior.log_prob(X)
     if isinstance(prior, MixtureSpreadPrior):
         lp = np.tile(prior.log_pi, (X.shape[0], 1))
         for d in range(X.shape[1]):
@@ -237,31 +243,17 @@ class TwoPairLikelihood(_DrawnModel):
     def __init__(self, groups: list, X: np.ndarray, design, prior, n_classes: int, n_draws: int, seed: int):
         super().__init__(design, prior, n_classes, n_draws, seed)
         exact = self.X.shape[0] == int(np.prod(self.ks.astype(float)))  # every x once: weight by p(x) itself
-        self.units = {}  # (j, k): (counts (u,), P(v_j | s, c) (u, k_j, C), P(v_k | t, c) (u, k_k, C))
-        self.n = 0
-        for rm, rows in groups:
-            Xg = X[rows]
-            released = ~np.isnan(Xg)
-            odd = int(np.sum(released.sum(axis=1) != 2))
-            if odd:
-                raise ValidationError("solver", f"'direct' needs both pairs of every record: {odd} hold another number")
-            cols = np.argwhere(released)[:, 1].reshape(-1, 2)  # each record's two attributes, j < k
-            for j, k in {tuple(c) for c in cols.tolist()}:
-                at = np.all(cols == (j, k), axis=1)
-                pairs, cnt = np.unique(Xg[at][:, [j, k]], axis=0, return_counts=True)
-                Lj = np.exp(rm.paired.pair_log_likelihood(j, pairs[:, 0]))
-                Lk = np.exp(rm.paired.pair_log_likelihood(k, pairs[:, 1]))
-                old = self.units.get((j, k))
-                new = (cnt.astype(float), Lj, Lk)
-                self.units[(j, k)] = new if old is None else tuple(np.concatenate(ab) for ab in zip(old, new))
-                self.n += int(cnt.sum())
+        self.units, self.n = two_pair_units(groups, X)
         self.Wm = {jk: self._cell_weights(prior, *jk, exact) for jk in self.units}
 
     def _cell_weights(self, prior, j: int, k: int, exact: bool) -> np.ndarray:
         """p(x_j = s, x_k = t) times the draws' weights given that cell (k_j, k_k, n), each cell's
-        weights summing to 1: by p(x) with the two states set when every x is drawn once, else the
-        product of the one-attribute weights, renormalised (exact for a mixture: p(s | z) p(t | z))."""
+        weights summing to 1: by p(x) with the two states set when every x is drawn once, a tree's own
+        (``TreeSpreadPrior.cell_weights``), else the product of the one-attribute weights, renormalised
+        (exact for a mixture: p(s | z) p(t | z))."""
         kj, kk = self.ks[j], self.ks[k]
+        if isinstance(prior, TreeSpreadPrior) and not exact:
+            return prior.cell_weights(self.X, j, k)
         if exact:
             Xs = np.repeat(self.X[None, None], kj, axis=0).repeat(kk, axis=1)
             Xs[..., j] = np.arange(kj)[:, None, None]
@@ -297,9 +289,35 @@ class TwoPairLikelihood(_DrawnModel):
         return (loss, *self._close(gT, a_tot))
 
 
+def two_pair_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
+    """The releases of two pairs per record by the pair of attributes released, j < k: (counts of the
+    distinct reports (u,), P(v_j | s, c) (u, k_j, C), P(v_k | t, c) (u, k_k, C)) per pair, and the
+    number of records. A record that released another number of pairs is refused, naming ``solver``."""
+    units, n = {}, 0
+    for rm, rows in groups:
+        Xg = X[rows]
+        released = ~np.isnan(Xg)
+        odd = int(np.sum(released.sum(axis=1) != 2))
+        if odd:
+            raise ValidationError("solver", f"'direct' needs both pairs of every record: {odd} hold another number")
+        cols = np.argwhere(released)[:, 1].reshape(-1, 2)  # each record's two attributes, j < k
+        for j, k in sorted({tuple(c) for c in cols.tolist()}):
+            at = np.all(cols == (j, k), axis=1)
+            pairs, cnt = np.unique(Xg[at][:, [j, k]], axis=0, return_counts=True)
+            Lj = np.exp(rm.paired.pair_log_likelihood(j, pairs[:, 0]))
+            Lk = np.exp(rm.paired.pair_log_likelihood(k, pairs[:, 1]))
+            old = units.get((j, k))
+            new = (cnt.astype(float), Lj, Lk)
+            units[(j, k)] = new if old is None else tuple(np.concatenate(ab) for ab in zip(old, new))
+            n += int(cnt.sum())
+    return units, n
+
+
 def pair_margin(prior, j: int, k: int, kj: int, kk: int) -> np.ndarray:
-    """p(x_j = s, x_k = t) (k_j, k_k) under a mixture prior (Σ_z π_z p(s | z) p(t | z)), or the
+    """p(x_j = s, x_k = t) (k_j, k_k) under a mixture prior (Σ_z π_z p(s | z) p(t | z)), a tree, or the
     product of the margins under a factorised one."""
+    if isinstance(prior, TreeSpreadPrior):
+        return normalise(prior.pair_margin(j, k)[:kj, :kk])
     if isinstance(prior, MixtureSpreadPrior):
         m = np.einsum("z,zs,zt->st", np.exp(prior.log_pi), np.exp(prior.log_p[j]), np.exp(prior.log_p[k]))
         return normalise(m[:kj, :kk])
@@ -340,6 +358,17 @@ def fit_direct(lik: PairLikelihood, C: float, fit_intercept: bool, center, start
     coef, b = unpack(res.x)
     msg = f"L-BFGS on the pair reports' likelihood: {res.nit} iterations, {res.message}"
     return DirectResult(coef.copy(), np.asarray(b, float).copy(), int(res.nit), bool(res.success), msg, float(res.fun))
+
+
+def check_tree(groups: list, solver: str) -> None:
+    """``prior="tree"``'s check at fit: paired releases of two pairs per record (one pair shows nothing of
+    how attributes co-occur), fitted by the direct solver; a ValidationError naming the parameter."""
+    mechanisms = [rm for rm, _ in groups]
+    if not all(isinstance(rm, PairedView) for rm in mechanisms) or any(rm.paired.n_sampled != 2 for rm in mechanisms):
+        msg = "'tree' needs paired releases of two pairs per record (PairedRecordMechanism(n_sampled=2))"
+        raise ValidationError("prior", f"{msg}: the pairs a record releases together are what identify it")
+    if solver == "em":
+        raise ValidationError("solver", "'em' does not fit prior='tree': its fit is solver='direct' ('auto' runs it)")
 
 
 def check_direct(groups: list, prior, p: dict) -> None:

@@ -31,7 +31,7 @@ from .._naive_bayes_releases import check_naive_bayes_mechanism
 from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._direct import N_DRAWS as DIRECT_DRAWS
-from ._direct import check_direct, direct_blocker, fit_direct, pair_likelihood
+from ._direct import check_direct, check_tree, direct_blocker, fit_direct, pair_likelihood, two_pair_units
 from ._em import EMOptions, run_em
 from ._estep import shard_factories
 from ._mstep import fit_soft_logistic, log_class_probs
@@ -46,6 +46,7 @@ from ._priors._factorised import (
 )
 from ._priors._joint import joint_prior
 from ._priors._mixture import choose_latent_class, latent_class_em, latent_class_prior, naive_bayes_prior
+from ._priors._tree import naive_bayes_pair_tables, tree_prior
 from ._robust import ROBUST, drop_inconsistent, no_test
 from ._runtime import ShardGroup, holds_shards, shard_group, traffic_report
 from ._start import INITS, SHRINK_TO, fit_naive_bayes, naive_bayes_blocker, naive_bayes_start
@@ -74,7 +75,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         for paired releases, from the maximum-likelihood pair tables p(x_j, y)), or "latent-class":
         p(x) = Σ_m π_m Π_d p(x_d | m) with ``n_latent_classes`` components fitted to the releases by
         EM, fixed (discrete columns and a label, or pairs); unlike naive Bayes it can model how
-        attributes co-occur, which records releasing two or more attributes show.
+        attributes co-occur, which records releasing two or more attributes show; or "tree": the
+        Chow–Liu tree p(x) = Π_v p(x_v | x_pa(v)) of the pair tables p(x_j, x_k) that paired releases
+        of two pairs per record identify (maximum likelihood per released pair, ``_priors._tree``),
+        fixed, fitted by the direct solver only (learned: ``prior_["tree"]``).
     n_latent_classes : components of the "latent-class" prior.
     init : where EM starts: "calibration" (default: an M-step on the regression-calibration inputs,
         each record's features replaced by their posterior mean under the prior), "naive-bayes"
@@ -110,7 +114,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         on Adult, ε 1, C 1, 49 L-BFGS iterations (3 s) give 0.812 / 0.767 / 0.875 (accuracy /
         balanced / AUC) where 1,000 EM iterations give 0.807 / 0.762 / 0.871
         (results/adult_scale_designs/summary.md). Asked for, it also fits two pairs per record, through
-        the joint tables of the two attributes (``TwoPairLikelihood``; "auto" leaves those to EM). It
+        the joint tables of the two attributes (``TwoPairLikelihood``; "auto" leaves those to EM but with
+        ``prior="tree"``, which only it fits). It
         refuses other releases, naming ``solver``; the EM options (``e_step``, ``n_chains``,
         ``burn_in``, ...) do not apply, ``max_iter`` bounds its iterations.
         Learned: ``solver_``, the solver used.
@@ -172,7 +177,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     _parameter_constraints = {
         "C": [Interval(float, 1e-12, None, closed="left", inf=True)],  # 1/C must stay finite
         "prior": [
-            Options("auto", "learned", "flat", "naive-bayes", "latent-class"),
+            Options("auto", "learned", "flat", "naive-bayes", "latent-class", "tree"),
             Satisfies(lambda v: not isinstance(v, str), "a prior"),
         ],
         "n_latent_classes": [_INT1],
@@ -400,12 +405,15 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if auto and p["prior"] == "latent-class":  # the releases decide (``choose_latent_class``)
             self.prior_choice_ = choose_latent_class(Xv, yi, groups, layout, p["n_latent_classes"], entropy)
             p["prior"] = self.prior_choice_["chosen"]
+        tree = isinstance(p["prior"], str) and p["prior"] == "tree"
+        if tree:
+            check_tree(groups, p["solver"])
         pools = [(rm, Xv[rows]) for rm, rows in groups]
         prior = self._initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo)
         start, center = self._naive_bayes_uses(Xv, yi, groups, design, p)
         self.solver_ = p["solver"]
-        if self.solver_ == "auto":
-            self.solver_ = "direct" if direct_blocker(groups, prior, p) is None else "em"
+        if self.solver_ == "auto":  # two pairs per record go to the direct solver with a tree only
+            self.solver_ = "direct" if direct_blocker(groups, prior, p, 2 if tree else 1) is None else "em"
         if self.solver_ == "direct":
             return self._fit_direct(Xv, groups, design, layout, prior, p, start, center, entropy)
         S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)  # EM's shards: their memory is checked
@@ -559,12 +567,21 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     ) -> SpreadPrior:
         """The prior EM starts from; ``memo`` (a CV's, or None) shares the latent-class fit and the
         learned prior's center between fits on the same releases."""
-        if isinstance(p["prior"], str) and p["prior"] in ("naive-bayes", "latent-class"):  # (X, y, groups)
+        if isinstance(p["prior"], str) and p["prior"] in ("naive-bayes", "latent-class", "tree"):  # (X, y, groups)
             if releases is None:  # fit_pool streams the pool: it has none
                 msg = f"'{p['prior']}' is fitted on the released records: use fit, not fit_pool"
                 raise ValidationError("prior", msg)
             if p["prior"] == "naive-bayes":
                 return naive_bayes_prior(*releases, layout)
+            if p["prior"] == "tree":  # one fit for every fit of a CV on the same releases
+                key = ("tree", _releases_key(*releases))
+                if memo is not None and key in memo:
+                    return memo[key]
+                units = two_pair_units(releases[2], releases[0])[0]
+                prior = tree_prior(layout, units, naive_bayes_pair_tables(naive_bayes_prior(*releases, layout), units))
+                if memo is not None:
+                    memo[key] = prior
+                return prior
             if memo is not None:  # one start for the whole CV, whatever random_state draws per fit
                 seed = memo.setdefault(("latent-class", "seed"), seed)
             key = ("latent-class", _releases_key(*releases), p["n_latent_classes"], seed)
