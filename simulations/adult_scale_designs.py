@@ -83,7 +83,7 @@ FIELDS = [
 #: iterations at which the coefficient norm is recorded in ``trace`` (does it still move at the stop?)
 TRACE_AT = (10, 25, 50, 100, 150, 200, 300, 400, 600, 800)
 
-PRIORS = {"nb": "naive-bayes", "learned": "learned", "auto": "auto", "tree": "tree"}
+PRIORS = {"nb": "naive-bayes", "learned": "learned", "auto": "auto", "tree": "tree", "ctree": "class-tree"}
 
 
 def metrics(est, X, y) -> dict:

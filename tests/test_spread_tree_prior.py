@@ -24,14 +24,15 @@ KS = (3, 4, 2, 3, 2)
 PARENT = np.array([-1, 0, 1, 1, 0])  # 0 → 1 → {2, 3}; 0 → 4
 
 
-def _tree():
-    rng = np.random.default_rng(0)
+def _tree(M: int):
+    """A random tree on PARENT: one (M 1) or a mixture of M over the same structure."""
+    rng = np.random.default_rng(M)
     log_cond = []
     for v, k in enumerate(KS):
         rows = 1 if PARENT[v] < 0 else KS[PARENT[v]]
-        log_cond.append(np.log(rng.dirichlet(np.full(k, 0.7), size=rows)))
+        log_cond.append(np.log(rng.dirichlet(np.full(k, 0.7), size=(M, rows))))
     layout = ColumnLayout.from_mechanism(PairedView(PairedRecordMechanism(KS, 2, 4.0, n_sampled=2)))
-    return fixed_tree(layout, PARENT, log_cond)
+    return fixed_tree(layout, PARENT, log_cond, log_w=np.log(rng.dirichlet(np.ones(M))))
 
 
 def _enumerated(tree):
@@ -39,8 +40,9 @@ def _enumerated(tree):
     return X, np.exp(tree.log_prob(X))
 
 
-def test_probabilities_margins_and_pair_margins_are_the_enumerated_ones():
-    tree = _tree()
+@pytest.mark.parametrize("M", [1, 3])
+def test_probabilities_margins_and_pair_margins_are_the_enumerated_ones(M):
+    tree = _tree(M)
     X, p = _enumerated(tree)
     assert p.sum() == pytest.approx(1.0, abs=1e-12)
     for j, k in itertools.combinations(range(len(KS)), 2):
@@ -51,10 +53,11 @@ def test_probabilities_margins_and_pair_margins_are_the_enumerated_ones():
         np.testing.assert_allclose(tree.disc[d, :k], np.bincount(X[:, d], p, minlength=k), atol=1e-12)
 
 
-def test_draws_and_cell_weights_give_the_conditional_expectations():
+@pytest.mark.parametrize("M", [1, 3])
+def test_draws_and_cell_weights_give_the_conditional_expectations(M):
     """200,000 draws: the pair frequencies within 4.5 standard errors of the pair margins, and the
     cell-weighted mean of f(x) = σ(a·x) with the cell set within 0.01 of E[f | x_j = s, x_k = t]."""
-    tree = _tree()
+    tree = _tree(M)
     X, p = _enumerated(tree)
     n = 200_000
     D = tree.draws(n, np.random.default_rng(1))
@@ -90,10 +93,12 @@ def _chain_releases(n: int, seed: int, eps: float):
     return Xt, yt, mech
 
 
-def test_the_tree_is_recovered_from_releases_of_a_known_tree():
-    """30,000 records, two pairs each at ε 3 per pair: the fitted tree's edges are the true ones."""
+@pytest.mark.parametrize("prior", ["tree", "class-tree"])
+def test_the_tree_is_recovered_from_releases_of_a_known_tree(prior):
+    """30,000 records, two pairs each at ε 3 per pair: the fitted tree's edges are the true ones
+    (also given the class, where the label depends on two leaves)."""
     Xt, yt, mech = _chain_releases(30_000, 0, 6.0)
-    est = SpreadLogisticRegression(prior="tree", encoding="onehot", random_state=0, max_iter=2)
+    est = SpreadLogisticRegression(prior=prior, encoding="onehot", random_state=0, max_iter=2)
     est.fit(Xt, yt, mechanism=mech)
     assert est.solver_ == "direct"
     parent = est.prior_["tree"]["parent"]
@@ -101,11 +106,12 @@ def test_the_tree_is_recovered_from_releases_of_a_known_tree():
     assert edges == {frozenset(e) for e in [(0, 1), (1, 2), (1, 3), (0, 4)]}
 
 
-def test_the_two_pair_likelihood_under_a_tree_is_the_exact_one():
+@pytest.mark.parametrize("prior", ["tree", "class-tree"])
+def test_the_two_pair_likelihood_under_a_tree_is_the_exact_one(prior):
     """Every x enumerated: −log Π_i Σ_x Σ_c p(x) p_θ(c | x) P(v_ij | x_j, c) P(v_ik | x_k, c) by hand
     under the fitted tree, to 1e-9 relative."""
     Xt, yt, mech = _chain_releases(1500, 2, 4.0)
-    est = SpreadLogisticRegression(prior="tree", encoding="onehot", random_state=0, max_iter=2)
+    est = SpreadLogisticRegression(prior=prior, encoding="onehot", random_state=0, max_iter=2)
     est.fit(Xt, yt, mechanism=mech)
     lik = TwoPairLikelihood([(PairedView(mech), np.arange(len(Xt)))], Xt, est.design_, est._prior_state, 2, 512, 0)
     X, px = _enumerated(est._prior_state)

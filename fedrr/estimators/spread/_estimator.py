@@ -55,6 +55,10 @@ E_STEPS = ("mcmc", "importance")
 _INT1 = Interval(int, 1, None)
 
 
+#: the priors fitted to the released records themselves (``_initial_prior``: not by ``fit_pool``)
+FITTED_PRIORS = ("naive-bayes", "latent-class", "tree", "class-tree")
+
+
 class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     """Logistic regression for clean data, fitted from LDP releases only.
 
@@ -177,7 +181,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     _parameter_constraints = {
         "C": [Interval(float, 1e-12, None, closed="left", inf=True)],  # 1/C must stay finite
         "prior": [
-            Options("auto", "learned", "flat", "naive-bayes", "latent-class", "tree"),
+            Options("auto", "learned", "flat", "naive-bayes", "latent-class", "tree", "class-tree"),
             Satisfies(lambda v: not isinstance(v, str), "a prior"),
         ],
         "n_latent_classes": [_INT1],
@@ -405,7 +409,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if auto and p["prior"] == "latent-class":  # the releases decide (``choose_latent_class``)
             self.prior_choice_ = choose_latent_class(Xv, yi, groups, layout, p["n_latent_classes"], entropy)
             p["prior"] = self.prior_choice_["chosen"]
-        tree = isinstance(p["prior"], str) and p["prior"] == "tree"
+        tree = isinstance(p["prior"], str) and p["prior"] in ("tree", "class-tree")
         if tree:
             check_tree(groups, p["solver"])
         pools = [(rm, Xv[rows]) for rm, rows in groups]
@@ -567,18 +571,19 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     ) -> SpreadPrior:
         """The prior EM starts from; ``memo`` (a CV's, or None) shares the latent-class fit and the
         learned prior's center between fits on the same releases."""
-        if isinstance(p["prior"], str) and p["prior"] in ("naive-bayes", "latent-class", "tree"):  # (X, y, groups)
+        if isinstance(p["prior"], str) and p["prior"] in FITTED_PRIORS:  # (X, y, groups)
             if releases is None:  # fit_pool streams the pool: it has none
                 msg = f"'{p['prior']}' is fitted on the released records: use fit, not fit_pool"
                 raise ValidationError("prior", msg)
             if p["prior"] == "naive-bayes":
                 return naive_bayes_prior(*releases, layout)
-            if p["prior"] == "tree":  # one fit for every fit of a CV on the same releases
-                key = ("tree", _releases_key(*releases))
+            if p["prior"] in ("tree", "class-tree"):  # one fit for every fit of a CV on the same releases
+                key = (p["prior"], _releases_key(*releases))
                 if memo is not None and key in memo:
                     return memo[key]
                 units = two_pair_units(releases[2], releases[0])[0]
-                prior = tree_prior(layout, units, naive_bayes_pair_tables(naive_bayes_prior(*releases, layout), units))
+                nb = naive_bayes_pair_tables(naive_bayes_prior(*releases, layout), units)
+                prior = tree_prior(layout, units, nb, by_class=p["prior"] == "class-tree")
                 if memo is not None:
                     memo[key] = prior
                 return prior

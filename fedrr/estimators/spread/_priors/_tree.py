@@ -14,6 +14,7 @@ import numpy as np
 from scipy.sparse.csgraph import minimum_spanning_tree
 
 from .._design import ColumnLayout
+from .._logexp import logsumexp
 from ._factorised import SpreadPrior, _empty
 
 #: each pair table's EM adds this many pseudo-records per cell, spread as naive Bayes's table of the
@@ -26,19 +27,24 @@ TABLE_MAX_ITER = 500
 
 @dataclass
 class TreeSpreadPrior(SpreadPrior):
-    """A fixed tree (a forest where no released pair links two parts): ``parent`` (D,) (−1 at a root),
-    ``log_cond`` per column (k_pa, k_v) log p(x_v | x_pa), (1, k_v) log p(x_v) at a root, and each
-    column's ``mutual_information`` with its parent (nats; 0 at a root). ``disc`` holds its marginals."""
+    """A fixed mixture of trees over one structure (a forest where no released pair links two parts):
+    p(x) = Σ_m w_m Π_v p_m(x_v | x_pa(v)), with one component (``"tree"``) or one per class
+    (``"class-tree"``: tree-augmented naive Bayes's p(x), Friedman, Geiger and Goldszmidt 1997).
+    ``parent`` (D,) (−1 at a root), ``log_w`` (M,), ``log_cond`` per column (M, k_pa, k_v) log p_m(x_v |
+    x_pa), (M, 1, k_v) at a root, and each column's ``mutual_information`` with its parent (nats;
+    conditional on the class for "class-tree"; 0 at a root). ``disc`` holds its marginals."""
 
     parent: np.ndarray | None = None
+    log_w: np.ndarray | None = None
     log_cond: list | None = None
     mutual_information: np.ndarray | None = None
 
     def copy(self) -> TreeSpreadPrior:
         base = SpreadPrior.copy(self)
         kept = {f.name: getattr(base, f.name) for f in fields(SpreadPrior)}
+        mi = self.mutual_information
         return TreeSpreadPrior(
-            **kept, parent=self.parent, log_cond=self.log_cond, mutual_information=self.mutual_information
+            **kept, parent=self.parent, log_w=self.log_w, log_cond=self.log_cond, mutual_information=mi
         )
 
     def order(self) -> list[int]:
@@ -48,31 +54,36 @@ class TreeSpreadPrior(SpreadPrior):
             out.extend(int(c) for c in np.flatnonzero(self.parent == v))
         return out
 
-    def _parent_states(self, X: np.ndarray, v: int) -> np.ndarray:
-        return X[..., self.parent[v]] if self.parent[v] >= 0 else np.zeros(X.shape[:-1], np.int64)
+    def _factor(self, v: int, pa, xv) -> np.ndarray:
+        """log p_m(x_v | x_pa) (M, ...) at parent states ``pa`` and states ``xv`` (broadcast)."""
+        return self.log_cond[v][:, pa if self.parent[v] >= 0 else 0, xv]
 
     def log_prob(self, X: np.ndarray) -> np.ndarray:
-        """log p(x) of states X (..., D)."""
-        return sum(self.log_cond[v][self._parent_states(X, v), X[..., v]] for v in range(self.parent.size))
+        """log p(x) of states X (n, D)."""
+        L = sum(self._factor(v, X[:, max(self.parent[v], 0)], X[:, v]) for v in range(self.parent.size))
+        return logsumexp(self.log_w[:, None] + L, axis=0)
 
     def draws(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        """n draws of x (n, D), each column after its parent (inverse CDF)."""
+        """n draws of x (n, D): the component, then each column after its parent (inverse CDF)."""
         X = np.zeros((n, self.parent.size), np.int64)
+        w = np.exp(self.log_w)
+        m = rng.choice(w.size, size=n, p=w / w.sum())
         for v in self.order():
-            cdf = np.cumsum(np.exp(self.log_cond[v]), axis=1)[self._parent_states(X, v)]
+            pa = X[:, self.parent[v]] if self.parent[v] >= 0 else 0
+            cdf = np.cumsum(np.exp(self.log_cond[v]), axis=2)[m, pa]
             u = rng.random(n)[:, None] * cdf[:, -1:]
             X[:, v] = np.minimum((u > cdf).sum(axis=1), cdf.shape[1] - 1)
         return X
 
-    def _down(self, a: int, v: int) -> np.ndarray:
-        """p(x_v | x_a) (k_a, k_v) for an ancestor a of v (the identity at v = a)."""
+    def _down(self, m: int, a: int, v: int) -> np.ndarray:
+        """p_m(x_v | x_a) (k_a, k_v) for an ancestor a of v (the identity at v = a)."""
         path = []
         while v != a:
             path.append(v)
             v = int(self.parent[v])
         T = np.eye(self.layout.k[a])
-        for w in reversed(path):
-            T = T @ np.exp(self.log_cond[w])
+        for u in reversed(path):
+            T = T @ np.exp(self.log_cond[u][m])
         return T
 
     def _ancestors(self, v: int) -> list[int]:
@@ -81,32 +92,42 @@ class TreeSpreadPrior(SpreadPrior):
             out.append(int(self.parent[out[-1]]))
         return out
 
-    def pair_margin(self, j: int, k: int) -> np.ndarray:
-        """p(x_j = s, x_k = t) (k_j, k_k), exactly: through their lowest common ancestor a,
-        Σ_a p(a) p(x_j | a) p(x_k | a); the product of the margins across two trees of a forest."""
-        kj, kk = self.layout.k[j], self.layout.k[k]
-        common = [a for a in self._ancestors(j) if a in self._ancestors(k)]
-        if not common:
-            return np.outer(self.disc[j, :kj], self.disc[k, :kk])
-        a = common[0]
-        return self._down(a, j).T @ (self.disc[a, : self.layout.k[a], None] * self._down(a, k))
+    def _margin(self, m: int, v: int) -> np.ndarray:
+        """p_m(x_v): its root's table carried down."""
+        r = self._ancestors(v)[-1]
+        return np.exp(self.log_cond[r][m, 0]) @ self._down(m, r, v)
 
-    def _cell_log(self, X: np.ndarray, cell: dict):
-        """Σ of the log factors that hold a column of ``cell`` (column: its states, shaped to broadcast
-        against the draws' axis), the others at the draws' X (n, D): log p(x with the cell set) up
-        to what does not depend on the cell."""
-        F = 0.0
+    def pair_margin(self, j: int, k: int) -> np.ndarray:
+        """p(x_j = s, x_k = t) (k_j, k_k), exactly: per component through their lowest common ancestor
+        a, Σ_a p_m(a) p_m(x_j | a) p_m(x_k | a) (the product of the margins across two trees)."""
+        common = [a for a in self._ancestors(j) if a in self._ancestors(k)]
+        out = 0.0
+        for m, w in enumerate(np.exp(self.log_w)):
+            if not common:
+                out = out + w * np.outer(self._margin(m, j), self._margin(m, k))
+                continue
+            a = common[0]
+            out = out + w * self._down(m, a, j).T @ (self._margin(m, a)[:, None] * self._down(m, a, k))
+        return out
+
+    def _cell_log(self, X: np.ndarray, cell: dict, shape: tuple) -> np.ndarray:
+        """log p(x) (``shape`` + (n,)) of the draws X (n, D) with the columns of ``cell`` set to its
+        states (shaped to broadcast against the draws' axis), up to what the cell does not change
+        (a single tree's factors that hold no column of the cell)."""
+        L = np.zeros((self.log_w.size, *shape, X.shape[0]))
         for v in range(self.parent.size):
             a = int(self.parent[v])
-            if v in cell or a in cell:
-                pa = (cell[a] if a in cell else X[:, a]) if a >= 0 else 0
-                F = F + self.log_cond[v][pa, cell[v] if v in cell else X[:, v]]
-        return F
+            if v in cell or a in cell or self.log_w.size > 1:
+                pa = cell[a] if a in cell else X[:, max(a, 0)]
+                f = self._factor(v, pa, cell[v] if v in cell else X[:, v])
+                L = L + f.reshape(f.shape[:1] + (1,) * (L.ndim - f.ndim) + f.shape[1:])  # (M, n): every cell
+        return logsumexp(self.log_w.reshape((-1,) + (1,) * (L.ndim - 1)) + L, axis=0)
 
     def state_weights(self, X: np.ndarray, j: int) -> np.ndarray:
         """Weights (k_j, n) of draws X with Σ_n W[s] f(x_n with x_j = s) ≈ E[f | x_j = s], each row
         summing to 1: importance weights p(x_j = s | the draw's other attributes) / p(x_j = s)."""
-        F = self._cell_log(X, {j: np.arange(self.layout.k[j])[:, None]}) + np.zeros((1, X.shape[0]))
+        kj = self.layout.k[j]
+        F = self._cell_log(X, {j: np.arange(kj)[:, None]}, (kj,))
         R = np.exp(F - F.max(axis=0, keepdims=True))
         R /= R.sum(axis=0, keepdims=True)
         return R / R.sum(axis=1, keepdims=True)
@@ -116,8 +137,7 @@ class TreeSpreadPrior(SpreadPrior):
         x_k = t) ≈ p(x_j = s, x_k = t) E[f | x_j = s, x_k = t]: each draw's p(x_j, x_k | its other
         attributes) over n (Rao-Blackwellised)."""
         kj, kk = self.layout.k[j], self.layout.k[k]
-        cell = {j: np.arange(kj)[:, None, None], k: np.arange(kk)[None, :, None]}
-        F = self._cell_log(X, cell) + np.zeros((1, 1, X.shape[0]))
+        F = self._cell_log(X, {j: np.arange(kj)[:, None, None], k: np.arange(kk)[None, :, None]}, (kj, kk))
         R = np.exp(F - F.max(axis=(0, 1), keepdims=True))
         return R / (R.sum(axis=(0, 1), keepdims=True) * X.shape[0])
 
@@ -158,23 +178,32 @@ def naive_bayes_pair_tables(nb, units: dict) -> dict:
     return {(j, k): np.einsum("c,cs,ct->stc", pi, P[j][:, : ks[j]], P[k][:, : ks[k]]) for j, k in units}
 
 
-def tree_prior(layout: ColumnLayout, units: dict, start: dict) -> TreeSpreadPrior:
+def tree_prior(layout: ColumnLayout, units: dict, start: dict, by_class: bool = False) -> TreeSpreadPrior:
     """``prior="tree"``: the Chow–Liu tree of the released pairs' tables (``pair_tables``; ``start``:
-    naive Bayes's table per pair), over the maximum spanning tree of their mutual information
-    I(x_j; x_k). A column no released pair holds keeps a uniform margin."""
+    naive Bayes's table per pair), the maximum spanning tree of their mutual information I(x_j; x_k);
+    ``by_class`` (``"class-tree"``): one tree per class over the structure of the conditional mutual
+    information I(x_j; x_k | y), weighted by the class margin (tree-augmented naive Bayes's p(x)). A
+    column no released pair holds keeps a uniform margin."""
     ks = [int(k) for k in layout.k]
     D = len(ks)
-    P = {jk: q.sum(axis=2) for jk, q in pair_tables(units, start).items()}
+    Q = pair_tables(units, start)
+    Q = {
+        jk: (np.maximum(q, 1e-300) if by_class else np.maximum(q.sum(axis=2, keepdims=True), 1e-300))
+        for jk, q in Q.items()
+    }
+    M = next(iter(Q.values())).shape[2]
+    w = sum(q.sum(axis=(0, 1)) / q.sum() for q in Q.values()) / len(Q)  # (M,)
+    P = {jk: q / q.sum(axis=(0, 1), keepdims=True) for jk, q in Q.items()}  # p_m(s, t)
     MI = np.zeros((D, D))
-    margin, seen = [np.zeros(k) for k in ks], np.zeros(D)
+    margin, seen = [np.zeros((M, k)) for k in ks], np.zeros(D)
     for (j, k), p in P.items():
-        p = np.maximum(p, 1e-300) / p.sum()
-        pj, pk = p.sum(axis=1), p.sum(axis=0)
-        MI[j, k] = float(np.sum(p * (np.log(p) - np.log(pj)[:, None] - np.log(pk)[None, :])))
-        margin[j] += pj
-        margin[k] += pk
+        pj, pk = p.sum(axis=1), p.sum(axis=0)  # (k_j, M), (k_k, M)
+        mi = np.sum(p * (np.log(p) - np.log(pj)[:, None] - np.log(pk)[None]), axis=(0, 1))
+        MI[j, k] = float(w @ mi)
+        margin[j] += pj.T
+        margin[k] += pk.T
         seen[[j, k]] += 1
-    margin = [m / s if s else np.full(k, 1.0 / k) for m, s, k in zip(margin, seen, ks)]
+    margin = [m / s if s else np.full((M, k), 1.0 / k) for m, s, k in zip(margin, seen, ks)]
     # csgraph reads 0 as no edge: a released pair's weight is below 0 even at zero information
     W = np.zeros((D, D))
     for j, k in P:
@@ -195,28 +224,27 @@ def tree_prior(layout: ColumnLayout, units: dict, start: dict) -> TreeSpreadPrio
     for v in range(D):
         a = int(parent[v])
         if a < 0:
-            log_cond.append(np.log(np.maximum(margin[v], 1e-300))[None])
+            log_cond.append(np.log(np.maximum(margin[v], 1e-300))[:, None, :])
             continue
-        p = P[(a, v)] if a < v else P[(v, a)].T  # (k_a, k_v)
-        p = np.maximum(p, 1e-300)
-        log_cond.append(np.log(p / p.sum(axis=1, keepdims=True)))
+        p = P[(a, v)] if a < v else P[(v, a)].transpose(1, 0, 2)  # (k_a, k_v, M)
+        log_cond.append(np.log(p / p.sum(axis=1, keepdims=True)).transpose(2, 0, 1))
         mi[v] = MI[min(a, v), max(a, v)]
-    return fixed_tree(layout, parent, log_cond, mi)
+    return fixed_tree(layout, parent, log_cond, mi, np.log(w))
 
 
-def fixed_tree(layout: ColumnLayout, parent: np.ndarray, log_cond: list, mi: np.ndarray | None = None):
-    """The TreeSpreadPrior of these parents and log-conditionals (``TreeSpreadPrior``), with its
-    marginals, each column's from its parent's, in ``disc``."""
+def fixed_tree(layout: ColumnLayout, parent, log_cond: list, mi=None, log_w=None) -> TreeSpreadPrior:
+    """The TreeSpreadPrior of these parents, log-conditionals ((k_pa, k_v), or (M, k_pa, k_v) with the
+    components' log-weights ``log_w``; (1, k_v) or (M, 1, k_v) at a root), with its marginals in ``disc``."""
+    log_cond = [lc if lc.ndim == 3 else lc[None] for lc in log_cond]
     out = _empty(layout, "gaussian", 1)
     prior = TreeSpreadPrior(
         **{f.name: getattr(out, f.name) for f in fields(SpreadPrior)},
         parent=np.asarray(parent),
+        log_w=np.zeros(1) if log_w is None else np.asarray(log_w, float),
         log_cond=log_cond,
         mutual_information=np.zeros(len(parent)) if mi is None else mi,
     )
-    ks = layout.k
-    for v in prior.order():
-        a = int(prior.parent[v])
-        pv = np.exp(log_cond[v][0]) if a < 0 else prior.disc[a, : ks[a]] @ np.exp(log_cond[v])
-        prior.disc[v, : ks[v]] = pv
+    w = np.exp(prior.log_w)
+    for v, k in enumerate(layout.k):
+        prior.disc[v, :k] = sum(w[m] * prior._margin(m, v) for m in range(w.size))
     return prior
