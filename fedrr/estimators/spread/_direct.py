@@ -244,25 +244,29 @@ class TwoPairLikelihood(_DrawnModel):
         super().__init__(design, prior, n_classes, n_draws, seed)
         exact = self.X.shape[0] == int(np.prod(self.ks.astype(float)))  # every x once: weight by p(x) itself
         self.units, self.n = two_pair_units(groups, X)
-        self.Wm = {jk: self._cell_weights(prior, *jk, exact) for jk in self.units}
+        for jk, (cnt, *L) in self.units.items():  # class-major (C, u, k) for the products in value_grad
+            self.units[jk] = (cnt, *(np.ascontiguousarray(x.transpose(2, 0, 1)) for x in L))
+        self.cells = {jk: self._cell_weights(prior, *jk, exact) for jk in self.units}
 
-    def _cell_weights(self, prior, j: int, k: int, exact: bool) -> np.ndarray:
-        """p(x_j = s, x_k = t) times the draws' weights given that cell (k_j, k_k, n), each cell's
-        weights summing to 1: by p(x) with the two states set when every x is drawn once, a tree's own
-        (``TreeSpreadPrior.cell_weights``), else the product of the one-attribute weights, renormalised
-        (exact for a mixture: p(s | z) p(t | z))."""
+    def _cell_weights(self, prior, j: int, k: int, exact: bool) -> tuple:
+        """(scale (k_j, k_k), Wa, Wb): the cells' weights Wm = scale[:, :, None] Wa Wb (k_j, k_k, n),
+        p(x_j = s, x_k = t) times the draws' weights given that cell, each cell's weights summing to 1:
+        by p(x) with the two states set when every x is drawn once (Wa (k_j, k_k, n), Wb ones), a tree's
+        own (``TreeSpreadPrior.cell_weights`` as Wa), else the product of the one-attribute weights
+        Wa (k_j, 1, n), Wb (1, k_k, n), renormalised (exact for a mixture: p(s | z) p(t | z)). Factors,
+        not the product, where they are factors: Adult's would take 600 MB."""
         kj, kk = self.ks[j], self.ks[k]
         if isinstance(prior, TreeSpreadPrior) and not exact:
-            return prior.cell_weights(self.X, j, k)
+            return np.ones((kj, kk)), prior.cell_weights(self.X, j, k), np.ones((1, 1, self.X.shape[0]))
+        pm = pair_margin(prior, j, k, kj, kk)
         if exact:
             Xs = np.repeat(self.X[None, None], kj, axis=0).repeat(kk, axis=1)
             Xs[..., j] = np.arange(kj)[:, None, None]
             Xs[..., k] = np.arange(kk)[None, :, None]
             W = np.exp(_log_prob(prior, Xs.reshape(-1, self.D))).reshape(kj, kk, -1)
-        else:
-            W = self.W[j][:, None, :] * self.W[k][None, :, :]
-        W = W / W.sum(axis=2, keepdims=True)
-        return pair_margin(prior, j, k, kj, kk)[:, :, None] * W
+            return pm, W / W.sum(axis=2, keepdims=True), np.ones((1, 1, W.shape[2]))
+        Wa, Wb = np.ascontiguousarray(self.W[j][:, None, :]), np.ascontiguousarray(self.W[k][None, :, :])
+        return pm / (self.W[j] @ self.W[k].T), Wa, Wb
 
     def value_grad(self, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """(−log-likelihood, its gradient in coef (Rn, n_inputs), in the intercepts (Rn,))."""
@@ -273,20 +277,45 @@ class TwoPairLikelihood(_DrawnModel):
         Xd = self.X
         for (j, k), (cnt, Lj, Lk) in self.units.items():
             base = full - T[j][Xd[:, j]] - T[k][Xd[:, k]]  # (n, Rn): the draws without x_j, x_k
-            ell = base[None, None] + (T[j][:, None, :] + T[k][None, :, :])[:, :, None, :]  # (k_j, k_k, n, Rn)
-            Wm = self.Wm[(j, k)]
-            P, q = self._table(ell, Wm)  # q_jk(s, t, c)
-            pv = np.maximum(np.einsum("usc,utc,stc->u", Lj, Lk, q), 1e-300)
+            q, back = self._pair_table(base, T[j], T[k], self.cells[(j, k)])  # q_jk(s, t, c)
+            pv = np.maximum(np.einsum("cus,cus->u", Lj, Lk @ q.transpose(2, 1, 0)), 1e-300)  # p(v_j, v_k)
             loss -= float(cnt @ np.log(pv))
-            G = -np.einsum("u,usc,utc->stc", cnt / pv, Lj, Lk)  # d loss / d q_jk(s, t, c)
-            A = self._logit_grad(P, Wm, G)  # (k_j, k_k, n, Rn)
-            gT[j] += A.sum(axis=(1, 2))
-            gT[k] += A.sum(axis=(0, 2))
-            a = A.sum(axis=(0, 1))  # (n, Rn)
-            gT[j] -= _bincount(Xd[:, j], a, self.ks[j])
-            gT[k] -= _bincount(Xd[:, k], a, self.ks[k])
+            G = -(Lj.transpose(0, 2, 1) @ (Lk * (cnt / pv)[:, None])).transpose(1, 2, 0)  # d loss / d q_jk(s, t, c)
+            gj, gk, a = back(G)
+            gT[j] += gj - _bincount(Xd[:, j], a, self.ks[j])  # a (n, Rn): through the draws' own states
+            gT[k] += gk - _bincount(Xd[:, k], a, self.ks[k])
             a_tot += a
         return (loss, *self._close(gT, a_tot))
+
+    def _pair_table(self, base, tj, tk, cell) -> tuple:
+        """(q (k_j, k_k, C), back) for the logits ℓ = base[n] + tj[s] + tk[t] and the cells' weights
+        ``cell``; back(G) with G = d loss / d q gives the gradients in tj (k_j, Rn), tk (k_k, Rn) and
+        base (n, Rn). A binary model's by ``two_pair_table`` and ``two_pair_grad`` (e^{−ℓ} a product
+        of three exps, no (k_j, k_k, n) array), unless the parts' sizes could take that product past
+        exp's range; else in numpy."""
+        scale, Wa, Wb = cell
+        if self.Rn == 1 and np.abs(base).max() + np.abs(tj).max() + np.abs(tk).max() < 600.0:
+            from ._kernels import two_pair_grad, two_pair_table  # numba: compiled at first use
+
+            e = (np.exp(-base[:, 0]), np.exp(-tj[:, 0]), np.exp(-tk[:, 0]))
+            q = np.empty((*scale.shape, 2))
+            two_pair_table(*e, scale, Wa, Wb, q)
+
+            def back(G):
+                gj, gk, a = np.zeros((scale.shape[0], 1)), np.zeros((scale.shape[1], 1)), np.zeros((e[0].size, 1))
+                two_pair_grad(*e, scale, Wa, Wb, G[..., 1] - G[..., 0], gj[:, 0], gk[:, 0], a[:, 0])
+                return gj, gk, a
+
+            return q, back
+        ell = base[None, None] + (tj[:, None, :] + tk[None, :, :])[:, :, None, :]  # (k_j, k_k, n, Rn)
+        Wm = scale[:, :, None] * Wa * Wb
+        P, q = self._table(ell, Wm)
+
+        def back(G):
+            A = self._logit_grad(P, Wm, G)  # (k_j, k_k, n, Rn)
+            return A.sum(axis=(1, 2)), A.sum(axis=(0, 2)), A.sum(axis=(0, 1))
+
+        return q, back
 
 
 def two_pair_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
