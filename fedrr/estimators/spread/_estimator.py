@@ -30,7 +30,6 @@ from ...parallel import ThreadExecutor
 from .._naive_bayes_releases import check_naive_bayes_mechanism
 from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
-from ._direct import N_DRAWS as DIRECT_DRAWS
 from ._direct import check_direct, check_tree, direct_blocker, fit_direct, pair_likelihood, two_pair_units
 from ._em import EMOptions, run_em
 from ._estep import shard_factories
@@ -430,7 +429,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     def _fit_direct(self, Xv, groups, design: Design, layout, prior, p: dict, start, center, entropy):
         """``solver="direct"``: the penalised pair-report likelihood maximised by L-BFGS (``_direct``)."""
         check_direct(groups, prior, p)
-        lik = pair_likelihood(groups, Xv, design, prior, len(self.classes_), DIRECT_DRAWS, entropy)
+        lik = pair_likelihood(groups, Xv, design, prior, len(self.classes_), entropy)
         res = fit_direct(lik, p["C"], p["fit_intercept"], center, start, p["max_iter"])
         self.design_, self.layout_ = design, layout
         self.n_features_in_ = layout.n_features
