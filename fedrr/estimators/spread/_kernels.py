@@ -606,22 +606,24 @@ def log_g_lookup(xs, W, intercept, yterm, pair_cols, pair_off, pair_tab, lg, res
 _TWO_PAIR = dict(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc", "contract"})
 
 
+@njit(inline="always", cache=True)
+def _cell(Wa, Wb, cj, ck, s, t):
+    """Cell (s, t)'s weight factors (Wa and Wb broadcast on a length-1 axis) and e^{−ℓ}'s state part."""
+    return Wa[s % Wa.shape[0], t % Wa.shape[1]], Wb[s % Wb.shape[0], t % Wb.shape[1]], cj[s] * ck[t]
+
+
 @njit(**_TWO_PAIR)
 def two_pair_table(eb, cj, ck, scale, Wa, Wb, q):
     """A binary model's joint table q (k_j, k_k, 2) of two attributes, q[s, t, c] = Σ_n Wm[s, t, n]
     p(c | ℓ_stn), with the cell weights Wm = scale[s, t] Wa[s, t, n] Wb[s, t, n] (Wa and Wb broadcast
     on a length-1 axis) and e^{−ℓ_stn} = eb[n] cj[s] ck[t]: one exp per draw and per state, not per
     entry (the caller keeps the product within exp's range)."""
-    kj, kk = scale.shape
-    n = eb.size
-    for s in range(kj):
-        for t in range(kk):
-            wa = Wa[s % Wa.shape[0], t % Wa.shape[1]]
-            wb = Wb[s % Wb.shape[0], t % Wb.shape[1]]
-            c = cj[s] * ck[t]
+    for s in range(scale.shape[0]):
+        for t in range(scale.shape[1]):
+            wa, wb, c = _cell(Wa, Wb, cj, ck, s, t)
             q0 = 0.0
             q1 = 0.0
-            for i in range(n):
+            for i in range(eb.size):
                 e = eb[i] * c
                 wr = wa[i] * wb[i] / (1.0 + e)  # w p(1 | ℓ)
                 q1 += wr
@@ -635,16 +637,12 @@ def two_pair_grad(eb, cj, ck, scale, Wa, Wb, g, gj, gk, a):
     """``two_pair_table``'s gradient from g (k_j, k_k) = d loss / d q[s, t, 1] − d loss / d q[s, t, 0]:
     with h = Wm p(1 − p) = d q[s, t, 1] / d ℓ_stn, adds Σ_{t,n} g h to gj[s], Σ_{s,n} g h to gk[t] and
     Σ_{s,t} g h to a[n] (the draws' logits), without the (k_j, k_k, n) array."""
-    kj, kk = scale.shape
-    n = eb.size
-    for s in range(kj):
-        for t in range(kk):
-            wa = Wa[s % Wa.shape[0], t % Wa.shape[1]]
-            wb = Wb[s % Wb.shape[0], t % Wb.shape[1]]
-            c = cj[s] * ck[t]
+    for s in range(scale.shape[0]):
+        for t in range(scale.shape[1]):
+            wa, wb, c = _cell(Wa, Wb, cj, ck, s, t)
             gst = g[s, t] * scale[s, t]
             acc = 0.0
-            for i in range(n):
+            for i in range(eb.size):
                 e = eb[i] * c
                 r = 1.0 / (1.0 + e)
                 h = wa[i] * wb[i] * e * r * r
