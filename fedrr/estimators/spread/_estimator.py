@@ -81,7 +81,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         attributes co-occur, which records releasing two or more attributes show; or "tree": the
         Chow–Liu tree p(x) = Π_v p(x_v | x_pa(v)) of the pair tables p(x_j, x_k) that paired releases
         of two pairs per record identify (maximum likelihood per released pair, ``_priors._tree``),
-        fixed, fitted by the direct solver only (learned: ``prior_["tree"]``).
+        fixed, fitted by the direct solver only (learned: ``prior_["tree"]``), or "class-tree": one
+        such tree per class over the structure of I(x_j; x_k | y) (tree-augmented naive Bayes's p(x)).
     n_latent_classes : components of the "latent-class" prior.
     init : where EM starts: "calibration" (default: an M-step on the regression-calibration inputs,
         each record's features replaced by their posterior mean under the prior), "naive-bayes"
