@@ -272,10 +272,13 @@ class TwoPairLikelihood(_DrawnModel):
     of attributes, which is where a prior that knows how attributes co-occur enters. A mixture prior's
     draws are stratified (``prior_draws``)."""
 
-    def __init__(self, groups: list, X: np.ndarray, design, prior, n_classes: int, n_draws: int, seed: int):
+    def __init__(self, groups, X, design, prior, n_classes: int, n_draws: int, seed: int, units: dict | None = None):
         super().__init__(design, prior, n_classes, n_draws, seed, stratified=True)
         exact = self.X.shape[0] == int(np.prod(self.ks.astype(float)))  # every x once: weight by p(x) itself
-        self.units, self.n = two_pair_units(groups, X)
+        if units is None:
+            self.units, self.n = two_pair_units(groups, X)
+        else:  # built already (a tree prior's fit reads them too)
+            self.units, self.n = dict(units), int(sum(u[0].sum() for u in units.values()))
         for jk, (cnt, *L) in self.units.items():  # class-major (C, u, k) for the products in value_grad
             self.units[jk] = (cnt, *(np.ascontiguousarray(x.transpose(2, 0, 1)) for x in L))
         self.cells = {jk: self._cell_weights(prior, *jk, exact) for jk in self.units}
@@ -385,12 +388,13 @@ def pair_margin(prior, j: int, k: int, kj: int, kk: int) -> np.ndarray:
     return np.outer(prior_margin(prior, j, kj), prior_margin(prior, k, kk))
 
 
-def pair_likelihood(groups: list, X: np.ndarray, design, prior, n_classes: int, seed: int):
+def pair_likelihood(groups: list, X: np.ndarray, design, prior, n_classes: int, seed: int, units=None):
     """The likelihood of these paired releases: ``PairLikelihood`` for one pair per record on N_DRAWS
-    draws, ``TwoPairLikelihood`` for two (on TWO_PAIR_DRAWS stratified draws of a mixture prior)."""
+    draws, ``TwoPairLikelihood`` for two (on TWO_PAIR_DRAWS stratified draws of a mixture prior; ``units``:
+    their ``two_pair_units`` if already built)."""
     if groups[0][0].paired.n_sampled == 2:
         n_draws = TWO_PAIR_DRAWS if isinstance(prior, MixtureSpreadPrior) else N_DRAWS
-        return TwoPairLikelihood(groups, X, design, prior, n_classes, n_draws, seed)
+        return TwoPairLikelihood(groups, X, design, prior, n_classes, n_draws, seed, units)
     return PairLikelihood(groups, X, design, prior, n_classes, N_DRAWS, seed)
 
 

@@ -413,13 +413,14 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if tree:
             check_tree(groups, p["solver"])
         pools = [(rm, Xv[rows]) for rm, rows in groups]
-        prior = self._initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo)
+        units = two_pair_units(groups, Xv)[0] if tree else None  # the tree's pair tables and likelihood read them
+        prior = self._initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo, units)
         start, center = self._naive_bayes_uses(Xv, yi, groups, design, p)
         self.solver_ = p["solver"]
         if self.solver_ == "auto":  # two pairs per record go to the direct solver with a tree only
             self.solver_ = "direct" if direct_blocker(groups, prior, p, 2 if tree else 1) is None else "em"
         if self.solver_ == "direct":
-            return self._fit_direct(Xv, groups, design, layout, prior, p, start, center, entropy)
+            return self._fit_direct(Xv, groups, design, layout, prior, p, start, center, entropy, units)
         S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)  # EM's shards: their memory is checked
         check_memory(n, layout.n_features, design.n_inputs, C, S, p["n_chains"], p["shard_size"], layout.kmax)
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
@@ -427,10 +428,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         group = shard_group(executor, factories, chains=p["n_chains"])
         return self._fit_group(group, design, layout, prior, p, S, start, center)
 
-    def _fit_direct(self, Xv, groups, design: Design, layout, prior, p: dict, start, center, entropy):
+    def _fit_direct(self, Xv, groups, design: Design, layout, prior, p: dict, start, center, entropy, units=None):
         """``solver="direct"``: the penalised pair-report likelihood maximised by L-BFGS (``_direct``)."""
         check_direct(groups, prior, p)
-        lik = pair_likelihood(groups, Xv, design, prior, len(self.classes_), entropy)
+        lik = pair_likelihood(groups, Xv, design, prior, len(self.classes_), entropy, units)
         res = fit_direct(lik, p["C"], p["fit_intercept"], center, start, p["max_iter"])
         self.design_, self.layout_ = design, layout
         self.n_features_in_ = layout.n_features
@@ -567,10 +568,19 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             return self
 
     def _initial_prior(
-        self, layout: ColumnLayout, pools, p, n: int, releases=None, seed: int = 0, memo: dict | None = None
+        self,
+        layout: ColumnLayout,
+        pools,
+        p,
+        n: int,
+        releases=None,
+        seed: int = 0,
+        memo: dict | None = None,
+        units: dict | None = None,
     ) -> SpreadPrior:
         """The prior EM starts from; ``memo`` (a CV's, or None) shares the latent-class fit and the
-        learned prior's center between fits on the same releases."""
+        learned prior's center between fits on the same releases; ``units``: the releases'
+        ``two_pair_units``, for a tree."""
         if isinstance(p["prior"], str) and p["prior"] in FITTED_PRIORS:  # (X, y, groups)
             if releases is None:  # fit_pool streams the pool: it has none
                 msg = f"'{p['prior']}' is fitted on the released records: use fit, not fit_pool"
@@ -581,7 +591,6 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                 key = (p["prior"], _releases_key(*releases))
                 if memo is not None and key in memo:
                     return memo[key]
-                units = two_pair_units(releases[2], releases[0])[0]
                 nb = naive_bayes_pair_tables(naive_bayes_prior(*releases, layout), units)
                 prior = tree_prior(layout, units, nb, by_class=p["prior"] == "class-tree")
                 if memo is not None:
