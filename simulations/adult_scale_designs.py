@@ -27,6 +27,13 @@ more pairs per person, ``prior_choice`` holds the prior the releases chose and i
 Rows are appended to the CSV ``--out`` (created with a header naming the command), one per fit.
 ``--paired --fits F ...`` prints those fits against ``ldp-nb`` on the same releases (paired
 differences over the seeds both have) from ``--out`` and stops.
+``--split validation`` draws the people from 80 % of Adult's training rows and scores on the other 20 %
+(``validation_split``, below), never on adult.test: where a default (a prior, a design) is chosen. Its
+rows carry a ``scored_on`` column, so they go to their own CSV::
+
+    python simulations/adult_scale_designs.py --split validation --n 1000000 --eps 1 2 4 --designs m2 \
+        --fits auto:1:solver=direct lc4:1:solver=direct tree:1 ldp-nb --seeds 0 1 \
+        --out results/adult_scale_designs/prior_rule.csv
 
 ``--c-rule``: which C the spread CV should refit with when its selection is cut (``selection_size``),
 decided on a validation split of Adult's training rows, never on adult.test. A fixed 20 % of the
@@ -389,6 +396,34 @@ def c_rule_summary(path: Path) -> str:
     return "\n".join(out)
 
 
+def open_runs(out: Path, split: str, argv) -> tuple:
+    """(file, csv writer) appending to the runs CSV ``out``, whose columns must be this split's."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    new = not out.exists()
+    fields = FIELDS + (["scored_on"] if split == "validation" else [])
+    if not new:
+        with out.open() as f:
+            header = next(line for line in f if not line.startswith("#")).strip().split(",")
+        if header != fields:
+            raise SystemExit(f"{out} has the columns {header}; --split {split} writes {fields}")
+    f = out.open("a", newline="")
+    f.write(f"# {'' if new else '+ '}{command_line(argv)}\n")
+    w = csv.DictWriter(f, fields)
+    if new:
+        w.writeheader()
+    return f, w
+
+
+def study_rows(split: str) -> tuple:
+    """(states per attribute, (X, y) people are drawn from, (X, y) scored on): all training rows and
+    adult.test, or ``validation_split``'s 80 % and 20 % (never adult.test: where choices are made)."""
+    if split == "validation":
+        return validation_split()
+    ds = load("adult_binned")
+    test = ds.extra["is_test"]
+    return ds.schema.states(), (ds.X[~test], ds.y[~test]), (ds.X[test], ds.y[test])
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, nargs="+", default=[100_000])
@@ -397,6 +432,12 @@ def main(argv=None):
     ap.add_argument("--fits", nargs="+", default=["nb:1", "ldp-nb"])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--out", type=Path, default=Path("results/adult_scale_designs/runs.csv"))
+    ap.add_argument(
+        "--split",
+        choices=["test", "validation"],
+        default="test",
+        help="draw people from all training rows and score on adult.test, or from 80 %% and score on the other 20 %%",
+    )
     ap.add_argument("--summarise", action="store_true", help="print the table of --out and stop")
     ap.add_argument(
         "--validate", action="store_true", help="print the planner's top three designs against --out's cv fits, stop"
@@ -417,21 +458,8 @@ def main(argv=None):
     if a.validate:
         print(validate(a.out))
         return
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    new = not a.out.exists()
-    f = a.out.open("a", newline="")
-    if new:
-        f.write(f"# {command_line(argv)}\n")
-    else:
-        f.write(f"# + {command_line(argv)}\n")
-    w = csv.DictWriter(f, FIELDS)
-    if new:
-        w.writeheader()
-
-    ds = load("adult_binned")
-    ks = ds.schema.states()
-    test = ds.extra["is_test"]
-    Xtr, ytr, Xte, yte = ds.X[~test], ds.y[~test], ds.X[test], ds.y[test]
+    f, w = open_runs(a.out, a.split, argv)
+    ks, (Xtr, ytr), (Xte, yte) = study_rows(a.split)
     for n in a.n:
         for eps in a.eps:
             for design in a.designs:
@@ -445,6 +473,8 @@ def main(argv=None):
                         est, sec, extra = fit_one(spec, Xt, yt, mech, seed)
                         row = {"n": n, "eps": eps, "design": name, "seed": seed, "fit": spec}
                         row |= metrics(est, Xte, yte) | {"seconds": sec, "mechanism": describe(mech)} | extra
+                        if a.split == "validation":
+                            row["scored_on"] = "validation (20 % of the training rows)"
                         row = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
                         w.writerow(row)
                         f.flush()
