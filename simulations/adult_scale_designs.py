@@ -28,12 +28,16 @@ Rows are appended to the CSV ``--out`` (created with a header naming the command
 ``--paired --fits F ...`` prints those fits against ``ldp-nb`` on the same releases (paired
 differences over the seeds both have) from ``--out`` and stops.
 ``--split validation`` draws the people from 80 % of Adult's training rows and scores on the other 20 %
-(``validation_split``, below), never on adult.test: where a default (a prior, a design) is chosen. Its
-rows carry a ``scored_on`` column, so they go to their own CSV::
+(``validation_split``, below), never on adult.test: where a default (a prior, a design) is chosen. Each
+row's ``scored_on`` says which (empty in rows made before the column: adult.test), and ``--summarise``,
+``--paired`` and ``--validate`` read the split ``--split`` names (default test). ``--prior-rule --split
+validation`` tabulates the prior rules for two pairs against the one-pair defaults (``prior_rule``)::
 
-    python simulations/adult_scale_designs.py --split validation --n 1000000 --eps 1 2 4 --designs m2 \
-        --fits auto:1:solver=direct lc4:1:solver=direct tree:1 ldp-nb --seeds 0 1 \
-        --out results/adult_scale_designs/prior_rule.csv
+    python simulations/adult_scale_designs.py --split validation --n 1000000 --eps 1 2 4 --designs m2 \\
+        --fits tree:1 auto:1:solver=direct lc4:1:solver=direct ldp-nb --seeds 0 1
+    python simulations/adult_scale_designs.py --split validation --n 1000000 --eps 1 2 4 --designs plan \\
+        --fits cv ldp-nb --seeds 0 1
+    python simulations/adult_scale_designs.py --prior-rule --split validation
 
 ``--c-rule``: which C the spread CV should refit with when its selection is cut (``selection_size``),
 decided on a validation split of Adult's training rows, never on adult.test. A fixed 20 % of the
@@ -86,6 +90,7 @@ FIELDS = [
     "mechanism",
     "trace",
     "prior_choice",
+    "scored_on",
 ]
 #: iterations at which the coefficient norm is recorded in ``trace`` (does it still move at the stop?)
 TRACE_AT = (10, 25, 50, 100, 150, 200, 300, 400, 600, 800)
@@ -170,10 +175,17 @@ def fit_one(spec: str, Xt, yt, mech, seed: int):
     return est, time.perf_counter() - t, extra
 
 
-def summarise(path: Path) -> str:
-    """Markdown table of a runs CSV: mean ± sd over seeds per (N, ε, design, fit)."""
+def read_runs(path: Path, split: str) -> list[dict]:
+    """The rows of a runs CSV scored on ``split`` ("test": adult.test, the rows before the column
+    ``scored_on`` was added included; "validation")."""
     with path.open() as f:
         rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    return [r for r in rows if (r.get("scored_on") or "test").startswith(split)]
+
+
+def summarise(path: Path, split: str = "test") -> str:
+    """Markdown table of a runs CSV: mean ± sd over seeds per (N, ε, design, fit)."""
+    rows = read_runs(path, split)
     cells: dict = {}
     for r in rows:
         cells.setdefault((int(r["n"]), float(r["eps"]), r["design"], r["fit"]), []).append(r)
@@ -193,11 +205,68 @@ def summarise(path: Path) -> str:
     return "\n".join(out)
 
 
-def paired(path: Path, fits: list[str]) -> str:
+def prior_rule(path: Path, split: str = "validation") -> str:
+    """Markdown table of the prior rules for two pairs per person against the one-pair defaults, from a
+    runs CSV holding, per (N, ε, seed), design m2's fits ``tree:1``, ``lc4:1:solver=direct`` and
+    ``auto:1:solver=direct`` (the chooser's pick between latent-class and naive Bayes) and design plan's
+    ``cv`` (the same people: the draw of people depends on (seed, N) alone). The rule "chooser, else tree"
+    takes the latent-class fit where the chooser keeps it and the tree where it keeps naive Bayes. Each
+    cell: mean accuracy / balanced accuracy / AUC over the seeds that have every fit, and the mean
+    paired difference in accuracy from the one-pair defaults (± its sd over seeds)."""
+    rows = read_runs(path, split)
+    fit = {(int(r["n"]), float(r["eps"]), int(r["seed"]), r["design"], r["fit"]): r for r in rows}
+    rules = {
+        "tree": lambda g: g("m2", "tree:1"),
+        "latent-class 4": lambda g: g("m2", "lc4:1:solver=direct"),
+        "chooser, else naive Bayes (auto)": lambda g: g("m2", "auto:1:solver=direct"),
+        "chooser, else tree": lambda g: (
+            g("m2", "lc4:1:solver=direct")
+            if g("m2", "auto:1:solver=direct")["prior_choice"].startswith("latent-class")
+            else g("m2", "tree:1")
+        ),
+        "paired naive Bayes (m2)": lambda g: g("m2", "ldp-nb"),
+    }
+    out = [
+        "| N | ε | seeds | one pair, defaults | " + " | ".join(rules) + " |",
+        "|" + "---|" * (4 + len(rules)),
+    ]
+    for n, eps in sorted({k[:2] for k in fit}):
+        cols, base, seeds = {name: [] for name in rules}, [], []
+        for seed in sorted({k[2] for k in fit if k[:2] == (n, eps)}):
+
+            def g(design, spec, seed=seed, n=n, eps=eps):
+                return fit[(n, eps, seed, design, spec)]
+
+            try:
+                got = {name: rule(g) for name, rule in rules.items()}
+                one = g("plan", "cv")
+            except KeyError:  # a seed without every fit
+                continue
+            seeds.append(seed)
+            base.append([float(one[k]) for k in ("accuracy", "balanced", "auc")])
+            for name, r in got.items():
+                cols[name].append([float(r[k]) for k in ("accuracy", "balanced", "auc")])
+        if not seeds:
+            continue
+        b = np.array(base)
+        cells = []
+        for v in cols.values():
+            v = np.array(v)
+            d = v[:, 0] - b[:, 0]
+            sd = f" ± {d.std(ddof=1):.3f}" if len(d) > 1 else ""
+            m = v.mean(axis=0)
+            cells.append(f"{m[0]:.4f} / {m[1]:.3f} / {m[2]:.3f} (Δ {d.mean():+.3f}{sd})")
+        m = b.mean(axis=0)
+        out.append(
+            f"| {n:,} | {eps:g} | {len(seeds)} | {m[0]:.4f} / {m[1]:.3f} / {m[2]:.3f} | " + " | ".join(cells) + " |"
+        )
+    return "\n".join(out)
+
+
+def paired(path: Path, fits: list[str], split: str = "test") -> str:
     """Markdown table of ``fits`` against ``ldp-nb`` on the same releases (same N, ε, design and seed):
     each metric's mean ± sd over the seeds both have, and the paired difference's."""
-    with path.open() as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    rows = read_runs(path, split)
     by = {(int(r["n"]), float(r["eps"]), r["design"], r["fit"], int(r["seed"])): r for r in rows}  # the last run
     out = ["| N | ε | design | fit | seeds | accuracy | balanced | AUC | Δ accuracy | Δ balanced | Δ AUC | fit s |"]
     out.append("|" + "---|" * 12)
@@ -226,14 +295,13 @@ def paired(path: Path, fits: list[str]) -> str:
     return "\n".join(out)
 
 
-def validate(path: Path, fit: str = "cv") -> str:
+def validate(path: Path, fit: str = "cv", split: str = "test") -> str:
     """The planner against measurement (issue 46 item 3): per (N, ε) of the runs CSV, the planner's top
     three designs by its default ranking, each with its predicted errors (pair tables' RMS relative
     error, three-way co-occurrence error) and its measured ``fit`` (mean ± sd over seeds: accuracy,
     balanced, AUC); which design each ranking chooses ("report", the default, and "prefer") and
     whether the choice is within 0.3 points of accuracy of the best measured of the three."""
-    with path.open() as f:
-        rows = list(csv.DictReader(line for line in f if not line.startswith("#")))
+    rows = read_runs(path, split)
     ks = load("adult_binned").schema.states()
     runs: dict = {}
     for r in rows:  # the latest row of a (N, ε, design, seed) wins; "plan" is the planner's own pick
@@ -396,19 +464,18 @@ def c_rule_summary(path: Path) -> str:
     return "\n".join(out)
 
 
-def open_runs(out: Path, split: str, argv) -> tuple:
-    """(file, csv writer) appending to the runs CSV ``out``, whose columns must be this split's."""
+def open_runs(out: Path, argv) -> tuple:
+    """(file, csv writer) appending to the runs CSV ``out``, whose columns must be FIELDS."""
     out.parent.mkdir(parents=True, exist_ok=True)
     new = not out.exists()
-    fields = FIELDS + (["scored_on"] if split == "validation" else [])
     if not new:
         with out.open() as f:
             header = next(line for line in f if not line.startswith("#")).strip().split(",")
-        if header != fields:
-            raise SystemExit(f"{out} has the columns {header}; --split {split} writes {fields}")
+        if header != FIELDS:
+            raise SystemExit(f"{out} has the columns {header}; this script writes {FIELDS}")
     f = out.open("a", newline="")
     f.write(f"# {'' if new else '+ '}{command_line(argv)}\n")
-    w = csv.DictWriter(f, fields)
+    w = csv.DictWriter(f, FIELDS)
     if new:
         w.writeheader()
     return f, w
@@ -446,19 +513,23 @@ def main(argv=None):
     ap.add_argument(
         "--paired", action="store_true", help="print --fits against ldp-nb on the same releases (paired Δ) and stop"
     )
+    ap.add_argument("--prior-rule", action="store_true", help="print the prior rules' table of --out and stop")
     a = ap.parse_args(argv)
     if a.c_rule:
         return c_rule(a, argv)
+    if a.prior_rule:
+        print(prior_rule(a.out, a.split))
+        return
     if a.paired:
-        print(paired(a.out, [f for f in a.fits if f != "ldp-nb"]))
+        print(paired(a.out, [f for f in a.fits if f != "ldp-nb"], a.split))
         return
     if a.summarise:
-        print(summarise(a.out))
+        print(summarise(a.out, a.split))
         return
     if a.validate:
-        print(validate(a.out))
+        print(validate(a.out, split=a.split))
         return
-    f, w = open_runs(a.out, a.split, argv)
+    f, w = open_runs(a.out, argv)
     ks, (Xtr, ytr), (Xte, yte) = study_rows(a.split)
     for n in a.n:
         for eps in a.eps:
@@ -473,8 +544,7 @@ def main(argv=None):
                         est, sec, extra = fit_one(spec, Xt, yt, mech, seed)
                         row = {"n": n, "eps": eps, "design": name, "seed": seed, "fit": spec}
                         row |= metrics(est, Xte, yte) | {"seconds": sec, "mechanism": describe(mech)} | extra
-                        if a.split == "validation":
-                            row["scored_on"] = "validation (20 % of the training rows)"
+                        row["scored_on"] = "validation" if a.split == "validation" else "test"
                         row = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
                         w.writerow(row)
                         f.flush()
