@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
+import fedrr.estimators.spread._estimator as estimator_module
 from fedrr.errors import ValidationError
-from fedrr.estimators import SpreadLogisticRegression
+from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.estimators.spread._design import ColumnLayout
 from fedrr.estimators.spread._direct import TwoPairLikelihood
 from fedrr.estimators.spread._paired import PairedView
@@ -165,3 +166,25 @@ def test_pair_table_em_reaches_the_penalised_maximum():
         plain = (plain * (L.T @ (cnt / (L @ plain))) + a * q0) / (N + a)
     assert objective(q) >= objective(plain) - 1e-6
     assert np.abs(q - plain).max() < 1e-3
+
+
+def test_a_cv_builds_each_folds_likelihood_once_for_all_its_cs(monkeypatch):
+    """The CV's fits on one fold share the tree and its two-pair likelihood across the Cs: 3 folds × 2 Cs
+    build 3 likelihoods for the selection (and one for the refit on all releases), and the refit's
+    numbers are those of a lone fit at its C."""
+    built = []
+    original = estimator_module.pair_likelihood
+
+    def counted(*args, **kwargs):
+        built.append(args[1].shape[0])
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(estimator_module, "pair_likelihood", counted)
+    Xt, yt, mech = _chain_releases(1500, 4, 6.0)
+    kw = {"Cs": [0.1, 1.0], "cv": 3, "prior": "tree", "solver": "direct", "encoding": "onehot", "random_state": 0}
+    cv = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=mech)
+    selection = [n for n in built if n < 1500]
+    assert len(selection) == 3  # one per fold (6 without the sharing)
+    lone = SpreadLogisticRegression(C=cv.C_, prior="tree", encoding="onehot", random_state=0)
+    lone.fit(Xt, yt, mechanism=mech)  # builds its own: the refit's numbers are a lone fit's
+    np.testing.assert_array_equal(cv.estimator_.coef_, lone.coef_)

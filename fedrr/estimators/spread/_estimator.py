@@ -420,7 +420,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if self.solver_ == "auto":  # two pairs per record go to the direct solver with a tree only
             self.solver_ = "direct" if direct_blocker(groups, prior, p, 2 if tree else 1) is None else "em"
         if self.solver_ == "direct":
-            return self._fit_direct(Xv, groups, design, layout, prior, p, start, center, entropy, units)
+            lik = self._direct_likelihood(Xv, groups, design, prior, p, entropy, units, memo)
+            return self._fit_direct(design, layout, prior, p, start, center, lik)
         S = p["n_samples"] or (1 if p["e_step"] == "mcmc" else 10)  # EM's shards: their memory is checked
         check_memory(n, layout.n_features, design.n_inputs, C, S, p["n_chains"], p["shard_size"], layout.kmax)
         executor = p["executor"] if p["executor"] is not None else ThreadExecutor()
@@ -428,10 +429,24 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         group = shard_group(executor, factories, chains=p["n_chains"])
         return self._fit_group(group, design, layout, prior, p, S, start, center)
 
-    def _fit_direct(self, Xv, groups, design: Design, layout, prior, p: dict, start, center, entropy, units=None):
-        """``solver="direct"``: the penalised pair-report likelihood maximised by L-BFGS (``_direct``)."""
+    def _direct_likelihood(self, Xv, groups, design: Design, prior, p: dict, entropy, units, memo: dict | None):
+        """The direct solver's likelihood of these releases under ``prior``. A CV's fits on the same
+        releases, prior object and draw seed (its Cs on one fold) share the last one built: building it
+        is most of a tree fit's cost at small N (each pair's cell weights over the draws), and it does
+        not change with C."""
         check_direct(groups, prior, p)
+        if memo is None:
+            return pair_likelihood(groups, Xv, design, prior, len(self.classes_), entropy, units)
+        key = (_releases_key(Xv, np.empty(0), groups), p["encoding"], len(self.classes_), entropy)
+        last = memo.get("direct likelihood")
+        if last is not None and last[0] == key and last[1] is prior:  # holding the prior keeps its id unique
+            return last[2]
         lik = pair_likelihood(groups, Xv, design, prior, len(self.classes_), entropy, units)
+        memo["direct likelihood"] = (key, prior, lik)
+        return lik
+
+    def _fit_direct(self, design: Design, layout, prior, p: dict, start, center, lik):
+        """``solver="direct"``: the penalised pair-report likelihood ``lik`` maximised by L-BFGS (``_direct``)."""
         res = fit_direct(lik, p["C"], p["fit_intercept"], center, start, p["max_iter"])
         self.design_, self.layout_ = design, layout
         self.n_features_in_ = layout.n_features
