@@ -475,7 +475,7 @@ def open_runs(out: Path, argv) -> tuple:
             raise SystemExit(f"{out} has the columns {header}; this script writes {FIELDS}")
     f = out.open("a", newline="")
     f.write(f"# {'' if new else '+ '}{command_line(argv)}\n")
-    w = csv.DictWriter(f, FIELDS)
+    w = csv.DictWriter(f, FIELDS, lineterminator="\n")  # the committed CSV's line ends
     if new:
         w.writeheader()
     return f, w
