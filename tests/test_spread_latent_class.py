@@ -192,3 +192,74 @@ def test_an_attribute_no_record_released_is_uniform():
     )
     np.testing.assert_allclose(np.exp(prior.log_p[2]), 1 / K)
     assert not np.allclose(np.exp(prior.log_p[1]), 1 / K)
+
+
+def _reference_em(blocks, label, ks, M, seed, steps):
+    """The latent-class EM written out from its definition on the blocks as ``_lc_blocks`` gives them
+    (records in their own order, logs throughout): the reference ``_lc_em``'s runs must equal."""
+    n, C = label.shape
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x1C,)))
+    log_pi, py = np.full(M, -np.log(M)), rng.dirichlet(np.full(C, 5.0), size=M)
+    P = [rng.dirichlet(np.full(k, 5.0), size=M) for k in ks]
+    for _ in range(steps):
+        logL = log_pi[None, :, None] + np.log(py)[None] + label[:, None, :]  # (n, M, C)
+        A = []
+        for d, rows, ET in blocks:
+            a = np.maximum(np.einsum("ms,isc->imc", P[d], ET), 1e-300)
+            logL[rows] += np.log(a)
+            A.append(a)
+        post = np.exp(logL - logL.max(axis=(1, 2), keepdims=True))
+        post /= post.sum(axis=(1, 2), keepdims=True)
+        mass = post.sum(axis=0)
+        log_pi = np.log(mass.sum(axis=1) / n)
+        py = mass / mass.sum(axis=1, keepdims=True)
+        counts = [np.zeros_like(p) for p in P]
+        for (d, rows, ET), a in zip(blocks, A):
+            counts[d] += np.einsum("imc,isc->ms", post[rows] / a, ET)
+        P = [c * p + 1e-12 for c, p in zip(counts, P)]
+        P = [p / p.sum(axis=1, keepdims=True) for p in P]
+    return log_pi, py, P
+
+
+@pytest.mark.parametrize("kind", ["paired", "record"])
+def test_the_em_on_contiguous_runs_equals_its_definition(kind):
+    """``_lc_em`` reorders the records into runs and multiplies instead of adding logs (issue 47):
+    after 25 steps its parameters equal the EM written out from the definition to 1e-10, on paired
+    releases of two pairs and on record releases of two sampled attributes with a label."""
+    from fedrr.estimators.spread._priors._mixture import _lc_blocks, _lc_em
+
+    X, y = _sample(5, 600)
+    if kind == "paired":
+        mech = PairedRecordMechanism([K] * D, C, 4.0, n_sampled=2)
+    else:
+        rr = RandomizedResponse(K, epsilon=1.0)
+        mech = RecordMechanism([rr] * D, RandomizedResponse(2, epsilon=1.0), n_sampled=2)
+    Xr, yr = mech.release(X, y, rng=np.random.default_rng(9))
+    est = SpreadLogisticRegression(encoding="onehot")
+    Xv, yi, groups, layout = est._prepare(Xr, None if kind == "paired" else yr, mech, est._params())
+    blocks, label = _lc_blocks(Xv, yi, groups, layout)
+    got = _lc_em(blocks, label, [K] * D, 3, 4, max_iter=25, tol=-np.inf)
+    want = _reference_em(blocks, label, [K] * D, 3, 4, 25)
+    np.testing.assert_allclose(got[0], want[0], rtol=0, atol=1e-10)
+    np.testing.assert_allclose(got[1], want[1], rtol=0, atol=1e-10)
+    for g, w in zip(got[2], want[2]):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-10)
+
+
+def test_a_record_whose_product_underflows_goes_through_logarithms():
+    """The E-step multiplies factors of at most 1; where a record's product underflows (here every
+    component weighs e^-800) it takes logarithms instead, and its log-likelihood is still exact."""
+    from fedrr.estimators.spread._priors._mixture import _contiguous_blocks, _lc_blocks, _lc_posterior
+
+    X, y = _sample(6, 50)
+    pm = PairedRecordMechanism([K] * D, C, 4.0, n_sampled=2)
+    Xt, _ = pm.release(X, y, rng=np.random.default_rng(1))
+    est = SpreadLogisticRegression(encoding="onehot")
+    Xv, yi, groups, layout = est._prepare(Xt, None, pm, est._params())
+    runs, label = _contiguous_blocks(*_lc_blocks(Xv, yi, groups, layout))
+    py, P = np.array([[0.3, 0.7], [0.6, 0.4]]), [P_TRUE[d] for d in range(D)]
+    post, log_z, _ = _lc_posterior(np.log([0.5, 0.5]), py, P, runs, label, None)
+    post_low, log_z_low, _ = _lc_posterior(np.log([0.5, 0.5]) - 800.0, py, P, runs, label, None)
+    assert np.isfinite(log_z_low).all()
+    np.testing.assert_allclose(log_z_low, log_z - 800.0, rtol=1e-12)
+    np.testing.assert_allclose(post_low, post, atol=1e-12)

@@ -231,21 +231,19 @@ def _lc_em(
     for d in set(range(len(P))) - seen:  # no record released it: the releases say nothing of it
         P[d] = np.full_like(P[d], 1.0 / P[d].shape[1])
     prev = -np.inf
-    blocks = _gemm_blocks(blocks)
+    runs, label = _contiguous_blocks(blocks, label)
+    like = None if not label.any() else np.exp(label)  # P(ỹ | c); None: paired, the label is in the pairs
+    ones = np.ones(n)
     for _ in range(max_iter):
-        logB, A = _lc_log_joint(log_pi, py, P, blocks, label)
-        top = logB.max(axis=(1, 2), keepdims=True)
-        post = np.exp(logB - top)
-        z = post.sum(axis=(1, 2), keepdims=True)
-        post /= z
-        ll = float(np.mean(np.log(z) + top))
-        mass = post.sum(axis=0)  # (M, C)
+        post, log_z, A = _lc_posterior(log_pi, py, P, runs, label, like)  # (M, n, C), (n,)
+        ll = float(np.mean(log_z))
+        mass = ones @ post  # (M, C)
         log_pi = np.log(np.maximum(mass.sum(axis=1), 1e-300) / n)
         if not components_are_classes:
             py = np.maximum(mass, 1e-300) / np.maximum(mass.sum(axis=1, keepdims=True), 1e-300)
         counts = [np.zeros_like(p) for p in P]
-        for (d, rows, ETt), a in zip(blocks, A):  # E[1{m, x_d = s}] over the records that released d
-            W = (post[rows] / a).transpose(1, 0, 2).reshape(a.shape[1], -1)  # (M, n_d·C)
+        for (d, lo, hi, ETt), a in zip(runs, A):  # E[1{m, x_d = s}] over the records that released d
+            W = (post[:, lo:hi, :] / a).reshape(a.shape[0], -1)  # (M, n_d·C): p(m, c | record) / a
             counts[d] += W @ ETt.T
         for d in seen:
             c = counts[d] * P[d] + pseudo_count
@@ -263,6 +261,73 @@ def _lc_em(
             stacklevel=3,
         )
     return log_pi, py, P
+
+
+def _contiguous_blocks(blocks: list, label: np.ndarray) -> tuple[list, np.ndarray]:
+    """The EM's inputs with the records reordered so that every block is a run of consecutive
+    records: records sorted by the set of blocks that hold them (their released columns), each block
+    cut into one run per set. -> ([(d, lo, hi, likelihood laid out (k_d, run·C))], the label's rows in
+    the new order). The EM's sums over records do not depend on their order, and a run is a slice,
+    where a block's rows were a gather and a scatter per step."""
+    n = label.shape[0]
+    key = np.zeros((n, -(-len(blocks) // 63)), np.int64)  # each record's set of blocks, 63 bits a word
+    for b, (_, rows, _) in enumerate(blocks):
+        key[rows, b // 63] |= np.int64(1) << np.int64(b % 63)
+    order = np.lexsort(key.T[::-1])  # stable: records of one set keep their order
+    where = np.empty(n, np.int64)
+    where[order] = np.arange(n)
+    runs = []
+    for d, rows, ET in blocks:
+        pos = where[rows]
+        by = np.argsort(pos, kind="stable")
+        pos, ET = pos[by], ET[by]
+        cut = np.flatnonzero(np.diff(pos) != 1) + 1  # a new run wherever the positions jump
+        for lo, hi in zip(np.r_[0, cut], np.r_[cut, pos.size]):
+            T = np.ascontiguousarray(ET[lo:hi].transpose(1, 0, 2)).reshape(ET.shape[1], -1)
+            runs.append((d, int(pos[lo]), int(pos[lo]) + int(hi - lo), T))
+    return runs, label[order]
+
+
+def _lc_posterior(log_pi, py, P: list, runs: list, label: np.ndarray, like) -> tuple:
+    """One E-step on ``_contiguous_blocks``' runs: the posterior p(m, c | record) laid out (M, n, C),
+    each record's log-likelihood (n,) in the blocks' per-record scale, and each run's
+    Σ_s p(s | m) P(x̃_d | s, c) (M, run, C). Products, not sums of logs: every factor is at most 1
+    (the blocks' scale), so nothing overflows, and a record whose product underflows sends the step
+    through logarithms (``_lc_log_joint_runs``). ``like``: exp(label), or None for paired releases."""
+    M, (n, C) = log_pi.size, label.shape
+    B = np.empty((M, n, C))
+    B[:] = (np.exp(log_pi)[:, None] * py)[:, None, :]
+    if like is not None:
+        B *= like[None]
+    A = []
+    for d, lo, hi, ETt in runs:
+        a = np.maximum(P[d] @ ETt, 1e-300).reshape(M, hi - lo, C)
+        B[:, lo:hi, :] *= a
+        A.append(a)
+    z = B.sum(axis=0) @ np.ones(C)
+    if z.min() > 1e-250:
+        B /= z[:, None]
+        return B, np.log(z), A
+    logB, A = _lc_log_joint_runs(log_pi, py, P, runs, label)
+    top = logB.max(axis=(0, 2))
+    B = np.exp(logB - top[None, :, None])
+    z = B.sum(axis=0) @ np.ones(C)
+    B /= z[:, None]
+    return B, np.log(z) + top, A
+
+
+def _lc_log_joint_runs(log_pi, py, P: list, runs: list, label: np.ndarray) -> tuple:
+    """``_lc_log_joint`` on ``_contiguous_blocks``' runs, laid out (M, n, C)."""
+    M, C = log_pi.size, label.shape[1]
+    with np.errstate(divide="ignore"):  # p(y | m) = 0 (naive Bayes's identity): log 0 = −inf, exp gives 0
+        head = log_pi[:, None] + np.log(py)  # (M, C)
+    logB = head[:, None, :] + label[None, :, :]
+    A = []
+    for d, lo, hi, ETt in runs:
+        a = np.maximum(P[d] @ ETt, 1e-300).reshape(M, hi - lo, C)
+        logB[:, lo:hi, :] += np.log(a)
+        A.append(a)
+    return logB, A
 
 
 def _gemm_blocks(blocks: list) -> list:
