@@ -292,12 +292,13 @@ def test_candidates_of_a_fold_share_one_prior_center_and_give_the_same_fit(monke
     """The learned prior's center depends on the releases only: one ``marginal_mle_prior`` per fold,
     the test part and the refit (not one per candidate), and the fit is the one computed without sharing."""
     import fedrr.estimators.spread._estimator as spread
+    import fedrr.estimators.spread._prior_setup as setup
 
     X, y, Xt, yt = _data(600, 3)
     kw = dict(Cs=(0.01, 0.1, 1.0), cv=3, cv_max_iter=8, max_iter=16, prior="learned", random_state=0)
     calls = []
-    real = spread.marginal_mle_prior
-    monkeypatch.setattr(spread, "marginal_mle_prior", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = setup.marginal_mle_prior
+    monkeypatch.setattr(setup, "marginal_mle_prior", lambda *a, **k: calls.append(1) or real(*a, **k))
     shared = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=RM)
     assert len(calls) == 3 + 2  # the folds, the selection part's tested fit, the refit on all
 

@@ -128,7 +128,7 @@ def test_the_fit_is_reproducible_and_a_cv_fits_it_once_per_fold():
     np.testing.assert_array_equal(a.coef_, b.coef_)
     for d in range(D):  # prior_ is the mixture's marginal Σ_m π_m p(x_d | m)
         np.testing.assert_allclose(a.prior_["categorical"][d].sum(), 1.0)
-    import fedrr.estimators.spread._estimator as est_mod
+    import fedrr.estimators.spread._prior_setup as est_mod
 
     calls = []
     real = est_mod.latent_class_em

@@ -5,7 +5,8 @@ The package is cut along the algorithm's seams (as ``sklearn.mixture``): ``_esti
 estimator, one fit path over one shard source: arrays in memory or a pool on disk), ``_design``
 (model inputs of clean states), ``_estep`` (a shard of records and its chains: the E-step),
 ``_kernels`` (the compiled E-step), ``_mstep`` (the M-step's objective), ``_em`` (the iterations),
-``_priors`` (the input priors, each with its tables and sampler), ``_paired`` (paired releases),
+``_priors`` (the input priors, each with its tables and sampler), ``_prior_setup`` (which prior a
+fit starts from, shared by a CV's fits), ``_paired`` (paired releases),
 ``_pool`` (shards read from a pool directory), ``_cv`` (cross-validation, the held-out scores and
 the paired independence test), ``_reconstruction`` (reconstruct-then-learn, spread-EM's one-step
 baseline) and ``_runtime`` (groups of shards in this process or in Ray actors, ``ShardGroup``).
@@ -32,7 +33,7 @@ _HOMES = {
     "ColumnLayout": "._design",
     "Design": "._design",
     "SpreadLogisticRegression": "._estimator",
-    "auto_prior": "._estimator",
+    "auto_prior": "._prior_setup",
     "check_clean_X": "._estimator",
     "group_records": "._pool",
     "ReconstructionLogisticRegression": "._reconstruction",
@@ -64,7 +65,8 @@ if TYPE_CHECKING:  # for static tools (type checkers, the API docs): the same na
     from ._cv_paired import independence_terms, independence_test
     from ._cv_scores import class_freqs
     from ._design import ENCODINGS, ColumnLayout, Design
-    from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
+    from ._estimator import SpreadLogisticRegression, check_clean_X
     from ._pool import group_records
+    from ._prior_setup import auto_prior
     from ._reconstruction import ReconstructionLogisticRegression
     from ._runtime import ShardGroup, shard_group

@@ -73,9 +73,10 @@ from ._cv_scores import (
 )
 from ._cv_tasks import final_fit, fold_scores, task_data
 from ._design import Design
-from ._estimator import SpreadLogisticRegression, auto_prior, check_clean_X
+from ._estimator import SpreadLogisticRegression, check_clean_X
 from ._mstep import log_class_probs
 from ._paired import PairedView
+from ._prior_setup import auto_prior
 from ._priors._mixture import choose_latent_class
 from ._robust import ROBUST, drop_inconsistent, no_test
 from ._runtime import HeldData

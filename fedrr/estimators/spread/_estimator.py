@@ -5,7 +5,6 @@ agreement is on the fitted estimator, so a user can tell signal from Monte Carlo
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -25,9 +24,7 @@ from ..._params import (
 from ..._resources import available_bytes
 from ..._validation import as_array, as_float_array
 from ...errors import ValidationError
-from ...mechanisms import EmpiricalPrior, is_paired
 from ...parallel import ThreadExecutor
-from .._naive_bayes_releases import check_naive_bayes_mechanism
 from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._direct import check_direct, check_tree, direct_blocker, fit_direct, pair_likelihood, two_pair_units
@@ -36,26 +33,18 @@ from ._estep import shard_factories
 from ._mstep import fit_soft_logistic, log_class_probs
 from ._paired import PairedView, paired_view
 from ._pool import PoolSource, group_records
+from ._prior_setup import auto_prior, initial_prior, releases_key
 from ._priors._factorised import (
     SpreadPrior,
-    flat_prior,
-    given_prior,
-    marginal_mle_prior,
     marginal_mle_prior_from_counts,
 )
-from ._priors._joint import joint_prior
-from ._priors._mixture import choose_latent_class, latent_class_em, latent_class_prior, naive_bayes_prior
-from ._priors._tree import naive_bayes_pair_tables, tree_prior
+from ._priors._mixture import choose_latent_class
 from ._robust import ROBUST, drop_inconsistent, no_test
 from ._runtime import ShardGroup, holds_shards, shard_group, traffic_report
 from ._start import INITS, SHRINK_TO, fit_naive_bayes, naive_bayes_blocker, naive_bayes_start
 
 E_STEPS = ("mcmc", "importance")
 _INT1 = Interval(int, 1, None)
-
-
-#: the priors fitted to the released records themselves (``_initial_prior``: not by ``fit_pool``)
-FITTED_PRIORS = ("naive-bayes", "latent-class", "tree", "class-tree")
 
 
 class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
@@ -437,7 +426,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         check_direct(groups, prior, p)
         if memo is None:
             return pair_likelihood(groups, Xv, design, prior, len(self.classes_), entropy, units)
-        key = (_releases_key(Xv, np.empty(0), groups), p["encoding"], len(self.classes_), entropy)
+        key = (releases_key(Xv, np.empty(0), groups), p["encoding"], len(self.classes_), entropy)
         last = memo.get("direct likelihood")
         if last is not None and last[0] == key and last[1] is prior:  # holding the prior keeps its id unique
             return last[2]
@@ -582,60 +571,9 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             self._set_robust(no_test(layout.n_features), 0)
             return self
 
-    def _initial_prior(
-        self,
-        layout: ColumnLayout,
-        pools,
-        p,
-        n: int,
-        releases=None,
-        seed: int = 0,
-        memo: dict | None = None,
-        units: dict | None = None,
-    ) -> SpreadPrior:
-        """The prior EM starts from; ``memo`` (a CV's, or None) shares the latent-class fit and the
-        learned prior's center between fits on the same releases; ``units``: the releases'
-        ``two_pair_units``, for a tree."""
-        if isinstance(p["prior"], str) and p["prior"] in FITTED_PRIORS:  # (X, y, groups)
-            if releases is None:  # fit_pool streams the pool: it has none
-                msg = f"'{p['prior']}' is fitted on the released records: use fit, not fit_pool"
-                raise ValidationError("prior", msg)
-            if p["prior"] == "naive-bayes":
-                return naive_bayes_prior(*releases, layout)
-            if p["prior"] in ("tree", "class-tree"):  # one fit for every fit of a CV on the same releases
-                key = (p["prior"], _releases_key(*releases))
-                if memo is not None and key in memo:
-                    return memo[key]
-                nb = naive_bayes_pair_tables(naive_bayes_prior(*releases, layout), units)
-                prior = tree_prior(layout, units, nb, by_class=p["prior"] == "class-tree")
-                if memo is not None:
-                    memo[key] = prior
-                return prior
-            if memo is not None:  # one start for the whole CV, whatever random_state draws per fit
-                seed = memo.setdefault(("latent-class", "seed"), seed)
-            key = ("latent-class", _releases_key(*releases), p["n_latent_classes"], seed)
-            if memo is not None and key in memo:
-                return memo[key]
-            prior = latent_class_prior(layout, latent_class_em(*releases, layout, p["n_latent_classes"], seed))
-            if memo is not None:
-                memo[key] = prior
-            return prior
-        if isinstance(p["prior"], str) and p["prior"] == "flat":
-            return flat_prior(layout, p["numeric_prior"], 1 if p["numeric_prior"] == "histogram" else p["n_bins"])
-        if isinstance(p["prior"], str):  # learned: start at, and pull toward, the debiased marginals
-            key = _pools_key(pools, p["numeric_prior"], p["n_bins"]) if memo is not None else None
-            hit = memo.get(key) if memo is not None else None
-            # the entry holds the mechanisms it was computed for: an id in the key cannot be reused
-            if hit is not None and all(a is b for a, b in zip(hit[0], (rm for rm, _ in pools))):
-                center = hit[1]
-            else:
-                center = marginal_mle_prior(layout, pools, p["numeric_prior"], p["n_bins"])
-                if memo is not None:
-                    memo[key] = (tuple(rm for rm, _ in pools), center)
-            return center.smoothed(center, p["prior_strength"] * n)
-        if isinstance(p["prior"], EmpiricalPrior):  # a joint prior: the public rows' distribution
-            return joint_prior(layout, p["prior"])
-        return given_prior(layout, p["prior"])
+    def _initial_prior(self, layout: ColumnLayout, pools, p, n: int, *args, **kwargs) -> SpreadPrior:
+        """The prior EM starts from (``_prior_setup.initial_prior``)."""
+        return initial_prior(layout, pools, p, n, *args, **kwargs)
 
     def diagnostics(self) -> dict:
         """The fit's convergence record, for results files: did the chains agree, and how well."""
@@ -730,56 +668,9 @@ def check_memory(
     return need
 
 
-def _pools_key(pools, numeric_prior: str, n_bins: int) -> tuple:
-    """What ``marginal_mle_prior`` depends on: each group's mechanism (the object: the key lives
-    for one cross-validation, which holds them) and a digest of its releases."""
-    return tuple(
-        (id(rm), hashlib.blake2b(np.ascontiguousarray(X), digest_size=16).digest(), X.shape) for rm, X in pools
-    ) + (numeric_prior, n_bins)
-
-
-def _releases_key(X: np.ndarray, y: np.ndarray, groups: list) -> tuple:
-    """What ``latent_class_prior`` depends on, by content: the releases, the labels and each group's
-    mechanism (its spec) and rows."""
-    h = hashlib.blake2b(digest_size=16)
-    for a in (X, y):
-        h.update(np.ascontiguousarray(a).tobytes())
-    for rm, rows in groups:
-        h.update(repr(rm.to_spec()).encode())
-        h.update(np.ascontiguousarray(rows).tobytes())
-    return (h.digest(), X.shape)
-
-
 def _mean_prior(priors: list[SpreadPrior]) -> SpreadPrior:
     """The chains' priors averaged (a running mean of their parameters)."""
     out = priors[0].copy()
     for i, p in enumerate(priors[1:], start=2):
         out = out.blend(p, 1.0 / i)
     return out
-
-
-def auto_prior(mechanism: Any) -> str:
-    """``prior="auto"``: for paired releases "latent-class" when each record releases two or more
-    pairs (their co-occurrences identify it; the fit then keeps it only if the releases' held-out
-    likelihood says so, ``choose_latent_class``) and "naive-bayes" when it releases one (it shows
-    nothing of how attributes co-occur, so a latent-class fit beyond the label would be set by its start);
-    "naive-bayes" for one mechanism whose records release sampled attributes through discrete
-    oracles with a label (on Adult it lifts spread above LDP naive Bayes, docs/results.md); else
-    "learned" (factorised; also for per-record mechanisms that differ, and for clean data)."""
-    if isinstance(mechanism, (list, tuple, np.ndarray)):  # one mechanism for every record: as that one
-        distinct = list({id(m): m for m in mechanism}.values())
-        same = len(distinct) > 0 and all(hasattr(m, "to_spec") for m in distinct)
-        if not same or len({repr(m.to_spec()) for m in distinct}) != 1:
-            return "learned"
-        mechanism = distinct[0]
-    if mechanism is None:
-        return "learned"
-    if is_paired(mechanism):  # a PairedView samples as its paired mechanism does
-        return "latent-class" if mechanism.n_sampled >= 2 else "naive-bayes"
-    if getattr(mechanism, "n_sampled", None) is None:
-        return "learned"
-    try:
-        check_naive_bayes_mechanism(mechanism)
-    except ValidationError:
-        return "learned"
-    return "naive-bayes"

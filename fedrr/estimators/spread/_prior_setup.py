@@ -1,0 +1,125 @@
+"""Which prior a spread fit starts from, and the keys under which a cross-validation's fits share
+one: the prior that ``prior="auto"`` resolves to (``auto_prior``), the priors fitted to the releases
+themselves (naive Bayes, the latent-class model, the trees: once per CV on the same releases), the
+learned prior's center (once per fold) and the given or public-rows ones."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from ...errors import ValidationError
+from ...mechanisms import EmpiricalPrior, is_paired
+from .._naive_bayes_releases import check_naive_bayes_mechanism
+from ._design import ColumnLayout
+from ._priors._factorised import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
+from ._priors._joint import joint_prior
+from ._priors._mixture import latent_class_em, latent_class_prior, naive_bayes_prior
+from ._priors._tree import naive_bayes_pair_tables, tree_prior
+
+#: the priors fitted to the released records themselves (``initial_prior``: not by ``fit_pool``)
+FITTED_PRIORS = ("naive-bayes", "latent-class", "tree", "class-tree")
+
+
+def initial_prior(
+    layout: ColumnLayout,
+    pools,
+    p: dict,
+    n: int,
+    releases=None,
+    seed: int = 0,
+    memo: dict | None = None,
+    units: dict | None = None,
+) -> SpreadPrior:
+    """The prior EM starts from; ``memo`` (a CV's, or None) shares the latent-class fit and the
+    learned prior's center between fits on the same releases; ``units``: the releases'
+    ``two_pair_units``, for a tree."""
+    if isinstance(p["prior"], str) and p["prior"] in FITTED_PRIORS:  # (X, y, groups)
+        if releases is None:  # fit_pool streams the pool: it has none
+            msg = f"'{p['prior']}' is fitted on the released records: use fit, not fit_pool"
+            raise ValidationError("prior", msg)
+        if p["prior"] == "naive-bayes":
+            return naive_bayes_prior(*releases, layout)
+        if p["prior"] in ("tree", "class-tree"):  # one fit for every fit of a CV on the same releases
+            key = (p["prior"], releases_key(*releases))
+            if memo is not None and key in memo:
+                return memo[key]
+            nb = naive_bayes_pair_tables(naive_bayes_prior(*releases, layout), units)
+            prior = tree_prior(layout, units, nb, by_class=p["prior"] == "class-tree")
+            if memo is not None:
+                memo[key] = prior
+            return prior
+        if memo is not None:  # one start for the whole CV, whatever random_state draws per fit
+            seed = memo.setdefault(("latent-class", "seed"), seed)
+        key = ("latent-class", releases_key(*releases), p["n_latent_classes"], seed)
+        if memo is not None and key in memo:
+            return memo[key]
+        prior = latent_class_prior(layout, latent_class_em(*releases, layout, p["n_latent_classes"], seed))
+        if memo is not None:
+            memo[key] = prior
+        return prior
+    if isinstance(p["prior"], str) and p["prior"] == "flat":
+        return flat_prior(layout, p["numeric_prior"], 1 if p["numeric_prior"] == "histogram" else p["n_bins"])
+    if isinstance(p["prior"], str):  # learned: start at, and pull toward, the debiased marginals
+        key = pools_key(pools, p["numeric_prior"], p["n_bins"]) if memo is not None else None
+        hit = memo.get(key) if memo is not None else None
+        # the entry holds the mechanisms it was computed for: an id in the key cannot be reused
+        if hit is not None and all(a is b for a, b in zip(hit[0], (rm for rm, _ in pools))):
+            center = hit[1]
+        else:
+            center = marginal_mle_prior(layout, pools, p["numeric_prior"], p["n_bins"])
+            if memo is not None:
+                memo[key] = (tuple(rm for rm, _ in pools), center)
+        return center.smoothed(center, p["prior_strength"] * n)
+    if isinstance(p["prior"], EmpiricalPrior):  # a joint prior: the public rows' distribution
+        return joint_prior(layout, p["prior"])
+    return given_prior(layout, p["prior"])
+
+
+def auto_prior(mechanism: Any) -> str:
+    """``prior="auto"``: for paired releases "latent-class" when each record releases two or more
+    pairs (their co-occurrences identify it; the fit then keeps it only if the releases' held-out
+    likelihood says so, ``choose_latent_class``) and "naive-bayes" when it releases one (it shows
+    nothing of how attributes co-occur, so a latent-class fit beyond the label would be set by its start);
+    "naive-bayes" for one mechanism whose records release sampled attributes through discrete
+    oracles with a label (on Adult it lifts spread above LDP naive Bayes, docs/results.md); else
+    "learned" (factorised; also for per-record mechanisms that differ, and for clean data)."""
+    if isinstance(mechanism, (list, tuple, np.ndarray)):  # one mechanism for every record: as that one
+        distinct = list({id(m): m for m in mechanism}.values())
+        same = len(distinct) > 0 and all(hasattr(m, "to_spec") for m in distinct)
+        if not same or len({repr(m.to_spec()) for m in distinct}) != 1:
+            return "learned"
+        mechanism = distinct[0]
+    if mechanism is None:
+        return "learned"
+    if is_paired(mechanism):  # a PairedView samples as its paired mechanism does
+        return "latent-class" if mechanism.n_sampled >= 2 else "naive-bayes"
+    if getattr(mechanism, "n_sampled", None) is None:
+        return "learned"
+    try:
+        check_naive_bayes_mechanism(mechanism)
+    except ValidationError:
+        return "learned"
+    return "naive-bayes"
+
+
+def pools_key(pools, numeric_prior: str, n_bins: int) -> tuple:
+    """What ``marginal_mle_prior`` depends on: each group's mechanism (the object: the key lives
+    for one cross-validation, which holds them) and a digest of its releases."""
+    return tuple(
+        (id(rm), hashlib.blake2b(np.ascontiguousarray(X), digest_size=16).digest(), X.shape) for rm, X in pools
+    ) + (numeric_prior, n_bins)
+
+
+def releases_key(X: np.ndarray, y: np.ndarray, groups: list) -> tuple:
+    """What ``latent_class_prior`` depends on, by content: the releases, the labels and each group's
+    mechanism (its spec) and rows."""
+    h = hashlib.blake2b(digest_size=16)
+    for a in (X, y):
+        h.update(np.ascontiguousarray(a).tobytes())
+    for rm, rows in groups:
+        h.update(repr(rm.to_spec()).encode())
+        h.update(np.ascontiguousarray(rows).tobytes())
+    return (h.digest(), X.shape)
