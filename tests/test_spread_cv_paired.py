@@ -211,7 +211,7 @@ def test_null_draws_have_the_oracles_mean_and_covariance(oracle, size):
 @pytest.mark.parametrize("classes", [2, 3])
 def test_paired_cv_keeps_a_model_with_signal_and_falls_back_without(classes):
     Xt, yt, mech = _pool(3000, 1, classes=classes)
-    est = SpreadLogisticRegressionCV(Cs=(0.1, 1.0), cv_max_iter=10, max_iter=30, random_state=0)
+    est = SpreadLogisticRegressionCV(Cs=(0.1, 1.0), cv_max_iter=10, max_iter=30, random_state=0, fallback=True)
     est.fit(Xt, yt, mechanism=mech)
     assert not est.fallback_ and est.p_value_ == 1 / 100 and est.fallback_reason_ is None  # every draw below T
     assert est.gain_["statistic"] == "independence" and est.gain_["p_chi2"] < 0.005
@@ -239,6 +239,10 @@ def test_paired_cv_keeps_a_model_with_signal_and_falls_back_without(classes):
     kept = SpreadLogisticRegressionCV(Cs=(0.1, 1.0), cv_max_iter=10, max_iter=30, random_state=0, fallback=False)
     kept.fit(Xt, yt, mechanism=mech)
     assert kept.p_value_ == est.p_value_ and not kept.fallback_ and kept.C_ in (0.1, 1.0)
+    # the default on paired releases ("auto") is False: the test reported, the model kept
+    auto = SpreadLogisticRegressionCV(Cs=(0.1, 1.0), cv_max_iter=10, max_iter=30, random_state=0).fit(Xt, yt, mech)
+    assert auto.fallback == "auto" and not auto.fallback_ and auto.p_value_ == est.p_value_
+    np.testing.assert_array_equal(auto.coef_, kept.coef_)
 
 
 @pytest.mark.parametrize(
