@@ -248,8 +248,8 @@ def release_prior(mechanism: Any) -> str:
     "spread-EM (Barber 2020 §5), prior learned from the releases (naive Bayes's joint when records "
     "release sampled attributes or one pair, a latent-class mixture when they release two or more pairs); "
     "C and the prior's smoothing chosen by cross-validation on the "
-    "held-out noisy likelihood, with a fallback to the intercept-only model when the releases do not "
-    "support a model",
+    "held-out noisy likelihood; on releases with a label of their own a fallback to the intercept-only model "
+    "when the held-out releases do not support the model (paired releases keep it and report the test)",
 )
 def _spread(d: FitData, o: FitOptions, **params):
     from .estimators import SpreadLogisticRegressionCV
