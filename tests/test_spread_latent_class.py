@@ -256,10 +256,31 @@ def test_a_record_whose_product_underflows_goes_through_logarithms():
     Xt, _ = pm.release(X, y, rng=np.random.default_rng(1))
     est = SpreadLogisticRegression(encoding="onehot")
     Xv, yi, groups, layout = est._prepare(Xt, None, pm, est._params())
-    runs, label = _contiguous_blocks(*_lc_blocks(Xv, yi, groups, layout))
+    runs, label, _ = _contiguous_blocks(*_lc_blocks(Xv, yi, groups, layout))
     py, P = np.array([[0.3, 0.7], [0.6, 0.4]]), [P_TRUE[d] for d in range(D)]
     post, log_z, _ = _lc_posterior(np.log([0.5, 0.5]), py, P, runs, label, None)
     post_low, log_z_low, _ = _lc_posterior(np.log([0.5, 0.5]) - 800.0, py, P, runs, label, None)
     assert np.isfinite(log_z_low).all()
     np.testing.assert_allclose(log_z_low, log_z - 800.0, rtol=1e-12)
     np.testing.assert_allclose(post_low, post, atol=1e-12)
+
+
+def test_the_held_out_score_equals_its_definition():
+    """``_lc_record_loglik`` (the chooser's held-out score, on the EM's runs) is each record's
+    log Σ_{m,c} π_m p(c | m) P(ỹ | c) Π_d Σ_s p(s | m) P(x̃_d | s, c), written out, to 1e-12."""
+    from fedrr.estimators.spread._logexp import logsumexp
+    from fedrr.estimators.spread._priors._mixture import _lc_blocks, _lc_em, _lc_record_loglik
+
+    X, y = _sample(8, 400)
+    rr = RandomizedResponse(K, epsilon=1.0)
+    mech = RecordMechanism([rr] * D, RandomizedResponse(2, epsilon=1.0), n_sampled=2)
+    Xr, yr = mech.release(X, y, rng=np.random.default_rng(3))
+    est = SpreadLogisticRegression(encoding="onehot")
+    Xv, yi, groups, layout = est._prepare(Xr, yr, mech, est._params())
+    blocks, label = _lc_blocks(Xv, yi, groups, layout)
+    log_pi, py, P = fit = _lc_em(blocks, label, [K] * D, 3, 1, max_iter=10, tol=-np.inf)
+    logL = log_pi[None, :, None] + np.log(py)[None] + label[:, None, :]
+    for d, rows, ET in blocks:
+        logL[rows] += np.log(np.einsum("ms,isc->imc", P[d], ET))
+    want = logsumexp(logL.reshape(len(label), -1), axis=1)
+    np.testing.assert_allclose(_lc_record_loglik(fit, blocks, label), want, rtol=0, atol=1e-12)

@@ -279,7 +279,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     def _fit(self, X, y, mechanism: Any, memo: dict | None):
         """``fit``, with the starting priors shared through ``memo`` by the fits of one
         cross-validation (``SpreadLogisticRegressionCV``; None: not shared). A shared start is the
-        one this fit would compute (``_initial_prior``), so the numbers do not change."""
+        one this fit would compute (``initial_prior``), so the numbers do not change."""
         p = self._params()
         mechanism = self.mechanism if mechanism is None else mechanism
         if mechanism is None:
@@ -403,7 +403,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             check_tree(groups, p["solver"])
         pools = [(rm, Xv[rows]) for rm, rows in groups]
         units = two_pair_units(groups, Xv)[0] if tree else None  # the tree's pair tables and likelihood read them
-        prior = self._initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo, units)
+        prior = initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo, units)
         start, center = self._naive_bayes_uses(Xv, yi, groups, design, p)
         self.solver_ = p["solver"]
         if self.solver_ == "auto":  # two pairs per record go to the direct solver with a tree only
@@ -563,17 +563,13 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
                     )
                     prior = center.smoothed(center, p["prior_strength"] * n)
                 else:
-                    prior = self._initial_prior(layout, [], p, n)
+                    prior = initial_prior(layout, [], p, n)
             except BaseException:
                 group.close()
                 raise
             self._fit_group(group, design, layout, prior, p, S)
             self._set_robust(no_test(layout.n_features), 0)
             return self
-
-    def _initial_prior(self, layout: ColumnLayout, pools, p, n: int, *args, **kwargs) -> SpreadPrior:
-        """The prior EM starts from (``_prior_setup.initial_prior``)."""
-        return initial_prior(layout, pools, p, n, *args, **kwargs)
 
     def diagnostics(self) -> dict:
         """The fit's convergence record, for results files: did the chains agree, and how well."""

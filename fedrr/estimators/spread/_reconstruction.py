@@ -14,6 +14,7 @@ from ._design import Design
 from ._estep import shard_factories
 from ._estimator import SpreadLogisticRegression
 from ._mstep import ChainObjective
+from ._prior_setup import initial_prior
 from ._runtime import shard_group
 
 
@@ -56,7 +57,7 @@ class ReconstructionLogisticRegression(SpreadLogisticRegression):
             Xv, yi, groups, layout = self._prepare(X, y, mechanism, p)
             C = len(self.classes_)
             design = Design(layout, p["encoding"])
-            prior = self._initial_prior(
+            prior = initial_prior(
                 layout, [(rm, Xv[rows]) for rm, rows in groups], {**p, "prior_strength": 0.0}, Xv.shape[0]
             )
             entropy = seed_from(p["random_state"])

@@ -231,7 +231,7 @@ def _lc_em(
     for d in set(range(len(P))) - seen:  # no record released it: the releases say nothing of it
         P[d] = np.full_like(P[d], 1.0 / P[d].shape[1])
     prev = -np.inf
-    runs, label = _contiguous_blocks(blocks, label)
+    runs, label, _ = _contiguous_blocks(blocks, label)
     like = None if not label.any() else np.exp(label)  # P(ỹ | c); None: paired, the label is in the pairs
     ones = np.ones(n)
     for _ in range(max_iter):
@@ -263,12 +263,13 @@ def _lc_em(
     return log_pi, py, P
 
 
-def _contiguous_blocks(blocks: list, label: np.ndarray) -> tuple[list, np.ndarray]:
+def _contiguous_blocks(blocks: list, label: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
     """The EM's inputs with the records reordered so that every block is a run of consecutive
     records: records sorted by the set of blocks that hold them (their released columns), each block
     cut into one run per set. -> ([(d, lo, hi, likelihood laid out (k_d, run·C))], the label's rows in
-    the new order). The EM's sums over records do not depend on their order, and a run is a slice,
-    where a block's rows were a gather and a scatter per step."""
+    the new order, ``order``: the new order's record i is input record order[i]). The EM's sums over
+    records do not depend on their order, and a run is a slice, where a block's rows were a gather and
+    a scatter per step."""
     n = label.shape[0]
     key = np.zeros((n, -(-len(blocks) // 63)), np.int64)  # each record's set of blocks, 63 bits a word
     for b, (_, rows, _) in enumerate(blocks):
@@ -285,7 +286,7 @@ def _contiguous_blocks(blocks: list, label: np.ndarray) -> tuple[list, np.ndarra
         for lo, hi in zip(np.r_[0, cut], np.r_[cut, pos.size]):
             T = np.ascontiguousarray(ET[lo:hi].transpose(1, 0, 2)).reshape(ET.shape[1], -1)
             runs.append((d, int(pos[lo]), int(pos[lo]) + int(hi - lo), T))
-    return runs, label[order]
+    return runs, label[order], order
 
 
 def _lc_posterior(log_pi, py, P: list, runs: list, label: np.ndarray, like) -> tuple:
@@ -317,7 +318,8 @@ def _lc_posterior(log_pi, py, P: list, runs: list, label: np.ndarray, like) -> t
 
 
 def _lc_log_joint_runs(log_pi, py, P: list, runs: list, label: np.ndarray) -> tuple:
-    """``_lc_log_joint`` on ``_contiguous_blocks``' runs, laid out (M, n, C)."""
+    """log of π_m p(c | m) P(ỹ | c) Π_d Σ_s p(s | m) P(x̃_d | s, c) per record, laid out (M, n, C) on
+    ``_contiguous_blocks``' runs (in the blocks' per-record scale), and each run's Σ_s terms."""
     M, C = log_pi.size, label.shape[1]
     with np.errstate(divide="ignore"):  # p(y | m) = 0 (naive Bayes's identity): log 0 = −inf, exp gives 0
         head = log_pi[:, None] + np.log(py)  # (M, C)
@@ -330,32 +332,15 @@ def _lc_log_joint_runs(log_pi, py, P: list, runs: list, label: np.ndarray) -> tu
     return logB, A
 
 
-def _gemm_blocks(blocks: list) -> list:
-    """The blocks with each likelihood (n_d, k_d, C) laid out as (k_d, n_d·C): the E- and M-steps'
-    sums over states and over records are then one matrix product each."""
-    return [(d, rows, np.ascontiguousarray(ET.transpose(1, 0, 2)).reshape(ET.shape[1], -1)) for d, rows, ET in blocks]
-
-
-def _lc_log_joint(log_pi, py, P: list, blocks: list, label: np.ndarray) -> tuple[np.ndarray, list]:
-    """log of π_m p(c | m) P(ỹ | c) Π_d Σ_s p(s | m) P(x̃_d | s, c) per record (n, M, C), in the
-    blocks' per-record scale, and the blocks' Σ_s terms (n_d, M, C); ``blocks`` as ``_gemm_blocks``."""
-    n, C = label.shape
-    with np.errstate(divide="ignore"):  # p(y | m) = 0 (naive Bayes's identity): log 0 = −inf, exp gives 0
-        logB = np.broadcast_to(log_pi[:, None] + np.log(py), (n, log_pi.size, C)) + label[:, None, :]
-    A = []
-    for d, rows, ETt in blocks:  # Σ_s p(s | m) P(x̃_d | s, c), (n_d, M, C)
-        a = np.maximum(P[d] @ ETt, 1e-300).reshape(P[d].shape[0], rows.size, C).transpose(1, 0, 2)
-        logB[rows] += np.log(a)  # rows are distinct within a block
-        A.append(a)
-    return logB, A
-
-
 def _lc_record_loglik(fit: tuple, blocks: list, label: np.ndarray) -> np.ndarray:
     """Each record's log-likelihood of its releases under the fitted model ``fit``, up to a
     per-record constant that is the same for every model (the blocks' scale): differences between
-    models on the same records are exact."""
-    logB, _ = _lc_log_joint(*fit, _gemm_blocks(blocks), label)
-    return logsumexp(logB.reshape(logB.shape[0], -1), axis=1)
+    models on the same records are exact (``_lc_posterior``'s E-step, in the records' own order)."""
+    runs, label, order = _contiguous_blocks(blocks, label)
+    like = None if not label.any() else np.exp(label)
+    out = np.empty(label.shape[0])
+    out[order] = _lc_posterior(*fit, runs, label, like)[1]
+    return out
 
 
 def _lc_subset(blocks: list, label: np.ndarray, keep: np.ndarray) -> tuple[list, np.ndarray]:
