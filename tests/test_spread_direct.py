@@ -18,7 +18,13 @@ from fedrr.errors import ValidationError
 from fedrr.estimators import SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.estimators.spread._direct import PairLikelihood, TwoPairLikelihood, prior_draws
 from fedrr.estimators.spread._paired import PairedView
-from fedrr.mechanisms import CategoricalPrior, PairedRecordMechanism, RandomizedResponse, RecordMechanism
+from fedrr.mechanisms import (
+    CategoricalPrior,
+    EmpiricalPrior,
+    PairedRecordMechanism,
+    RandomizedResponse,
+    RecordMechanism,
+)
 
 KS = (3, 2, 4, 3)
 PRIOR = [np.array(p) for p in ([0.5, 0.3, 0.2], [0.6, 0.4], [0.1, 0.2, 0.3, 0.4], [0.3, 0.3, 0.4])]
@@ -61,10 +67,13 @@ def test_the_gradient_is_the_likelihoods(classes, n_draws, pairs):
         assert (fp - fm) / (2 * h) == pytest.approx(np.sum(gc * dc) + gb @ db, rel=1e-5)
 
 
-def _exact_objective(Xt, mech, design, coef_b, C):
-    """−log p(releases) + ‖coef‖²/(2C) by hand: every x of the prior enumerated, p(x) = Π PRIOR[d][x_d]."""
+def _exact_objective(Xt, mech, design, coef_b, C, rows=None):
+    """−log p(releases) + ‖coef‖²/(2C) by hand: every x of the prior enumerated, p(x) = Π PRIOR[d][x_d],
+    or with ``rows`` the share of those public rows equal to x."""
     X = np.array(list(itertools.product(*[range(k) for k in KS])))
     px = np.prod([PRIOR[d][X[:, d]] for d in range(len(KS))], axis=0)
+    if rows is not None:
+        px = np.array([np.mean(np.all(rows == x, axis=1)) for x in X])
     p_in = design.n_inputs
     coef, b = coef_b[:p_in], coef_b[p_in]
     p1 = expit(design.decode(X).astype(float) @ coef + b)
@@ -98,6 +107,26 @@ def test_the_direct_fit_is_the_brute_force_penalised_mle():
     assert _exact_objective(Xt, mech, est.design_, got, C) <= at_em + 1e-6
 
 
+def test_the_direct_fit_with_public_rows_is_the_brute_force_penalised_mle():
+    """A prior of public rows whose attributes depend on each other (x_2 follows x_0): the direct fit
+    maximises the exact penalised likelihood under the rows' empirical joint, to 2e-3 per coordinate,
+    and the joint is what it uses (the same fit under the rows' margins alone lands elsewhere)."""
+    Xt, yt, mech = _releases(4000, 2, 3)
+    rng = np.random.default_rng(7)
+    rows = np.stack([rng.choice(k, size=500, p=p) for k, p in zip(KS, PRIOR)], axis=1)
+    rows[:, 2] = np.where(rng.random(500) < 0.7, rows[:, 0], rows[:, 2])  # x_2 copies x_0 in 70 % of rows
+    C = 0.5
+    kw = dict(C=C, encoding="onehot", solver="auto", random_state=0)
+    est = SpreadLogisticRegression(prior=EmpiricalPrior(rows), **kw).fit(Xt, yt, mechanism=mech)
+    assert est.solver_ == "direct" and est.converged_
+    got = np.r_[est.coef_[0], est.intercept_]
+    want = minimize(lambda v: _exact_objective(Xt, mech, est.design_, v, C, rows), got + 0.3, method="BFGS").x
+    assert np.max(np.abs(got - want)) < 2e-3, (got, want)
+    margins = [CategoricalPrior(np.bincount(rows[:, d], minlength=k) / 500) for d, k in enumerate(KS)]
+    fact = SpreadLogisticRegression(prior=margins, **kw).fit(Xt, yt, mechanism=mech)
+    assert np.max(np.abs(np.r_[fact.coef_[0], fact.intercept_] - got)) > 0.05
+
+
 def test_draws_enumerate_small_state_spaces_exactly():
     """With the states' product within the draws, every x appears once and W_j's rows are p(x_{-j} | x_j = s)."""
     from fedrr.estimators.spread._priors._mixture import MixtureSpreadPrior
@@ -126,6 +155,9 @@ def test_releases_the_direct_solver_cannot_fit_are_refused_naming_it(tmp_path):
     Xt, yt, three = _releases(600, 2, 1, n_sampled=3)
     with pytest.raises(ValidationError, match="solver.*one or two pairs per record"):
         SpreadLogisticRegression(**kw).fit(Xt, yt, mechanism=three)
+    Xt2, yt2, two = _releases(600, 2, 1, n_sampled=2)
+    with pytest.raises(ValidationError, match="solver.*public rows on one pair"):
+        SpreadLogisticRegression(prior=EmpiricalPrior(np.zeros((5, 4), int)), **kw).fit(Xt2, yt2, mechanism=two)
     Xt, yt, one = _releases(600, 2, 1)
     with pytest.raises(ValidationError, match="solver.*fixed prior"):
         SpreadLogisticRegression(prior="learned", **kw).fit(Xt, yt, mechanism=one)

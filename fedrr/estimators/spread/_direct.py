@@ -34,6 +34,9 @@ N_DRAWS = 16384
 #: closer to a 65,536-random-draw fit than fits on N_DRAWS random ones (coefficients' rms 0.012 vs
 #: 0.015, 0.009 vs 0.011; 3 seeds each), 4,096 do not; a factorised prior gained nothing: N_DRAWS
 TWO_PAIR_DRAWS = 8192
+#: a prior of public rows (``EmpiricalPrior``) takes up to this many whole, its pair tables then exact
+#: (Adult's 30,162 training rows); more rows are drawn uniformly, this many
+JOINT_ROWS = 65536
 
 
 def prior_draws(
@@ -61,9 +64,9 @@ def prior_draws(
         X = prior.draws(n_draws, rng)
         return X, [prior.state_weights(X, j) for j in range(D)]
     z = None
-    if isinstance(prior, JointSpreadPrior):
+    if isinstance(prior, JointSpreadPrior):  # public rows: whole up to JOINT_ROWS (exact), else a uniform draw
         rows = np.asarray(prior.rows)
-        X = rows[rng.integers(rows.shape[0], size=n_draws)] if rows.shape[0] > n_draws else rows
+        X = rows[rng.integers(rows.shape[0], size=JOINT_ROWS)] if rows.shape[0] > JOINT_ROWS else rows
     elif isinstance(prior, MixtureSpreadPrior):
         if stratified:
             z = np.repeat(np.arange(len(prior.log_pi)), apportion(normalise(np.exp(prior.log_pi)), n_draws))
@@ -146,15 +149,17 @@ def blocker(mechanisms, prior, max_pairs: int = 1) -> str | None:
         return "needs one number of pairs per record for every record"
     if isinstance(prior, str) and prior == "learned":
         return "needs a fixed prior: prior='learned' is refined during EM"
-    if isinstance(prior, EmpiricalPrior):
-        return "does not take a prior of public rows"
+    if isinstance(prior, EmpiricalPrior) and any(rm.paired.n_sampled > 1 for rm in mechanisms):
+        return "takes a prior of public rows on one pair per record only"
     return None
 
 
 def direct_blocker(groups: list, prior, p: dict, max_pairs: int = 1) -> str | None:
     """``blocker`` of a fit's groups, and of its built prior."""
     why = blocker([rm for rm, _ in groups], p["prior"], max_pairs)
-    return why or ("does not take a prior of public rows" if isinstance(prior, JointSpreadPrior) else None)
+    if why is None and isinstance(prior, JointSpreadPrior) and any(rm.paired.n_sampled > 1 for rm, _ in groups):
+        why = "takes a prior of public rows on one pair per record only"
+    return why
 
 
 @dataclass
