@@ -21,7 +21,10 @@ max_iter=I (200), burn_in=B (auto), init=S (auto), solver=V (auto))`` with PRIOR
 person, direct solver), ``learned`` or ``auto``; ``cv[:KEY=S...]`` =
 ``SpreadLogisticRegressionCV(encoding="onehot", KEY=S)`` for string parameters (``init=naive-bayes``,
 ``encoding=unit``: the estimators' default until 2026-12-02, now "auto"), otherwise defaults (the sweep's ``spread``);
-``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes). With ``prior="auto"`` on two or
+``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes); ``public:C[:rows=M][:solver=V]`` = spread
+at C with a prior of public unlabeled rows (``EmpiricalPrior``: M rows of the pool people are drawn from, or
+"all", the default: the population's own joint, an oracle no deployment has) and ``cv:public=M`` the CV's
+defaults with that prior (the eleventh session's ceiling of one pair per person, results/adult_scale_designs/summary.md). With ``prior="auto"`` on two or
 more pairs per person, ``prior_choice`` holds the prior the releases chose and its z
 (``SpreadLogisticRegression.prior_choice_``).
 Rows are appended to the CSV ``--out`` (created with a header naming the command), one per fit.
@@ -70,7 +73,7 @@ from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.io import command_line
 from fedrr.learners import classification_scores
-from fedrr.mechanisms import PairedRecordMechanism, plan_release
+from fedrr.mechanisms import EmpiricalPrior, PairedRecordMechanism, plan_release
 
 FIELDS = [
     "n",
@@ -130,14 +133,26 @@ def describe(mech) -> str:
     return f"{kind}(m={m})"
 
 
-def fit_one(spec: str, Xt, yt, mech, seed: int):
-    """One fit of ``spec`` (see the module doc) -> (estimator, seconds, extra fields)."""
+def public_rows(pool: np.ndarray, m: str, seed: int) -> EmpiricalPrior:
+    """A prior of public unlabeled rows: ``m`` rows of the pool people are drawn from (without
+    replacement, seeded by (seed, m)), or all of them for "all" (the population's own joint: an oracle)."""
+    if m == "all":
+        return EmpiricalPrior(pool)
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(int(m), 79)))
+    return EmpiricalPrior(pool[rng.choice(pool.shape[0], int(m), replace=False)])
+
+
+def fit_one(spec: str, Xt, yt, mech, seed: int, pool: np.ndarray | None = None):
+    """One fit of ``spec`` (see the module doc) -> (estimator, seconds, extra fields); ``pool``: the
+    clean rows people are drawn from, for the public-rows priors."""
     t = time.perf_counter()
     if spec == "ldp-nb":
         est = LDPNaiveBayes().fit(Xt, yt, mechanism=mech)
         return est, time.perf_counter() - t, {}
     if spec.split(":")[0] == "cv":
         kw = {k: v for k, v in (p.split("=") for p in spec.split(":")[1:])}
+        if "public" in kw:
+            kw["prior"] = public_rows(pool, kw.pop("public"), seed)
         kw = {"encoding": "onehot", "random_state": seed} | kw  # cv:encoding=unit: the estimators' former default
         est = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=mech)
         inner = est.estimator_
@@ -149,6 +164,8 @@ def fit_one(spec: str, Xt, yt, mech, seed: int):
         kw = {}
         if name.startswith("lc"):
             kw = {"prior": "latent-class", "n_latent_classes": int(name[2:])}
+        elif name == "public":
+            kw = {"prior": public_rows(pool, opts.pop("rows", "all"), seed)}
         else:
             kw = {"prior": PRIORS[name]}
         if "it" in opts:
@@ -541,7 +558,7 @@ def main(argv=None):
                     rel = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(n, int(eps * 1000), 1)))
                     Xt, yt = mech.release(Xtr[idx], ytr[idx], rng=rel)
                     for spec in a.fits:
-                        est, sec, extra = fit_one(spec, Xt, yt, mech, seed)
+                        est, sec, extra = fit_one(spec, Xt, yt, mech, seed, Xtr)
                         row = {"n": n, "eps": eps, "design": name, "seed": seed, "fit": spec}
                         row |= metrics(est, Xte, yte) | {"seconds": sec, "mechanism": describe(mech)} | extra
                         row["scored_on"] = "validation" if a.split == "validation" else "test"
