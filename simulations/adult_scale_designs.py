@@ -24,9 +24,9 @@ person, direct solver), ``learned`` or ``auto``; ``cv[:KEY=S...]`` =
 ``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes); ``public:C[:rows=M][:solver=V]`` = spread
 at C with a prior of public unlabeled rows (``EmpiricalPrior``: M rows of the pool people are drawn from, or
 "all", the default: the population's own joint, an oracle no deployment has) and ``cv:public=M`` the CV's
-defaults with that prior (the eleventh session's ceiling of one pair per person, results/adult_scale_designs/summary.md). With ``prior="auto"`` on two or
-more pairs per person, ``prior_choice`` holds the prior the releases chose and its z
-(``SpreadLogisticRegression.prior_choice_``).
+defaults with that prior (the eleventh session's ceiling of one pair per person,
+results/adult_scale_designs/summary.md). With ``prior="auto"`` on two or more pairs per person,
+``prior_choice`` holds the prior the releases chose and its z (``SpreadLogisticRegression.prior_choice_``).
 Rows are appended to the CSV ``--out`` (created with a header naming the command), one per fit.
 ``--paired --fits F ...`` prints those fits against ``ldp-nb`` on the same releases (paired
 differences over the seeds both have) from ``--out`` and stops.

@@ -34,8 +34,8 @@ N_DRAWS = 16384
 #: closer to a 65,536-random-draw fit than fits on N_DRAWS random ones (coefficients' rms 0.012 vs
 #: 0.015, 0.009 vs 0.011; 3 seeds each), 4,096 do not; a factorised prior gained nothing: N_DRAWS
 TWO_PAIR_DRAWS = 8192
-#: a prior of public rows (``EmpiricalPrior``) takes up to this many whole, its pair tables then exact
-#: (Adult's 30,162 training rows); more rows are drawn uniformly, this many
+#: one pair per record under a prior of public rows (``EmpiricalPrior``): up to this many rows are taken
+#: whole, the pair tables then exact (Adult's 30,162 training rows); more are drawn uniformly, this many
 JOINT_ROWS = 65536
 
 
@@ -64,9 +64,9 @@ def prior_draws(
         X = prior.draws(n_draws, rng)
         return X, [prior.state_weights(X, j) for j in range(D)]
     z = None
-    if isinstance(prior, JointSpreadPrior):  # public rows: whole up to JOINT_ROWS (exact), else a uniform draw
+    if isinstance(prior, JointSpreadPrior):  # public rows: whole up to n_draws (exact), else n_draws drawn
         rows = np.asarray(prior.rows)
-        X = rows[rng.integers(rows.shape[0], size=JOINT_ROWS)] if rows.shape[0] > JOINT_ROWS else rows
+        X = rows[rng.integers(rows.shape[0], size=n_draws)] if rows.shape[0] > n_draws else rows
     elif isinstance(prior, MixtureSpreadPrior):
         if stratified:
             z = np.repeat(np.arange(len(prior.log_pi)), apportion(normalise(np.exp(prior.log_pi)), n_draws))
@@ -395,12 +395,14 @@ def pair_margin(prior, j: int, k: int, kj: int, kk: int) -> np.ndarray:
 
 def pair_likelihood(groups: list, X: np.ndarray, design, prior, n_classes: int, seed: int, units=None):
     """The likelihood of these paired releases: ``PairLikelihood`` for one pair per record on N_DRAWS
-    draws, ``TwoPairLikelihood`` for two (on TWO_PAIR_DRAWS stratified draws of a mixture prior; ``units``:
-    their ``two_pair_units`` if already built)."""
+    draws (a prior of public rows: its rows, up to JOINT_ROWS), ``TwoPairLikelihood`` for two (on
+    TWO_PAIR_DRAWS stratified draws of a mixture prior; ``units``: their ``two_pair_units`` if already
+    built)."""
     if groups[0][0].paired.n_sampled == 2:
         n_draws = TWO_PAIR_DRAWS if isinstance(prior, MixtureSpreadPrior) else N_DRAWS
         return TwoPairLikelihood(groups, X, design, prior, n_classes, n_draws, seed, units)
-    return PairLikelihood(groups, X, design, prior, n_classes, N_DRAWS, seed)
+    n_draws = JOINT_ROWS if isinstance(prior, JointSpreadPrior) else N_DRAWS
+    return PairLikelihood(groups, X, design, prior, n_classes, n_draws, seed)
 
 
 def _bincount(idx: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
