@@ -37,6 +37,9 @@ TWO_PAIR_DRAWS = 8192
 #: one pair per record under a prior of public rows (``EmpiricalPrior``): up to this many rows are taken
 #: whole, the pair tables then exact (Adult's 30,162 training rows); more are drawn uniformly, this many
 JOINT_ROWS = 65536
+#: why a prior of public rows is refused on two pairs per record (its pair tables' cells would need the
+#: rows' own two-attribute weights, not the product of one-attribute ones)
+PUBLIC_ROWS_ONE_PAIR = "takes a prior of public rows on one pair per record only"
 
 
 def prior_draws(
@@ -150,7 +153,7 @@ def blocker(mechanisms, prior, max_pairs: int = 1) -> str | None:
     if isinstance(prior, str) and prior == "learned":
         return "needs a fixed prior: prior='learned' is refined during EM"
     if isinstance(prior, EmpiricalPrior) and any(rm.paired.n_sampled > 1 for rm in mechanisms):
-        return "takes a prior of public rows on one pair per record only"
+        return PUBLIC_ROWS_ONE_PAIR
     return None
 
 
@@ -158,7 +161,7 @@ def direct_blocker(groups: list, prior, p: dict, max_pairs: int = 1) -> str | No
     """``blocker`` of a fit's groups, and of its built prior."""
     why = blocker([rm for rm, _ in groups], p["prior"], max_pairs)
     if why is None and isinstance(prior, JointSpreadPrior) and any(rm.paired.n_sampled > 1 for rm, _ in groups):
-        why = "takes a prior of public rows on one pair per record only"
+        why = PUBLIC_ROWS_ONE_PAIR
     return why
 
 
