@@ -139,16 +139,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--margins",
         choices=("releases", "ml", "true"),
-        default="releases",
+        default="ml",
         help="--grid: the bootstrap's margins (independence_test's margins; true: the simulation's, an oracle); "
-        "other than releases the rows go to independence_grid_MARGINS.csv and the table to independence_margins.md",
+        "other than the test's the rows go to independence_grid_MARGINS.csv and the table to independence_margins.md",
     )
     ap.add_argument(
         "--covariance",
-        choices=("releases", "draw"),
-        default="releases",
-        help="--grid: each draw's S at the releases' margins or the draw's own (independence_test's covariance); "
-        "draw: the rows go to independence_grid_MARGINS-draw.csv",
+        choices=("auto", "releases", "draw"),
+        default="auto",
+        help="--grid: each draw's S at the releases' margins, the draw's own, or the draw's own but for OLH "
+        "(independence_test's covariance); other than the test's the rows go to independence_grid_MARGINS[-draw].csv",
     )
     ap.add_argument("--indices", nargs="+", type=int, help="--grid: these settings only (indices into GRID)")
     args = ap.parse_args(argv)
@@ -262,7 +262,8 @@ def grid(args, argv) -> int:
 
 #: the bootstrap variants of the margins table, by their CSV's suffix
 VARIANTS = {
-    "": "releases' margins (the test)",
+    "": "ML margins, S per draw but OLH's (the test)",
+    "_releases": "releases' margins (the test before 2026-12-03)",
     "_releases-draw": "releases' margins, S per draw",
     "_ml": "ML margins",
     "_ml-draw": "ML margins, S per draw",
@@ -273,9 +274,9 @@ VARIANTS = {
 
 def variant(args) -> str:
     """The suffix of a grid run's CSV: empty for the test as it is, else its margins and covariance."""
-    if args.margins == "releases" and args.covariance == "releases":
+    if args.margins == "ml" and args.covariance == "auto":
         return ""
-    return f"_{args.margins}" + ("-draw" if args.covariance == "draw" else "")
+    return f"_{args.margins}" + {"releases": "", "draw": "-draw", "auto": "-auto"}[args.covariance]
 
 
 def read_grid(path: Path) -> list[dict]:
@@ -286,11 +287,8 @@ def read_grid(path: Path) -> list[dict]:
 def margins_report(args, argv) -> int:
     """``--grid --margins ... --covariance ...``: the settings run with another bootstrap (``VARIANTS``)
     beside the same pools' rates with the test as it is (``independence_grid.csv``)."""
-    runs = {
-        v: {int(r["index"]): r for r in read_grid(args.out / f"independence_grid{v}.csv")}
-        for v in VARIANTS
-        if (args.out / f"independence_grid{v}.csv").exists()
-    }
+    found = sorted(p.stem.removeprefix("independence_grid") for p in args.out.glob("independence_grid*.csv"))
+    runs = {v: {int(r["index"]): r for r in read_grid(args.out / f"independence_grid{v}.csv")} for v in found}
     shown = sorted(set().union(*(set(rows) for v, rows in runs.items() if v)))
     modes = list(runs)
     table = []
@@ -302,7 +300,7 @@ def margins_report(args, argv) -> int:
             row += [rate_of(int(r["kept05"]), int(r["pools"])) + f", mean p {r['mean_p']}" if r else "–"]
         table.append(row)
     head = ["oracle", "ε per record", "pairs per record", "classes", "records"]
-    head += [VARIANTS[m] for m in modes]
+    head += [VARIANTS.get(m, m.lstrip("_")) for m in modes]
     title = "The paired test's bootstrap drawn at other margins, the same no-signal pools: kept rate at alpha 0.05 "
     title += "[95 % Clopper-Pearson] and mean p-value"
     print(write_report(args.out / "independence_margins.md", title, markdown_table(head, table), argv))

@@ -158,9 +158,10 @@ def test_independence_p_value_is_reproducible_from_its_seed():
 
 @pytest.mark.parametrize("n_sampled", [1, 2])
 def test_independence_bootstrap_draws_at_the_margins_asked(n_sampled):
-    """``margins``: given the releases' own clipped margins, the bootstrap is the default's, draw for draw;
-    the maximum-likelihood margins ("ml") are each attribute's ML pair table's, so other draws and a
-    valid p-value, also with ``covariance="draw"``; anything else is refused, naming the parameter."""
+    """``margins``: given the releases' own clipped margins, the bootstrap is "releases"', draw for draw;
+    the maximum-likelihood margins ("ml", the default) are each attribute's ML pair table's, so other
+    draws and a valid p-value, also with ``covariance="draw"``; anything else is refused, naming the
+    parameter."""
     from fedrr.estimators.spread._cv_paired import _attributes, _null_margins, _simplex, _tables
     from fedrr.estimators.spread._paired import ml_pair_table
 
@@ -170,8 +171,9 @@ def test_independence_bootstrap_draws_at_the_margins_asked(n_sampled):
     sizes = np.array([np.sum(~np.isnan(Xt[:, j])) for j in range(len(KC))], float)
     pi = sum(w * E.sum(axis=0) for w, E in zip(sizes / sizes.sum(), tables))
     own = ([E.sum(axis=1) for E in tables], pi)
-    base = independence_test(g, Xt, seed=3)
-    assert independence_test(g, Xt, seed=3, margins=own) == base
+    base = independence_test(g, Xt, seed=3, margins="releases", covariance="releases")
+    assert independence_test(g, Xt, seed=3, margins=own, covariance="releases") == base
+    assert independence_test(g, Xt, seed=3) == independence_test(g, Xt, seed=3, margins="ml", covariance="auto")
     ms, pi_ml = _null_margins(_attributes(g, Xt), tables, Xt, "ml")
     for j, m in enumerate(ms):
         t = ml_pair_table(mech, j, Xt[~np.isnan(Xt[:, j]), j])
@@ -186,6 +188,29 @@ def test_independence_bootstrap_draws_at_the_margins_asked(n_sampled):
         independence_test(g, Xt, margins="truth")
     with pytest.raises(ValidationError, match="covariance"):
         independence_test(g, Xt, covariance="per-draw")
+
+
+@pytest.mark.parametrize("oracle, same_as", [("oue", "draw"), ("rr", "draw"), ("olh", "releases")])
+def test_independence_covariance_auto_recomputes_closed_forms_and_keeps_olh(oracle, same_as):
+    """``covariance="auto"`` (the default): a draw's S is at the draw's own margins for randomised
+    response and OUE (as "draw") and at the releases' for OLH (as "releases"), whose per-draw covariance
+    costs seeds × k² and moved no level measured by more than 0.001; the p-value follows, draw for draw."""
+    from fedrr.estimators.spread._cv_paired import _attributes, _hashed, _null_cov, _null_tables, _tables, _terms
+
+    Xt, mech = _pool_oracle(600, 4, oracle, eps=0.5, n_sampled=1)
+    g = [(mech, np.arange(len(Xt)))]
+    assert independence_test(g, Xt, seed=3) == independence_test(g, Xt, seed=3, covariance=same_as)
+    attrs = _attributes(g, Xt)
+    tables = _tables(attrs, Xt)
+    n = len(Xt)
+    covs = _terms(attrs, tables, n)[3]  # at the releases' margins
+    kept = [_null_cov(_hashed(parts)[0], n, U.mean(0).sum(1), U.mean(0).sum(0)) for (_, parts), U in zip(attrs, tables)]
+    draw = _null_tables(attrs, [np.full(k, 1 / k) for k in KC], np.full(3, 1 / 3), n, True, np.random.default_rng(0))
+    S = {"auto": _terms(attrs, draw, n, None, True, kept)[2], "draw": _terms(attrs, draw, n, None, True)[2]}
+    S["releases"] = _terms(attrs, draw, n, covs, True)[2]
+    other = {"draw": "releases", "releases": "draw"}[same_as]
+    np.testing.assert_array_equal(S["auto"], S[same_as])
+    assert np.abs(S["auto"] - S[other]).max() > 1e-3 * np.abs(S[other]).max()
 
 
 @pytest.mark.parametrize("oracle, size", [("rr", 300), ("oue", 300), ("olh", 40), ("olh", 3000)])

@@ -174,13 +174,24 @@ def _null_cov(parts: list, n: int, m: np.ndarray, pi: np.ndarray) -> np.ndarray:
     """(k_j·C, k_j·C): a record's unbiased one-hot covariance under no signal at the margins (m, π)
     clipped to the simplex, averaged over the records (0 for one that did not release j)."""
     q0 = np.outer(_simplex(m), _simplex(pi)).ravel()  # the pair distribution under no signal
-    return sum(r.size / n * unbiased_onehot_covariance(o, q0) for r, _, o in parts)
+    k = m.size * pi.size
+    return sum((r.size / n * unbiased_onehot_covariance(o, q0) for r, _, o in parts), np.zeros((k, k)))
 
 
-def _terms(attrs: list, tables: list, n: int, covs: list | None = None, single: bool | None = None):
+def _hashed(parts: list) -> tuple[list, list]:
+    """``parts`` split into those whose oracle is OLH (its covariance costs seeds × k² to compute) and
+    the others (closed form)."""
+    return [pt for pt in parts if isinstance(pt[2], LocalHashing)], [
+        pt for pt in parts if not isinstance(pt[2], LocalHashing)
+    ]
+
+
+def _terms(attrs: list, tables: list, n: int, covs: list | None = None, single: bool | None = None, kept=None):
     """The records' terms (n, Σ_j (k_j − 1)(C − 1)) (None when every record released one pair: then
     the blocks never share a record), their mean and their covariance S under no signal. ``covs``: the
-    one-hot covariances per attribute to use (``_null_cov``), else computed at the tables' margins."""
+    one-hot covariances per attribute to use (``_null_cov``), else computed at the tables' margins;
+    ``kept``: per attribute the covariance of its OLH parts to use, the other parts' computed at the
+    tables' margins."""
     rows = [np.concatenate([r for r, _, _ in parts]) for _, parts in attrs]
     if single is None:
         single = _one_pair_each(attrs)
@@ -189,7 +200,12 @@ def _terms(attrs: list, tables: list, n: int, covs: list | None = None, single: 
         E = U.mean(axis=0)
         m, pi = E.sum(axis=1), E.sum(axis=0)  # the table's margins, plugged in
         G = interaction_map(_simplex(m), _simplex(pi))
-        V = _null_cov(parts, n, m, pi) if covs is None else covs[len(raw)]
+        if covs is not None:
+            V = covs[len(raw)]
+        elif kept is not None:
+            V = kept[len(raw)] + _null_cov(_hashed(parts)[1], n, m, pi)
+        else:
+            V = _null_cov(parts, n, m, pi)
         raw.append(V)
         means.append(r.size / n * (G @ E.ravel()))
         null_covs.append(G @ V @ G.T)
@@ -266,29 +282,39 @@ def independence_test(
     *,
     seed: int = 0,
     n_boot: int = N_BOOT,
-    margins="releases",
-    covariance: str = "releases",
+    margins="ml",
+    covariance: str = "auto",
 ) -> dict:
     """The fallback's test on paired releases ``X`` (module doc): the score statistic T = n z̄ᵀ S⁻¹ z̄
     of the records' ``independence_terms``, its degrees of freedom (the rank of S), and its p-value by
     a parametric bootstrap through the mechanism at the releases' margins (``seed`` makes it
     reproducible; ``n_boot`` draws at most, 0 for the chi-square reference alone, ``p_chi2``).
-    ``margins``: what the bootstrap draws from: "releases" (the pair tables' debiased margins clipped
-    to the simplex), "ml" (the margins of each attribute's maximum-likelihood pair table), or given
-    (a list of every attribute's state probabilities, the class probabilities): a diagnostic with the
-    true margins of a simulation (``simulations/paired_independence_level.py --margins``). ``covariance``:
-    each draw's S within an attribute at the releases' margins ("releases", the default) or at the
-    draw's own, as T's is at the releases' ("draw": T_b computed as T is; OLH's costs up to 0.2 s a draw)."""
+    ``margins``: what the bootstrap draws from: "ml" (the default: the margins of each attribute's
+    maximum-likelihood pair table), "releases" (the pair tables' debiased margins clipped to the
+    simplex, which are more spread out than the truth and made the test conservative), or given (a
+    list of every attribute's state probabilities, the class probabilities): a diagnostic with the
+    true margins of a simulation (``simulations/paired_independence_level.py --margins``).
+    ``covariance``: each draw's S within an attribute at the releases' margins ("releases"), at the
+    draw's own, as T's is at the releases' ("draw": T_b computed as T is; OLH's costs up to 0.2 s a
+    draw), or "auto" (the default): at the draw's own for randomised response and OUE (closed form),
+    at the releases' for OLH, where the draw's own moved no level by more than 0.001
+    (results/spread_fallback_level/independence_margins.md)."""
     if isinstance(margins, str) and margins not in ("releases", "ml"):
         allowed = "'releases', 'ml' or (attribute margins, class margin)"
         raise ValidationError("margins", f"must be {allowed}, got {margins!r}")
-    if covariance not in ("releases", "draw"):
-        raise ValidationError("covariance", f"must be 'releases' or 'draw', got {covariance!r}")
+    if covariance not in ("auto", "releases", "draw"):
+        raise ValidationError("covariance", f"must be 'auto', 'releases' or 'draw', got {covariance!r}")
     n = X.shape[0]
     attrs = _attributes(groups, X)
     tables = _tables(attrs, X)
     single = _one_pair_each(attrs)
-    _, zbar, S, covs = _terms(attrs, tables, n, single=single)
+    kept = None
+    if covariance == "auto":  # OLH's parts at the releases' margins, kept for every draw
+        kept = []
+        for (_, parts), U in zip(attrs, tables):
+            E = U.mean(axis=0)
+            kept.append(_null_cov(_hashed(parts)[0], n, E.sum(axis=1), E.sum(axis=0)))
+    _, zbar, S, covs = _terms(attrs, tables, n, single=single, kept=kept)
     sizes = [(pm.n_states[j] - 1) * (pm.n_classes - 1) for j, ((_, pm, _), *_) in attrs] if single else None
     T, df = _score(n, zbar, S, sizes)
     if df == 0:
@@ -303,9 +329,8 @@ def independence_test(
             # sequential: stop at N_EXCEED draws reaching T, then p = h / l (Besag & Clifford 1991)
             while drawn < n_boot and exceed < N_EXCEED:
                 draw = _null_tables(attrs, ms, pi, n, single, rng)
-                Tb, _ = _score(
-                    n, *_terms(attrs, draw, n, covs if covariance == "releases" else None, single)[1:3], sizes
-                )
+                fixed = covs if covariance == "releases" else None
+                Tb, _ = _score(n, *_terms(attrs, draw, n, fixed, single, kept)[1:3], sizes)
                 exceed, drawn = exceed + (Tb >= T), drawn + 1
         p_value = exceed / drawn if exceed == N_EXCEED else (1 + exceed) / (n_boot + 1)
     # the p-value as a normal quantile, from whichever tail is accurate (p rounds to 1 far below df)
