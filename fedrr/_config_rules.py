@@ -126,7 +126,7 @@ def _unknown_learner(c: Any) -> str | None:
 
 _MIX = "budget-mix sets the feature budgets itself: leave this key out"
 #: the keys that declare a table population's schema (each needs ``table``)
-TABLE_KEYS = ("label", "classes", "categorical", "edges", "test_table")
+TABLE_KEYS = ("label", "classes", "categorical", "edges", "test_table", "public_table")
 
 
 def _table_rules() -> tuple[Rule, ...]:
@@ -162,6 +162,16 @@ def _table_rules() -> tuple[Rule, ...]:
             ),
         ),
         Rule(
+            "public_rows",
+            lambda c: bool(c.public_table) and c.public_rows > 0,
+            lambda c, n: f"a public sample comes from {n('public_table')} or {n('public_rows')}: set one",
+        ),
+        Rule(
+            "public_rows",
+            lambda c: c.public_rows > 0 and c.population != "dataset",
+            lambda c, n: f"is the built-in population's; population {c.population!r} gives its own public_sample()",
+        ),
+        Rule(
             "mechanism",
             lambda c: bool(c.table) and c.mechanism not in DISCRETE_FAMILIES,
             lambda c, n: (
@@ -189,6 +199,13 @@ RUN_RULES: tuple[Rule, ...] = (
     ),
     *WHOLE_RECORD_LABEL,
     AUTO_N_SAMPLED,
+    Rule(
+        "learners",
+        lambda c: (
+            "spread-public" in c.learners and c.population == "dataset" and not c.public_table and not c.public_rows
+        ),
+        lambda c, n: f"'spread-public' needs a public sample: set {n('public_table')} or {n('public_rows')}",
+    ),
     # cohorts, protocol, learners and what the server accepts
     Rule(
         "run_mode",

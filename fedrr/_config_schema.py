@@ -262,6 +262,26 @@ def _keys() -> tuple[Key, ...]:
             fingerprint="if-set",
         ),
         K(
+            "public_table",
+            "population",
+            "str",
+            "",
+            "table: public clean rows with the table's feature columns (no label needed), a .csv or .parquet file "
+            "coded by its declared schema, offered to the server as a prior (learner spread-public). '' = none",
+            (Text(),),
+            fingerprint="if-set",
+        ),
+        K(
+            "public_rows",
+            "population",
+            "int",
+            0,
+            "a simulation's public sample: this many training rows, drawn with the seed, offered to the server as "
+            "a prior (learner spread-public); a sample of the people's own distribution. 0 = none",
+            (Interval(int, 0, None),),
+            fingerprint="if-set",
+        ),
+        K(
             "n_test_per_class",
             "population",
             "int",

@@ -27,6 +27,7 @@ LEARNERS = {
     "classification": (
         "spread",
         "spread-robust",
+        "spread-public",
         "spread-plain",
         "spread-flat",
         "spread-is",

@@ -107,13 +107,13 @@ def dataset_population(cfg: RunConfig) -> DatasetPopulation:
             )
     with _config_key(None):
         common = {"n_test_per_class": cfg.n_test_per_class, "dropout": cfg.dropout, "seed": cfg.seed}
+        common |= {"resample": cfg.resample, "public_rows": cfg.public_rows}
         if cfg.table:
-            pop = TablePopulation(ds, cfg.n_clients, mechs, weights, resample=cfg.resample, **common)
+            public = table_path(cfg.public_table) if cfg.public_table else None
+            pop = TablePopulation(ds, cfg.n_clients, mechs, weights, public_table=public, **common)
         else:
             features = "states" if family in DISCRETE_FAMILIES else "unit"
-            pop = DatasetPopulation(
-                name, cfg.n_clients, mechs, weights, features=features, resample=cfg.resample, **common
-            )
+            pop = DatasetPopulation(name, cfg.n_clients, mechs, weights, features=features, **common)
     if family == "auto":
         pop.release_plans = tuple(
             plan_line(planned_release(states, ds.schema.n_classes, lv, cfg.n_clients)) for lv in levels
@@ -151,6 +151,7 @@ def _read_config_table(stamps: tuple, spec: str) -> Dataset:
 _ARG_KEYS = {"n_clients": "n-clients", "n_test_per_class": "n-test-per-class", "weights": "budget-mix"}
 _ARG_KEYS |= {"n_sampled": "n-sampled", "gaussian_noise": "gaussian-noise"}
 _ARG_KEYS |= {k: k.replace("_", "-") for k in BUDGET_KEYS} | {"test_table": "test-table"}
+_ARG_KEYS |= {"public_table": "public-table", "public_rows": "public-rows"}
 #: run-config keys whose errors pass through unchanged
 _OWN_KEYS = {"delta", "dropout", "seed", "dataset", "mechanism", "n-clients", "n-test-per-class", "budget-mix"}
 _OWN_KEYS |= {"feature-flip", "feature-epsilon", "label-flip", "label-epsilon", "n-sampled", "gaussian-noise"}

@@ -245,6 +245,9 @@ class FakeClients(ClientPopulation):
     def test_set(self):
         return self.base.test_set()
 
+    def public_sample(self):
+        return self.base.public_sample()
+
     def release_record(self, client_id: int, rng: np.random.Generator) -> tuple[np.ndarray, Any]:
         if not self.is_fake(client_id):
             return self.base.release_record(client_id, rng)

@@ -30,7 +30,8 @@ class FitData:
     as the exact likelihood; ``clean_X``/``clean_y``: the same clients' clean records (oracles
     only); ``feature_mechanism``/``label_noised``: the regression setting's input block and
     whether the target was noised; ``client_id``: whose records they are (``own_protocol``
-    learners seed each client's simulated release with it)."""
+    learners seed each client's simulated release with it); ``public_X``: public clean feature rows
+    (the population's ``public_sample``), for a prior."""
 
     X: np.ndarray
     y: np.ndarray
@@ -40,6 +41,7 @@ class FitData:
     feature_mechanism: Any = None
     label_noised: bool = False
     client_id: np.ndarray | None = None  # the records' client ids (a learner that simulates its own releases)
+    public_X: np.ndarray | None = None  # public clean feature rows (the population's ``public_sample``), a prior
 
 
 @dataclass(frozen=True)
@@ -255,9 +257,9 @@ def _spread(d: FitData, o: FitOptions, **params):
     from .estimators import SpreadLogisticRegressionCV
 
     Cs = tuple(sorted({0.01, 0.1, 1.0, 10.0, float(o.C)}))
+    params = {"prior": release_prior(d.mechanism)} | params
     est = SpreadLogisticRegressionCV(
         Cs=Cs,
-        prior=release_prior(d.mechanism),
         executor=o.executor,
         random_state=o.random_state,
         max_iter=o.spread_max_iter,
@@ -279,6 +281,23 @@ def _spread(d: FitData, o: FitOptions, **params):
 )
 def _spread_robust(d: FitData, o: FitOptions):
     return _spread(d, o, robust="margins")
+
+
+@_learner(
+    "classification",
+    "spread-public",
+    "spread with a prior of public clean rows (the population's public sample: population.public_table or "
+    "public_rows; EmpiricalPrior, Barber §5.2): given the attributes' joint, one pair per person identifies "
+    "logistic regression, which naive Bayes's prior cannot",
+)
+def _spread_public(d: FitData, o: FitOptions):
+    from .mechanisms import EmpiricalPrior
+
+    if d.public_X is None:
+        raise ValidationError(
+            "learners", "'spread-public' needs a public sample: set population.public_table or public_rows"
+        )
+    return _spread(d, o, prior=EmpiricalPrior(d.public_X))
 
 
 def _plain(d: FitData, o: FitOptions, **kw):

@@ -30,7 +30,7 @@ from ._names import (  # noqa: F401  (their home is the names leaf; re-exported:
     WHOLE_RECORD_FAMILIES,
 )
 from ._validation import check_int
-from .datasets import Dataset, Schema, load, read_table, train_test_split_per_class
+from .datasets import Dataset, Schema, load, read_public_rows, read_table, train_test_split_per_class
 from .errors import ValidationError
 from .mechanisms import (
     RECORD_MECHANISMS,
@@ -83,6 +83,12 @@ class ClientPopulation(ABC):
 
     def test_set(self) -> tuple[np.ndarray, np.ndarray] | None:
         """Held-out clean (X, y) for evaluating the server's model; None if there is none."""
+        return None
+
+    def public_sample(self) -> np.ndarray | None:
+        """Public clean feature rows (M, D), coded as the records are, that the server may use as a
+        prior (learner ``spread-public``: spread-EM with ``EmpiricalPrior`` of them; Barber §5.2);
+        None if there are none. Override it to give your population's public sample."""
         return None
 
     def is_present(self, client_id: int) -> bool:
@@ -264,7 +270,8 @@ class DatasetPopulation(ClientPopulation):
     a mix — ``mechanisms`` with ``weights``:
     each client gets mechanism j with probability weights[j], reproducibly from ``seed``.
     ``features="states"`` keeps discrete pixels as integer states (for randomised response);
-    ``"unit"`` scales them to [0, 1] numbers (for Gaussian / Laplace noise)."""
+    ``"unit"`` scales them to [0, 1] numbers (for Gaussian / Laplace noise). ``public_rows``: that
+    many training rows offered to the server as a public sample (``public_sample``; a simulation's)."""
 
     #: one line per planned mechanism (mechanism "auto", ``plan_line``), shown by ``describe()``
     release_plans: tuple[str, ...] = ()
@@ -281,8 +288,10 @@ class DatasetPopulation(ClientPopulation):
         dropout: float = 0.0,
         seed: int = 0,
         resample: str = "none",
+        public_rows: int = 0,
     ):
         self._n = check_int("n_clients", n_clients, minimum=1)
+        self.public_rows = check_int("public_rows", public_rows, minimum=0)
         if resample not in RESAMPLE:
             raise ValidationError("resample", f"must be one of {RESAMPLE}, got {resample!r}")
         self.resample = resample
@@ -313,6 +322,10 @@ class DatasetPopulation(ClientPopulation):
         for m in mechs:
             if m.n_features != D:
                 raise ValidationError("mechanisms", f"cover {m.n_features} features but the dataset has {D}")
+        if self.public_rows > self.n_train:
+            raise ValidationError(
+                "public_rows", f"must be at most the {self.n_train:,} training rows, got {self.public_rows:,}"
+            )
 
     @cached_property
     def _ds(self) -> Dataset:
@@ -378,6 +391,16 @@ class DatasetPopulation(ClientPopulation):
         _, _, Xte, yte = self._data
         return Xte, yte
 
+    def public_sample(self) -> np.ndarray | None:
+        """``public_rows`` > 0: that many training rows drawn without replacement with the seed, a
+        simulation's public sample of the same population (the people's rows are drawn from the same
+        training rows, so it is a sample of their distribution, not a disjoint one); else None."""
+        if self.public_rows == 0:
+            return None
+        X = self._data[0]
+        rows = np.random.default_rng([self.seed, 0x9B11C]).choice(X.shape[0], self.public_rows, replace=False)
+        return X[np.sort(rows)].copy()
+
     def describe(self) -> dict:
         out = super().describe()
         out.update(
@@ -387,6 +410,10 @@ class DatasetPopulation(ClientPopulation):
             features=self.features,
             resample=self.resample,
         )
+        if self.public_rows:
+            out["public_sample"] = (
+                f"{self.public_rows:,} training rows drawn with the seed (a simulation's public sample)"
+            )
         if self.resample == "bootstrap":
             out["resampled"] = (
                 f"bootstrap: {self._n:,} clients drawn with replacement from {self.n_train:,} training rows "
@@ -411,7 +438,11 @@ class TablePopulation(DatasetPopulation):
     ``mechanisms``: record mechanism(s) as ``DatasetPopulation``'s, or a family name of
     ``record_mechanism_for`` built for the table's schema: "auto" (the release planner's design for
     ``n_clients`` records) or "paired" at ``epsilon`` per whole record; "rr" / "oracle" at ``epsilon``
-    per feature and ``label_epsilon``. ``table`` may also be a ``Dataset`` that ``read_table`` made."""
+    per feature and ``label_epsilon``. ``table`` may also be a ``Dataset`` that ``read_table`` made.
+
+    ``public_table``: public clean rows with the table's feature columns (no label needed), coded by
+    its declared schema, that ``public_sample`` offers the server as a prior; or ``public_rows``
+    training rows (a simulation's public sample, ``DatasetPopulation``)."""
 
     def __init__(  # noqa: PLR0913  the table's declared schema, keyword-only
         self,
@@ -431,6 +462,8 @@ class TablePopulation(DatasetPopulation):
         label_epsilon: float | None = None,
         dropout: float = 0.0,
         seed: int = 0,
+        public_table: Any = None,
+        public_rows: int = 0,
     ):
         if isinstance(table, Dataset):
             ds = table
@@ -456,13 +489,22 @@ class TablePopulation(DatasetPopulation):
             dropout=dropout,
             seed=seed,
             resample=resample,
+            public_rows=public_rows,
         )
+        if public_table is not None and public_rows:
+            raise ValidationError("public_rows", "a public sample comes from public_table or public_rows: set one")
+        self._public = None if public_table is None else read_public_rows(public_table, ds)
         if self.resample == "none" and self.n_clients > self.n_train:
             raise ValidationError(
                 "n_clients",
                 f"must be at most the {self.n_train:,} training rows of {self.table_name}, got {self.n_clients:,}: "
                 "set resample = 'bootstrap' to draw that many clients from the rows (nothing resamples unless asked)",
             )
+
+    def public_sample(self) -> np.ndarray | None:
+        """The rows of ``public_table`` coded by the table's declared schema (``read_public_rows``), or
+        ``public_rows`` training rows (``DatasetPopulation.public_sample``), or None."""
+        return self._public.copy() if self._public is not None else super().public_sample()
 
     def describe(self) -> dict:
         out = super().describe()
@@ -477,6 +519,8 @@ class TablePopulation(DatasetPopulation):
             columns=[f.name for f in self._ds.schema.features],
             unused_columns=list(ex.get("unused_columns", [])),
         )
+        if self._public is not None:
+            out["public_sample"] = f"{len(self._public):,} public rows"
         if ex.get("private_edges"):
             out["private_edges"] = {c: list(e) for c, e in ex["private_edges"].items()}
             out["private_edges_note"] = "edges fitted on the private rows (quantiles): not covered by the release's ε"

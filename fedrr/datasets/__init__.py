@@ -29,7 +29,7 @@ from ._synthetic import (
     make_logistic_multiclass_discrete,
     non_isotropic_cov,
 )
-from ._table import read_table
+from ._table import read_public_rows, read_table
 
 #: Real datasets reachable through ``load(name, **kw)``.
 LOADERS = {
@@ -71,6 +71,7 @@ __all__ = [
     "load_adult_binned",
     "load_adult_split",
     "load_lending_club",
+    "read_public_rows",
     "read_table",
     "train_test_split_per_class",
     "verify_checksum",

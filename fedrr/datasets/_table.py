@@ -133,10 +133,11 @@ def _first_bad(bad: dict[str, np.ndarray], columns: list[str]) -> tuple[int, str
 
 def _codes(df, name, first_line, label, classes, categorical, numeric):
     """Per declared column: its states (numeric columns: floats, binned later) or one error naming the
-    first bad cell (row, column) of the table."""
+    first bad cell (row, column) of the table (``label`` None: no label column)."""
     out, bad, why = {}, {}, {}
-    cells = {c: [_text(v) for v in df[c].tolist()] for c in [label, *categorical]}
-    for col, dom in [(label, classes), *categorical.items()]:
+    coded = ([(label, classes)] if label is not None else []) + list(categorical.items())
+    cells = {c: [_text(v) for v in df[c].tolist()] for c, _ in coded}
+    for col, dom in coded:
         index = {v: i for i, v in enumerate(dom)} if dom is not None else None
         vals = cells[col]
         missing = np.array([v is None for v in vals])
@@ -281,3 +282,33 @@ def _is_number(s: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def read_public_rows(source: Any, dataset: Dataset) -> np.ndarray:
+    """Public clean rows (a DataFrame, .csv or .parquet path) coded as ``dataset``'s records: its
+    feature columns, by the domains and edges that ``read_table`` declared for it (a label column
+    and any other column are ignored). (M, D) integer states. A missing column, a value outside its
+    domain or a bad number raises one ValidationError naming ``public_table``, the row and the
+    column. The rows are a public sample, for a prior (Barber §5.2): nothing in them is private."""
+    ex = dataset.extra
+    if "categories" not in ex or "edges" not in ex or ex.get("closed", "left") != "left":
+        raise ValidationError("public_table", "needs a population read from a table with its declared schema")
+    features = [f.name for f in dataset.schema.features]
+    categorical = {c: ex["categories"][c] for c in features if c in ex["categories"]}
+    edges = {c: ex["edges"][c] for c in features if c in ex["edges"]}
+    df, name, first_line = _read(source, "public_table")
+    missing = [c for c in features if c not in df.columns]
+    if missing:
+        raise ValidationError(
+            "public_table",
+            f"column {missing[0]!r} is not in {name}; it needs the population's feature columns "
+            f"({', '.join(features)}), its columns: {', '.join(map(str, df.columns))}",
+        )
+    if len(df) == 0:
+        raise ValidationError("public_table", f"{name} has no rows")
+    try:
+        coded = _codes(df, name, first_line, None, None, categorical, list(edges))
+    except ValidationError as exc:
+        raise ValidationError("public_table", f"{exc.field}: {exc.message}") from None
+    cols = [coded[c] if c in categorical else bin_states(coded[c], np.asarray(edges[c]), "left") for c in features]
+    return np.column_stack(cols).astype(np.int64)

@@ -234,8 +234,10 @@ class CellSpec:
                     key.fingerprint == "if-set" and rc.get(key.flwr) == DEFAULTS[key.flwr]
                 ):
                     rc.pop(key.flwr, None)
-        for k in ("table", "test-table"):  # a table's content decides the result, not where it lies: the
-            if rc.get(k):  # report re-reads the path from the manifest, relative to another file
+        # a table's content decides the result, not where it lies: the report re-reads the path from the
+        # manifest, relative to another file
+        for k in ("table", "test-table", "public-table"):
+            if rc.get(k):
                 rc[f"{k}-sha256"] = file_digest(rc.pop(k))
         rc["all-learners"] = list(spec.learners.names)
         rc["mode"] = spec.run.mode

@@ -75,6 +75,11 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
         "is for task = 'regression' (a classification label is always randomised)",
     )
     _check(secs, *rules.TABLE_RULES)
+    _need(
+        "learners.names",
+        "spread-public" not in learners.names or not is_dataset or bool(pop.public_table or pop.public_rows),
+        "'spread-public' needs a public sample: set population.public_table or population.public_rows",
+    )
     if pop.resample != "none":
         notes.append(
             f"[fedrr] population.resample = {pop.resample!r}: the clients' rows are resampled (client i's row "

@@ -92,7 +92,7 @@ def _classification_cell(cell: CellSpec, out: Path, executor: str | None) -> dic
         seconds_collect = time.perf_counter() - t0
         if pool.n < cfg.min_valid:
             raise FedrrError(f"cell {cell.key}: only {pool.n} valid releases (run.min_valid = {cfg.min_valid})")
-        data = FitData(pool.X, pool.y, pool.mechanism_arg())
+        data = FitData(pool.X, pool.y, pool.mechanism_arg(), public_X=population.public_sample())
         learners = {n: fit_and_score(n, data, test, options).entry for n in cfg.learners}
         dropped, n_releases = pool.counts, pool.n
         check = check_pool(pool, cfg.check_alpha).to_dict()

@@ -29,6 +29,9 @@ from ._sections import (
     _section,
 )
 
+#: the [population] keys that name files, relative to the scenario file as written
+TABLE_FILES = ("table", "test_table", "public_table")
+
 
 @dataclass(frozen=True)
 class ScenarioSpec:
@@ -94,7 +97,7 @@ class ScenarioSpec:
                     continue
                 if f.name == "budget_mix":
                     v = {"values": [a for a, _ in v], "weights": [w for _, w in v]} if v else {}
-                elif f.name in ("table", "test_table") and v and self.path:  # as written: relative to the file
+                elif f.name in TABLE_FILES and v and self.path:  # as written: relative to the file
                     v = os.path.relpath(v, Path(self.path).resolve().parent)
                 d[f.name] = json.loads(json.dumps(v))
             out[sec] = d
@@ -140,7 +143,7 @@ def _table_paths(pop: Any, path: str) -> Any:
     from ..population import table_path
 
     base = Path(path).resolve().parent if path else None
-    paths = {k: table_path(getattr(pop, k), base) for k in ("table", "test_table") if getattr(pop, k)}
+    paths = {k: table_path(getattr(pop, k), base) for k in TABLE_FILES if getattr(pop, k)}
     return dataclasses.replace(pop, **paths) if paths else pop
 
 

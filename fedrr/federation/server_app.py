@@ -114,7 +114,7 @@ def run_server(grid: Grid, cfg: RunConfig, log=print) -> dict:
     metrics.update(status="training", learners={})
     write_json(out / "metrics.json", metrics)
     test = population.test_set()
-    data = FitData(pool.X, pool.y, pool.mechanism_arg())
+    data = FitData(pool.X, pool.y, pool.mechanism_arg(), public_X=population.public_sample())
     options = fit_options(cfg)
     for learner in cfg.learners:
         res = fit_and_score(learner, data, test, options)

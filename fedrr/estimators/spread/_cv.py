@@ -492,7 +492,7 @@ class SpreadLogisticRegressionCV(ClassifierMixin, BaseEstimator):
             self.fallback_reason_ = (
                 f"the {n_test} paired releases show no association between the label and any attribute: "
                 f"score statistic {self.gain_['value']:.4g} on {self.gain_['df']} degrees of freedom, "
-                f"chi-square p = {p_value:.3g} > alpha = {p['alpha']:g}"
+                f"bootstrap p = {p_value:.3g} > alpha = {p['alpha']:g}"
             )
         else:
             self.fallback_reason_ = (
