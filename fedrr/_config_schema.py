@@ -583,6 +583,16 @@ def _keys() -> tuple[Key, ...]:
             (Options("em", "direct", "auto"),),
         ),
         K(
+            "public_smoothing",
+            "learners",
+            "int",
+            1000,
+            "spread-public: pseudo-rows drawn from naive Bayes's joint of the releases that join the public rows "
+            "(EmpiricalPrior smoothing: the prior is (M rows + α pseudo-rows)/(M + α)); 0 = the rows alone",
+            (Interval(int, 0, 10**6),),
+            fingerprint="if-set",
+        ),
+        K(
             "encoding",
             "learners",
             "str",

@@ -276,6 +276,7 @@ def fit_options(cfg: RunConfig) -> FitOptions:
         executor=make_executor(cfg.executor, cfg.ray_address),
         spread_max_iter=cfg.spread_max_iter,
         spread_solver=cfg.spread_solver,
+        public_smoothing=cfg.public_smoothing,
         wdro_max_iter=cfg.wdro_max_iter,
         encoding=cfg.encoding,
         ldp_sgd=cfg.ldp_sgd_params(),

@@ -54,6 +54,7 @@ class FitOptions:
     executor: Any = None
     spread_max_iter: int = BY_NAME["spread_max_iter"].default
     spread_solver: str = BY_NAME["spread_solver"].default
+    public_smoothing: int = BY_NAME["public_smoothing"].default
     wdro_max_iter: int = BY_NAME["wdro_max_iter"].default
     encoding: str = BY_NAME["encoding"].default
     #: LDP-SGD's keywords (``RunConfig.ldp_sgd_params``; empty: the estimator's defaults)
@@ -287,8 +288,8 @@ def _spread_robust(d: FitData, o: FitOptions):
     "classification",
     "spread-public",
     "spread with a prior of public clean rows (the population's public sample: population.public_table or "
-    "public_rows; EmpiricalPrior, Barber §5.2): given the attributes' joint, one pair per person identifies "
-    "logistic regression, which naive Bayes's prior cannot",
+    "public_rows; EmpiricalPrior, Barber §5.2) smoothed by public_smoothing pseudo-rows of naive Bayes's joint "
+    "of the releases: given the attributes' joint, one pair per person identifies logistic regression",
 )
 def _spread_public(d: FitData, o: FitOptions):
     from .mechanisms import EmpiricalPrior
@@ -297,7 +298,7 @@ def _spread_public(d: FitData, o: FitOptions):
         raise ValidationError(
             "learners", "'spread-public' needs a public sample: set population.public_table or public_rows"
         )
-    return _spread(d, o, prior=EmpiricalPrior(d.public_X))
+    return _spread(d, o, prior=EmpiricalPrior(d.public_X, smoothing=o.public_smoothing))
 
 
 def _plain(d: FitData, o: FitOptions, **kw):

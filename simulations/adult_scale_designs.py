@@ -21,9 +21,10 @@ max_iter=I (200), burn_in=B (auto), init=S (auto), solver=V (auto))`` with PRIOR
 person, direct solver), ``learned`` or ``auto``; ``cv[:KEY=S...]`` =
 ``SpreadLogisticRegressionCV(encoding="onehot", KEY=S)`` for string parameters (``init=naive-bayes``,
 ``encoding=unit``: the estimators' default until 2026-12-02, now "auto"), otherwise defaults (the sweep's ``spread``);
-``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes); ``public:C[:rows=M][:solver=V]`` = spread
-at C with a prior of public unlabeled rows (``EmpiricalPrior``: M rows of the pool people are drawn from, or
-"all", the default: the population's own joint, an oracle no deployment has) and ``cv:public=M`` the CV's
+``ldp-nb`` = ``LDPNaiveBayes`` (an independent paired naive Bayes); ``public:C[:rows=M][:smooth=A][:solver=V]``
+= spread at C with a prior of public unlabeled rows (``EmpiricalPrior``: M rows of the pool people are drawn
+from, or "all", the default: the population's own joint, an oracle no deployment has; A pseudo-rows of the
+releases' naive Bayes, ``EmpiricalPrior.smoothing``) and ``cv:public=M[:smooth=A]`` the CV's
 defaults with that prior (the eleventh session's ceiling of one pair per person,
 results/adult_scale_designs/summary.md). With ``prior="auto"`` on two or more pairs per person,
 ``prior_choice`` holds the prior the releases chose and its z (``SpreadLogisticRegression.prior_choice_``).
@@ -133,13 +134,14 @@ def describe(mech) -> str:
     return f"{kind}(m={m})"
 
 
-def public_rows(pool: np.ndarray, m: str, seed: int) -> EmpiricalPrior:
+def public_rows(pool: np.ndarray, m: str, seed: int, smooth: str = "0") -> EmpiricalPrior:
     """A prior of public unlabeled rows: ``m`` rows of the pool people are drawn from (without
-    replacement, seeded by (seed, m)), or all of them for "all" (the population's own joint: an oracle)."""
+    replacement, seeded by (seed, m)), or all of them for "all" (the population's own joint: an oracle);
+    ``smooth``: the prior's pseudo-rows of the releases' naive Bayes (``EmpiricalPrior.smoothing``)."""
     if m == "all":
-        return EmpiricalPrior(pool)
+        return EmpiricalPrior(pool, smoothing=int(smooth))
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(int(m), 79)))
-    return EmpiricalPrior(pool[rng.choice(pool.shape[0], int(m), replace=False)])
+    return EmpiricalPrior(pool[rng.choice(pool.shape[0], int(m), replace=False)], smoothing=int(smooth))
 
 
 def fit_one(spec: str, Xt, yt, mech, seed: int, pool: np.ndarray | None = None):
@@ -152,7 +154,7 @@ def fit_one(spec: str, Xt, yt, mech, seed: int, pool: np.ndarray | None = None):
     if spec.split(":")[0] == "cv":
         kw = {k: v for k, v in (p.split("=") for p in spec.split(":")[1:])}
         if "public" in kw:
-            kw["prior"] = public_rows(pool, kw.pop("public"), seed)
+            kw["prior"] = public_rows(pool, kw.pop("public"), seed, kw.pop("smooth", "0"))
         kw = {"encoding": "onehot", "random_state": seed} | kw  # cv:encoding=unit: the estimators' former default
         est = SpreadLogisticRegressionCV(**kw).fit(Xt, yt, mechanism=mech)
         inner = est.estimator_
@@ -165,7 +167,7 @@ def fit_one(spec: str, Xt, yt, mech, seed: int, pool: np.ndarray | None = None):
         if name.startswith("lc"):
             kw = {"prior": "latent-class", "n_latent_classes": int(name[2:])}
         elif name == "public":
-            kw = {"prior": public_rows(pool, opts.pop("rows", "all"), seed)}
+            kw = {"prior": public_rows(pool, opts.pop("rows", "all"), seed, opts.pop("smooth", "0"))}
         else:
             kw = {"prior": PRIORS[name]}
         if "it" in opts:

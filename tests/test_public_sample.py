@@ -12,7 +12,7 @@ import pytest
 
 from fedrr.datasets import read_public_rows, read_table
 from fedrr.errors import ValidationError
-from fedrr.learners import FitData, fit_and_score
+from fedrr.learners import FitData, FitOptions, fit_and_score
 from fedrr.mechanisms import EmpiricalPrior
 from fedrr.population import DatasetPopulation, TablePopulation, record_mechanism_for
 from fedrr.run_config import RunConfig
@@ -84,8 +84,9 @@ def test_a_population_offers_its_public_sample(tmp_path):
 
 
 def test_spread_public_fits_with_the_rows_as_its_prior(tmp_path):
-    """The learner passes the public rows as ``EmpiricalPrior`` to spread's CV (its fitted prior is their
-    joint), and without a public sample it is an error naming the learner, the others unharmed."""
+    """The learner passes the public rows as ``EmpiricalPrior`` to spread's CV, smoothed by
+    ``public_smoothing`` pseudo-rows (default 1,000; 0 the rows alone, another fit), and without a public
+    sample it is an error naming the learner, the others unharmed."""
     pop = _table_population(tmp_path, public_rows=60)
     rng = np.random.default_rng(0)
     recs = [pop.record(i) for i in range(pop.n_clients)]
@@ -97,8 +98,12 @@ def test_spread_public_fits_with_the_rows_as_its_prior(tmp_path):
     res = fit_and_score("spread-public", data, pop.test_set())
     assert "error" not in res.entry, res.entry
     prior = res.estimator.estimator_.prior
-    assert isinstance(prior, EmpiricalPrior)
+    assert isinstance(prior, EmpiricalPrior) and prior.smoothing == FitOptions().public_smoothing == 1000
     np.testing.assert_array_equal(prior.rows, pop.public_sample())
+    raw = fit_and_score("spread-public", data, pop.test_set(), FitOptions(public_smoothing=0))
+    assert raw.estimator.estimator_.prior.smoothing == 0
+    Xte = pop.test_set()[0]
+    assert np.max(np.abs(raw.estimator.predict_proba(Xte) - res.estimator.predict_proba(Xte))) > 1e-6
     res = fit_and_score("spread-public", FitData(Xt, yt, mech), pop.test_set())
     assert "needs a public sample" in res.entry["error"]
 
@@ -147,3 +152,69 @@ def test_a_sweep_cell_with_a_public_table(tmp_path):
     assert "accuracy" in cell["learners"]["spread-public"], cell["learners"]["spread-public"]
     _csv(_frame(50, seed=10).drop(columns="buys"), sub / "p.csv")
     assert load_scenario(sub / "s.toml").cells()[0].fingerprint() != before
+
+
+# ------------------------------------------------------------------ smoothing toward the releases' naive Bayes
+def _paired_releases(n: int = 3000, seed: int = 0):
+    from tests.test_spread_direct import _releases
+
+    return _releases(n, 2, seed)
+
+
+def test_smoothing_adds_pseudo_rows_drawn_from_the_releases_naive_bayes():
+    """``EmpiricalPrior(rows, smoothing=α)``: the M rows, then α rows drawn from ``prior="naive-bayes"``'s
+    joint of the same releases: over 200,000 pseudo-rows each attribute's margin, and one attribute
+    pair's table, are the mixture's Σ_c π_c p(x_j | c) p(x_k | c) within 5 binomial standard errors; the
+    same seed draws the same rows, α 0 is the rows alone."""
+    from fedrr.estimators.spread._estimator import SpreadLogisticRegression as Est
+    from fedrr.estimators.spread._prior_setup import smoothed_rows
+    from fedrr.estimators.spread._priors._mixture import naive_bayes_prior
+
+    Xt, yt, mech = _paired_releases()
+    est = Est(encoding="onehot")
+    Xv, yi, groups, layout = est._prepare(Xt, yt, mech, est.get_params())
+    rows = np.zeros((5, 4), np.int64)
+    alpha = 200_000
+    out = smoothed_rows(EmpiricalPrior(rows, smoothing=alpha), layout, (Xv, yi, groups), seed=3)
+    np.testing.assert_array_equal(out.rows[:5], rows)
+    assert out.rows.shape == (5 + alpha, 4) and out.smoothing == 0
+    again = smoothed_rows(EmpiricalPrior(rows, smoothing=alpha), layout, (Xv, yi, groups), seed=3)
+    np.testing.assert_array_equal(again.rows, out.rows)
+    raw = EmpiricalPrior(rows)
+    assert smoothed_rows(raw, layout, (Xv, yi, groups), seed=3) is raw
+    nb = naive_bayes_prior(Xv, yi, groups, layout)
+    pi, p = np.exp(nb.log_pi), [np.exp(lp) for lp in nb.log_p]
+    pseudo = out.rows[5:]
+    for j, k in enumerate((3, 2, 4, 3)):
+        want = pi @ p[j]
+        got = np.bincount(pseudo[:, j], minlength=k) / alpha
+        assert np.all(np.abs(got - want) <= 5 * np.sqrt(want * (1 - want) / alpha)), (j, got, want)
+    want = np.einsum("c,cs,ct->st", pi, p[0], p[2]).ravel()
+    got = np.bincount(pseudo[:, 0] * 4 + pseudo[:, 2], minlength=12) / alpha
+    assert np.all(np.abs(got - want) <= 5 * np.sqrt(want * (1 - want) / alpha)), (got, want)
+
+
+def test_a_smoothed_prior_is_the_fit_of_its_rows_and_pseudo_rows():
+    """The fit with ``smoothing=α`` is the fit whose prior is the rows and those α pseudo-rows given
+    whole (coefficients equal), and differs from the rows alone; smoothing outside the integers >= 0 is
+    refused naming ``prior.smoothing``."""
+    from fedrr.estimators import SpreadLogisticRegression
+    from fedrr.estimators.spread._prior_setup import smoothed_rows
+
+    Xt, yt, mech = _paired_releases(4000, 1)
+    rng = np.random.default_rng(5)
+    rows = np.stack([rng.integers(0, k, 300) for k in (3, 2, 4, 3)], axis=1)
+    kw = dict(C=0.5, encoding="onehot", random_state=2)
+    smooth = SpreadLogisticRegression(prior=EmpiricalPrior(rows, smoothing=700), **kw).fit(Xt, yt, mechanism=mech)
+    assert smooth.solver_ == "direct"
+    Xv, yi, groups, layout = smooth._prepare(Xt, yt, mech, smooth.get_params())
+    from fedrr.estimators.spread._estimator import seed_from
+
+    whole = smoothed_rows(EmpiricalPrior(rows, smoothing=700), layout, (Xv, yi, groups), seed_from(2))
+    given = SpreadLogisticRegression(prior=EmpiricalPrior(whole.rows), **kw).fit(Xt, yt, mechanism=mech)
+    np.testing.assert_allclose(smooth.coef_, given.coef_, rtol=0, atol=1e-12)
+    raw = SpreadLogisticRegression(prior=EmpiricalPrior(rows), **kw).fit(Xt, yt, mechanism=mech)
+    assert np.max(np.abs(raw.coef_ - smooth.coef_)) > 0.02
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValidationError, match="prior.smoothing"):
+            EmpiricalPrior(rows, smoothing=bad)

@@ -96,9 +96,16 @@ class EmpiricalPrior:
     """A joint prior over whole discrete records: the empirical distribution of ``rows`` (M, d),
     clean feature vectors of a public sample (Barber §5.2: when a public dataset for a similar
     problem exists, "set the prior to this known model"). Unlike the factorised priors it keeps how
-    attributes co-occur, which records that release one sampled attribute cannot show."""
+    attributes co-occur, which records that release one sampled attribute cannot show.
+
+    ``smoothing``: α pseudo-rows drawn from naive Bayes's joint of the releases (the fit's
+    ``prior="naive-bayes"``, seeded by its ``random_state``) join the M rows, so the prior is the
+    mixture (M · empirical + α · naive Bayes) / (M + α), as a Dirichlet process with concentration
+    α centred on what the releases identify: a sparse sample's unseen combinations get mass, and
+    more public rows weigh more. 0 (the default): the rows alone."""
 
     rows: np.ndarray
+    smoothing: int = 0
 
     def __post_init__(self):
         r = as_float_array("prior.rows", self.rows, ndim=(2,))
@@ -107,3 +114,7 @@ class EmpiricalPrior:
         if np.any(r < 0) or np.any(r != np.round(r)):
             raise ValidationError("prior.rows", "must hold discrete states 0..k-1 (non-negative integers)")
         object.__setattr__(self, "rows", r.astype(np.int64))
+        a = self.smoothing
+        if isinstance(a, bool) or not isinstance(a, (int, np.integer)) or a < 0:
+            raise ValidationError("prior.smoothing", f"must be an integer >= 0 (pseudo-rows), got {a!r}")
+        object.__setattr__(self, "smoothing", int(a))

@@ -74,8 +74,33 @@ def initial_prior(
                 memo[key] = (tuple(rm for rm, _ in pools), center)
         return center.smoothed(center, p["prior_strength"] * n)
     if isinstance(p["prior"], EmpiricalPrior):  # a joint prior: the public rows' distribution
-        return joint_prior(layout, p["prior"])
+        return joint_prior(layout, smoothed_rows(p["prior"], layout, releases, seed))
     return given_prior(layout, p["prior"])
+
+
+def smoothed_rows(prior: EmpiricalPrior, layout: ColumnLayout, releases, seed: int) -> EmpiricalPrior:
+    """``prior`` with its ``smoothing`` pseudo-rows: α rows drawn from ``naive_bayes_prior`` of the
+    releases (X, y, groups) with ``seed``, after its M rows (``EmpiricalPrior``); itself when α is 0."""
+    if prior.smoothing == 0:
+        return prior
+    if releases is None:
+        raise ValidationError("prior.smoothing", "draws from the releases' naive Bayes: use fit, not fit_pool")
+    try:
+        nb = naive_bayes_prior(*releases, layout)
+    except ValidationError as e:
+        raise ValidationError("prior.smoothing", f"needs naive Bayes's joint of the releases: {e.message}") from None
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x5EED, prior.smoothing)))
+    z = rng.choice(nb.log_pi.size, size=prior.smoothing, p=_normalised(np.exp(nb.log_pi)))
+    cols = []
+    for lp in nb.log_p:  # each attribute given the component, by inverse CDF
+        cdf = np.cumsum(np.exp(lp - lp.max(axis=1, keepdims=True)), axis=1)
+        u = rng.random(z.size) * cdf[z, -1]
+        cols.append(np.minimum((cdf[z] < u[:, None]).sum(axis=1), lp.shape[1] - 1))
+    return EmpiricalPrior(np.vstack([prior.rows, np.stack(cols, axis=1)]))
+
+
+def _normalised(p: np.ndarray) -> np.ndarray:
+    return p / p.sum()
 
 
 def auto_prior(mechanism: Any) -> str:
