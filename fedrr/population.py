@@ -87,7 +87,7 @@ class ClientPopulation(ABC):
 
     def public_sample(self) -> np.ndarray | None:
         """Public clean feature rows (M, D), coded as the records are, that the server may use as a
-        prior (learner ``spread-public``: spread-EM with ``EmpiricalPrior`` of them; Barber §5.2);
+        prior (learner ``spread-public``: spread with ``EmpiricalPrior`` of them, smoothed; Barber §5.2);
         None if there are none. Override it to give your population's public sample."""
         return None
 
