@@ -328,3 +328,26 @@ def test_a_p_value_of_one_has_a_finite_z(monkeypatch):
     assert chi2.sf(10.0, 145) == 1.0 and np.isfinite(norm.ppf(chi2.cdf(10.0, 145)))  # where isf(p) was −inf
     res = cv_paired.independence_test([], np.zeros((400, 5)), n_boot=9)  # every draw's T exceeds this one
     assert res["p_value"] == 1.0 and res["z"] == pytest.approx(norm.isf(0.9))
+
+
+def test_ml_pair_tables_are_kept_by_content():
+    """``ml_pair_table`` keeps its last tables by content: the same reports give the same table without
+    solving again (a fit's view and the test share it), a copy each time; other reports another table."""
+    from fedrr.estimators.spread import _paired
+
+    Xt, mech = _pool_oracle(900, 4, "oue", eps=1.0)
+    v = Xt[~np.isnan(Xt[:, 0]), 0]
+    a = _paired.ml_pair_table(mech, 0, v)
+    calls = []
+    real = _paired.simplex_mle
+    _paired.simplex_mle = lambda *args, **kw: calls.append(1) or real(*args, **kw)
+    try:
+        b = _paired.ml_pair_table(mech, 0, v.copy())
+        a[0, 0] = -1.0  # the caller's copy: the kept table is unchanged
+        c = _paired.ml_pair_table(mech, 0, v)
+        d = _paired.ml_pair_table(mech, 0, v[:-1])
+    finally:
+        _paired.simplex_mle = real
+    assert calls == [1]  # only the other reports were solved
+    np.testing.assert_array_equal(b, c)
+    assert b[0, 0] >= 0 and not np.array_equal(b, d)
