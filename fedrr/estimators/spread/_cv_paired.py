@@ -34,25 +34,29 @@ pulls T below the reference: it kept 0.024 and 0.019 at alpha 0.05 on 1,000 no-s
 with the linear map at the margins clipped to the simplex (as now). So T is referred to its own
 distribution under no signal at the margins the releases estimate: every record keeps the
 attribute(s) it released (the design's sampling, independent of the data), draws its label from the
-pooled class margin π̂ and each released attribute from m̂_j (both clipped to the simplex),
-independently, and releases the pairs through their oracles; each draw recomputes the tables, their
-margins, the linear map and T (the one-hot covariance stays at the releases' margins: recomputing
-OLH's costs up to 0.24 s a draw at 82 pair values). p = (1 + #{T_b ≥ T})/(B + 1) over B = ``N_BOOT``
+pooled class margin π̂ and each released attribute from m̂_j, the margins of each attribute's
+maximum-likelihood pair table, independently, and releases the pairs through their oracles; each draw
+recomputes the tables, their margins, the linear map, the one-hot covariance of its randomised-response
+and OUE attributes (closed form) and T, so T_b is computed as T is. OLH's covariance stays at the
+releases' margins: recomputing it costs up to 0.24 s a draw at 82 pair values, and it moved no
+measured level by more than 0.001. Until 2026-12-03 the draws took the debiased margins clipped to the
+simplex, which are more spread out than the truth, and every covariance at the releases' margins: 10
+of issue 45's 72 grid settings kept below 0.035 at alpha 0.05
+(results/spread_fallback_level/independence_margins.md). p = (1 + #{T_b ≥ T})/(B + 1) over B = ``N_BOOT``
 draws, stopped once ``N_EXCEED`` draws reach T (then p = h/l: Besag & Clifford 1991, a valid p-value
 that saves the draws when the null is clearly not rejected); the draws come from the caller's
 ``seed``. With one pair per record a table's mean is drawn from the oracle's report counts, at a
 cost free of n (``_null_mean``); with several the reports are drawn, the label shared by a record's
-pairs. Its cost on Adult-like releases (12 attributes of 2-41 states, one pair per record, ε 1; T
-alone in brackets): 2.7 s (0.5 s) at 30,000 records, 8.4 s (4.3 s) at 10⁶. Its level, on 1,000
-no-signal pools per setting at alpha 0.05
-(results/spread_fallback_level/independence_bootstrap_*.md, with their commands, 95 %
-Clopper–Pearson intervals; the chi-square reference's on the same pools in parentheses): one OLH
-attribute of 10 states, 333 records, ε 1: 0.050 [0.037, 0.065] (0.028); six OLH attributes of 4-10
-states, 2,000 records: 0.055 [0.042, 0.071] (0.030), at ε 0.5 and 600 records 0.046 [0.034, 0.061]
-(0.020); five 3-state attributes all by RR at ε 4, 400 records: 0.054 [0.041, 0.070] (0.050); the
-six by OUE: 0.052 [0.039, 0.068] (0.017); two pairs per record at ε 0.5 each, 600 records: 0.046
-[0.034, 0.061] (0.029). The test uses every record's reports and no model, so nothing is held out
-for it: the selection's folds run over all the releases.
+pairs. Its cost on Adult-like releases at 10⁶ records (12 attributes of 2-41 states, one pair per
+record, ε 1, all 99 draws): 6 s after the fit's view has solved the maximum-likelihood tables, which
+``ml_pair_table`` keeps (T alone: 3 s). Its level, over issue 45's grid (RR, OUE, OLH × ε 0.5, 1, 4 ×
+1 or 2 pairs × 2 or 3 classes × 600 or 5,000 records; 1,000 no-signal pools each;
+results/spread_fallback_level/independence_grid.md, with its commands and 95 % Clopper–Pearson
+intervals): at alpha 0.05 it keeps 0.024-0.063, pooled 4.6 % (the chi-square
+reference 2.4 %), never above 0.065; 6 of the 72 settings fall below 0.035, where an exact test
+would put 1.7: OLH at ε 4 with one pair and 600 records is the most conservative (0.024, 0.027).
+The test uses every record's reports and no model, so nothing is held out for it: the selection's
+folds run over all the releases.
 
 Why not a direction from a fitted model. The former test (git 586430b) fitted the chosen model on
 half the releases (A), took its predicted association as a direction and tested it on the other
