@@ -194,7 +194,7 @@ def test_independence_bootstrap_draws_at_the_margins_asked(n_sampled):
 def test_independence_covariance_auto_recomputes_closed_forms_and_keeps_olh(oracle, same_as):
     """``covariance="auto"`` (the default): a draw's S is at the draw's own margins for randomised
     response and OUE (as "draw") and at the releases' for OLH (as "releases"), whose per-draw covariance
-    costs seeds × k² and moved no level measured by more than 0.001; the p-value follows, draw for draw."""
+    costs seeds × k² (at ε 0.5 and 1 it moved no level measured by more than 0.001); the p-value follows."""
     from fedrr.estimators.spread._cv_paired import _attributes, _hashed, _null_cov, _null_tables, _tables, _terms
 
     Xt, mech = _pool_oracle(600, 4, oracle, eps=0.5, n_sampled=1)

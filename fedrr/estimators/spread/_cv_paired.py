@@ -38,10 +38,12 @@ pooled class margin π̂ and each released attribute from m̂_j, the margins of 
 maximum-likelihood pair table, independently, and releases the pairs through their oracles; each draw
 recomputes the tables, their margins, the linear map, the one-hot covariance of its randomised-response
 and OUE attributes (closed form) and T, so T_b is computed as T is. OLH's covariance stays at the
-releases' margins: recomputing it costs up to 0.24 s a draw at 82 pair values, and it moved no
-measured level by more than 0.001. Until 2026-12-03 the draws took the debiased margins clipped to the
-simplex, which are more spread out than the truth, and every covariance at the releases' margins: 10
-of issue 45's 72 grid settings kept below 0.035 at alpha 0.05
+releases' margins: recomputing it costs up to 0.24 s a draw at 82 pair values; at ε 0.5 and 1 it
+moved no measured level by more than 0.001, but at ε 4 with 600 records keeping it leaves the test
+at 0.024 and 0.027 where recomputing it gives 0.052 and 0.056 (see the diagnostics page). Until
+2026-12-03 the draws took the debiased margins clipped to the simplex, which are more spread out
+than the truth, and every covariance at the releases' margins: 10 of issue 45's 72 grid settings
+kept below 0.035 at alpha 0.05
 (results/spread_fallback_level/independence_margins.md). p = (1 + #{T_b ≥ T})/(B + 1) over B = ``N_BOOT``
 draws, stopped once ``N_EXCEED`` draws reach T (then p = h/l: Besag & Clifford 1991, a valid p-value
 that saves the draws when the null is clearly not rejected); the draws come from the caller's
@@ -301,8 +303,9 @@ def independence_test(
     ``covariance``: each draw's S within an attribute at the releases' margins ("releases"), at the
     draw's own, as T's is at the releases' ("draw": T_b computed as T is; OLH's costs up to 0.2 s a
     draw), or "auto" (the default): at the draw's own for randomised response and OUE (closed form),
-    at the releases' for OLH, where the draw's own moved no level by more than 0.001
-    (results/spread_fallback_level/independence_margins.md)."""
+    at the releases' for OLH (costly at large k; at ε 0.5 and 1 the draw's own moved no level by more
+    than 0.001, results/spread_fallback_level/independence_margins.md; at ε 4 and 600 records it is
+    what keeps the level at 0.05, module doc)."""
     if isinstance(margins, str) and margins not in ("releases", "ml"):
         allowed = "'releases', 'ml' or (attribute margins, class margin)"
         raise ValidationError("margins", f"must be {allowed}, got {margins!r}")
