@@ -124,6 +124,8 @@ class _Columns(Constraint):
         if not isinstance(value, dict):
             return ValidationError(name, f"must be {self.describe()}, got {type_name(value)} {value!r}")
         for k, v in value.items():
+            if not str(k).strip():
+                return ValidationError(name, f"its column names must be non-empty, got {k!r}")
             if not self.item_ok(v):
                 return ValidationError(f"{name}.{k}", f"must be {self.what}, got {type_name(v)} {v!r}")
         return None

@@ -430,3 +430,12 @@ def test_resample_is_refused_where_nothing_would_resample(tmp_path):
     }
     with pytest.raises(ValidationError, match=r"^population.resample: is not available for task = 'regression'"):
         parse_scenario(regression)
+
+
+def test_an_empty_column_name_is_named_as_the_key():
+    """A table key whose column name is empty is refused naming the key itself (the fuzz test's case:
+    ``categorical = {"" = 0}`` once named a field "categorical.")."""
+    with pytest.raises(ValidationError, match=r"^categorical: its column names must be non-empty"):
+        RunConfig(categorical={"": 0})
+    with pytest.raises(ValidationError, match=r"^edges: its column names must be non-empty"):
+        RunConfig(edges={" ": [1.0]})
