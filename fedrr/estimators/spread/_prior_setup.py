@@ -14,6 +14,7 @@ from ...errors import ValidationError
 from ...mechanisms import EmpiricalPrior, is_paired
 from .._naive_bayes_releases import check_naive_bayes_mechanism
 from ._design import ColumnLayout
+from ._direct import prior_draws
 from ._priors._factorised import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
 from ._priors._joint import joint_prior
 from ._priors._mixture import latent_class_em, latent_class_prior, naive_bayes_prior
@@ -90,17 +91,8 @@ def smoothed_rows(prior: EmpiricalPrior, layout: ColumnLayout, releases, seed: i
     except ValidationError as e:
         raise ValidationError("prior.smoothing", f"needs naive Bayes's joint of the releases: {e.message}") from None
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x5EED, prior.smoothing)))
-    z = rng.choice(nb.log_pi.size, size=prior.smoothing, p=_normalised(np.exp(nb.log_pi)))
-    cols = []
-    for lp in nb.log_p:  # each attribute given the component, by inverse CDF
-        cdf = np.cumsum(np.exp(lp - lp.max(axis=1, keepdims=True)), axis=1)
-        u = rng.random(z.size) * cdf[z, -1]
-        cols.append(np.minimum((cdf[z] < u[:, None]).sum(axis=1), lp.shape[1] - 1))
-    return EmpiricalPrior(np.vstack([prior.rows, np.stack(cols, axis=1)]))
-
-
-def _normalised(p: np.ndarray) -> np.ndarray:
-    return p / p.sum()
+    pseudo = prior_draws(nb, np.asarray(layout.k, np.int64), prior.smoothing, rng)[0]
+    return EmpiricalPrior(np.vstack([prior.rows, pseudo]))
 
 
 def auto_prior(mechanism: Any) -> str:
