@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from fedrr import ValidationError
+from fedrr._names import LEARNERS
 from fedrr.assembly import build_population
 from fedrr.experiment import load_scenario, parse_scenario, sweep
 from fedrr.experiment.cli import main
@@ -337,7 +338,7 @@ INVALID = [
     (
         _with(learners__names=["spread", "magic"]),
         "learners.names",
-        "unknown value 'magic'; valid: spread, spread-robust, spread-plain",
+        "unknown value 'magic'; valid: " + ", ".join(LEARNERS["classification"][:4]),
     ),
     (_with(learners__names=[]), "learners.names", "is empty"),
     (_with(learners__names=["clean"]), "learners.names", "at least one learner trained on the releases"),
