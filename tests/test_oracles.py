@@ -241,6 +241,24 @@ def test_unbiased_onehot_covariance_monte_carlo(make):
     np.testing.assert_allclose(np.diag(V), mech.frequency_variance(1, pi), rtol=1e-10, atol=1e-12)
 
 
+@pytest.mark.parametrize("k, eps", [(6, 0.5), (30, 4.0), (82, 1.0)])
+def test_olh_covariance_by_collision_tensors_equals_the_sum_over_seeds(monkeypatch, k, eps):
+    """OLH's support moments are linear in π: through the hash family's collision tensors (built once)
+    they equal the sum over every seed at each π to 1e-13; beyond the tensors' budget the sum is taken
+    (``onehot_covariance_is_cheap`` says which)."""
+    from fedrr.mechanisms import _oracles, onehot_covariance_is_cheap
+
+    mech = LocalHashing(k, eps)
+    rng = np.random.default_rng(k)
+    pis = [rng.dirichlet(np.ones(k)) for _ in range(3)]
+    assert onehot_covariance_is_cheap(mech) and onehot_covariance_is_cheap(RandomizedResponse(k, epsilon=eps))
+    fast = [unbiased_onehot_covariance(mech, pi) for pi in pis]
+    monkeypatch.setattr(_oracles, "COLLISION_BUDGET", 0)
+    assert not onehot_covariance_is_cheap(mech)
+    for pi, V in zip(pis, fast):
+        np.testing.assert_allclose(V, unbiased_onehot_covariance(mech, pi), rtol=0, atol=1e-13 * np.abs(V).max())
+
+
 @pytest.mark.parametrize("make", [lambda: UnaryEncoding(4, 1.0), lambda: LocalHashing(4, 1.0)])
 def test_frequency_variance_monte_carlo(make):
     """frequency_variance(1, π)[s] equals the empirical variance of one report's unbiased_onehot

@@ -190,13 +190,20 @@ def test_independence_bootstrap_draws_at_the_margins_asked(n_sampled):
         independence_test(g, Xt, covariance="per-draw")
 
 
-@pytest.mark.parametrize("oracle, same_as", [("oue", "draw"), ("rr", "draw"), ("olh", "releases")])
-def test_independence_covariance_auto_recomputes_closed_forms_and_keeps_olh(oracle, same_as):
-    """``covariance="auto"`` (the default): a draw's S is at the draw's own margins for randomised
-    response and OUE (as "draw") and at the releases' for OLH (as "releases"), whose per-draw covariance
-    costs seeds × k² (at ε 0.5 and 1 it moved no level measured by more than 0.001); the p-value follows."""
-    from fedrr.estimators.spread._cv_paired import _attributes, _hashed, _null_cov, _null_tables, _tables, _terms
+@pytest.mark.parametrize(
+    "oracle, budget, same_as",
+    [("oue", None, "draw"), ("rr", None, "draw"), ("olh", None, "draw"), ("olh", 0, "releases")],
+)
+def test_independence_covariance_auto_recomputes_what_is_cheap(monkeypatch, oracle, budget, same_as):
+    """``covariance="auto"`` (the default): a draw's S is at the draw's own margins (as "draw") where
+    the covariance is cheap: closed form for randomised response and OUE, OLH's through its collision
+    tensors; an OLH attribute beyond their budget (here a budget of 0) keeps the releases' (as
+    "releases"), whose per-draw covariance would cost seeds × k²; the p-value follows."""
+    from fedrr.estimators.spread._cv_paired import _attributes, _costly, _null_cov, _null_tables, _tables, _terms
+    from fedrr.mechanisms import _oracles
 
+    if budget is not None:
+        monkeypatch.setattr(_oracles, "COLLISION_BUDGET", budget)
     Xt, mech = _pool_oracle(600, 4, oracle, eps=0.5, n_sampled=1)
     g = [(mech, np.arange(len(Xt)))]
     assert independence_test(g, Xt, seed=3) == independence_test(g, Xt, seed=3, covariance=same_as)
@@ -204,12 +211,12 @@ def test_independence_covariance_auto_recomputes_closed_forms_and_keeps_olh(orac
     tables = _tables(attrs, Xt)
     n = len(Xt)
     covs = _terms(attrs, tables, n)[3]  # at the releases' margins
-    kept = [_null_cov(_hashed(parts)[0], n, U.mean(0).sum(1), U.mean(0).sum(0)) for (_, parts), U in zip(attrs, tables)]
+    kept = [_null_cov(_costly(parts)[0], n, U.mean(0).sum(1), U.mean(0).sum(0)) for (_, parts), U in zip(attrs, tables)]
     draw = _null_tables(attrs, [np.full(k, 1 / k) for k in KC], np.full(3, 1 / 3), n, True, np.random.default_rng(0))
     S = {"auto": _terms(attrs, draw, n, None, True, kept)[2], "draw": _terms(attrs, draw, n, None, True)[2]}
     S["releases"] = _terms(attrs, draw, n, covs, True)[2]
     other = {"draw": "releases", "releases": "draw"}[same_as]
-    np.testing.assert_array_equal(S["auto"], S[same_as])
+    np.testing.assert_allclose(S["auto"], S[same_as], rtol=1e-12, atol=1e-15)
     assert np.abs(S["auto"] - S[other]).max() > 1e-3 * np.abs(S[other]).max()
 
 

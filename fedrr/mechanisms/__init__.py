@@ -33,6 +33,7 @@ _HOMES = {
     "LaplaceMechanism": "._numeric",
     "frequency_oracle": "._oracles",
     "unbiased_onehot_covariance": "._oracles",
+    "onehot_covariance_is_cheap": "._oracles",
     "rare_value_variance": "._oracles",
     "MAX_CLASSES": "._paired",
     "PairedRecordMechanism": "._paired",
@@ -70,6 +71,7 @@ __all__ = [
     "LocalHashing",
     "frequency_oracle",
     "unbiased_onehot_covariance",
+    "onehot_covariance_is_cheap",
     "rare_value_variance",
     "LaplaceMechanism",
     "GaussianMechanism",
@@ -116,7 +118,7 @@ if TYPE_CHECKING:  # for static tools (type checkers, the API docs): the same na
     from ._exact_sampling import libm_log
     from ._hashing import LocalHashing
     from ._numeric import GaussianMechanism, LaplaceMechanism
-    from ._oracles import frequency_oracle, rare_value_variance, unbiased_onehot_covariance
+    from ._oracles import frequency_oracle, onehot_covariance_is_cheap, rare_value_variance, unbiased_onehot_covariance
     from ._paired import MAX_CLASSES, PairedRecordMechanism
     from ._piecewise import DuchiMechanism, PiecewiseMechanism
     from ._priors import CategoricalPrior, EmpiricalPrior, GaussianPrior, HistogramPrior

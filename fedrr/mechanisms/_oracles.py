@@ -62,8 +62,9 @@ def unbiased_onehot_covariance(mech: DiscreteMechanism, pi) -> np.ndarray:
     are not those of an ideal hash, so E[1_s 1_t] is averaged over the hash seeds: all P(P − 1) of
     them when there are at most 2¹⁶ or P(P − 1)·k² ≤ 2²⁷, else a fixed sample of 2¹⁶ distinct seeds
     (then it is a Monte-Carlo value, its diagonal too). Exact, the diagonal is
-    ``frequency_variance(1, pi)``. The cost grows as seeds × k²: seconds per attribute at k in the
-    hundreds."""
+    ``frequency_variance(1, pi)``. E[1_s 1_t] is linear in pi, so while seeds × k³ ≤ ``COLLISION_BUDGET``
+    (k ≤ 84) the seeds' collision tensors are built once per hash family (0.4 s at k 82) and each pi
+    costs k³ (under a millisecond); beyond it each call sums over the seeds, seeds × k²."""
     a, b, exclusive = support_probabilities(mech)
     pi = np.asarray(pi, dtype=float)
     k = pi.size
@@ -78,14 +79,53 @@ def unbiased_onehot_covariance(mech: DiscreteMechanism, pi) -> np.ndarray:
     return (M - b * mu[:, None] - b * mu[None, :] + b * b) / (a - b) ** 2 - np.outer(pi, pi)
 
 
+#: the largest seeds·k³ for which OLH's collision tensors are built and kept (``_hashing_collisions``)
+COLLISION_BUDGET = 2**32
+_COLLISIONS: dict = {}
+
+
+def _hashing_seeds(mech: LocalHashing) -> np.ndarray:
+    """The seeds ``unbiased_onehot_covariance`` averages over: all, or a fixed sample of 2¹⁶."""
+    k = mech.k
+    if mech.n_seeds <= 2**16 or mech.n_seeds * k * k <= 2**27:
+        return np.arange(mech.n_seeds)
+    return np.random.default_rng(0).choice(mech.n_seeds, size=2**16, replace=False)
+
+
+def onehot_covariance_is_cheap(mech: DiscreteMechanism) -> bool:
+    """Whether ``unbiased_onehot_covariance`` costs O(k²) at any pi once its first call has built the
+    collision tensors (closed form for RR and OUE; OLH within ``COLLISION_BUDGET``), rather than
+    seeds × k² a call."""
+    return not isinstance(mech, LocalHashing) or _hashing_seeds(mech).size * mech.k**3 <= COLLISION_BUDGET
+
+
+def _hashing_collisions(mech: LocalHashing) -> tuple[np.ndarray, np.ndarray]:
+    """(P2, P3): over the seeds, P2[s, t] = P(H(s) = H(t)) and P3[s, t, x] = P(H(s) = H(t) = H(x)),
+    built once per hash family (k, g, P) and kept: they make the support moments linear in pi."""
+    key = (mech.k, mech.g, mech.prime)
+    if key not in _COLLISIONS:
+        seeds, k = _hashing_seeds(mech), mech.k
+        H = mech.hash(seeds[:, None], np.arange(k))  # (S, k)
+        P3 = np.empty((k, k, k))
+        for s in range(k):
+            A = (H == H[:, s : s + 1]).astype(float)  # (S, k): the seeds where t collides with s
+            P3[s] = A.T @ A / seeds.size
+        if len(_COLLISIONS) >= 16:  # at most 16 families of ≤ 84 values (≤ 72 MB)
+            _COLLISIONS.pop(next(iter(_COLLISIONS)))
+        _COLLISIONS[key] = (np.diagonal(P3, axis1=1, axis2=2).copy(), P3)  # P2[s, t] = P3[s, t, t]
+    return _COLLISIONS[key]
+
+
 def _hashing_support_moments(mech: LocalHashing, pi: np.ndarray) -> np.ndarray:
     """E[1{H(s) = y} 1{H(t) = y}] of OLH with x ~ pi: for one seed, both are supported iff H(s) = H(t)
-    = y, and y = H(s) with probability p·Q + other·(1 − Q), Q the mass of pi hashed into s's bucket."""
+    = y, and y = H(s) with probability p·Q + other·(1 − Q), Q the mass of pi hashed into s's bucket.
+    Linear in pi: other·P2 + (p − other)·P3 pi over the collision tensors when they are affordable
+    (``onehot_covariance_is_cheap``), else summed over the seeds for this pi."""
     k = pi.size
-    if mech.n_seeds <= 2**16 or mech.n_seeds * k * k <= 2**27:
-        seeds = np.arange(mech.n_seeds)
-    else:  # a fixed sample of distinct seeds
-        seeds = np.random.default_rng(0).choice(mech.n_seeds, size=2**16, replace=False)
+    if onehot_covariance_is_cheap(mech):
+        P2, P3 = _hashing_collisions(mech)
+        return mech.other * P2 + (mech.p - mech.other) * (P3 @ pi)
+    seeds = _hashing_seeds(mech)
     M = np.zeros((k, k))
     step = max(1, 2**22 // (k * k))
     for lo in range(0, seeds.size, step):

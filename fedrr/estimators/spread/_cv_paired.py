@@ -36,11 +36,13 @@ distribution under no signal at the margins the releases estimate: every record 
 attribute(s) it released (the design's sampling, independent of the data), draws its label from the
 pooled class margin π̂ and each released attribute from m̂_j, the margins of each attribute's
 maximum-likelihood pair table, independently, and releases the pairs through their oracles; each draw
-recomputes the tables, their margins, the linear map, the one-hot covariance of its randomised-response
-and OUE attributes (closed form) and T, so T_b is computed as T is. OLH's covariance stays at the
-releases' margins: recomputing it costs up to 0.24 s a draw at 82 pair values; at ε 0.5 and 1 it
-moved no measured level by more than 0.001, but at ε 4 with 600 records keeping it leaves the test
-at 0.024 and 0.027 where recomputing it gives 0.052 and 0.056 (see the diagnostics page). Until
+recomputes the tables, their margins, the linear map, each attribute's one-hot covariance at the
+draw's margins and T, so T_b is computed as T is. The covariance is closed form for randomised
+response and OUE, and for OLH linear in the margins through the hash family's collision tensors,
+built once (0.4 s at 82 pair values; ``onehot_covariance_is_cheap``); only an OLH attribute beyond
+84 pair values keeps its covariance at the releases' margins, where each one would cost seeds × k².
+Keeping OLH's at the releases' margins everywhere (the default from 2026-12-03 to 2026-12-04) left
+the test at 0.024 and 0.027 at ε 4 with 600 records (see the diagnostics page). Until
 2026-12-03 the draws took the debiased margins clipped to the simplex, which are more spread out
 than the truth, and every covariance at the releases' margins: 10 of issue 45's 72 grid settings
 kept below 0.035 at alpha 0.05
@@ -91,7 +93,13 @@ from scipy.stats import chi2, norm
 from threadpoolctl import threadpool_limits
 
 from ...errors import ValidationError
-from ...mechanisms import LocalHashing, MatrixMechanism, UnaryEncoding, unbiased_onehot_covariance
+from ...mechanisms import (
+    LocalHashing,
+    MatrixMechanism,
+    UnaryEncoding,
+    onehot_covariance_is_cheap,
+    unbiased_onehot_covariance,
+)
 from ._direct import normalise, prior_draws, prior_margin
 from ._logexp import logsumexp
 from ._mstep import log_class_probs
@@ -184,11 +192,11 @@ def _null_cov(parts: list, n: int, m: np.ndarray, pi: np.ndarray) -> np.ndarray:
     return sum((r.size / n * unbiased_onehot_covariance(o, q0) for r, _, o in parts), np.zeros((k, k)))
 
 
-def _hashed(parts: list) -> tuple[list, list]:
-    """``parts`` split into those whose oracle is OLH (its covariance costs seeds × k² to compute) and
-    the others (closed form)."""
-    return [pt for pt in parts if isinstance(pt[2], LocalHashing)], [
-        pt for pt in parts if not isinstance(pt[2], LocalHashing)
+def _costly(parts: list) -> tuple[list, list]:
+    """``parts`` split into those whose oracle's one-hot covariance costs seeds × k² at each margin
+    (OLH beyond its collision tensors' budget, ``onehot_covariance_is_cheap``) and the others."""
+    return [pt for pt in parts if not onehot_covariance_is_cheap(pt[2])], [
+        pt for pt in parts if onehot_covariance_is_cheap(pt[2])
     ]
 
 
@@ -196,8 +204,8 @@ def _terms(attrs: list, tables: list, n: int, covs: list | None = None, single: 
     """The records' terms (n, Σ_j (k_j − 1)(C − 1)) (None when every record released one pair: then
     the blocks never share a record), their mean and their covariance S under no signal. ``covs``: the
     one-hot covariances per attribute to use (``_null_cov``), else computed at the tables' margins;
-    ``kept``: per attribute the covariance of its OLH parts to use, the other parts' computed at the
-    tables' margins."""
+    ``kept``: per attribute the covariance of its costly parts to use (``_costly``), the other parts'
+    computed at the tables' margins."""
     rows = [np.concatenate([r for r, _, _ in parts]) for _, parts in attrs]
     if single is None:
         single = _one_pair_each(attrs)
@@ -209,7 +217,7 @@ def _terms(attrs: list, tables: list, n: int, covs: list | None = None, single: 
         if covs is not None:
             V = covs[len(raw)]
         elif kept is not None:
-            V = kept[len(raw)] + _null_cov(_hashed(parts)[1], n, m, pi)
+            V = kept[len(raw)] + _null_cov(_costly(parts)[1], n, m, pi)
         else:
             V = _null_cov(parts, n, m, pi)
         raw.append(V)
@@ -301,11 +309,10 @@ def independence_test(
     list of every attribute's state probabilities, the class probabilities): a diagnostic with the
     true margins of a simulation (``simulations/paired_independence_level.py --margins``).
     ``covariance``: each draw's S within an attribute at the releases' margins ("releases"), at the
-    draw's own, as T's is at the releases' ("draw": T_b computed as T is; OLH's costs up to 0.2 s a
-    draw), or "auto" (the default): at the draw's own for randomised response and OUE (closed form),
-    at the releases' for OLH (costly at large k; at ε 0.5 and 1 the draw's own moved no level by more
-    than 0.001, results/spread_fallback_level/independence_margins.md; at ε 4 and 600 records it is
-    what keeps the level at 0.05, module doc)."""
+    draw's own, as T's is at the releases' ("draw": T_b computed as T is), or "auto" (the default):
+    at the draw's own wherever that is cheap (``onehot_covariance_is_cheap``: all but OLH beyond 84
+    pair values), at the releases' for the rest (each would cost seeds × k² a draw). At ε 4 and 600
+    records the draw's own is what keeps OLH's level at 0.05 (module doc)."""
     if isinstance(margins, str) and margins not in ("releases", "ml"):
         allowed = "'releases', 'ml' or (attribute margins, class margin)"
         raise ValidationError("margins", f"must be {allowed}, got {margins!r}")
@@ -316,11 +323,11 @@ def independence_test(
     tables = _tables(attrs, X)
     single = _one_pair_each(attrs)
     kept = None
-    if covariance == "auto":  # OLH's parts at the releases' margins, kept for every draw
+    if covariance == "auto":  # costly OLH parts at the releases' margins, kept for every draw
         kept = []
         for (_, parts), U in zip(attrs, tables):
             E = U.mean(axis=0)
-            kept.append(_null_cov(_hashed(parts)[0], n, E.sum(axis=1), E.sum(axis=0)))
+            kept.append(_null_cov(_costly(parts)[0], n, E.sum(axis=1), E.sum(axis=0)))
     _, zbar, S, covs = _terms(attrs, tables, n, single=single, kept=kept)
     sizes = [(pm.n_states[j] - 1) * (pm.n_classes - 1) for j, ((_, pm, _), *_) in attrs] if single else None
     T, df = _score(n, zbar, S, sizes)
