@@ -41,7 +41,7 @@ draw's margins and T, so T_b is computed as T is. The covariance is closed form 
 response and OUE, and for OLH linear in the margins through the hash family's collision tensors,
 built once (0.4 s at 82 pair values; ``onehot_covariance_is_cheap``); only an OLH attribute beyond
 84 pair values keeps its covariance at the releases' margins, where each one would cost seeds × k².
-Keeping OLH's at the releases' margins everywhere (the default from 2026-12-03 to 2026-12-04) left
+Keeping OLH's at the releases' margins everywhere (the default on 2026-12-03 before f257c7f) left
 the test at 0.024 and 0.027 at ε 4 with 600 records (see the diagnostics page). Until
 2026-12-03 the draws took the debiased margins clipped to the simplex, which are more spread out
 than the truth, and every covariance at the releases' margins: 10 of issue 45's 72 grid settings
@@ -56,9 +56,10 @@ record, ε 1, all 99 draws): 6 s after the fit's view has solved the maximum-lik
 ``ml_pair_table`` keeps (T alone: 3 s). Its level, over issue 45's grid (RR, OUE, OLH × ε 0.5, 1, 4 ×
 1 or 2 pairs × 2 or 3 classes × 600 or 5,000 records; 1,000 no-signal pools each;
 results/spread_fallback_level/independence_grid.md, with its commands and 95 % Clopper–Pearson
-intervals): at alpha 0.05 it keeps 0.024-0.063, pooled 4.6 % (the chi-square
-reference 2.4 %), never above 0.065; 6 of the 72 settings fall below 0.035, where an exact test
-would put 1.7: OLH at ε 4 with one pair and 600 records is the most conservative (0.024, 0.027).
+intervals; OLH's rows rerun at f257c7f): at alpha 0.05 it keeps 0.031-0.065, pooled 4.65 % (the
+chi-square reference 2.4 %); 4 of the 72 settings fall below 0.035, where an exact test would put
+1.7: RR at ε 0.5 (one pair, 600 records: 0.031), OUE at ε 0.5 (one pair, 5,000: 0.034) and OLH with
+two pairs and 600 records (0.031 at ε 0.5, 0.032 at ε 1).
 The test uses every record's reports and no model, so nothing is held out for it: the selection's
 folds run over all the releases.
 
