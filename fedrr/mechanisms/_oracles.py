@@ -19,6 +19,7 @@ k > 52 (a unary release is packed into one double).
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -82,6 +83,7 @@ def unbiased_onehot_covariance(mech: DiscreteMechanism, pi) -> np.ndarray:
 #: the largest seeds·k³ for which OLH's collision tensors are built and kept (``_hashing_collisions``)
 COLLISION_BUDGET = 2**32
 _COLLISIONS: dict = {}
+_COLLISIONS_LOCK = threading.Lock()  # a CV's fold fits run on threads
 
 
 def _hashing_seeds(mech: LocalHashing) -> np.ndarray:
@@ -103,17 +105,20 @@ def _hashing_collisions(mech: LocalHashing) -> tuple[np.ndarray, np.ndarray]:
     """(P2, P3): over the seeds, P2[s, t] = P(H(s) = H(t)) and P3[s, t, x] = P(H(s) = H(t) = H(x)),
     built once per hash family (k, g, P) and kept: they make the support moments linear in pi."""
     key = (mech.k, mech.g, mech.prime)
-    if key not in _COLLISIONS:
+    hit = _COLLISIONS.get(key)
+    if hit is None:
         seeds, k = _hashing_seeds(mech), mech.k
         H = mech.hash(seeds[:, None], np.arange(k))  # (S, k)
         P3 = np.empty((k, k, k))
         for s in range(k):
             A = (H == H[:, s : s + 1]).astype(float)  # (S, k): the seeds where t collides with s
             P3[s] = A.T @ A / seeds.size
-        if len(_COLLISIONS) >= 16:  # at most 16 families of ≤ 84 values (≤ 72 MB)
-            _COLLISIONS.pop(next(iter(_COLLISIONS)))
-        _COLLISIONS[key] = (np.diagonal(P3, axis1=1, axis2=2).copy(), P3)  # P2[s, t] = P3[s, t, t]
-    return _COLLISIONS[key]
+        hit = (np.diagonal(P3, axis1=1, axis2=2).copy(), P3)  # P2[s, t] = P3[s, t, t]
+        with _COLLISIONS_LOCK:
+            if len(_COLLISIONS) >= 16:  # at most 16 families of ≤ 84 values (≤ 72 MB)
+                _COLLISIONS.pop(next(iter(_COLLISIONS)))
+            _COLLISIONS[key] = hit
+    return hit
 
 
 def _hashing_support_moments(mech: LocalHashing, pi: np.ndarray) -> np.ndarray:
