@@ -86,19 +86,26 @@ _COLLISIONS: dict = {}
 _COLLISIONS_LOCK = threading.Lock()  # a CV's fold fits run on threads
 
 
+def _all_hashing_seeds(mech: LocalHashing) -> bool:
+    """Whether ``unbiased_onehot_covariance`` averages over every seed (else a fixed sample of 2¹⁶)."""
+    return mech.n_seeds <= 2**16 or mech.n_seeds * mech.k**2 <= 2**27
+
+
 def _hashing_seeds(mech: LocalHashing) -> np.ndarray:
     """The seeds ``unbiased_onehot_covariance`` averages over: all, or a fixed sample of 2¹⁶."""
-    k = mech.k
-    if mech.n_seeds <= 2**16 or mech.n_seeds * k * k <= 2**27:
+    if _all_hashing_seeds(mech):
         return np.arange(mech.n_seeds)
     return np.random.default_rng(0).choice(mech.n_seeds, size=2**16, replace=False)
 
 
 def onehot_covariance_is_cheap(mech: DiscreteMechanism) -> bool:
-    """Whether ``unbiased_onehot_covariance`` costs O(k²) at any pi once its first call has built the
-    collision tensors (closed form for RR and OUE; OLH within ``COLLISION_BUDGET``), rather than
+    """Whether ``unbiased_onehot_covariance`` costs at most k³ at any pi once its first call has built
+    the collision tensors (closed form for RR and OUE; OLH within ``COLLISION_BUDGET``), rather than
     seeds × k² a call."""
-    return not isinstance(mech, LocalHashing) or _hashing_seeds(mech).size * mech.k**3 <= COLLISION_BUDGET
+    if not isinstance(mech, LocalHashing):
+        return True
+    n_seeds = mech.n_seeds if _all_hashing_seeds(mech) else 2**16
+    return n_seeds * mech.k**3 <= COLLISION_BUDGET
 
 
 def _hashing_collisions(mech: LocalHashing) -> tuple[np.ndarray, np.ndarray]:
