@@ -35,8 +35,10 @@ lint: $(STAMP)
 docs: $(STAMP)
 	$(VENV)/bin/mkdocs build --strict -d build/site
 
+# the suite on one worker per core (pytest-xdist); every test keeps to its own tmp_path, so the
+# workers share nothing but the read-only tree and numba's on-disk cache (written atomically)
 test: lint docs
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n logical
 
 # Flower simulations, the flwr CLI, deployments, Ray actors and clusters, whole sweeps and scripts
 test-integration: $(STAMP)
