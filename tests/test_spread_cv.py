@@ -372,7 +372,7 @@ def test_selection_2se_takes_the_weakest_penalty_within_two_standard_errors():
     """selection "best" takes the highest mean fold score; "2se" the largest C whose mean is within two
     standard errors (of the per-fold differences) of the best's; "auto" is "2se" on paired releases
     and "best" on split ones; a bad value names ``selection``."""
-    from fedrr.estimators.spread._cv import within_2se
+    from fedrr.estimators.spread._cv_select import within_2se
 
     w = np.full(3, 1 / 3)
     assert within_2se(np.array([1.0, 1.0, 1.0]), np.array([0.9, 1.05, 0.95]), w)  # 0.033 against 2 × 0.044

@@ -144,7 +144,7 @@ def test_the_cv_drop_reads_the_selection_part_only():
     test on B stays exact: B's labels permuted, the same attribute is rejected with the same z and the
     same records dropped; the z is the test on A's records, and on the whole pool it would move."""
     from fedrr.estimators import LDPNaiveBayes
-    from fedrr.estimators.spread._cv import heldout_mask, split_rng
+    from fedrr.estimators.spread._cv_fallback import heldout_mask, split_rng
 
     X, y = _data(3000, 1)
     rm = RecordMechanism([RandomizedResponse(K, epsilon=2.0)] * F, RandomizedResponse(2, epsilon=2.0), n_sampled=1)
