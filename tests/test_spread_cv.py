@@ -371,7 +371,7 @@ def _paired_releases(n: int, seed: int, eps: float = 1.0):
 def test_selection_2se_takes_the_weakest_penalty_within_two_standard_errors():
     """selection "best" takes the highest mean fold score; "2se" the largest C whose mean is within two
     standard errors (of the per-fold differences) of the best's; "auto" is "2se" on paired releases
-    and "best" on split ones; a bad value names ``selection``."""
+    under the releases' own prior, "best" under public rows and on split ones; a bad value names ``selection``."""
     from fedrr.estimators.spread._cv_select import within_2se
 
     w = np.full(3, 1 / 3)
@@ -393,6 +393,17 @@ def test_selection_2se_takes_the_weakest_penalty_within_two_standard_errors():
     assert fits["2se"].C_ > fits["best"].C_  # on these releases the rules differ: the test can tell them apart
     assert fits["auto"].C_ == fits["2se"].C_ and fits["auto"].selection_ == "2se"
     assert fits["2se"].estimator_.C == fits["2se"].C_
+    # a prior of public rows: "auto" is "best" on the same releases (the rules differ here, above)
+    from fedrr.mechanisms import EmpiricalPrior
+
+    rng = np.random.default_rng(7)
+    rows = np.stack([rng.integers(0, k, 400) for k in (3, 2, 4, 3)], axis=1)
+    public = {
+        s: SpreadLogisticRegressionCV(Cs=Cs, selection=s, prior=EmpiricalPrior(rows), fallback=False, random_state=0)
+        for s in ("best", "auto")
+    }
+    public = {s: est.fit(Xt, yt, mechanism=mech) for s, est in public.items()}
+    assert public["auto"].selection_ == "best" and public["auto"].C_ == public["best"].C_
     _, _, Xs, ys = _data(600, 0)
     split = SpreadLogisticRegressionCV(
         Cs=(0.01, 1.0), cv=2, cv_max_iter=5, max_iter=5, n_permutations=99, random_state=0

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import rankdata
 
+from ...mechanisms import EmpiricalPrior
 from ._cv_tasks import fold_scores
 from ._runtime import HeldData
 
@@ -43,7 +44,9 @@ class SelectionMixin:
         a_best = max(p["prior_strengths"], key=marg.get)
         chosen = self.accuracy_scores_ if p["scoring"] == "accuracy" else self.cond_scores_
         split = acc_s if p["scoring"] == "accuracy" else cond_s
-        self.selection_ = ("2se" if paired else "best") if p["selection"] == "auto" else p["selection"]
+        self.selection_ = p["selection"]
+        if self.selection_ == "auto":  # "2se" where the pair likelihood barely tells the C's apart (the doc)
+            self.selection_ = "2se" if paired and not isinstance(self._prior, EmpiricalPrior) else "best"
         best_C = max(p["Cs"], key=lambda C: chosen[C, a_best])
         if self.selection_ == "2se":  # the weakest penalty within two standard errors of the best
             best_C = max(C for C in p["Cs"] if within_2se(split[best_C, a_best], split[C, a_best], w))
