@@ -32,9 +32,7 @@ from ..._params import (
 from ...errors import CleanDataWarning, ValidationError
 from .._sklearn import warn_clean
 from ._cv_fallback import FallbackMixin, heldout_mask, split_rng
-from ._cv_scores import (
-    debiased_hits,
-)
+from ._cv_scores import debiased_hits
 from ._cv_select import SelectionMixin
 from ._cv_tasks import final_fit, task_data
 from ._estimator import SpreadLogisticRegression, check_clean_X
@@ -66,8 +64,9 @@ class SpreadLogisticRegressionCV(SelectionMixin, FallbackMixin, ClassifierMixin,
         releases under a prior the releases define, "best" elsewhere). On paired releases the held-out
         pair likelihood tells the C's apart by 1e-5 to 1e-4 nats per record, about its fold-to-fold
         noise, and where it leans it leans to shrinkage, which costs balanced accuracy: on a validation
-        split of Adult's training rows (one pair per person, N 3·10⁴ to 10⁶, ε 0.5 to 2, 3 seeds) "2se" raised balanced
-        accuracy in 11 of 12 cells (the twelfth equal) and moved accuracy by −0.006 to +0.008
+        split of Adult's training rows (one pair per person, N 3·10⁴ to 10⁶, ε 0.5 to 2, 3 seeds)
+        "2se" raised balanced accuracy in 11 of 12 cells (the twelfth equal) and moved accuracy by
+        −0.006 to +0.008
         (``simulations/adult_scale_designs.py --c-rule``, results/adult_scale_designs/summary.md).
         With a prior of public rows (``EmpiricalPrior``) "auto" is "best": the prior makes the
         likelihood tell the C's apart, and on the same validation split (1,000 public rows smoothed by
@@ -75,10 +74,10 @@ class SpreadLogisticRegressionCV(SelectionMixin, FallbackMixin, ClassifierMixin,
         accuracy in all 12 cells (+0.4 points on average) and on AUC in 11 (+0.6), at 0.5 points of
         balanced accuracy. Elsewhere it is not measured, so "best" stays. Learned: ``selection_``.
     fallback : True: fall back to the intercept-only model unless the model chosen and fitted on
-        the selection part beats it on the test part (permutation p-value ≤ ``alpha``; ``_cv_fallback``'s module doc),
-        or, on paired releases, unless the releases' pair tables show an association between the
-        label and some attribute (``_cv_paired``). False: the test still runs and reports
-        ``p_value_``, but the model is always kept. "auto" (default): True on releases with a label
+        the selection part beats it on the test part (permutation p-value ≤ ``alpha``;
+        ``_cv_fallback``'s module doc), or, on paired releases, unless the releases' pair tables show
+        an association between the label and some attribute (``_cv_paired``). False: the test still
+        runs and reports ``p_value_``, but the model is always kept. "auto" (default): True on releases with a label
         of their own, False on paired releases. There the independence test finds only what the
         pair tables hold, which at small n·ε is weak evidence that a model can still use: on the
         tutorial survey's generator at 3·10⁴ people and ε 0.5 it keeps a model on 2 of 6 seeds, and
