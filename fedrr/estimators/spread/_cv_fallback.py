@@ -37,7 +37,7 @@ are dependent, sd(z) 1.43 instead of 1 (issue 29)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -46,9 +46,6 @@ from ._cv_paired import independence_test, paired_class_prior
 from ._cv_scores import _null_loglik, class_freqs, label_blocks, label_terms, permutation_test
 from ._design import Design
 from ._paired import PairedView
-
-if TYPE_CHECKING:
-    from ._cv import SpreadLogisticRegressionCV
 
 
 class FallbackMixin:
@@ -107,7 +104,7 @@ class FallbackMixin:
 
     def _finish(
         self, p: dict, given: tuple, Xv, yi, groups, layout, n_sel: int, n_test: int, best, classes, refit=None
-    ) -> SpreadLogisticRegressionCV:
+    ) -> FallbackMixin:  # the estimator itself (a typing-only import of _cv would be a circle)
         """Record the test in ``cv_results_`` (the chosen candidate's row; the others are not tested), then
         keep the model (refit on all releases as ``given``: X, y, mechanism and the fits' memo, unless
         ``refit`` is that fit, made already) or fall back, by the test's p-value."""
