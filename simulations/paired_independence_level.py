@@ -51,7 +51,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import beta
+from scipy.stats import beta, binom
 from scipy.stats import f as f_dist
 
 from fedrr.datasets import load, make_logistic_discrete, make_logistic_multiclass_discrete
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true", help="--grid: write the table from the CSV and stop")
     ap.add_argument(
         "--margins",
-        choices=("releases", "ml", "true"),
+        choices=("releases", "ml", "ml-shrunk", "true"),
         default="ml",
         help="--grid: the bootstrap's margins (independence_test's margins; true: the simulation's, an oracle); "
         "other than the test's the rows go to independence_grid_MARGINS.csv and the table to independence_margins.md",
@@ -159,6 +159,12 @@ def main(argv: list[str] | None = None) -> int:
         "(independence_test's covariance); other than the test's the rows go to independence_grid_MARGINS[-draw].csv",
     )
     ap.add_argument("--indices", nargs="+", type=int, help="--grid: these settings only (indices into GRID)")
+    ap.add_argument(
+        "--pool-seed",
+        type=int,
+        default=100,
+        help="--grid: pool s is seeded by POOL_SEED + s (not 100: fresh pools, rows to a CSV ending _poolsPOOL_SEED)",
+    )
     ap.add_argument("--scenario", type=Path, help="a paired scenario's releases: the test's p-value per cell (--eps)")
     ap.add_argument("--adult", action="store_true", help="no-signal pools on Adult's own schema (module doc)")
     ap.add_argument("--eps", default="0.5,1,2", help="--scenario: these ε of its grid; --adult: these ε")
@@ -274,7 +280,7 @@ def grid(args, argv) -> int:
                 t = time.perf_counter()
                 boot, score, draws = [], [], []
                 for s in range(args.pools):
-                    groups, X, truth = pool("adult6", classes, m, eps, n, 100 + s, oracle)
+                    groups, X, truth = pool("adult6", classes, m, eps, n, args.pool_seed + s, oracle)
                     margins = truth if args.margins == "true" else args.margins
                     res = independence_test(
                         groups, X, seed=s, n_boot=args.boot, margins=margins, covariance=args.covariance
@@ -310,9 +316,34 @@ def grid(args, argv) -> int:
     head += ["bootstrap: p ≤ 0.025", "bootstrap: mean p", "draws (mean)", "chi-square: p ≤ 0.05"]
     title = "The paired independence test's level over issue 45's grid: six attributes of 4-10 states, one "
     title += "oracle forced for all, no-signal pools; kept rate at alpha 0.05 with its 95 % Clopper-Pearson interval"
-    note = f"{inside} of {len(table)} settings have their kept rate at alpha 0.05 in [0.035, 0.065]."
+    note = f"{inside} of {len(table)} settings have their kept rate at alpha 0.05 in [0.035, 0.065].\n\n"
+    note += pooled_level(rows)
     print(write_report(args.out / "independence_grid.md", title, markdown_table(head, table) + "\n\n" + note, argv))
     return 0
+
+
+def pooled_level(rows: list[dict], lo: float = 0.035, hi: float = 0.065, alpha: float = 0.05) -> str:
+    """What the grid's settings say together: the kept rate pooled over them, by ε and oracle, against
+    what a test of exact level alpha would show over the same numbers of pools (how many settings it
+    leaves outside [lo, hi] by chance, and how likely it keeps every one inside)."""
+    pools = [int(r["pools"]) for r in rows]
+    inside = [
+        binom.cdf(np.floor(hi * n + 1e-9), n, alpha) - binom.cdf(np.ceil(lo * n - 1e-9) - 1, n, alpha) for n in pools
+    ]
+    out = f"A test of exact level {alpha} run on the same pools would leave {sum(1 - q for q in inside):.2f} of "
+    out += f"{len(rows)} settings outside [{lo}, {hi}] on average, by chance alone, and keep every one inside "
+    out += f"with probability {np.prod(inside):.2f}: the band is a screen, and the pooled rates below are "
+    out += "what tell a biased test from an exact one.\n\n"
+    groups = [("all settings", rows)]
+    groups += [(f"ε {e}", [r for r in rows if r["eps"] == e]) for e in dict.fromkeys(r["eps"] for r in rows)]
+    groups += [(o.upper(), [r for r in rows if r["oracle"] == o]) for o in dict.fromkeys(r["oracle"] for r in rows)]
+    table = []
+    for name, part in groups:
+        k, n = sum(int(r["kept05"]) for r in part), sum(int(r["pools"]) for r in part)
+        z = (k / n - alpha) / np.sqrt(alpha * (1 - alpha) / n)
+        table.append([name, len(part), n, rate_of(k, n, digits=4), f"{z:+.1f}"])
+    head = ["settings", "count", "pools", f"pooled: p ≤ {alpha}", f"z against {alpha}"]
+    return out + markdown_table(head, table)
 
 
 #: the bootstrap variants of the margins table, by their CSV's suffix
@@ -329,9 +360,10 @@ VARIANTS = {
 
 def variant(args) -> str:
     """The suffix of a grid run's CSV: empty for the test as it is, else its margins and covariance."""
+    pools = "" if args.pool_seed == 100 else f"_pools{args.pool_seed}"
     if args.margins == "ml" and args.covariance == "auto":
-        return ""
-    return f"_{args.margins}" + {"releases": "", "draw": "-draw", "auto": "-auto"}[args.covariance]
+        return pools
+    return f"_{args.margins}" + {"releases": "", "draw": "-draw", "auto": "-auto"}[args.covariance] + pools
 
 
 def read_grid(path: Path) -> list[dict]:
@@ -369,9 +401,9 @@ def clopper_pearson(k: int, n: int) -> tuple[float, float]:
     return lo, hi
 
 
-def rate_of(k: int, n: int) -> str:
+def rate_of(k: int, n: int, digits: int = 3) -> str:
     lo, hi = clopper_pearson(k, n)
-    return f"{k / n:.3f} [{lo:.3f}, {hi:.3f}]"
+    return f"{k / n:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
 def real(args, argv) -> int:

@@ -308,14 +308,16 @@ def independence_test(
     maximum-likelihood pair table), "releases" (the pair tables' debiased margins clipped to the
     simplex, which are more spread out than the truth and made the test conservative), or given (a
     list of every attribute's state probabilities, the class probabilities): a diagnostic with the
-    true margins of a simulation (``simulations/paired_independence_level.py --margins``).
+    true margins of a simulation (``simulations/paired_independence_level.py --margins``), or
+    "ml-shrunk" (a candidate, under measurement): the ML margins pulled toward uniform by half their
+    expected excess spread (``_shrink``).
     ``covariance``: each draw's S within an attribute at the releases' margins ("releases"), at the
     draw's own, as T's is at the releases' ("draw": T_b computed as T is), or "auto" (the default):
     at the draw's own wherever that is cheap (``onehot_covariance_is_cheap``: all but OLH beyond 84
     pair values), at the releases' for the rest (each would cost seeds × k² a draw). At ε 4 and 600
     records the draw's own is what keeps OLH's level at 0.05 (module doc)."""
-    if isinstance(margins, str) and margins not in ("releases", "ml"):
-        allowed = "'releases', 'ml' or (attribute margins, class margin)"
+    if isinstance(margins, str) and margins not in ("releases", "ml", "ml-shrunk"):
+        allowed = "'releases', 'ml', 'ml-shrunk' or (attribute margins, class margin)"
         raise ValidationError("margins", f"must be {allowed}, got {margins!r}")
     if covariance not in ("auto", "releases", "draw"):
         raise ValidationError("covariance", f"must be 'auto', 'releases' or 'draw', got {covariance!r}")
@@ -363,13 +365,45 @@ def _null_margins(attrs: list, means: list, X: np.ndarray, margins) -> tuple[lis
     sizes = np.array([sum(r.size for r, _, _ in parts) for _, parts in attrs], float)
     if not isinstance(margins, str):  # given: every attribute's, and the class margin
         return [_simplex(np.asarray(margins[0][j], float)) for j, _ in attrs], _simplex(np.asarray(margins[1], float))
-    if margins == "ml":  # each part's maximum-likelihood pair table, its records' share of the attribute's
+    if margins in ("ml", "ml-shrunk"):  # each part's maximum-likelihood pair table, its records' share
         tables = [sum(r.size * ml_pair_table(pm, j, X[r, j]) for r, pm, _ in parts) for j, parts in attrs]
         tables = [t / s for t, s in zip(tables, sizes)]
     else:
         tables = means
-    pi = _simplex(sum(w * E.sum(axis=0) for w, E in zip(sizes / sizes.sum(), tables)))
-    return [_simplex(E.sum(axis=1)) for E in tables], pi
+    w = sizes / sizes.sum()
+    pi = _simplex(sum(wj * E.sum(axis=0) for wj, E in zip(w, tables)))
+    ms = [_simplex(E.sum(axis=1)) for E in tables]
+    if margins != "ml-shrunk":
+        return ms, pi
+    excess, class_excess = _margin_excess(attrs, ms, pi)
+    return [_shrink(m, e) for m, e in zip(ms, excess)], _shrink(pi, class_excess)
+
+
+def _margin_excess(attrs: list, ms: list, pi: np.ndarray) -> tuple[list[float], float]:
+    """The expected squared error of each attribute's debiased margin and of the pooled class margin
+    under no signal at (``ms``, ``pi``): the trace of the estimate's covariance (the class margin's
+    as if the attributes' reports were independent, as they are with one pair per record)."""
+    sizes = np.array([sum(r.size for r, _, _ in parts) for _, parts in attrs], float)
+    excess, class_excess = [], 0.0
+    for (_, parts), m, wj, nj in zip(attrs, ms, sizes / sizes.sum(), sizes):
+        V = _null_cov(parts, int(nj), m, pi).reshape(m.size, pi.size, m.size, pi.size)
+        excess.append(float(np.trace(V.sum(axis=(1, 3)))) / nj)
+        class_excess += wj**2 * float(np.trace(V.sum(axis=(0, 2)))) / nj
+    return excess, class_excess
+
+
+#: the share of a margin's expected excess squared spread that ``_shrink`` removes
+SHRINK = 0.5
+
+
+def _shrink(m: np.ndarray, excess: float) -> np.ndarray:
+    """``m`` pulled toward uniform u: m̂ estimates m with E‖m̂ − u‖² = ‖m − u‖² + ``excess``, so
+    m = u + λ (m̂ − u) with λ² = max(0, 1 − SHRINK · excess / ‖m̂ − u‖²)."""
+    u = np.full(m.size, 1.0 / m.size)
+    d2 = float(np.sum((m - u) ** 2))
+    if d2 <= 0:
+        return m
+    return u + np.sqrt(max(0.0, 1.0 - SHRINK * excess / d2)) * (m - u)
 
 
 def _null_tables(attrs: list, ms: list, pi: np.ndarray, n: int, single: bool, rng: np.random.Generator) -> list:
