@@ -309,8 +309,9 @@ def independence_test(
     simplex, which are more spread out than the truth and made the test conservative), or given (a
     list of every attribute's state probabilities, the class probabilities): a diagnostic with the
     true margins of a simulation (``simulations/paired_independence_level.py --margins``), or
-    "ml-shrunk" (a candidate, under measurement): the ML margins pulled toward uniform by half their
-    expected excess spread (``_shrink``).
+    "ml-shrunk" (a diagnostic): the ML margins pulled toward uniform by half their expected excess
+    spread (``_shrink``), which overshoots on fresh pools (0.071 where "ml" keeps 0.050;
+    results/spread_fallback_level/README.md).
     ``covariance``: each draw's S within an attribute at the releases' margins ("releases"), at the
     draw's own, as T's is at the releases' ("draw": T_b computed as T is), or "auto" (the default):
     at the draw's own wherever that is cheap (``onehot_covariance_is_cheap``: all but OLH beyond 84
