@@ -36,10 +36,12 @@ from the CSV once it holds every setting (or with ``--report``):
 ε (``PairedRecordMechanism``, oracle "auto", as the planner's design on Adult at ε ≤ 4), pool s
 seeded by 1000 + s; ``independence_adult_null.md``.
 
-``--grid --margins ml|true --covariance releases|draw --indices I ...``: the same settings' pools with
-another bootstrap (``independence_test``'s ``margins`` and ``covariance``; ``true``: the simulation's
+``--grid --margins ml|ml-shrunk|true --covariance releases|draw --indices I ...``: the same settings' pools
+with another bootstrap (``independence_test``'s ``margins`` and ``covariance``; ``true``: the simulation's
 own margins, an oracle), rows to ``independence_grid_VARIANT.csv``, and ``independence_margins.md``
 beside the test as it is (``VARIANTS``; the commands that wrote the committed one are in it).
+``--pool-seed S`` (default 100): fresh pools, seeded S + s; the CSV's and the report's names end in
+``_poolsS``, and only runs on the same pools go side by side.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from __future__ import annotations
 import argparse
 import csv
 import itertools
+import os
 import time
 from pathlib import Path
 
@@ -257,7 +260,7 @@ def grid(args, argv) -> int:
     """Issue 45's level grid (module doc): each setting's kept rates over ``--pools`` no-signal pools,
     appended to the CSV as it finishes; the table once every setting is there."""
     args.out.mkdir(parents=True, exist_ok=True)
-    if variant(args) and args.report:
+    if bootstrap_variant(args) and args.report:
         return margins_report(args, argv)
     path = args.out / f"independence_grid{variant(args)}.csv"
     done = set()
@@ -268,13 +271,15 @@ def grid(args, argv) -> int:
     todo = [i for i in range(len(GRID)) if i % k_shard == i_shard and i not in done]
     todo = [i for i in todo if args.indices is None or i in args.indices]
     if not args.report:
-        new = not path.exists()
-        with path.open("a", newline="") as f:
-            if new:
-                f.write(f"# {command_line(argv)}\n")
-                csv.DictWriter(f, GRID_FIELDS).writeheader()
-            else:
+        head = f"# {command_line(argv)}\n" + ",".join(GRID_FIELDS) + "\r\n"
+        try:  # shards started together: one creates the file with its header in one write, the others append
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_APPEND)
+            os.write(fd, head.encode())
+            os.close(fd)
+        except FileExistsError:
+            with path.open("a") as f:
                 f.write(f"# + {command_line(argv)}\n")
+        with path.open("a", newline="") as f:
             for i in todo:
                 oracle, eps, m, classes, n = GRID[i]
                 t = time.perf_counter()
@@ -296,7 +301,7 @@ def grid(args, argv) -> int:
                 csv.DictWriter(f, GRID_FIELDS).writerow(row)
                 f.flush()
                 print(row, flush=True)
-    if variant(args):
+    if bootstrap_variant(args):
         return margins_report(args, argv)
     rows = read_grid(path)
     if len({int(r["index"]) for r in rows}) < len(GRID) and not args.report:
@@ -318,7 +323,8 @@ def grid(args, argv) -> int:
     title += "oracle forced for all, no-signal pools; kept rate at alpha 0.05 with its 95 % Clopper-Pearson interval"
     note = f"{inside} of {len(table)} settings have their kept rate at alpha 0.05 in [0.035, 0.065].\n\n"
     note += pooled_level(rows)
-    print(write_report(args.out / "independence_grid.md", title, markdown_table(head, table) + "\n\n" + note, argv))
+    name = f"independence_grid{pools_suffix(args)}.md"
+    print(write_report(args.out / name, title, markdown_table(head, table) + "\n\n" + note, argv))
     return 0
 
 
@@ -355,15 +361,26 @@ VARIANTS = {
     "_ml-draw": "ML margins, S per draw",
     "_true": "true margins (oracle)",
     "_true-draw": "true margins, S per draw (oracle: exact)",
+    "_ml-shrunk-auto": "ML margins shrunk toward uniform (refuted: over-shrinks)",
 }
 
 
-def variant(args) -> str:
-    """The suffix of a grid run's CSV: empty for the test as it is, else its margins and covariance."""
-    pools = "" if args.pool_seed == 100 else f"_pools{args.pool_seed}"
+def bootstrap_variant(args) -> str:
+    """The bootstrap part of a grid run's CSV suffix: empty for the test as it is, else its margins
+    and covariance (a key of ``VARIANTS``)."""
     if args.margins == "ml" and args.covariance == "auto":
-        return pools
-    return f"_{args.margins}" + {"releases": "", "draw": "-draw", "auto": "-auto"}[args.covariance] + pools
+        return ""
+    return f"_{args.margins}" + {"releases": "", "draw": "-draw", "auto": "-auto"}[args.covariance]
+
+
+def pools_suffix(args) -> str:
+    """The pools part of a grid run's CSV suffix: empty for the grid's own pools (seeds 100 + s)."""
+    return "" if args.pool_seed == 100 else f"_pools{args.pool_seed}"
+
+
+def variant(args) -> str:
+    """The suffix of a grid run's CSV: its bootstrap, then its pools."""
+    return bootstrap_variant(args) + pools_suffix(args)
 
 
 def read_grid(path: Path) -> list[dict]:
@@ -374,8 +391,13 @@ def read_grid(path: Path) -> list[dict]:
 def margins_report(args, argv) -> int:
     """``--grid --margins ... --covariance ...``: the settings run with another bootstrap (``VARIANTS``)
     beside the same pools' rates with the test as it is (``independence_grid.csv``)."""
+    pools = pools_suffix(args)  # only runs on the same pools go side by side
     found = sorted(p.stem.removeprefix("independence_grid") for p in args.out.glob("independence_grid*.csv"))
-    runs = {v: {int(r["index"]): r for r in read_grid(args.out / f"independence_grid{v}.csv")} for v in found}
+    found = [v for v in found if (v.endswith(pools) if pools else "_pools" not in v)]
+    runs = {
+        v.removesuffix(pools): {int(r["index"]): r for r in read_grid(args.out / f"independence_grid{v}.csv")}
+        for v in found
+    }
     shown = sorted(set().union(*(set(rows) for v, rows in runs.items() if v)))
     modes = list(runs)
     table = []
@@ -390,7 +412,9 @@ def margins_report(args, argv) -> int:
     head += [VARIANTS.get(m, m.lstrip("_")) for m in modes]
     title = "The paired test's bootstrap drawn at other margins, the same no-signal pools: kept rate at alpha 0.05 "
     title += "[95 % Clopper-Pearson] and mean p-value"
-    print(write_report(args.out / "independence_margins.md", title, markdown_table(head, table), argv))
+    if pools:
+        title += f" (pools seeded {args.pool_seed} + s)"
+    print(write_report(args.out / f"independence_margins{pools}.md", title, markdown_table(head, table), argv))
     return 0
 
 

@@ -194,8 +194,9 @@ def test_independence_bootstrap_draws_at_the_margins_asked(n_sampled):
 def test_shrunk_margins_remove_half_the_expected_excess_spread(oracle):
     """``margins="ml-shrunk"``: each ML margin m̂ pulled toward uniform u along m̂ − u, by λ² = 1 −
     SHRINK · excess / ‖m̂ − u‖², where the excess is the debiased margin's expected squared error under no
-    signal. That excess is checked against the draws' own squared errors (400 draws through the
-    mechanism at fixed margins, within 4 standard errors)."""
+    signal. That excess is checked against the debiased draws' own squared errors (400 draws through
+    the mechanism at fixed margins, within 4 standard errors), and the bootstrap draws at exactly the
+    shrunk margins (the same p-value as those margins given)."""
     from fedrr.estimators.spread._cv_paired import (
         SHRINK,
         _attributes,
@@ -225,8 +226,9 @@ def test_shrunk_margins_remove_half_the_expected_excess_spread(oracle):
     errors = np.array(errors)
     se = errors.std(axis=0, ddof=1) / np.sqrt(len(errors))
     assert np.all(np.abs(errors.mean(axis=0) - excess) < 4 * se), (errors.mean(axis=0), excess, se)
-    res = independence_test(g, Xt, seed=3, margins="ml-shrunk")
-    assert res["statistic"] == independence_test(g, Xt, seed=3)["statistic"] and 0.01 <= res["p_value"] <= 1
+    given = ([shrunk[k] for k, (j, _) in enumerate(attrs)], pi_s)  # attributes 0..D-1 all released here
+    assert [j for j, _ in attrs] == list(range(len(attrs)))
+    assert independence_test(g, Xt, seed=3, margins="ml-shrunk") == independence_test(g, Xt, seed=3, margins=given)
 
 
 @pytest.mark.parametrize(

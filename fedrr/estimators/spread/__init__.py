@@ -7,8 +7,10 @@ estimator, one fit path over one shard source: arrays in memory or a pool on dis
 ``_kernels`` (the compiled E-step), ``_mstep`` (the M-step's objective), ``_em`` (the iterations),
 ``_priors`` (the input priors, each with its tables and sampler), ``_prior_setup`` (which prior a
 fit starts from, shared by a CV's fits), ``_paired`` (paired releases),
-``_pool`` (shards read from a pool directory), ``_cv`` (cross-validation, the held-out scores and
-the paired independence test), ``_reconstruction`` (reconstruct-then-learn, spread-EM's one-step
+``_pool`` (shards read from a pool directory), ``_cv`` (the cross-validated estimator: its
+parameters and its one sequence), ``_cv_select`` (the candidates' held-out scores and the rule that
+chooses C), ``_cv_fallback`` (the fallback's held-out permutation test), ``_cv_paired`` (the paired
+independence test), ``_reconstruction`` (reconstruct-then-learn, spread-EM's one-step
 baseline) and ``_runtime`` (groups of shards in this process or in Ray actors, ``ShardGroup``).
 
 Besides the estimators, the names the other estimators share (``fedrr.estimators._baselines``):

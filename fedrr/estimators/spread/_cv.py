@@ -61,7 +61,7 @@ class SpreadLogisticRegressionCV(SelectionMixin, FallbackMixin, ClassifierMixin,
     selection : which C the scores choose: "best" (the highest mean score), "2se" (the weakest
         penalty, the largest C, whose mean score is within two standard errors of the best's, the
         standard error that of the per-fold differences), or "auto" (default: "2se" on paired
-        releases under a prior the releases define, "best" elsewhere). On paired releases the held-out
+        releases unless the prior is an ``EmpiricalPrior``, "best" elsewhere). On paired releases the held-out
         pair likelihood tells the C's apart by 1e-5 to 1e-4 nats per record, about its fold-to-fold
         noise, and where it leans it leans to shrinkage, which costs balanced accuracy: on a validation
         split of Adult's training rows (one pair per person, N 3·10⁴ to 10⁶, ε 0.5 to 2, 3 seeds)

@@ -58,8 +58,8 @@ record, ε 1, all 99 draws): 6 s after the fit's view has solved the maximum-lik
 results/spread_fallback_level/independence_grid.md, with its commands and 95 % Clopper–Pearson
 intervals; OLH's rows rerun at f257c7f): at alpha 0.05 it keeps 0.031-0.065, pooled 4.65 % (the
 chi-square reference 2.4 %); 4 of the 72 settings fall below 0.035, where an exact test would put
-1.7: RR at ε 0.5 (one pair, 600 records: 0.031), OUE at ε 0.5 (one pair, 5,000: 0.034) and OLH with
-two pairs and 600 records (0.031 at ε 0.5, 0.032 at ε 1).
+0.7 (and 1.7 outside the band on either side): RR at ε 0.5 (one pair, 600 records: 0.031), OUE at
+ε 0.5 (one pair, 5,000: 0.034) and OLH with two pairs and 600 records (0.031 at ε 0.5, 0.032 at ε 1).
 The test uses every record's reports and no model, so nothing is held out for it: the selection's
 folds run over all the releases.
 
@@ -309,9 +309,10 @@ def independence_test(
     simplex, which are more spread out than the truth and made the test conservative), or given (a
     list of every attribute's state probabilities, the class probabilities): a diagnostic with the
     true margins of a simulation (``simulations/paired_independence_level.py --margins``), or
-    "ml-shrunk" (a diagnostic): the ML margins pulled toward uniform by half their expected excess
-    spread (``_shrink``), which overshoots on fresh pools (0.071 where "ml" keeps 0.050;
-    results/spread_fallback_level/README.md).
+    "ml-shrunk" (a refuted candidate, kept as a diagnostic): the ML margins pulled toward uniform by
+    half the debiased margins' expected excess spread (``_shrink``). The ML margins have almost none
+    of that excess, so it over-shrinks and the test keeps 0.071 where "ml" keeps 0.050 on the same
+    pools (results/spread_fallback_level/README.md).
     ``covariance``: each draw's S within an attribute at the releases' margins ("releases"), at the
     draw's own, as T's is at the releases' ("draw": T_b computed as T is), or "auto" (the default):
     at the draw's own wherever that is cheap (``onehot_covariance_is_cheap``: all but OLH beyond 84
@@ -393,13 +394,15 @@ def _margin_excess(attrs: list, ms: list, pi: np.ndarray) -> tuple[list[float], 
     return excess, class_excess
 
 
-#: the share of a margin's expected excess squared spread that ``_shrink`` removes
+#: the share of the debiased margins' expected excess squared spread that ``_shrink`` removes
 SHRINK = 0.5
 
 
 def _shrink(m: np.ndarray, excess: float) -> np.ndarray:
-    """``m`` pulled toward uniform u: m̂ estimates m with E‖m̂ − u‖² = ‖m − u‖² + ``excess``, so
-    m = u + λ (m̂ − u) with λ² = max(0, 1 − SHRINK · excess / ‖m̂ − u‖²)."""
+    """``m`` pulled toward uniform u: u + λ (m − u) with λ² = max(0, 1 − SHRINK · excess / ‖m − u‖²).
+    A debiased margin m̃ has E‖m̃ − u‖² = ‖m_true − u‖² + ``excess``; the ML margins this is applied
+    to do not (their excess spread was −0.07 to 0.10 of ``excess`` over 40 pools, RR at ε 0.5), which
+    is why the candidate over-shrinks (``independence_test``'s ``margins="ml-shrunk"``)."""
     u = np.full(m.size, 1.0 / m.size)
     d2 = float(np.sum((m - u) ** 2))
     if d2 <= 0:
