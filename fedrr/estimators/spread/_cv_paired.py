@@ -364,7 +364,7 @@ def _null_margins(attrs: list, means: list, X: np.ndarray, margins) -> tuple[lis
     """The margins the bootstrap draws from (``independence_test``'s ``margins``): per attribute of
     ``attrs`` its state probabilities, and the class probabilities pooled over the attributes'
     tables (weighted by their records)."""
-    sizes = np.array([sum(r.size for r, _, _ in parts) for _, parts in attrs], float)
+    sizes = _sizes(attrs)
     if not isinstance(margins, str):  # given: every attribute's, and the class margin
         return [_simplex(np.asarray(margins[0][j], float)) for j, _ in attrs], _simplex(np.asarray(margins[1], float))
     if margins in ("ml", "ml-shrunk"):  # each part's maximum-likelihood pair table, its records' share
@@ -381,11 +381,16 @@ def _null_margins(attrs: list, means: list, X: np.ndarray, margins) -> tuple[lis
     return [_shrink(m, e) for m, e in zip(ms, excess)], _shrink(pi, class_excess)
 
 
+def _sizes(attrs: list) -> np.ndarray:
+    """Per attribute of ``attrs`` the number of records that released it."""
+    return np.array([sum(r.size for r, _, _ in parts) for _, parts in attrs], float)
+
+
 def _margin_excess(attrs: list, ms: list, pi: np.ndarray) -> tuple[list[float], float]:
     """The expected squared error of each attribute's debiased margin and of the pooled class margin
     under no signal at (``ms``, ``pi``): the trace of the estimate's covariance (the class margin's
     as if the attributes' reports were independent, as they are with one pair per record)."""
-    sizes = np.array([sum(r.size for r, _, _ in parts) for _, parts in attrs], float)
+    sizes = _sizes(attrs)
     excess, class_excess = [], 0.0
     for (_, parts), m, wj, nj in zip(attrs, ms, sizes / sizes.sum(), sizes):
         V = _null_cov(parts, int(nj), m, pi).reshape(m.size, pi.size, m.size, pi.size)
