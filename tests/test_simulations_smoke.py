@@ -62,6 +62,10 @@ QUICK = {
     "fake_attacks.py": (["--quick"], ["attacks.md", "attacks_accuracy.csv", "attacks_flags.csv"]),
     "bench_spread_scale.py": (["--quick", "--whole-selection"], ["bench_spread_scale_3000.md"]),
     "paired_independence_level.py": (["--pools", "2"], ["independence_direct.md"]),
+    "paired_independence_level.py --adult --real": (
+        ["--people", "1000", "--eps", "1", "--pools", "2", "--boot", "9"],
+        ["independence_adult_power.md"],
+    ),
 }
 
 
