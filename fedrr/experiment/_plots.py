@@ -37,7 +37,7 @@ def _decorate(ax, xlabel: str, ylabel: str, title: str) -> None:
 LEARNER_STYLES = {
     "spread": ("#1f77b4", "o"),
     "spread-robust": ("#17becf", "h"),
-    "spread-public": ("#3182bd", "8"),
+    "spread-public": ("#08306b", "s"),  # navy squares: told apart from spread's blue circles on one plot
     "spread-plain": ("#6baed6", "p"),
     "spread-flat": ("#9ecae1", "<"),
     "spread-is": ("#08519c", ">"),
