@@ -38,9 +38,10 @@ seeded by 1000 + s; ``independence_adult_null.md``.
 
 ``--adult --real --people 30000,100000 --eps 0.5 --pools 200``: its power on Adult's real labels: pool
 s is N people drawn with replacement from the training rows (seeded by 500 + s), one pair each at ε.
-Beside the kept rate, each attribute's mean T_j − df_j: its own statistic (the test on the records that
-released it, chi-square only), whose mean over pools estimates the signal's noncentrality, what any
-test of these releases has to work with; ``independence_adult_power.md``.
+Beside the kept rate, the signal's noncentrality, what any test of these releases has to work with:
+per attribute its own statistic T_j (the test on the records that released it, chi-square only) on
+the real labels minus on the same people with their labels permuted (released again), mean over the
+pools; ``independence_adult_power.md``.
 
 ``--grid --margins ml|ml-shrunk|true --covariance releases|draw --indices I ...``: the same settings' pools
 with another bootstrap (``independence_test``'s ``margins`` and ``covariance``; ``true``: the simulation's
@@ -183,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.scenario:
         return real(args, argv)
+    if args.real and not args.adult:
+        ap.error("--real needs --adult (the test's power on Adult's real labels)")
     if args.adult:
         return adult_power(args, argv) if args.real else adult_null(args, argv)
     if args.power:
@@ -265,8 +268,9 @@ def adult_null(args, argv) -> int:
 
 
 def adult_power(args, argv) -> int:
-    """``--adult --real`` (module doc): the test's kept rate on Adult's real labels, and each
-    attribute's mean T_j − df_j."""
+    """``--adult --real`` (module doc): the test's kept rate on Adult's real labels, and the signal's
+    noncentrality per attribute: mean T_j on the real labels minus mean T_j on the same people with
+    their labels permuted (T_j does not average its df under no signal)."""
     ds = load("adult_binned")
     train = ~ds.extra["is_test"]
     X, y = ds.X[train], ds.y[train]
@@ -276,43 +280,52 @@ def adult_power(args, argv) -> int:
     settings = itertools.product((float(e) for e in args.eps.split(",")), (int(n) for n in args.people.split(",")))
     for eps, people in settings:
         mech = PairedRecordMechanism(ks, 2, eps)
+        if mech.n_sampled != 1:  # T is the sum of its attributes' blocks only with one pair per person
+            raise SystemExit(f"--adult --real needs one pair per person, got {mech.n_sampled}")
         t = time.perf_counter()
-        ps, excess = [], []
+        ps, real, null, dfs = [], [], [], []
         for s in range(args.pools):
             rng = np.random.default_rng(500 + s)
             idx = rng.integers(0, len(y), people)
-            Xt, _ = mech.release(X[idx], y[idx], rng=rng)
             groups = [(mech, np.arange(people))]
-            ps.append(independence_test(groups, Xt, seed=s, n_boot=args.boot)["p_value"])
-            per = []
-            for j in range(len(ks)):  # attribute j's own statistic: the other columns hidden
-                Xj = np.full_like(Xt, np.nan)
-                Xj[:, j] = Xt[:, j]
-                res = independence_test(groups, Xj, n_boot=0)
-                per.append(res["statistic"] - res["df"])
-            excess.append(per)
-        ps, excess = np.array(ps), np.array(excess).mean(axis=0)
-        df = int(sum(k - 1 for k in ks))
-        rows.append([eps, people, args.pools, rate(ps, 0.05), f"{ps.mean():.3f}", df, f"{excess.sum():.1f}"])
-        rows[-1].append(f"{time.perf_counter() - t:.0f}")
-        top = np.argsort(-excess)[:4]
-        excess_rows.append([eps, people, ", ".join(f"{names[j]} {excess[j]:.1f}" for j in top)])
+            for labels, out in ((y[idx], real), (rng.permutation(y[idx]), null)):
+                Xt, _ = mech.release(X[idx], labels, rng=rng)
+                if out is real:
+                    ps.append(independence_test(groups, Xt, seed=s, n_boot=args.boot)["p_value"])
+                per, df = [], 0
+                for j in range(len(ks)):  # attribute j's own statistic: the other columns hidden
+                    Xj = np.full_like(Xt, np.nan)
+                    Xj[:, j] = Xt[:, j]
+                    res = independence_test(groups, Xj, n_boot=0)
+                    per.append(res["statistic"])
+                    df += res["df"]
+                out.append(per)
+            dfs.append(df)
+        ps, lam = np.array(ps), np.mean(real, axis=0) - np.mean(null, axis=0)
+        sums = np.sum(real, axis=1) - np.sum(null, axis=1)  # per pool: real minus permuted, summed
+        se = np.std(sums, ddof=1) / np.sqrt(len(sums))
+        df = int(np.median(dfs))
+        null_excess = np.sum(null, axis=1).mean() - df
+        rows.append([eps, people, args.pools, rate(ps, 0.05), f"{ps.mean():.3f}", df])
+        rows[-1] += [f"{null_excess:.1f}", f"{lam.sum():.1f} ± {se:.1f}", f"{time.perf_counter() - t:.0f}"]
+        top = np.argsort(-lam)[:4]
+        excess_rows.append([eps, people, ", ".join(f"{names[j]} {lam[j]:.1f}" for j in top)])
         print(rows[-1], excess_rows[-1], flush=True)
-    head = ["ε per person", "people", "pools", "the test: p ≤ 0.05", "mean p", "df", "Σ mean T_j − df_j", "seconds"]
-    args.out.mkdir(parents=True, exist_ok=True)
-    print(
-        write_report(
+        head = ["ε per person", "people", "pools", "the test: p ≤ 0.05", "mean p", "df"]
+        head += ["labels permuted: mean T − df", "noncentrality: Σ_j mean T_j, real − permuted", "seconds"]
+        args.out.mkdir(parents=True, exist_ok=True)
+        report = write_report(  # after every setting: a killed run keeps what it finished
             args.out / "independence_adult_power.md",
             "The paired independence test's power on Adult's real labels (people drawn with replacement from "
             "the training rows, one pair each): kept rate with its 95 % Clopper-Pearson interval, and the "
-            "signal's noncentrality (each attribute's mean T_j − df_j over the pools, summed; T's df is "
-            "the sum of the attributes' k_j − 1)",
+            "signal's noncentrality (each attribute's mean statistic T_j on the real labels minus on the same "
+            "people's releases with their labels permuted, summed, ± its standard error over the pools)",
             markdown_table(head, rows)
-            + "\n\nThe attributes with the largest mean T_j − df_j:\n\n"
+            + "\n\nThe attributes with the largest noncentrality:\n\n"
             + markdown_table(["ε per person", "people", "attributes"], excess_rows),
             argv,
         )
-    )
+    print(report)
     return 0
 
 
