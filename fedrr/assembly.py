@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 
 from ._names import BUDGET_KEYS, DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES
+from ._user_code import load_object, table_path
 from .datasets import LOADERS, Dataset, load, read_table
 from .errors import ValidationError
 from .fake import FakeClients
@@ -27,11 +28,9 @@ from .population import (
     DatasetPopulation,
     TablePopulation,
     check_population,
-    load_object,
     plan_line,
     planned_release,
     record_mechanism_for,
-    table_path,
 )
 from .run_config import RunConfig
 

@@ -75,7 +75,7 @@ class RunConfig:
         built-in population's, in its place)."""
         if self.population == "dataset":
             return False
-        from .population import population_parameters
+        from ._user_code import population_parameters
 
         try:
             params = population_parameters(self.population)
@@ -91,7 +91,7 @@ class RunConfig:
             for k in self.extras:
                 raise unknown_key(str(k), k, own, " (the built-in population takes fedrr's keys only)")
             return
-        from .population import population_parameters
+        from ._user_code import population_parameters
 
         params = population_parameters(self.population)
         if params is None:  # a factory whose signature cannot be read: its own keys cannot be checked

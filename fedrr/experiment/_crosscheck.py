@@ -11,10 +11,10 @@ from .. import _config_rules as rules
 from .._config_schema import BY_NAME
 from .._names import DISCRETE_FAMILIES, WHOLE_RECORD_FAMILIES
 from .._params import unknown_key
+from .._user_code import population_parameters
 from ..errors import ValidationError
 from ..learners import check_names
 from ..learners import names as learner_names
-from ..population import population_parameters
 from ..run_config import RunConfig
 from ._sections import DEFAULT_SPLIT, GRID_KEYS, REGRESSION_DATASETS, _key_path
 

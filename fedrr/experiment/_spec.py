@@ -140,7 +140,7 @@ def parse_scenario(data: Any, *, name: str = "scenario", path: str = "", text: s
 def _table_paths(pop: Any, path: str) -> Any:
     """A table population's files, relative paths made absolute against the scenario file's folder
     (every cell, worker process and Ray worker then reads the same files)."""
-    from ..population import table_path
+    from .._user_code import table_path
 
     base = Path(path).resolve().parent if path else None
     paths = {k: table_path(getattr(pop, k), base) for k in TABLE_FILES if getattr(pop, k)}

@@ -36,7 +36,7 @@ from ._spec import ScenarioSpec
 def _run_cell_in_worker(task: dict) -> dict:
     """run_cell in a worker process, with any error turned into one that pickles intact."""
     if task.get("start_dir"):  # a Ray worker may predate this run: its start directory comes with the task
-        from ..population import mark_start_dir
+        from .._user_code import mark_start_dir
 
         mark_start_dir(task["start_dir"])
     try:
@@ -262,7 +262,7 @@ def sweep(
     out = Path(out)
     if workers is not None:
         check_int("workers", workers, minimum=1)
-    from ..population import mark_start_dir
+    from .._user_code import mark_start_dir
 
     start_dir = mark_start_dir()  # worker processes and Ray workers import populations from there too
     for note in spec.notes:  # a budget the user did not set, said once at the start

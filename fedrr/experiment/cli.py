@@ -424,7 +424,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     for k, v in _QUIET.items():
         os.environ.setdefault(k, v)
-    from ..population import mark_start_dir
+    from .._user_code import mark_start_dir
 
     mark_start_dir()  # a population module here imports the same way in every process the run starts
     args = build_parser().parse_args(argv)

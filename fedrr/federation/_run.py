@@ -76,7 +76,7 @@ def run_federation(
     of nodes."""
     for k, v in QUIET_ENV.items():
         os.environ.setdefault(k, v)
-    from ..population import mark_start_dir
+    from .._user_code import mark_start_dir
 
     mark_start_dir()  # Flower's apps (in Ray workers) import a population module from here too
     cfg = load_run_config(config)  # validated before anything starts

@@ -170,7 +170,7 @@ def flwr_run(  # noqa: PLR0913  keyword-only options of one `flwr run` invocatio
     flwr_home = Path(flwr_home).resolve() if flwr_home else app / ".flwr"
     flwr = flwr or shutil.which("flwr", path=str(Path(sys.executable).parent)) or "flwr"
     overrides = run_config_overrides(app, dict(run_config or {}), cwd)
-    from ..population import START_DIR_ENV, mark_start_dir
+    from .._user_code import START_DIR_ENV, mark_start_dir
 
     mark_start_dir(cwd)  # the checks read a table or import a population from where the run starts, as the apps will
     cfg = check_run_config(app, overrides)  # a typo is refused here, naming the key, before flwr starts
