@@ -283,29 +283,23 @@ def adult_power(args, argv) -> int:
         if mech.n_sampled != 1:  # T is the sum of its attributes' blocks only with one pair per person
             raise SystemExit(f"--adult --real needs one pair per person, got {mech.n_sampled}")
         t = time.perf_counter()
-        ps, real, null, dfs = [], [], [], []
+        ps, with_labels, permuted, dfs = [], [], [], []
         for s in range(args.pools):
             rng = np.random.default_rng(500 + s)
             idx = rng.integers(0, len(y), people)
             groups = [(mech, np.arange(people))]
-            for labels, out in ((y[idx], real), (rng.permutation(y[idx]), null)):
-                Xt, _ = mech.release(X[idx], labels, rng=rng)
-                if out is real:
-                    ps.append(independence_test(groups, Xt, seed=s, n_boot=args.boot)["p_value"])
-                per, df = [], 0
-                for j in range(len(ks)):  # attribute j's own statistic: the other columns hidden
-                    Xj = np.full_like(Xt, np.nan)
-                    Xj[:, j] = Xt[:, j]
-                    res = independence_test(groups, Xj, n_boot=0)
-                    per.append(res["statistic"])
-                    df += res["df"]
-                out.append(per)
+            shuffled = rng.permutation(y[idx])  # drawn before the releases: the committed run's stream
+            Xt, _ = mech.release(X[idx], y[idx], rng=rng)
+            ps.append(independence_test(groups, Xt, seed=s, n_boot=args.boot)["p_value"])
+            with_labels.append(attribute_statistics(groups, Xt)[0])
+            stats, df = attribute_statistics(groups, mech.release(X[idx], shuffled, rng=rng)[0])
+            permuted.append(stats)
             dfs.append(df)
-        ps, lam = np.array(ps), np.mean(real, axis=0) - np.mean(null, axis=0)
-        sums = np.sum(real, axis=1) - np.sum(null, axis=1)  # per pool: real minus permuted, summed
+        ps, lam = np.array(ps), np.mean(with_labels, axis=0) - np.mean(permuted, axis=0)
+        sums = np.sum(with_labels, axis=1) - np.sum(permuted, axis=1)  # per pool: real minus permuted, summed
         se = np.std(sums, ddof=1) / np.sqrt(len(sums))
         df = int(np.median(dfs))
-        null_excess = np.sum(null, axis=1).mean() - df
+        null_excess = np.sum(permuted, axis=1).mean() - df
         rows.append([eps, people, args.pools, rate(ps, 0.05), f"{ps.mean():.3f}", df])
         rows[-1] += [f"{null_excess:.1f}", f"{lam.sum():.1f} ± {se:.1f}", f"{time.perf_counter() - t:.0f}"]
         top = np.argsort(-lam)[:4]
@@ -327,6 +321,20 @@ def adult_power(args, argv) -> int:
         )
     print(report)
     return 0
+
+
+def attribute_statistics(groups: list, Xt: np.ndarray) -> tuple[list[float], int]:
+    """Each attribute's own statistic T_j (the test on the records that released it: the other columns
+    hidden, chi-square only) and the df of all of them together. With one pair per person the test's T
+    is their sum."""
+    stats, df = [], 0
+    for j in range(Xt.shape[1]):
+        Xj = np.full_like(Xt, np.nan)
+        Xj[:, j] = Xt[:, j]
+        res = independence_test(groups, Xj, n_boot=0)
+        stats.append(res["statistic"])
+        df += res["df"]
+    return stats, df
 
 
 def grid(args, argv) -> int:
