@@ -6,6 +6,7 @@ twice; a batch of calls (every chain's E-step) is kept until the next batch star
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,12 +41,12 @@ class ShardActor:
 
     def hold(self, key: Any, data: Any) -> None:
         """Keep ``data`` (a job's records, sent once) for the tasks that ``run_held`` gives it."""
-        self._held[key] = data
+        self._held[key] = _own(data)
 
     def run_held(self, key: Any, fn: Callable, args: tuple) -> Any:
         """``fn(data, *args)`` on the data held under ``key``, with one BLAS thread (as the shards)."""
         with threadpool_limits(1, user_api="blas"):
-            return fn(self._held[key], *args)
+            return fn(self._held[key], *_own(args))
 
     def drop(self, key: Any) -> None:
         self._held.pop(key, None)
@@ -64,12 +65,12 @@ class ShardActor:
     def _compute(self, seq: Any, method: str, args: Any) -> list:
         """``seq``: (this call's number, the first number of its batch), or None (not kept)."""
         if seq is None:
-            return [getattr(s, method)(*unpack(args)) for s in self.shards]
+            return [getattr(s, method)(*_arrived(args)) for s in self.shards]
         n, first = seq
         if n in self._done:  # the same call again: its results, not a second step
             return self._done[n]
         self._done = {k: v for k, v in self._done.items() if k >= first}
-        out = self._done[n] = [getattr(s, method)(*unpack(args)) for s in self.shards]
+        out = self._done[n] = [getattr(s, method)(*_arrived(args)) for s in self.shards]
         return out
 
     def call(self, seq: Any, method: str, args: Any, packed: bool) -> list:
@@ -125,7 +126,7 @@ class ShardActor:
         """``fn(block, *args)`` with this actor's shards as a group (``RayShards.run_each``), packed;
         one BLAS thread in every BLAS library loaded by then (``fn`` may have loaded scipy's)."""
         with threadpool_limits(1, user_api="blas"):
-            return pack(fn(_Block(self.shards), *unpack(args)))
+            return pack(fn(_Block(self.shards), *_arrived(args)))
 
     def sent(self, chain: int) -> Any:
         """The E-step sums of ``chain`` this actor sent last, whole."""
@@ -160,7 +161,7 @@ class ShardActor:
     def replay(self, method: str, args: Any, keep: bool = False) -> None:
         """Run a call for its effect on the shards (a rebuilt actor's chains), results dropped;
         ``keep``: the actor owns the chain, so an E-step's sum is kept for its prior update."""
-        args = unpack(args)
+        args = _arrived(args)
         out = [getattr(s, method)(*args) for s in self.shards]
         if keep and method == "estep":
             self._kept[args[0]] = total(out)
@@ -195,9 +196,30 @@ def with_center(prior: Any, known: Any) -> Any:
 
 
 def _own(obj: Any) -> Any:
-    """Arrays Ray handed over read-only (zero-copy from its object store) copied, so the caller
-    may change them in place as it may a local group's results."""
-    return walk(obj, lambda a: a.copy(order="K") if isinstance(a, np.ndarray) and not a.flags.writeable else a)
+    """Arrays Ray handed over read-only (zero-copy from its object store) copied, also in a prior
+    (a dataclass: this process's own, just unpickled, so its fields are set in place). A caller may
+    then change them as it may a local group's, and the compiled kernels get the arrays a local
+    group gives them: numba compiles a kernel again for a read-only array, which cost a Ray fit's
+    actors 8 s at MNIST size (two more E-step kernels) whenever their cache was fresh."""
+    return walk(obj, _own_leaf)
+
+
+def _own_leaf(a: Any) -> Any:
+    if isinstance(a, np.ndarray):
+        return a if a.flags.writeable else a.copy(order="K")
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        for f in dataclasses.fields(a):
+            v = getattr(a, f.name)
+            if isinstance(v, np.ndarray) or dataclasses.is_dataclass(v):
+                w = _own_leaf(v)
+                if w is not v:
+                    object.__setattr__(a, f.name, w)
+    return a
+
+
+def _arrived(args: Any) -> Any:
+    """A message as the shards take it: unpacked, its arrays owned (``_own``)."""
+    return _own(unpack(args))
 
 
 def _cause(exc: BaseException) -> BaseException:
