@@ -40,8 +40,10 @@ class ShardActor:
         self.load(factories)
 
     def hold(self, key: Any, data: Any) -> None:
-        """Keep ``data`` (a job's records, sent once) for the tasks that ``run_held`` gives it."""
-        self._held[key] = _own(data)
+        """Keep ``data`` (a job's records, sent once) for the tasks that ``run_held`` gives it. Its
+        arrays stay read-only, shared with the object store (not copied per actor): a fit's kernels
+        take arrays made from them, not these (a CV on Ray compiles no kernel again: ``_own``)."""
+        self._held[key] = data
 
     def run_held(self, key: Any, fn: Callable, args: tuple) -> Any:
         """``fn(data, *args)`` on the data held under ``key``, with one BLAS thread (as the shards)."""
