@@ -410,25 +410,28 @@ def test_held_data_is_sent_once_and_its_tasks_run_on_the_pooled_actors(ex):
 
 
 def _kernel_types(data, executor, i):
-    """On an actor: its pid and the argument types of every E-step kernel it has compiled or loaded."""
+    """On an actor: its pid and the argument types of every kernel it has compiled or loaded."""
     import os
 
     from fedrr.estimators.spread import _kernels
 
-    names = ("rr_chain", "rr_tables", "log_g_lookup")
-    return os.getpid(), {n: [str(t) for sig in getattr(_kernels, n).signatures for t in sig] for n in names}
+    kernels = {n: f for n, f in vars(_kernels).items() if hasattr(f, "signatures")}
+    return os.getpid(), {n: [str(t) for sig in f.signatures for t in sig] for n, f in kernels.items()}
 
 
 def test_the_actors_kernels_get_writeable_arrays_as_the_drivers_do(ex, small_rr_release):
     """Ray hands a message's arrays over read-only (zero-copy from its object store), and numba
-    compiles a kernel again for a read-only array: 8 s more in a process's first Ray fit at MNIST
-    size whenever the cache is fresh (a new install or a changed kernel). The actors own what
-    arrives, so their kernels take the types the driver's do."""
+    compiles a kernel again for a read-only array: 8–10 s more in a process's first Ray fit at MNIST
+    size whenever the cache is fresh (a new install or a changed kernel). The actors own the
+    messages' arrays and rebuild a design's cached tables, so every kernel takes the driver's types."""
     from fedrr.estimators.spread._runtime import HeldData
 
     Xt, yt, rm = small_rr_release
     SpreadLogisticRegression(executor=ex, **KW).fit(Xt, yt, mechanism=rm)
-    with HeldData(ex, {}) as held:  # the executor's pooled actors: the fit's
+    # a scalar design started at naive Bayes: the driver caches its state table before the shards
+    # are built, and the table travels inside them
+    SpreadLogisticRegression(executor=ex, encoding="unit", shrink_to="naive-bayes", **KW).fit(Xt, yt, mechanism=rm)
+    with HeldData(ex, {}) as held:  # the executor's pooled actors: the fits'
         seen = held.run(_kernel_types, [(i,) for i in range(4)])
     assert len({pid for pid, _ in seen}) == 2
     for _, types in seen:

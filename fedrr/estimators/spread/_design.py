@@ -7,7 +7,7 @@ lookup tables the compiled E-step uses (logit contribution of every state of eve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 
 import numpy as np
@@ -98,6 +98,12 @@ class Design:
                 f"discrete columns), more than {MAX_ONEHOT_INPUTS:,}; use 'unit' for attributes "
                 "with many ordered states",
             )
+
+    def __getstate__(self) -> dict:
+        """Its fields only: the cached tables are rebuilt where it is unpickled (a Ray actor's shards),
+        so they are that process's own, not read-only views of Ray's object store, for which numba
+        would compile its kernels again (``_runtime._ray_actor._own``)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @cached_property
     def widths(self) -> np.ndarray:
