@@ -14,12 +14,13 @@ which adds up every thread of the process, so a threaded fit's CPU time counts b
     may be shared (each file records the load average before and after);
   * peak memory: tracemalloc peak of a short fit (max_iter=3: the per-iteration footprint does not
     grow) and ru_maxrss (the process high-water mark).
-``--rounds R`` runs the fits R times, round-robin (sklearn, spread threads, spread serial, then
-again), so that a load that comes and goes weighs on every fit alike: each row is the median
-round (the faster of the middle two for an even count), the ratio to sklearn the median of the
-per-round ratios (with their range). Every row gives the whole fit's wall time (what a user
-waits for: validation, the prior, the shards, the EM, the diagnostics) beside its wall seconds
-per EM iteration (whole fit / iterations).
+``--variant JSON`` adds a threaded fit with those estimator parameters (repeatable: what a changed
+default would cost or save, in the same rounds). ``--rounds R`` runs the fits R times, round-robin
+(sklearn, spread threads, spread serial, the variants, then again), so that a load that comes and
+goes weighs on every fit alike: each row is the median round (the faster of the middle two for an
+even count), the ratio to sklearn the median of the per-round ratios (with their range). Every row
+gives the whole fit's wall time (what a user waits for: validation, the prior, the shards, the EM,
+the diagnostics) beside its wall seconds per EM iteration (whole fit / iterations).
 Writes bench_spread_em.txt (the printed table, command first), .csv and .png to --out.
 
     python benchmarks/bench_spread_em.py                          # a few minutes, writes results/barber/
@@ -29,6 +30,8 @@ Writes bench_spread_em.txt (the printed table, command first), .csv and .png to 
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import os
 import platform
 import resource
@@ -55,6 +58,10 @@ def timed(make_fit) -> tuple[object, float, float]:
     w, c = time.perf_counter(), time.process_time()
     est = make_fit()
     return est, time.perf_counter() - w, time.process_time() - c
+
+
+def _variant_fit(params: dict, seed: int, Xt, yt, rm) -> SpreadLogisticRegression:
+    return SpreadLogisticRegression(random_state=seed, **params).fit(Xt, yt, mechanism=rm)
 
 
 def load() -> str:
@@ -96,6 +103,13 @@ def main(argv=None) -> int:
     ap.add_argument("--flip", type=float, default=0.3)
     ap.add_argument("--no-serial", action="store_true", help="skip the SerialExecutor comparison fit")
     ap.add_argument("--rounds", type=int, default=1, help="every fit this many times, round-robin (default 1)")
+    ap.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="JSON",
+        help="a threaded fit with these estimator parameters too, e.g. '{\"n_chains\": 1}' (repeatable)",
+    )
     args = ap.parse_args(argv)
     warnings.filterwarnings("ignore", category=FutureWarning)
     out, n, command = Path(args.out), args.n or (1000 if args.quick else 9000), command_line(argv)
@@ -120,6 +134,9 @@ def main(argv=None) -> int:
         makers["spread, serial"] = lambda: SpreadLogisticRegression(
             random_state=args.seed, executor=SerialExecutor()
         ).fit(Xt, yt, mechanism=rm)
+    for v in args.variant:  # the default's parameters changed, in the same rounds
+        params = json.loads(v)
+        makers[f"spread, threads, {v}"] = functools.partial(_variant_fit, params, args.seed, Xt, yt, rm)
     runs: dict[str, list] = {name: [] for name in makers}  # name -> [(estimator, wall s, CPU s)] per round
     for r in range(max(1, args.rounds)):
         for name, make in makers.items():

@@ -31,7 +31,7 @@ QUICK = {
         ["spread_consistency.csv", "spread_consistency.png", "spread_consistency.md"],
     ),
     "bench_spread_em.py": (
-        ["--quick", "--n", "400"],
+        ["--quick", "--n", "400", "--variant", '{"n_chains": 1}'],
         ["bench_spread_em.csv", "bench_spread_em.txt", "bench_spread_em.png"],
     ),
     "bench_ray_scaling.py": (["--parts", "local", "--sizes", "2000", "--rounds", "2"], ["summary.md"]),
