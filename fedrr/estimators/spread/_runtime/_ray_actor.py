@@ -203,7 +203,8 @@ def _own(obj: Any) -> Any:
     then change them as it may a local group's, and the compiled kernels get the arrays a local
     group gives them: numba compiles a kernel again for a read-only array, which cost a Ray fit's
     actors 8–10 s at MNIST size (three more versions of the E-step's kernels) in a fresh cache. Not
-    guarded against cycles or shared arrays, nor walked into a dataclass's lists: none is sent."""
+    guarded against cycles or arrays shared between fields, and a dataclass's lists (a mixture
+    prior's ``log_p``) are not walked: none of those reaches a kernel."""
     return walk(obj, _own_leaf)
 
 
