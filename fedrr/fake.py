@@ -70,8 +70,10 @@ from .mechanisms import (
     MatrixMechanism,
     PairedRecordMechanism,
     RecordMechanism,
+    TripleRecordMechanism,
     UnaryEncoding,
 )
+from .mechanisms._triple import NOT_PAIRS
 from .population import ClientPopulation, unit_uniform
 
 #: hash seeds an OLH MGA fake samples, keeping one that maps the most targets to one bucket (CJG §4.2)
@@ -172,6 +174,8 @@ class FakeClients(ClientPopulation):
         self.base, self.fraction, self.attack = base, float(fraction), attack
         self.seed, self.dropout = base.seed, base.dropout
         rm = base.mechanism(0)
+        if isinstance(rm, TripleRecordMechanism):
+            raise ValidationError("base", f"releases through a mechanism that {NOT_PAIRS}; fake clients forge pairs")
         if rm.label_in_pairs:
             self.attribute = check_int("attribute", attribute, minimum=0, maximum=rm.n_features - 1)
             self.state, self.states = self._check_states(state, rm.n_states[self.attribute])

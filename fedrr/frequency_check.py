@@ -53,8 +53,10 @@ from .mechanisms import (
     LocalHashing,
     PairedRecordMechanism,
     RecordMechanism,
+    TripleRecordMechanism,
     UnaryEncoding,
 )
+from .mechanisms._triple import NOT_PAIRS
 
 #: fewer reports of a field and it is not tested (the normal approximation is not trusted)
 MIN_REPORTS = 100
@@ -204,6 +206,8 @@ def _collect(X: Any, y: Any, mechanisms: Any) -> tuple[dict, dict, np.ndarray]:
     for gid, rows in groups.items():
         rm, rows = by_id[gid], np.asarray(rows)
         Xg = X[rows]
+        if isinstance(rm, TripleRecordMechanism):
+            raise ValidationError("mechanisms", f"{NOT_PAIRS}; the frequency check reads pair reports")
         if rm.label_in_pairs:
             _paired_group(rm, rows, Xg, parts, counts, impossible)
             continue

@@ -74,7 +74,7 @@ from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression, SpreadLogisticRegressionCV
 from fedrr.io import command_line
 from fedrr.learners import classification_scores
-from fedrr.mechanisms import EmpiricalPrior, PairedRecordMechanism, plan_release
+from fedrr.mechanisms import EmpiricalPrior, PairedRecordMechanism, TripleRecordMechanism, plan_release
 
 FIELDS = [
     "n",
@@ -125,7 +125,9 @@ def mechanism(design: str, ks, eps: float, n: int):
         return plan.mechanism_for(rank), short_name(plan.candidates[rank])
     if design.startswith("m"):
         return PairedRecordMechanism(ks, 2, eps, n_sampled=int(design[1:])), design
-    raise SystemExit(f"unknown design {design!r}: plan, topK or mK")
+    if design == "triple":
+        return TripleRecordMechanism(ks, 2, eps), design
+    raise SystemExit(f"unknown design {design!r}: plan, topK, mK or triple")
 
 
 def describe(mech) -> str:

@@ -135,7 +135,7 @@ def test_releases_the_tree_cannot_fit_are_refused_naming_the_parameter():
         SpreadLogisticRegression(prior="tree", solver="em").fit(Xt, yt, mechanism=mech)
     one = PairedRecordMechanism(KS, 2, 4.0, n_sampled=1)
     X1, y1 = one.release(np.zeros((400, len(KS)), np.int64), np.zeros(400, int), rng=np.random.default_rng(0))
-    with pytest.raises(ValidationError, match="prior.*'tree' needs paired releases of two pairs per record"):
+    with pytest.raises(ValidationError, match="prior.*'tree' needs releases of two attributes per record"):
         SpreadLogisticRegression(prior="tree").fit(X1, y1, mechanism=one)
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._validation import check_open_unit
 from ..errors import ValidationError
-from ..mechanisms import Mechanism, PairedRecordMechanism, RecordMechanism, is_record_mechanism
+from ..mechanisms import Mechanism, PairedRecordMechanism, RecordMechanism, TripleRecordMechanism, is_record_mechanism
 from ._bounds import (
     _CHUNK_ELEMENTS,
     DEFAULT_ALPHA,
@@ -161,7 +161,8 @@ def _audit_threshold(
 # ----------------------------------------------------------------------------- public entry points
 def _record_audit(kind: str):
     """The audit of a record mechanism's design, by its spec kind (one entry per design)."""
-    return {RecordMechanism.kind: audit_record, PairedRecordMechanism.kind: audit_paired}.get(kind, audit_record)
+    audits = {RecordMechanism.kind: audit_record, PairedRecordMechanism.kind: audit_paired}
+    return (audits | {TripleRecordMechanism.kind: audit_paired}).get(kind, audit_record)
 
 
 def audit_mechanism(

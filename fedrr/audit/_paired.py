@@ -1,6 +1,7 @@
-"""Audit of a paired release (``PairedRecordMechanism``): two neighbouring records that differ in every
-(attribute, label) pair, threshold sets on the release's log-likelihood ratio — the optimal
-distinguisher, as ``audit_record`` does for split records."""
+"""Audit of a paired release (``PairedRecordMechanism``) or a triple release (``TripleRecordMechanism``):
+two neighbouring records that differ in every (attribute, label) pair, or every (attribute, attribute,
+label) triple, threshold sets on the release's log-likelihood ratio — the optimal distinguisher, as
+``audit_record`` does for split records."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from .._validation import check_open_unit
 from ..errors import ValidationError
-from ..mechanisms import PairedRecordMechanism, is_paired
+from ..mechanisms import PairedRecordMechanism, TripleRecordMechanism, is_paired
 from ._bounds import DEFAULT_ALPHA, AuditResult
 from ._exact import _check_common, _is_oracle, _label, exact_discrete_epsilon, exact_oracle_epsilon
 from ._record import llr_threshold_test, neighbour_pair
@@ -30,6 +31,18 @@ def exact_paired_epsilon(mech: PairedRecordMechanism, v: np.ndarray, v_prime: np
     return float(sum(sorted(sups, reverse=True)[: mech.n_sampled]))
 
 
+def exact_triple_epsilon(mech: TripleRecordMechanism, r: tuple, r_prime: tuple) -> float:
+    """max over outputs of log P(o | r) − log P(o | r') for records r = (x, y), r' = (x', y'): the
+    largest exact sup of the pairs' triple oracles over the pairs whose triple values differ (0 where
+    none does), the pair's sampling probability cancelling."""
+    (x, y), (xp, yp) = r, r_prime
+    sups = [0.0]
+    for (j, k), o in zip(mech.pairs, mech.oracles):
+        if (int(x[j]), int(x[k]), int(y)) != (int(xp[j]), int(xp[k]), int(yp)):
+            sups.append(exact_oracle_epsilon(o)[0] if _is_oracle(o) else exact_discrete_epsilon(o)[0])
+    return float(max(sups))
+
+
 def audit_paired(
     mech: PairedRecordMechanism,
     *,
@@ -45,7 +58,8 @@ def audit_paired(
     and the exact loss is the claimed sum of the n_sampled largest pair ε. Test sets: thresholds of the
     LLR log P(x̃ | r) − log P(x̃ | r') chosen on a pilot of ``pilot_fraction``·n draws per record."""
     if not is_paired(mech):
-        raise ValidationError("mechanism", f"must be a PairedRecordMechanism, got {type(mech).__name__}")
+        msg = f"must be a PairedRecordMechanism or TripleRecordMechanism, got {type(mech).__name__}"
+        raise ValidationError("mechanism", msg)
     n, rng, alpha = _check_common(n_samples, rng, alpha)
     pilot_fraction = check_open_unit("pilot_fraction", pilot_fraction)
     name = _label(mech, label)
@@ -57,8 +71,11 @@ def audit_paired(
         y, yp = int(y), int(yp)
     res, n_cert = llr_threshold_test(mech, (X, y), (Xp, yp), n, rng, alpha, pilot_fraction, 0.0)
     witness = _witness_from(res, (np.asarray(X).copy(), y), (np.asarray(Xp).copy(), yp), n_cert, "paired LLR")
-    v, vp = np.asarray(X) * C + y, np.asarray(Xp) * C + yp
-    exact = max(exact_paired_epsilon(mech, v, vp), exact_paired_epsilon(mech, vp, v))
+    if isinstance(mech, TripleRecordMechanism):
+        exact = exact_triple_epsilon(mech, (X, y), (Xp, yp))  # symmetric: every oracle is
+    else:
+        v, vp = np.asarray(X) * C + y, np.asarray(Xp) * C + yp
+        exact = max(exact_paired_epsilon(mech, v, vp), exact_paired_epsilon(mech, vp, v))
     return _threshold_result(
         name, mech, 0.0, exact, n, alpha, (res, n_cert), witness, "paired record: threshold sets on the release LLR"
     )

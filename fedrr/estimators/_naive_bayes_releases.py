@@ -10,7 +10,8 @@ import numpy as np
 
 from .._validation import as_array
 from ..errors import ValidationError
-from ..mechanisms import DiscreteMechanism, is_record_mechanism
+from ..mechanisms import DiscreteMechanism, TripleRecordMechanism, is_record_mechanism
+from ..mechanisms._triple import NOT_PAIRS
 
 #: who the simplex solver's ConvergenceError names
 MLE_CALLER = "LDPNaiveBayes(method='mle')"
@@ -40,6 +41,8 @@ def check_record(mechanism: Any):
     """``mechanism`` if it is a record mechanism (split or paired), else a clear error."""
     if not is_record_mechanism(mechanism):
         raise ValidationError("mechanism", f"must be a RecordMechanism, got {type(mechanism).__name__}")
+    if isinstance(mechanism, TripleRecordMechanism):
+        raise ValidationError("mechanism", f"{NOT_PAIRS}; LDPNaiveBayes fits pairs")
     return mechanism
 
 

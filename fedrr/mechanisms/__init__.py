@@ -37,6 +37,8 @@ _HOMES = {
     "rare_value_variance": "._oracles",
     "MAX_CLASSES": "._paired",
     "PairedRecordMechanism": "._paired",
+    "MAX_TRIPLE_FEATURES": "._triple",
+    "TripleRecordMechanism": "._triple",
     "DuchiMechanism": "._piecewise",
     "PiecewiseMechanism": "._piecewise",
     "CategoricalPrior": "._priors",
@@ -80,6 +82,7 @@ __all__ = [
     "RecordRelease",
     "RecordMechanism",
     "PairedRecordMechanism",
+    "TripleRecordMechanism",
     "RECORD_MECHANISMS",
     "is_record_mechanism",
     "is_paired",
@@ -100,6 +103,7 @@ __all__ = [
     "MAX_STATES",
     "MAX_CLASSES",
     "MAX_FEATURES",
+    "MAX_TRIPLE_FEATURES",
 ]
 
 __getattr__, __dir__ = lazy_names(__name__, _HOMES, globals())

@@ -138,6 +138,28 @@ def _spec_equal(a: Any, b: Any) -> bool:
 
 
 _REGISTRY: dict[str, type] = {}
+#: the modules whose classes ``register`` their kinds (the package loads its names lazily, so a spec
+#: read first in a process would otherwise meet an empty registry)
+_REGISTERING = (
+    "_discrete",
+    "_hashing",
+    "_numeric",
+    "_paired",
+    "_piecewise",
+    "_record",
+    "_snapping",
+    "_triple",
+    "_unary",
+)
+
+
+def registry() -> dict[str, type]:
+    """Every registered kind and its class, each registering module imported first."""
+    from importlib import import_module
+
+    for name in _REGISTERING:
+        import_module(f"{__package__}.{name}")
+    return _REGISTRY
 
 
 def register(cls):
@@ -162,5 +184,5 @@ def mechanism_from_spec(spec: dict) -> Mechanism:
     """Rebuild a mechanism from ``to_spec()`` output; unknown kinds are rejected."""
     if not isinstance(spec, dict) or "kind" not in spec:
         raise ValidationError("spec", "must be a dict with a 'kind' entry")
-    kind = spec["kind"]
-    return _from_kind(_REGISTRY, kind, spec, f"unknown mechanism {kind!r}; known: {sorted(_REGISTRY)}")
+    kind, kinds = spec["kind"], registry()
+    return _from_kind(kinds, kind, spec, f"unknown mechanism {kind!r}; known: {sorted(kinds)}")

@@ -19,7 +19,7 @@ import numpy as np
 
 from .._validation import as_array, as_state_array, check_int, first_true
 from ..errors import ValidationError
-from ._base import _REGISTRY, Mechanism, _from_kind, mechanism_from_spec, register
+from ._base import Mechanism, _from_kind, mechanism_from_spec, register, registry
 from ._discrete import DiscreteMechanism
 
 #: most feature columns a record may have (a scalar mechanism makes one field per column; a spec
@@ -140,7 +140,7 @@ def record_mechanism_from_spec(spec: Any) -> RecordRelease:
     RecordMechanism's, as pools written before paired releases existed hold only those."""
     if not isinstance(spec, dict):
         raise ValidationError("spec", f"must be a dict (a record mechanism spec), got {type(spec).__name__}")
-    kinds = {k: c for k, c in _REGISTRY.items() if issubclass(c, RecordRelease)}
+    kinds = {k: c for k, c in registry().items() if issubclass(c, RecordRelease)}
     kind = spec.get("kind", RecordMechanism.kind)
     unknown = f"must be a record mechanism, one of {sorted(kinds)}, got {kind!r}"
     return _from_kind(kinds, kind, spec, unknown)

@@ -15,6 +15,8 @@ Cases (``standard_cases``) and sample sizes:
 * paired releases (``PairedRecordMechanism``): 3 attributes (k 2, 3, 4; C = 2) with one sampled pair
   by RR, OUE and OLH at ε 1, and two sampled pairs (ε/2 each) by "auto"; 2·10⁶ draws per record; the
   negative control ``HalfClaimPaired`` claims half the ε of an honest paired release and must FAIL.
+* triple releases (``TripleRecordMechanism``): the same attributes, one (attribute, attribute, label)
+  triple by RR and by OLH at ε 1; the negative control ``HalfClaimTriple`` must FAIL.
   A 784-pixel MNIST record is not audited jointly: its claimed ε = 785·ε_pixel is far above what a
   sampled audit can certify (≈ log n), so the informative checks are the per-field audits and the
   exact composition, which the small records confirm.
@@ -40,11 +42,20 @@ from ..mechanisms import (
     RandomizedResponse,
     RecordMechanism,
     TransitionMatrix,
+    TripleRecordMechanism,
 )
 
 
 class HalfClaimPaired(PairedRecordMechanism):
     """A paired release that claims half its true ε (a negative control for the audit; never use it)."""
+
+    @property
+    def epsilon(self) -> float:
+        return 0.5 * super().epsilon
+
+
+class HalfClaimTriple(TripleRecordMechanism):
+    """A triple release that claims half its true ε (a negative control for the audit; never use it)."""
 
     @property
     def epsilon(self) -> float:
@@ -201,11 +212,21 @@ def standard_cases(quick: bool = False, alpha: float = DEFAULT_ALPHA, rr_cap: in
             True,
         )
     )
+    for oracle in ("rr", "olh"):
+        m = TripleRecordMechanism([2, 3, 4], 2, 1.0, oracle=oracle)
+        cases.append(C("triple", f"triple: k (2, 3, 4), C=2, one triple by {oracle} ε=1", m, n_rec, True))
     cases += [
         C(
             "miscalibrated",
             "paired: one pair by rr ε=1 claiming 0.5",
             HalfClaimPaired([2, 3, 4], 2, 1.0, oracle="rr"),
+            n_rec,
+            False,
+        ),
+        C(
+            "miscalibrated",
+            "triple: one triple by rr ε=1 claiming 0.5",
+            HalfClaimTriple([2, 3, 4], 2, 1.0, oracle="rr"),
             n_rec,
             False,
         ),

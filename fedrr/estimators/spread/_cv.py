@@ -35,6 +35,7 @@ from ._cv_fallback import FallbackMixin, heldout_mask, split_rng
 from ._cv_scores import debiased_hits
 from ._cv_select import SelectionMixin
 from ._cv_tasks import final_fit, task_data
+from ._direct import is_triple
 from ._estimator import SpreadLogisticRegression, check_clean_X
 from ._mstep import log_class_probs
 from ._paired import PairedView
@@ -333,9 +334,13 @@ class SpreadLogisticRegressionCV(SelectionMixin, FallbackMixin, ClassifierMixin,
             for i in rows:
                 mechs[i] = rm
         n_classes = len(base.classes_)
-        paired = isinstance(groups[0][0], PairedView)
+        triple = is_triple(groups[0][0])
+        paired = isinstance(groups[0][0], PairedView) or triple  # the label inside the reports
         if isinstance(p["fallback"], str):  # "auto": the held-out test decides where the label is released
             p["fallback"] = not paired
+        if triple and p["fallback"]:
+            msg = "True needs the independence test of (attribute, label) pair reports: triple releases have none"
+            raise ValidationError("fallback", msg)
         if paired:  # the label is inside the pairs: no released label to score or permute
             for field, allowed in (("scoring", "loglik"), ("test_statistic", "loglik")):
                 if p[field] != allowed:
@@ -376,7 +381,10 @@ class SpreadLogisticRegressionCV(SelectionMixin, FallbackMixin, ClassifierMixin,
         data = task_data(self, p, (Xv, yi, mechs, fold), n_classes, seed, paired, fit_args, memo)
         n_tasks = max(2, p["cv"] * len(p["Cs"]) * len(p["prior_strengths"]))  # the most actors that have work
         if paired:  # the test needs no model: run it first, and fit no candidate when it keeps none
-            self._test_paired(p, Xv, groups, seed)
+            if triple:  # no test of triples: the fallback is off (checked above), the model is kept
+                self._no_test(p, n)
+            else:
+                self._test_paired(p, Xv, groups, seed)
             if p["fallback"] and not self.p_value_ <= p["alpha"]:  # as _finish decides (a NaN p keeps none)
                 self._no_selection(p)
                 return self._finish(p, (X, y, mechanism, memo), Xv, yi, groups, layout, n, n, None, base.classes_)

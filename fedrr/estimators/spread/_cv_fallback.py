@@ -102,6 +102,12 @@ class FallbackMixin:
             "n_test": int(Xv.shape[0]),
         }
 
+    def _no_test(self, p: dict, n: int) -> None:
+        """No fallback test (triple releases: ``fallback`` is False there): p-value NaN, the model kept."""
+        self.p_value_ = float("nan")
+        nan = float("nan")
+        self.gain_ = {"statistic": "none", "value": nan, "alpha": p["alpha"], "n_selection": n, "n_test": n}
+
     def _finish(
         self, p: dict, given: tuple, Xv, yi, groups, layout, n_sel: int, n_test: int, best, classes, refit=None
     ) -> FallbackMixin:  # the estimator itself (a typing-only import of _cv would be a circle)

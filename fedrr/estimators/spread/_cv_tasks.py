@@ -13,7 +13,7 @@ import numpy as np
 from ...parallel import RayExecutor
 from ._cv_paired import model_pair_tables, pair_report_loglik
 from ._cv_scores import _mechanism_arg, debiased_hits, heldout_loglik
-from ._direct import blocker
+from ._direct import blocker, is_triple, triple_report_loglik
 from ._estimator import SpreadLogisticRegression
 from ._pool import group_records
 
@@ -67,8 +67,13 @@ def fold_scores(data: dict, executor: Any, f: int, C: float, a: float) -> tuple[
     kw = {**data["params"], "C": C, "prior_strength": a, "max_iter": data["max_iter"], "n_chains": 1}
     # one chain per selection fit: its score needs no agreement check
     est = SpreadLogisticRegression(random_state=data["random_state"], executor=executor, **kw)
-    est._fit(Xv[tr], yi[tr], _mechanism_arg(mech_tr), data["memo"])
+    triple = is_triple(mech_tr[0])
+    est._fit(Xv[tr], None if triple else yi[tr], _mechanism_arg(mech_tr), data["memo"])
     seed = data["seed"]
+    if triple:  # the triples' held-out likelihood under the fitted model and prior
+        held = group_records(_mechanism_arg(mech_te), te.size)
+        score = triple_report_loglik(est, held, Xv[te], seed + f)
+        return score, score, np.nan
     if data["paired"]:  # the pairs' held-out likelihood: the only score a paired release has
         tables = model_pair_tables(est, seed=seed + f)
         held = group_records(_mechanism_arg(mech_te), te.size)

@@ -19,7 +19,7 @@ import numpy as np
 from scipy.special import expit
 
 from ...errors import ValidationError
-from ...mechanisms import EmpiricalPrior
+from ...mechanisms import EmpiricalPrior, TripleRecordMechanism
 from ._logexp import logsumexp
 from ._mstep import class_log_softmax, lbfgs, penalised
 from ._paired import PairedView, distinct_reports
@@ -142,6 +142,14 @@ def blocker(mechanisms, prior, max_pairs: int = 1) -> str | None:
     pairs per record are fitted only when asked for (``TwoPairLikelihood``, a research option whose
     accuracy is not yet measured against spread-EM's)."""
     mechanisms = list(mechanisms)
+    if any(is_triple(rm) for rm in mechanisms):
+        if not all(is_triple(rm) for rm in mechanisms):
+            return "needs one kind of release for every record: these mix triples with other releases"
+        if isinstance(prior, str) and prior == "learned":
+            return "needs a fixed prior: prior='learned' is refined during EM"
+        if isinstance(prior, EmpiricalPrior):
+            return "takes a prior of public rows on one pair per record only"
+        return None
     if not all(isinstance(rm, PairedView) for rm in mechanisms):
         return "needs paired releases (PairedRecordMechanism): a released label of its own is not a pair table's"
     if any(rm.paired.n_sampled > max_pairs for rm in mechanisms):
@@ -160,7 +168,7 @@ def blocker(mechanisms, prior, max_pairs: int = 1) -> str | None:
 def direct_blocker(groups: list, prior, p: dict, max_pairs: int = 1) -> str | None:
     """``blocker`` of a fit's groups, and of its built prior."""
     why = blocker([rm for rm, _ in groups], p["prior"], max_pairs)
-    if why is None and isinstance(prior, JointSpreadPrior) and any(rm.paired.n_sampled > 1 for rm, _ in groups):
+    if why is None and isinstance(prior, JointSpreadPrior) and any(rm.n_sampled > 1 for rm, _ in groups):
         why = PUBLIC_ROWS_ONE_PAIR
     return why
 
@@ -310,9 +318,10 @@ class PairLikelihood(_DrawnModel):
 
 
 class TwoPairLikelihood(_DrawnModel):
-    """−log-likelihood of paired releases of two pairs per record. A record that released attributes
-    j and k's pair reports (v_j, v_k), one label behind both, has likelihood
-    Σ_{s,t,c} P(v_j | s, c) P(v_k | t, c) q_jk(s, t, c), q_jk(s, t, c) = p(x_j = s, x_k = t)
+    """−log-likelihood of releases that carry two attributes per record: two pairs, or one triple. A
+    record that released attributes j and k's pair reports (v_j, v_k), one label behind both, has
+    likelihood Σ_{s,t,c} P(v_j | s, c) P(v_k | t, c) q_jk(s, t, c), and one that released their triple
+    report v, Σ_{s,t,c} P(v | s, t, c) q_jk(s, t, c); q_jk(s, t, c) = p(x_j = s, x_k = t)
     E[p_θ(c | x) | x_j = s, x_k = t] (Barber's likelihood of the noisy data, the other attributes summed
     out under the prior): the same construction as ``PairLikelihood`` on the joint tables of the pairs
     of attributes, which is where a prior that knows how attributes co-occur enters. A mixture prior's
@@ -322,11 +331,14 @@ class TwoPairLikelihood(_DrawnModel):
         super().__init__(design, prior, n_classes, n_draws, seed, stratified=True)
         exact = self.X.shape[0] == int(np.prod(self.ks.astype(float)))  # every x once: weight by p(x) itself
         if units is None:
-            self.units, self.n = two_pair_units(groups, X)
+            self.units, self.n = release_units(groups, X)
         else:  # built already (a tree prior's fit reads them too)
             self.units, self.n = dict(units), int(sum(u[0].sum() for u in units.values()))
-        for jk, (cnt, *L) in self.units.items():  # class-major (C, u, k) for the products in value_grad
-            self.units[jk] = (cnt, *(np.ascontiguousarray(x.transpose(2, 0, 1)) for x in L))
+        for jk, (cnt, *L) in self.units.items():  # two pairs: class-major (C, u, k) for the products in
+            if len(L) == 2:  # value_grad; a triple: (u, k_j·k_k·C), one matrix product
+                self.units[jk] = (cnt, *(np.ascontiguousarray(x.transpose(2, 0, 1)) for x in L))
+            else:
+                self.units[jk] = (cnt, np.ascontiguousarray(L[0].reshape(cnt.size, -1)))
         self.cells = {jk: self._cell_weights(prior, *jk, exact) for jk in self.units}
 
     def _cell_weights(self, prior, j: int, k: int, exact: bool) -> tuple:
@@ -356,12 +368,17 @@ class TwoPairLikelihood(_DrawnModel):
         a_tot = np.zeros((self.X.shape[0], self.Rn))
         gT = [np.zeros_like(t) for t in T]
         Xd = self.X
-        for (j, k), (cnt, Lj, Lk) in self.units.items():
+        for (j, k), (cnt, *L) in self.units.items():
             base = full - T[j][Xd[:, j]] - T[k][Xd[:, k]]  # (n, Rn): the draws without x_j, x_k
             q, back = self._pair_table(base, T[j], T[k], self.cells[(j, k)])  # q_jk(s, t, c)
-            pv = np.maximum(np.einsum("cus,cus->u", Lj, Lk @ q.transpose(2, 1, 0)), 1e-300)  # p(v_j, v_k)
+            if len(L) == 2:
+                Lj, Lk = L
+                pv = np.maximum(np.einsum("cus,cus->u", Lj, Lk @ q.transpose(2, 1, 0)), 1e-300)  # p(v_j, v_k)
+                G = -(Lj.transpose(0, 2, 1) @ (Lk * (cnt / pv)[:, None])).transpose(1, 2, 0)  # d loss / d q_jk
+            else:  # a triple: p(v) = Σ_{s,t,c} P(v | s, t, c) q_jk(s, t, c)
+                pv = np.maximum(L[0] @ q.ravel(), 1e-300)
+                G = -(L[0].T @ (cnt / pv)).reshape(q.shape)
             loss -= float(cnt @ np.log(pv))
-            G = -(Lj.transpose(0, 2, 1) @ (Lk * (cnt / pv)[:, None])).transpose(1, 2, 0)  # d loss / d q_jk(s, t, c)
             gj, gk, a = back(G)
             gT[j] += gj - _bincount(Xd[:, j], a, self.ks[j])  # a (n, Rn): through the draws' own states
             gT[k] += gk - _bincount(Xd[:, k], a, self.ks[k])
@@ -393,6 +410,35 @@ def two_pair_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
     return units, n
 
 
+def triple_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
+    """Triple releases (``TripleRecordMechanism``) by the pair of attributes released, j < k: (counts of
+    the distinct reports (u,), P(v | s, t, c) (u, k_j, k_k, C)) per pair, and the number of records."""
+    units, n = {}, 0
+    for rm, rows in groups:
+        Xg = X[rows]
+        cols = np.argwhere(~np.isnan(Xg))[:, 1].reshape(-1, 2)  # each record's two attributes, j < k
+        for j, k in sorted({tuple(c) for c in cols.tolist()}):
+            at = np.all(cols == (j, k), axis=1)
+            reports, cnt = np.unique(Xg[at, j], return_counts=True)
+            new = (cnt.astype(float), np.exp(rm.triple_log_likelihood(j, k, reports)))
+            old = units.get((j, k))
+            units[(j, k)] = new if old is None else tuple(np.concatenate(ab) for ab in zip(old, new))
+            n += int(cnt.sum())
+    return units, n
+
+
+def triple_report_loglik(est, groups: list, X: np.ndarray, seed: int) -> float:
+    """The mean held-out log-likelihood of triple reports ``X`` (``groups``: their mechanisms and rows)
+    under a fitted spread model ``est`` and its prior: ``TwoPairLikelihood``'s, at the model's θ."""
+    lik = TwoPairLikelihood(groups, X, est.design_, est._prior_state, len(est.classes_), N_DRAWS, seed)
+    return -lik.value_grad(est.coef_, est.intercept_)[0] / max(lik.n, 1)
+
+
+def release_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
+    """``triple_units`` of triple releases, else ``two_pair_units``."""
+    return (triple_units if is_triple(groups[0][0]) else two_pair_units)(groups, X)
+
+
 def pair_margin(prior, j: int, k: int, kj: int, kk: int) -> np.ndarray:
     """p(x_j = s, x_k = t) (k_j, k_k) under a mixture prior (Σ_z π_z p(s | z) p(t | z)), a tree, or the
     product of the margins under a factorised one."""
@@ -409,11 +455,16 @@ def pair_likelihood(groups: list, X: np.ndarray, design, prior, n_classes: int, 
     draws (a prior of public rows: its rows, up to JOINT_ROWS), ``TwoPairLikelihood`` for two (on
     TWO_PAIR_DRAWS stratified draws of a mixture prior; ``units``: their ``two_pair_units`` if already
     built)."""
-    if groups[0][0].paired.n_sampled == 2:
+    if is_triple(groups[0][0]) or groups[0][0].paired.n_sampled == 2:
         n_draws = TWO_PAIR_DRAWS if isinstance(prior, MixtureSpreadPrior) else N_DRAWS
         return TwoPairLikelihood(groups, X, design, prior, n_classes, n_draws, seed, units)
     n_draws = JOINT_ROWS if isinstance(prior, JointSpreadPrior) else N_DRAWS
     return PairLikelihood(groups, X, design, prior, n_classes, n_draws, seed)
+
+
+def is_triple(rm) -> bool:
+    """True for a triple release's mechanism (``TripleRecordMechanism``)."""
+    return isinstance(rm, TripleRecordMechanism)
 
 
 def _bincount(idx: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:
@@ -449,8 +500,14 @@ def check_tree(groups: list, solver: str) -> None:
     """``prior="tree"``'s check at fit: paired releases of two pairs per record (one pair shows nothing of
     how attributes co-occur), fitted by the direct solver; a ValidationError naming the parameter."""
     mechanisms = [rm for rm, _ in groups]
-    if not all(isinstance(rm, PairedView) for rm in mechanisms) or any(rm.paired.n_sampled != 2 for rm in mechanisms):
-        msg = "'tree' needs paired releases of two pairs per record (PairedRecordMechanism(n_sampled=2))"
+    two = all(is_triple(rm) for rm in mechanisms) or all(
+        isinstance(rm, PairedView) and rm.paired.n_sampled == 2 for rm in mechanisms
+    )
+    if not two:
+        msg = (
+            "'tree' needs releases of two attributes per record: paired releases of two pairs "
+            "(PairedRecordMechanism(n_sampled=2)) or triples (TripleRecordMechanism)"
+        )
         raise ValidationError("prior", f"{msg}: the pairs a record releases together are what identify it")
     if solver == "em":
         raise ValidationError("solver", "'em' does not fit prior='tree': its fit is solver='direct' ('auto' runs it)")

@@ -27,13 +27,21 @@ from ...errors import ValidationError
 from ...parallel import ThreadExecutor
 from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
-from ._direct import check_direct, check_tree, direct_blocker, fit_direct, pair_likelihood, two_pair_units
+from ._direct import (
+    check_direct,
+    check_tree,
+    direct_blocker,
+    fit_direct,
+    is_triple,
+    pair_likelihood,
+    release_units,
+)
 from ._em import EMOptions, run_em
 from ._estep import shard_factories
 from ._mstep import fit_soft_logistic, log_class_probs
 from ._paired import PairedView, paired_view
 from ._pool import PoolSource, group_records
-from ._prior_setup import auto_prior, initial_prior, releases_key
+from ._prior_setup import auto_prior, check_triple_prior, initial_prior, releases_key
 from ._priors._factorised import (
     SpreadPrior,
     marginal_mle_prior_from_counts,
@@ -341,6 +349,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if n == 0:
             raise ValidationError("X", "needs at least one record")
         groups = group_records(mechanism, n)
+        if any(is_triple(rm) for rm, _ in groups):
+            return self._prepare_triple(Xa, y, groups)
         if any(rm.label_in_pairs for rm, _ in groups):
             return self._prepare_paired(Xa, y, groups)
         layout = ColumnLayout.from_mechanism(groups[0][0])
@@ -391,6 +401,26 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         self.classes_ = np.arange(first.n_classes)
         return Xv, np.zeros(n, np.int64), views, ColumnLayout.from_mechanism(views[0][0])
 
+    def _prepare_triple(self, Xa, y, groups):
+        """Triple releases (``TripleRecordMechanism``): y None or all NaN (the labels are inside the
+        reports); every group's mechanism a triple release on one domain. Fitted by the direct solver
+        only: the E-step samples records of pair reports, not of triples."""
+        n = Xa.shape[0]
+        if not all(is_triple(rm) for rm, _ in groups):
+            raise ValidationError(
+                "mechanism", "a pool mixes triple releases with other releases: spread takes one kind"
+            )
+        first = groups[0][0]
+        if any(rm.n_states != first.n_states or rm.n_classes != first.n_classes for rm, _ in groups):
+            raise ValidationError("mechanism", "triple mechanisms in one pool must share n_states and n_classes")
+        if y is not None and np.shape(y) != (n,):
+            raise ValidationError("y", f"must be None or all NaN of shape ({n},) (triple releases), got {np.shape(y)}")
+        Xv = np.empty(Xa.shape, dtype=float)
+        for rm, rows in groups:
+            Xv[rows] = rm.validate_release(Xa[rows], None if y is None else np.asarray(y, float)[rows])[0]
+        self.classes_ = np.arange(first.n_classes)
+        return Xv, np.zeros(n, np.int64), groups, ColumnLayout.from_states(first.n_states)
+
     def _fit_noisy(self, X, y, mechanism, p, memo: dict | None = None, auto: bool = False):
         Xv, yi, groups, layout = self._prepare(X, y, mechanism, p)
         n, C = Xv.shape[0], len(self.classes_)
@@ -400,15 +430,22 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
             self.prior_choice_ = choose_latent_class(Xv, yi, groups, layout, p["n_latent_classes"], entropy)
             p["prior"] = self.prior_choice_["chosen"]
         tree = isinstance(p["prior"], str) and p["prior"] in ("tree", "class-tree")
+        triple = is_triple(groups[0][0])
         if tree:
             check_tree(groups, p["solver"])
+        if triple:
+            check_triple_prior(p["prior"])
+            if p["solver"] == "em":
+                raise ValidationError("solver", "'em' does not fit triple releases: 'direct' (or 'auto') does")
         pools = [(rm, Xv[rows]) for rm, rows in groups]
-        units = two_pair_units(groups, Xv)[0] if tree else None  # the tree's pair tables and likelihood read them
+        # the tree's pair tables and likelihood read them, as naive Bayes on triples does
+        units = release_units(groups, Xv)[0] if tree or triple else None
         prior = initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo, units)
         start, center = self._naive_bayes_uses(Xv, yi, groups, design, p)
         self.solver_ = p["solver"]
         if self.solver_ == "auto":  # two pairs per record go to the direct solver with a tree only
-            self.solver_ = "direct" if direct_blocker(groups, prior, p, 2 if tree else 1) is None else "em"
+            two = tree or triple
+            self.solver_ = "direct" if triple or direct_blocker(groups, prior, p, 2 if two else 1) is None else "em"
         if self.solver_ == "direct":
             lik = self._direct_likelihood(Xv, groups, design, prior, p, entropy, units, memo)
             return self._fit_direct(design, layout, prior, p, start, center, lik)

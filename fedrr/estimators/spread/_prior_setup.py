@@ -14,12 +14,14 @@ from ...errors import ValidationError
 from ...mechanisms import EmpiricalPrior, is_paired
 from .._naive_bayes_releases import check_naive_bayes_mechanism
 from ._design import ColumnLayout
-from ._direct import prior_draws
+from ._direct import is_triple, prior_draws
 from ._priors._factorised import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
 from ._priors._joint import joint_prior
 from ._priors._mixture import latent_class_em, latent_class_prior, naive_bayes_prior
-from ._priors._tree import naive_bayes_pair_tables, tree_prior
+from ._priors._tree import naive_bayes_pair_tables, tree_prior, triple_naive_bayes_prior
 
+#: the priors a fit on triple releases takes by name (``check_triple_prior``)
+TRIPLE_PRIORS = ("naive-bayes", "tree", "class-tree", "flat")
 #: the priors fitted to the released records themselves (``initial_prior``: not by ``fit_pool``)
 FITTED_PRIORS = ("naive-bayes", "latent-class", "tree", "class-tree")
 
@@ -36,31 +38,9 @@ def initial_prior(
 ) -> SpreadPrior:
     """The prior EM starts from; ``memo`` (a CV's, or None) shares the latent-class fit and the
     learned prior's center between fits on the same releases; ``units``: the releases'
-    ``two_pair_units``, for a tree."""
+    ``release_units``, for a tree, and for naive Bayes on triples."""
     if isinstance(p["prior"], str) and p["prior"] in FITTED_PRIORS:  # (X, y, groups)
-        if releases is None:  # fit_pool streams the pool: it has none
-            msg = f"'{p['prior']}' is fitted on the released records: use fit, not fit_pool"
-            raise ValidationError("prior", msg)
-        if p["prior"] == "naive-bayes":
-            return naive_bayes_prior(*releases, layout)
-        if p["prior"] in ("tree", "class-tree"):  # one fit for every fit of a CV on the same releases
-            key = (p["prior"], releases_key(*releases))
-            if memo is not None and key in memo:
-                return memo[key]
-            nb = naive_bayes_pair_tables(naive_bayes_prior(*releases, layout), units)
-            prior = tree_prior(layout, units, nb, by_class=p["prior"] == "class-tree")
-            if memo is not None:
-                memo[key] = prior
-            return prior
-        if memo is not None:  # one start for the whole CV, whatever random_state draws per fit
-            seed = memo.setdefault(("latent-class", "seed"), seed)
-        key = ("latent-class", releases_key(*releases), p["n_latent_classes"], seed)
-        if memo is not None and key in memo:
-            return memo[key]
-        prior = latent_class_prior(layout, latent_class_em(*releases, layout, p["n_latent_classes"], seed))
-        if memo is not None:
-            memo[key] = prior
-        return prior
+        return fitted_prior(layout, p, releases, seed, memo, units)
     if isinstance(p["prior"], str) and p["prior"] == "flat":
         return flat_prior(layout, p["numeric_prior"], 1 if p["numeric_prior"] == "histogram" else p["n_bins"])
     if isinstance(p["prior"], str):  # learned: start at, and pull toward, the debiased marginals
@@ -77,6 +57,44 @@ def initial_prior(
     if isinstance(p["prior"], EmpiricalPrior):  # a joint prior: the public rows' distribution
         return joint_prior(layout, smoothed_rows(p["prior"], layout, releases, seed))
     return given_prior(layout, p["prior"])
+
+
+def check_triple_prior(prior) -> None:
+    """A fit on triple releases takes a prior of ``TRIPLE_PRIORS`` or a fixed one (the direct solver
+    holds the prior fixed); a ValidationError naming ``prior`` otherwise."""
+    if isinstance(prior, str) and prior not in TRIPLE_PRIORS:
+        raise ValidationError("prior", f"{prior!r} is not taken on triple releases: one of {TRIPLE_PRIORS} is")
+    if isinstance(prior, EmpiricalPrior):
+        raise ValidationError("prior", "a prior of public rows is taken on one pair per record only, not on triples")
+
+
+def fitted_prior(layout: ColumnLayout, p: dict, releases, seed: int, memo: dict | None, units: dict | None):
+    """One of ``FITTED_PRIORS``, fitted on the releases (X, y, groups); ``initial_prior``'s arguments."""
+    if releases is None:  # fit_pool streams the pool: it has none
+        msg = f"'{p['prior']}' is fitted on the released records: use fit, not fit_pool"
+        raise ValidationError("prior", msg)
+    triple = is_triple(releases[2][0][0])
+    if p["prior"] == "naive-bayes":
+        return triple_naive_bayes_prior(layout, units) if triple else naive_bayes_prior(*releases, layout)
+    if p["prior"] in ("tree", "class-tree"):  # one fit for every fit of a CV on the same releases
+        key = (p["prior"], releases_key(*releases))
+        if memo is not None and key in memo:
+            return memo[key]
+        nb = triple_naive_bayes_prior(layout, units) if triple else naive_bayes_prior(*releases, layout)
+        nb = naive_bayes_pair_tables(nb, units)
+        prior = tree_prior(layout, units, nb, by_class=p["prior"] == "class-tree")
+        if memo is not None:
+            memo[key] = prior
+        return prior
+    if memo is not None:  # one start for the whole CV, whatever random_state draws per fit
+        seed = memo.setdefault(("latent-class", "seed"), seed)
+    key = ("latent-class", releases_key(*releases), p["n_latent_classes"], seed)
+    if memo is not None and key in memo:
+        return memo[key]
+    prior = latent_class_prior(layout, latent_class_em(*releases, layout, p["n_latent_classes"], seed))
+    if memo is not None:
+        memo[key] = prior
+    return prior
 
 
 def smoothed_rows(prior: EmpiricalPrior, layout: ColumnLayout, releases, seed: int) -> EmpiricalPrior:
@@ -96,10 +114,12 @@ def smoothed_rows(prior: EmpiricalPrior, layout: ColumnLayout, releases, seed: i
 
 
 def auto_prior(mechanism: Any) -> str:
-    """``prior="auto"``: for paired releases "latent-class" when each record releases two or more
-    pairs (their co-occurrences identify it; the fit then keeps it only if the releases' held-out
-    likelihood says so, ``choose_latent_class``) and "naive-bayes" when it releases one (it shows
-    nothing of how attributes co-occur, so a latent-class fit beyond the label would be set by its start);
+    """``prior="auto"``: for triple releases "tree" (each record's triple identifies its pair of
+    attributes' table with the label, from which the Chow–Liu tree is fitted); for paired releases
+    "latent-class" when each record releases two or more pairs (their co-occurrences identify it; the
+    fit then keeps it only if the releases' held-out likelihood says so, ``choose_latent_class``) and
+    "naive-bayes" when it releases one (it shows nothing of how attributes co-occur, so a latent-class
+    fit beyond the label would be set by its start);
     "naive-bayes" for one mechanism whose records release sampled attributes through discrete
     oracles with a label (on Adult it lifts spread above LDP naive Bayes, docs/results.md); else
     "learned" (factorised; also for per-record mechanisms that differ, and for clean data)."""
@@ -111,6 +131,8 @@ def auto_prior(mechanism: Any) -> str:
         mechanism = distinct[0]
     if mechanism is None:
         return "learned"
+    if is_triple(mechanism):  # each record shows how its two attributes co-occur with the label
+        return "tree"
     if is_paired(mechanism):  # a PairedView samples as its paired mechanism does
         return "latent-class" if mechanism.n_sampled >= 2 else "naive-bayes"
     if getattr(mechanism, "n_sampled", None) is None:

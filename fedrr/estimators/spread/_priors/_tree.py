@@ -151,12 +151,16 @@ class TreeSpreadPrior(SpreadPrior):
 
 def pair_tables(units: dict, start: dict) -> dict:
     """Per released pair (j, k): the maximum-likelihood table Q(s, t, c) of (x_j, x_k, y) from its
-    records' reports (``units``: counts of distinct reports, P(v_j | s, c), P(v_k | t, c)), by EM
-    from ``start``'s table with ``TABLE_PSEUDO_COUNT`` pseudo-records per cell spread as it."""
+    records' reports (``units``: counts of distinct reports and P(v_j | s, c), P(v_k | t, c) of two
+    pairs, or P(v | s, t, c) of a triple), by EM from ``start``'s table with ``TABLE_PSEUDO_COUNT``
+    pseudo-records per cell spread as it."""
     out = {}
-    for jk, (cnt, Lj, Lk) in units.items():
+    for jk, (cnt, *L) in units.items():
         q0 = start[jk].ravel()
-        L = (Lj[:, :, None, :] * Lk[:, None, :, :]).reshape(cnt.size, -1)  # (u, k_j·k_k·C)
+        if len(L) == 2:  # two pair reports: P(v_j | s, c) P(v_k | t, c)
+            L = (L[0][:, :, None, :] * L[1][:, None, :, :]).reshape(cnt.size, -1)  # (u, k_j·k_k·C)
+        else:  # one triple report: P(v | s, t, c)
+            L = L[0].reshape(cnt.size, -1)
         out[jk] = _squarem(L, cnt, q0).reshape(start[jk].shape)
     return out
 
@@ -200,6 +204,30 @@ def naive_bayes_pair_tables(nb, units: dict) -> dict:
     P = [np.exp(lp) for lp in nb.log_p]
     ks = nb.layout.k
     return {(j, k): np.einsum("c,cs,ct->stc", pi, P[j][:, : ks[j]], P[k][:, : ks[k]]) for j, k in units}
+
+
+def triple_naive_bayes_prior(layout: ColumnLayout, units: dict):
+    """Naive Bayes's p(x) = Σ_c π_c Π_j p(x_j | c) from triple releases (``units`` of
+    ``TripleRecordMechanism``'s reports): each released pair's table by EM from the uniform table
+    (``pair_tables``), then π_c and each attribute's p(x_j = s | c) averaged over the tables' margins
+    that hold them (a table (j, k) holds x_j's margin with the label whatever its partner). An
+    attribute no released pair holds keeps a uniform p(x_j | c)."""
+    from ._mixture import mixture_prior
+
+    Q = pair_tables(units, {jk: np.full(u[1].shape[1:], 1.0 / np.prod(u[1].shape[1:])) for jk, u in units.items()})
+    C = next(iter(Q.values())).shape[2]
+    pi = normalise_rows(sum(q.sum(axis=(0, 1)) for q in Q.values())[None])[0]
+    joint = [np.zeros((C, int(k))) for k in layout.k]
+    for (j, k), q in Q.items():
+        joint[j] += q.sum(axis=1).T  # (C, k_j): p(x_j = s, y = c)
+        joint[k] += q.sum(axis=0).T
+    P = [normalise_rows(t) if t.sum() > 0 else np.full(t.shape, 1.0 / t.shape[1]) for t in joint]
+    return mixture_prior(layout, pi, np.log(np.maximum(pi, 1e-300)), [np.log(np.maximum(p, 1e-300)) for p in P], P)
+
+
+def normalise_rows(t: np.ndarray) -> np.ndarray:
+    """Each row of t scaled to sum to 1."""
+    return t / t.sum(axis=1, keepdims=True)
 
 
 def tree_prior(layout: ColumnLayout, units: dict, start: dict, by_class: bool = False) -> TreeSpreadPrior:
