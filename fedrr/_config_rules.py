@@ -82,6 +82,7 @@ def _no_label_budget(k: str) -> Rule:
     """A whole-record release (paired, or planned: ε is the record's) has no label budget of its own."""
     why = {
         "paired": "the label is released inside every (attribute, label) pair and has no budget of its own",
+        "triple": "the label is released inside the (attribute, attribute, label) triple and has no budget of its own",
         "auto": "the planner decides how the label is released (inside pairs, or at a share of the record's ε)",
     }
     return Rule(
@@ -99,13 +100,18 @@ def _no_label_budget(k: str) -> Rule:
 ONE_LABEL_BUDGET = _one_budget("label_flip", "label_epsilon")
 #: mechanisms "paired" and "auto": no label budget
 WHOLE_RECORD_LABEL = (_no_label_budget("label_flip"), _no_label_budget("label_epsilon"))
-#: mechanism "auto": the planner chooses how many attributes a client releases
+#: mechanisms "auto" and "triple": the planner, or the design (two attributes in one report), sets how many
+#: attributes a client releases
 AUTO_N_SAMPLED = Rule(
     "n_sampled",
-    lambda c: c.mechanism == "auto" and bool(c.n_sampled),
+    lambda c: c.mechanism in ("auto", "triple") and bool(c.n_sampled),
     lambda c, n: (
-        f"must be 0 with mechanism 'auto', got {c.n_sampled}: the planner chooses how many attributes each client "
-        "releases"
+        f"must be 0 with mechanism {c.mechanism!r}, got {c.n_sampled}: "
+        + (
+            "the planner chooses how many attributes each client releases"
+            if c.mechanism == "auto"
+            else "each client releases one triple, two attributes and the label in one report"
+        )
     ),
     builtin=True,
 )

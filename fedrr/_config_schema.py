@@ -298,8 +298,10 @@ def _keys() -> tuple[Key, ...]:
             "record mechanism family: rr (k-ary randomised response on discrete features) | oracle | gaussian | "
             "laplace | paired (each client releases n_sampled (attribute, label) pairs, each one value of their "
             "product domain through a frequency oracle: the whole record ε goes to the pairs, no label budget) | "
-            "auto (the release planner's least-variance design for n_clients records, "
-            "fedrr.mechanisms.plan_release: the whole record ε goes to it, no label budget, no n_sampled)",
+            "triple (each client releases one (attribute, attribute, label) triple as one value through a frequency "
+            "oracle: the whole record ε goes to it, no label budget, no n_sampled) | "
+            "auto (the release planner's design for n_clients records, fedrr.mechanisms.plan_release: the whole "
+            "record ε goes to it, no label budget, no n_sampled)",
             (Options(*MECHANISM_FAMILIES),),
         ),
         K(

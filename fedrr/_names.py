@@ -7,11 +7,11 @@ and the learner registry (``fedrr.learners``) are checked against ``DATASETS`` a
 from __future__ import annotations
 
 #: record mechanism families of the built-in population
-MECHANISM_FAMILIES = ("rr", "oracle", "gaussian", "laplace", "paired", "auto")
+MECHANISM_FAMILIES = ("rr", "oracle", "gaussian", "laplace", "paired", "triple", "auto")
 #: families whose one budget (feature_epsilon) is the ε of a client's whole release: no label budget, no split
-WHOLE_RECORD_FAMILIES = ("paired", "auto")
+WHOLE_RECORD_FAMILIES = ("paired", "triple", "auto")
 #: families that release discrete states (integer features)
-DISCRETE_FAMILIES = ("rr", "oracle", "paired", "auto")
+DISCRETE_FAMILIES = ("rr", "oracle", "paired", "triple", "auto")
 GAUSSIAN_NOISE = ("joint", "per-feature")  #: "gaussian" family: one block on all features, or one per feature
 #: how a population with more clients than rows gets its clients' rows: "none" (refused by a table
 #: population; a built-in dataset cycles its rows and says ``rows_reused``) or "bootstrap"

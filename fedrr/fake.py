@@ -73,7 +73,6 @@ from .mechanisms import (
     TripleRecordMechanism,
     UnaryEncoding,
 )
-from .mechanisms._triple import NOT_PAIRS
 from .population import ClientPopulation, unit_uniform
 
 #: hash seeds an OLH MGA fake samples, keeping one that maps the most targets to one bucket (CJG §4.2)
@@ -175,7 +174,10 @@ class FakeClients(ClientPopulation):
         self.seed, self.dropout = base.seed, base.dropout
         rm = base.mechanism(0)
         if isinstance(rm, TripleRecordMechanism):
-            raise ValidationError("base", f"releases through a mechanism that {NOT_PAIRS}; fake clients forge pairs")
+            raise ValidationError(
+                "base",
+                f"releases through a mechanism that {TripleRecordMechanism.NOT_PAIRS}; fake clients forge pairs",
+            )
         if rm.label_in_pairs:
             self.attribute = check_int("attribute", attribute, minimum=0, maximum=rm.n_features - 1)
             self.state, self.states = self._check_states(state, rm.n_states[self.attribute])

@@ -56,7 +56,6 @@ from .mechanisms import (
     TripleRecordMechanism,
     UnaryEncoding,
 )
-from .mechanisms._triple import NOT_PAIRS
 
 #: fewer reports of a field and it is not tested (the normal approximation is not trusted)
 MIN_REPORTS = 100
@@ -207,7 +206,8 @@ def _collect(X: Any, y: Any, mechanisms: Any) -> tuple[dict, dict, np.ndarray]:
         rm, rows = by_id[gid], np.asarray(rows)
         Xg = X[rows]
         if isinstance(rm, TripleRecordMechanism):
-            raise ValidationError("mechanisms", f"{NOT_PAIRS}; the frequency check reads pair reports")
+            _triple_group(rm, rows, Xg, parts, counts, impossible)
+            continue
         if rm.label_in_pairs:
             _paired_group(rm, rows, Xg, parts, counts, impossible)
             continue
@@ -243,6 +243,22 @@ def _paired_group(
         counts.setdefault(f"x{j}", []).append((len(rows), p, int(rel.sum())))
         reports = Xg[rel, j]
         parts.setdefault(f"pair x{j}", []).append((oracle, reports))
+        impossible[rows[rel]] |= _impossible(oracle, reports)
+
+
+def _triple_group(
+    rm: TripleRecordMechanism, rows: np.ndarray, Xg: np.ndarray, parts: dict, counts: dict, impossible: np.ndarray
+) -> None:
+    """The reports and release counts of one triple mechanism's releases: per pair of attributes j < k,
+    its triple reports under field ``"triple x<j> x<k>"`` (the oracle on k_j·k_k·C values) and its count
+    under ``"x<j> x<k>"`` (drawn with probability 2/(F(F − 1)), whatever the data)."""
+    released = rm.released_fields(Xg)
+    p = 1.0 / len(rm.pairs)
+    for (j, k), oracle in zip(rm.pairs, rm.oracles):
+        rel = released[:, j] & released[:, k]
+        counts.setdefault(f"x{j} x{k}", []).append((len(rows), p, int(rel.sum())))
+        reports = Xg[rel, j]
+        parts.setdefault(f"triple x{j} x{k}", []).append((oracle, reports))
         impossible[rows[rel]] |= _impossible(oracle, reports)
 
 

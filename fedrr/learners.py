@@ -79,12 +79,43 @@ class Learner:
 _REGISTRY: dict[tuple[str, str], Learner] = {}
 
 
-def _learner(task: str, name: str, doc: str, *, oracle: bool = False, own_protocol: bool = False, accepts=None):
+def _learner(
+    task: str, name: str, doc: str, *, oracle: bool = False, own_protocol: bool = False, accepts=None, triples=False
+):
+    """Register a learner; ``triples``: it learns from triple releases (``TripleRecordMechanism``), which
+    every other learner refuses by name, before anything runs (``accepts``) and at fit."""
+
     def deco(fn):
-        _REGISTRY[(task, name)] = Learner(name, task, doc, fn, oracle, own_protocol, accepts)
+        ok, fit = accepts, fn
+        if not triples:
+            ok = partial(_no_triples, name, accepts)
+
+            def fit(d, o, _fn=fn):
+                _no_triples(name, None, d.mechanism)
+                return _fn(d, o)
+
+        _REGISTRY[(task, name)] = Learner(name, task, doc, fit, oracle, own_protocol, ok)
         return fn
 
     return deco
+
+
+#: the learners that take triple releases (``_learner(triples=True)``)
+TRIPLE_LEARNERS = ("spread", "spread-plain", "spread-flat", "clean", "clean-nb", "ldp-sgd")
+
+
+def _no_triples(name: str, then, mechanism: Any) -> None:
+    """A clear error for a learner that cannot use triple releases, then ``then``'s own check."""
+    from .mechanisms import TripleRecordMechanism
+
+    if any(isinstance(m, TripleRecordMechanism) for m in _mechanisms(mechanism)):
+        raise ValidationError(
+            "learners",
+            f"{name!r} cannot learn from triple releases (TripleRecordMechanism): it reads (attribute, label) "
+            f"pair reports or released features; {', '.join(TRIPLE_LEARNERS)} take triples",
+        )
+    if then is not None:
+        then(mechanism)
 
 
 def names(task: str = "classification", *, oracles: bool = True) -> tuple[str, ...]:
@@ -252,7 +283,9 @@ def release_prior(mechanism: Any) -> str:
     "release sampled attributes or one pair, a latent-class mixture when they release two or more pairs); "
     "C and the prior's smoothing chosen by cross-validation on the "
     "held-out noisy likelihood; on releases with a label of their own a fallback to the intercept-only model "
-    "when the held-out releases do not support the model (paired releases keep it and report the test)",
+    "when the held-out releases do not support the model (paired releases keep it and report the test); "
+    "triple releases: the Chow-Liu tree of their tables, the direct solver",
+    triples=True,
 )
 def _spread(d: FitData, o: FitOptions, **params):
     from .estimators import SpreadLogisticRegressionCV
@@ -310,13 +343,16 @@ def _plain(d: FitData, o: FitOptions, **kw):
 
 
 @_learner(
-    "classification", "spread-plain", "spread-EM at the configured C, prior as for spread, no selection or fallback"
+    "classification",
+    "spread-plain",
+    "spread-EM at the configured C, prior as for spread, no selection or fallback",
+    triples=True,
 )
 def _spread_plain(d: FitData, o: FitOptions):
     return _plain(d, o, prior=release_prior(d.mechanism))
 
 
-@_learner("classification", "spread-flat", "spread-EM with a flat input prior")
+@_learner("classification", "spread-flat", "spread-EM with a flat input prior", triples=True)
 def _spread_flat(d: FitData, o: FitOptions):
     return _plain(d, o, prior="flat")
 
@@ -433,6 +469,7 @@ def _wdro_cv(d: FitData, o: FitOptions):
     "LDP-SGD (Wang et al. 2019 §V): the same clients each release one clipped gradient instead of their record, "
     "at their record's ε — simulated from their records",
     own_protocol=True,
+    triples=True,
 )
 def _ldp_sgd(d: FitData, o: FitOptions):
     """Not an oracle: the protocol itself (the clients' side, ``GradientClients``, holds their records
@@ -458,7 +495,11 @@ def _ldp_sgd(d: FitData, o: FitOptions):
 
 
 @_learner(
-    "classification", "clean", "logistic regression on the clean records of the same clients (oracle)", oracle=True
+    "classification",
+    "clean",
+    "logistic regression on the clean records of the same clients (oracle)",
+    oracle=True,
+    triples=True,
 )
 def _clean(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
@@ -476,6 +517,7 @@ def _clean(d: FitData, o: FitOptions):
     "categorical naive Bayes on the clean records of the same clients (oracle): the ceiling of every "
     "naive-Bayes learner",
     oracle=True,
+    triples=True,
 )
 def _clean_nb(d: FitData, o: FitOptions):
     """sklearn's CategoricalNB (Laplace smoothing, α = 1) on the clean discrete attributes, each with the

@@ -42,6 +42,7 @@ from .mechanisms import (
     PairedRecordMechanism,
     RandomizedResponse,
     RecordMechanism,
+    TripleRecordMechanism,
     frequency_oracle,
 )
 from .planning import ReleasePlan, plan_release
@@ -152,6 +153,10 @@ def record_mechanism_for(  # noqa: C901, PLR0913  one branch per mechanism famil
     *whole* release (each pair gets ε/n_sampled); the label has no budget of its own (it is paid for
     inside every pair), so ``label_flip``/``label_epsilon`` are refused, and so is ``feature_flip``.
 
+    "triple" — ``TripleRecordMechanism``: each client releases one sampled pair of attributes with the
+    label, (x_j, x_k, y) as one value through the least-variance frequency oracle at ``feature_epsilon``,
+    the ε of its whole release; the same budget rules as "paired", and ``n_sampled`` is refused.
+
     "auto" — ``plan_release(n_states, n_classes, feature_epsilon, n_records).mechanism``: the release
     planner's least-variance design (paired, or split with the label at a share of ε) for
     ``n_records`` records. The same budget rules as "paired"; the planner picks m, so ``n_sampled``
@@ -165,6 +170,12 @@ def record_mechanism_for(  # noqa: C901, PLR0913  one branch per mechanism famil
         if family == "paired":
             m = 1 if n_sampled is None else max(1, n_sampled)
             return PairedRecordMechanism(ks, n_classes, feature_epsilon, n_sampled=m, oracle="auto")
+        if family == "triple":
+            if n_sampled:
+                raise ValidationError(
+                    "n_sampled", f"must be unset for mechanism 'triple', got {n_sampled!r}: one triple per client"
+                )
+            return TripleRecordMechanism(ks, n_classes, feature_epsilon, oracle="auto")
         if n_sampled is not None:
             raise ValidationError(
                 "n_sampled", f"must be unset for mechanism 'auto', got {n_sampled!r}: the planner chooses it"
@@ -217,6 +228,7 @@ def _whole_record_states(family, n_features, n_states, feature_flip, feature_eps
     of the whole release), discrete features. Returns the k of every feature."""
     why = {
         "paired": "the label is released inside every (attribute, label) pair and has no budget of its own",
+        "triple": "the label is released inside the (attribute, attribute, label) triple and has no budget of its own",
         "auto": "the planner decides how the label is released (inside pairs, or at a share of feature_epsilon)",
     }[family]
     for name, v in (("label_flip", label_flip), ("label_epsilon", label_epsilon)):
@@ -309,7 +321,9 @@ class DatasetPopulation(ClientPopulation):
         mechs = [mechanisms] if isinstance(mechanisms, RECORD_MECHANISMS) else list(mechanisms)
         if not mechs or not all(isinstance(m, RECORD_MECHANISMS) for m in mechs):
             raise ValidationError(
-                "mechanisms", "must be a RecordMechanism or PairedRecordMechanism, or a non-empty list of them"
+                "mechanisms",
+                "must be a record mechanism (RecordMechanism, PairedRecordMechanism, TripleRecordMechanism), or a "
+                "non-empty list of them",
             )
         if weights is None:
             weights = [1.0 / len(mechs)] * len(mechs)
@@ -566,8 +580,8 @@ def check_population(population: ClientPopulation, name: str, key: str = "popula
         if not isinstance(m, RECORD_MECHANISMS):
             raise ValidationError(
                 key,
-                f"{name}, client {i}: mechanism() must return a RecordMechanism or PairedRecordMechanism, "
-                f"got {type(m).__name__}",
+                f"{name}, client {i}: mechanism() must return a record mechanism (RecordMechanism, "
+                f"PairedRecordMechanism, TripleRecordMechanism), got {type(m).__name__}",
             )
         spec = repr(m.to_spec())
         if spec not in specs:

@@ -90,16 +90,16 @@ def test_cli_plan_for_a_dataset_scenario(capsys):
 
 
 def test_cli_plan_dependence_prefer_switches_with_n(capsys):
-    # Adult's schema at ε 4: two pairs' three-way error is 17.6 at 3·10⁴ (over the line: one pair kept)
-    # and 5.6 at 3·10⁵ (within it: "prefer" switches to two pairs; the default keeps the variance ranking)
-    base = ["plan", "configs/adult_planned.toml", "--epsilon", "4", "--top", "1"]
+    # Adult's schema at ε 2: the triple's three-way error is 21.5 at 3·10⁴ (over the line: one pair kept)
+    # and 6.8 at 3·10⁵ (within it: "prefer" switches to the triple; "report" keeps the variance ranking)
+    base = ["plan", "configs/adult_planned.toml", "--epsilon", "2", "--top", "1"]
     chosen = {}
     for n, dep in (("30000", "prefer"), ("300000", "prefer"), ("300000", "report")):
         assert main([*base, "--n", n, "--dependence", dep]) == 0
         out = capsys.readouterr().out
         chosen[n, dep] = next(ln for ln in out.splitlines() if ln.startswith("Chosen:"))
     assert "paired, m=1" in chosen["30000", "prefer"]
-    assert "paired, m=2" in chosen["300000", "prefer"]
+    assert "triple" in chosen["300000", "prefer"]
     assert "paired, m=1" in chosen["300000", "report"]
     assert main([*base, "--n", "1000", "--dependence", "always"]) == 2
     assert "--dependence" in capsys.readouterr().err

@@ -21,6 +21,7 @@ from fedrr.mechanisms import (
     PairedRecordMechanism,
     RandomizedResponse,
     RecordMechanism,
+    TripleRecordMechanism,
     UnaryEncoding,
 )
 from fedrr.planning import TOO_FEW_PEOPLE, ReleasePlan, plan_release, predicted_variance
@@ -72,6 +73,18 @@ def _mc_estimates(mech, conds, n, n_pools, seed):
     released = ~np.isnan(Xt)
     cols = []
     F = len(conds)
+    if isinstance(mech, TripleRecordMechanism):  # a pair table: the mean of its F − 1 triple tables' margins
+        sums = [np.zeros((n_pools, k * C)) for k in mech.n_states]
+        prior = np.zeros((n_pools, C))
+        for (j, k), o in zip(mech.pairs, mech.oracles):
+            rows = np.flatnonzero(released[:, j] & released[:, k])
+            U = o.unbiased_onehot(Xt[rows, j]).reshape(rows.size, mech.n_states[j], mech.n_states[k], C)
+            sums[j] += _pool_means(U.sum(axis=2).reshape(rows.size, -1), pool[rows], n_pools) / (F - 1)
+            sums[k] += _pool_means(U.sum(axis=1).reshape(rows.size, -1), pool[rows], n_pools) / (F - 1)
+            prior += np.bincount(pool[rows], minlength=n_pools)[:, None] * _pool_means(
+                U.sum(axis=(1, 2)), pool[rows], n_pools
+            )
+        return np.hstack(sums + [prior / n])
     if isinstance(mech, PairedRecordMechanism):
         prior = np.zeros((n_pools, C))
         for j in range(F):
@@ -126,6 +139,15 @@ def test_paired_variance_matches_monte_carlo(ks, eps, m, oracle):
     conds = _conditionals(ks, seed=len(ks) + m)
     mech = PairedRecordMechanism(ks, C, eps, n_sampled=m, oracle=oracle)
     _check(mech, conds, n=300, n_pools=3000, seed=11)
+
+
+@pytest.mark.parametrize("ks, eps, oracle", [((2, 3, 4), 1.0, "rr"), ((2, 3, 4), 2.0, "oue"), ((2, 3, 3), 1.0, "olh")])
+def test_triple_variance_matches_monte_carlo(ks, eps, oracle):
+    """The triple's pair tables (each the mean of its triple tables' margins) and class prior: RR and OUE
+    exact; OLH with its hashes taken as independent buckets (``olh_pairwise``), within the same bounds."""
+    conds = _conditionals(ks, seed=len(ks) + 5)
+    mech = TripleRecordMechanism(ks, C, eps, oracle=oracle)
+    _check(mech, conds, n=300, n_pools=3000, seed=13)
 
 
 @pytest.mark.parametrize(
@@ -200,17 +222,18 @@ def test_adult_small_epsilon_plans_a_paired_release(eps):
 
 
 def test_plan_is_consistent():
-    plan = plan_release([3, 4, 9], 3, 2.0, 5000)
-    scores = [c.score for c in plan.candidates]
-    assert scores == sorted(scores)
-    # "prefer": the designs that identify the attributes' co-occurrence first, each group by its variance
+    plan = plan_release([3, 4, 9], 3, 2.0, 5000, dependence="report")
+    scores = [c.score for c in plan.candidates if c.design != "triple"]
+    assert scores == sorted(scores) and plan.candidates[-1].design == "triple"  # after every pair design
+    # "prefer": the designs that identify the attributes' co-occurrence first, the best estimate of it
+    # (the triple) first among them, the others by their variance
+    ranked = plan_release([3, 4, 9], 3, 2.0, 5000, dependence="prefer").candidates
     keys = [
-        (not c.identifies_dependence, c.score)
-        for c in plan_release([3, 4, 9], 3, 2.0, 5000, dependence="prefer").candidates
+        (not c.identifies_dependence, c.co_occurrence_error if c.identifies_dependence else 0, c.score) for c in ranked
     ]
-    assert keys == sorted(keys) and any(k[0] for k in keys) and not keys[0][0]
-    # 3 attributes: m = 1..3, one paired and three split designs each
-    assert len(plan.candidates) == 3 * 4
+    assert keys == sorted(keys) and any(k[0] for k in keys) and ranked[0].design == "triple"
+    # 3 attributes: m = 1..3, one paired and three split designs each, and the triple
+    assert len(plan.candidates) == 3 * 4 + 1
     again = predicted_variance(plan.mechanism, 5000)
     assert again.score == pytest.approx(plan.best.score, rel=1e-12)
     text = plan.describe()
@@ -285,7 +308,7 @@ def test_arguments_are_validated(kwargs, field, text):
 def test_max_sampled_caps_the_candidates():
     plan = plan_release(ADULT_STATES, 2, 1.0, 30162, max_sampled=2, label_shares=[0.5])
     assert {c.n_sampled for c in plan.candidates} == {1, 2}
-    assert len(plan.candidates) == 4
+    assert len(plan.candidates) == 5  # paired and split at m = 1 and 2, and the triple (two attributes)
 
 
 # --- what to expect: the predicted relative error against measured releases (issue 43 item 2) ----

@@ -82,26 +82,27 @@ def test_co_occurrence_error_falls_as_one_over_root_n_and_is_infinite_for_one_at
     assert CO.co_occurrence_error(oracles, tables, 3, 10_000) < r1
 
 
-def test_the_plan_switches_to_two_pairs_once_n_identifies_the_dependence():
-    """Adult's attribute sizes at ε 4: by the pair tables' variance alone the plan is one pair at every n;
+def test_the_plan_switches_to_the_triple_once_n_identifies_the_dependence():
+    """Adult's attribute sizes at ε 2: by the pair tables' variance alone the plan is one pair at every n;
     with dependence="prefer" it keeps that plan while the three-way tables are too noisy and switches
-    to a design of m ≥ 2 that identifies them once n allows, and says so."""
+    to the design that estimates them best, the triple, once n allows, and says so."""
     ks = [8, 6, 3, 2, 5, 7, 7, 14, 6, 5, 2, 41]
-    plans = {n: plan_release(ks, 2, 4.0, n, dependence="prefer") for n in (30_000, 10**7)}
-    report = {n: plan_release(ks, 2, 4.0, n) for n in plans}  # the default: the variance ranking
+    plans = {n: plan_release(ks, 2, 2.0, n, dependence="prefer") for n in (30_000, 10**7)}
+    report = {n: plan_release(ks, 2, 2.0, n, dependence="report") for n in plans}  # the variance ranking
     assert {p.best.name() for p in report.values()} == {"paired, m=1"}  # n does not change it
     assert "Dependence identified" not in report[10**7].describe()  # it reports: m = 1 identifies nothing
     assert report[10**7].dependence_design_.identifies_dependence
     small, big = plans[30_000], plans[10**7]
     assert small.best.name() == "paired, m=1" and not small.best.identifies_dependence
-    assert big.best.identifies_dependence and big.best.n_sampled >= 2
+    assert big.best.identifies_dependence and big.best.design == "triple"
+    assert all(c.design != "triple" or not c.identifies_dependence for c in small.candidates)
     r = small.dependence_design_.co_occurrence_error
     assert big.best.co_occurrence_error <= DEPENDENCE_TARGET < r
     # r ∝ 1/√n: the people it needs, closed form, and the plan at that n identifies it
     need = small.n_needed_for_dependence_
     assert need == math.ceil(30_000 * (r / DEPENDENCE_TARGET) ** 2)
-    assert plan_release(ks, 2, 4.0, need, dependence="prefer").best.identifies_dependence
-    assert not plan_release(ks, 2, 4.0, int(need * 0.9), dependence="prefer").best.identifies_dependence
+    assert plan_release(ks, 2, 2.0, need, dependence="prefer").best.identifies_dependence
+    assert not plan_release(ks, 2, 2.0, int(need * 0.9), dependence="prefer").best.identifies_dependence
     assert "Dependence identified" in big.describe() and "Dependence not identified" in small.describe()
 
 

@@ -179,11 +179,53 @@ def test_code_that_reads_pair_reports_refuses_triples_by_name():
     with pytest.raises(ValidationError) as exc:
         LDPNaiveBayes().fit(Xt, yt, mechanism=m)
     assert exc.value.field == "mechanism" and "triples" in exc.value.message
-    from fedrr.frequency_check import frequency_check
+    from fedrr.learners import check_accepts
 
     with pytest.raises(ValidationError) as exc:
-        frequency_check(Xt, yt, m)
-    assert exc.value.field == "mechanisms"
+        check_accepts(["spread", "ldp-nb"], m)
+    assert exc.value.field == "learners" and "'ldp-nb' cannot learn from triple releases" in exc.value.message
+    check_accepts(["spread", "spread-plain", "clean", "clean-nb"], m)
+
+
+def test_the_frequency_check_tests_each_pairs_triple_reports_and_their_counts():
+    from fedrr.frequency_check import frequency_check
+
+    m = TripleRecordMechanism(KS, 2, 1.0, oracle="rr")
+    Xt, yt = m.release(*records(3000, 0), rng=np.random.default_rng(0))
+    assert not frequency_check(Xt, yt, m).flagged
+    forged = Xt.copy()  # 400 people who all report one triple value of pair (0, 1): far too many
+    rows = np.flatnonzero(~np.isnan(forged[:, 0]) & ~np.isnan(forged[:, 1]))[:400]
+    forged[rows, 0] = forged[rows, 1] = 0.0
+    assert frequency_check(forged, yt, m).flagged
+
+
+# ------------------------------------------------------------------------------ config, sweep, federation
+def triple_scenario():
+    return {
+        "population": {"dataset": "adult_binned", "n_clients": 3000},
+        "privacy": {"mechanism": "triple", "epsilon_grid": [2.0]},
+        "learners": {"names": ["spread-plain", "ldp-nb", "clean"]},
+    }
+
+
+def test_a_triple_scenario_runs_its_cell_and_refuses_what_it_would_not_use(tmp_path):
+    from fedrr.experiment import parse_scenario, run_cell
+
+    spec = parse_scenario(triple_scenario())
+    cell = spec.cells()[0]
+    cfg = cell.run_config()
+    assert cfg.mechanism == "triple" and cfg.feature_epsilon == 2.0 and cfg.label_epsilon is None
+    rec = run_cell(cell, tmp_path)
+    assert rec["eps"]["record"] == pytest.approx(2.0) and rec["eps"]["label"] == 0.0
+    assert "triple" in rec["params"]["text"] and not rec["frequency_check"]["flagged"]
+    assert "accuracy" in rec["learners"]["spread-plain"] and "accuracy" in rec["learners"]["clean"]
+    assert "cannot learn from triple releases" in rec["learners"]["ldp-nb"]["error"]
+    for extra, key in (({"n_sampled": 2}, "privacy.n_sampled"), ({"label_epsilon": 1.0}, "privacy.label_epsilon")):
+        data = triple_scenario()
+        data["privacy"] |= extra
+        with pytest.raises(ValidationError) as exc:
+            parse_scenario(data)
+        assert exc.value.field == key
 
 
 # ------------------------------------------------------------------------------ spread's fit

@@ -11,7 +11,6 @@ import numpy as np
 from .._validation import as_array
 from ..errors import ValidationError
 from ..mechanisms import DiscreteMechanism, TripleRecordMechanism, is_record_mechanism
-from ..mechanisms._triple import NOT_PAIRS
 
 #: who the simplex solver's ConvergenceError names
 MLE_CALLER = "LDPNaiveBayes(method='mle')"
@@ -42,7 +41,7 @@ def check_record(mechanism: Any):
     if not is_record_mechanism(mechanism):
         raise ValidationError("mechanism", f"must be a RecordMechanism, got {type(mechanism).__name__}")
     if isinstance(mechanism, TripleRecordMechanism):
-        raise ValidationError("mechanism", f"{NOT_PAIRS}; LDPNaiveBayes fits pairs")
+        raise ValidationError("mechanism", f"{TripleRecordMechanism.NOT_PAIRS}; LDPNaiveBayes fits pairs")
     return mechanism
 
 

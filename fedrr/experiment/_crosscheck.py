@@ -205,18 +205,18 @@ def _custom_population_options(pop: Any) -> None:
 
 
 def _whole_record(secs: dict[str, Any], is_dataset: bool) -> None:
-    """Mechanisms "paired" and "auto": the whole ε_record goes to the release (paired: each of the
-    n_sampled pairs gets ε_record/n_sampled, unset meaning 1; auto: the planned design), and the label
+    """Mechanisms "paired", "triple" and "auto": the whole ε_record goes to the release (paired: each of
+    the n_sampled pairs gets ε_record/n_sampled, unset meaning 1; triple: its one report; auto: the
+    planned design), and the label
     has no budget of its own. So a key that would set a label budget, or split ε_record between
     features and label, is refused rather than silently unused; the sweep's axis is epsilon_grid
-    (ε_record), or a budget mix of ε_record values. "auto" also refuses n_sampled (the planner picks m)."""
+    (ε_record), or a budget mix of ε_record values. "auto" and "triple" also refuse n_sampled."""
     pop, priv = secs["population"], secs["privacy"]
     fam = priv.mechanism
-    where = (
-        "the pairs; the label is released inside every (attribute, label) pair"
-        if fam == "paired"
-        else "the planned release; the planner decides how the label is released"
-    )
+    where = {
+        "paired": "the pairs; the label is released inside every (attribute, label) pair",
+        "triple": "the triple; the label is released inside the (attribute, attribute, label) triple",
+    }.get(fam, "the planned release; the planner decides how the label is released")
     _check(secs, *rules.WHOLE_RECORD_LABEL)
     _need(
         "privacy.split",

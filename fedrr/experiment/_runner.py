@@ -178,6 +178,11 @@ def _mix_text(p) -> str | None:
             parts = ", ".join(f"{v:.3g} (weight {w:g})" for v, w in p.budget_mix)
             return f"auto: ε_record mix {parts}, each to its planned release"
         return f"auto: ε_record {p.feature_epsilon:.3g} to the planned release"
+    if p.mechanism == "triple":  # one budget: the whole record's, to its one triple report
+        if p.budget_mix:
+            parts = ", ".join(f"{v:.3g} (weight {w:g})" for v, w in p.budget_mix)
+            return f"triple: ε_record mix {parts} to one (attribute, attribute, label) report"
+        return f"triple: ε_record {p.feature_epsilon:.3g} to one (attribute, attribute, label) report"
     if p.mechanism == "paired":  # one budget: the whole record's, shared by the pairs; no label budget
         m = p.n_sampled or 1
         pairs = f"{m} (attribute, label) pair{'s' if m > 1 else ''}"

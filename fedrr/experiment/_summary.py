@@ -91,10 +91,8 @@ def summary_markdown(out: str | Path) -> str:
         lines += ["Errors:", ""] + [f"- {n}: {e[:300]}" for n, e in errs] + [""]
     if metric == "mse":
         lines += [_regression_text(cfg)]
-    elif cfg.privacy.mechanism == "paired":
-        lines += [_paired_text(cfg)]
-    elif cfg.privacy.mechanism == "auto":
-        lines += [_auto_text(cfg)]
+    elif cfg.privacy.mechanism in WHOLE_RECORD_TEXT:
+        lines += [WHOLE_RECORD_TEXT[cfg.privacy.mechanism](cfg)]
     else:
         lines += [
             "**ε axis.** ε per record is the basic composition of every released field's ε (D features, or "
@@ -307,6 +305,20 @@ def _paired_text(cfg: ScenarioSpec) -> str:
     )
 
 
+def _triple_text(cfg: ScenarioSpec) -> str:
+    """The ε axis of a triple release (mechanism "triple"): the whole ε to one report, no label budget."""
+    grid = (
+        "The grid is ε_record, all of it to the triple; the label has no budget of its own (the eps_label column is 0)."
+        if cfg.grid_axis == "epsilon_grid"
+        else "The population sets each client's budget; the x-axis is the mean ε per record over the pool."
+    )
+    return (
+        "**ε axis.** Each client releases one (attribute, attribute, label) triple, its two attributes drawn "
+        "uniformly among the pairs, as one value of the product domain through the least-variance frequency "
+        "oracle at ε_record (`TripleRecordMechanism.epsilon`), δ = 0. " + grid
+    )
+
+
 def _auto_text(cfg: ScenarioSpec) -> str:
     """The ε axis of a planned release (mechanism "auto"): the whole ε_record to the plan's design."""
     return (
@@ -314,6 +326,10 @@ def _auto_text(cfg: ScenarioSpec) -> str:
         "and n_clients (`fedrr.mechanisms.plan_release`: paired, or split with the label at a share of ε); "
         "ε per record is that mechanism's own accounting. Each cell's `population.release_plans` names the design."
     )
+
+
+#: the ε axis's text of each whole-record mechanism family
+WHOLE_RECORD_TEXT = {"paired": _paired_text, "triple": _triple_text, "auto": _auto_text}
 
 
 def _split_text(cfg: ScenarioSpec) -> str:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -30,11 +30,6 @@ from ._oracles import frequency_oracle
 from ._paired import _BUILD, MAX_CLASSES, ORACLES
 from ._record import RecordMechanism, RecordRelease, records_array
 
-#: why code that reads (attribute, label) pair reports refuses a triple release
-NOT_PAIRS = (
-    "is a TripleRecordMechanism, whose reports are (attribute, attribute, label) triples, not (attribute, label) "
-    "pairs: SpreadLogisticRegression fits them (solver 'direct'; prior 'naive-bayes' gives naive Bayes's tables)"
-)
 #: most attributes a triple release takes (it holds one oracle entry per pair of attributes: 2,016 at 64)
 MAX_TRIPLE_FEATURES = 64
 
@@ -71,6 +66,12 @@ class TripleRecordMechanism(RecordRelease):
 
     kind = "triple_record"
     label_in_pairs = True
+    #: why code that reads (attribute, label) pair reports refuses a triple release
+    NOT_PAIRS: ClassVar[str] = (
+        "is a TripleRecordMechanism, whose reports are (attribute, attribute, label) triples, not (attribute, "
+        "label) pairs: SpreadLogisticRegression fits them (solver 'direct'; prior 'naive-bayes' gives naive "
+        "Bayes's tables)"
+    )
     #: attributes each release carries (inside its one report)
     n_sampled = 2
 

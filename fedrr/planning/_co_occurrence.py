@@ -87,6 +87,13 @@ def split_three_way_variance(
     return second - pi3**2
 
 
+def triple_cell_variance(oracle: DiscreteMechanism, pi3: np.ndarray) -> np.ndarray:
+    """(k_j, k_k, C): the variance of one triple report's estimate û_(s, s', c) of π(s, s', c), the report
+    one value of the k_j·k_k·C domain (``TripleRecordMechanism``): a paired cell's formula on that domain."""
+    g0, g1 = debiased_second_moments(oracle)
+    return g0 + (g1 - g0) * pi3 - pi3**2
+
+
 def co_occurrence_error(oracles: list, tables: list, m: int, n: int, label: DiscreteMechanism | None = None) -> float:
     """The RMS of sd/π over every three-way cell (π > 0) of every pair of attributes, for ``n`` people
     each releasing ``m`` of the F attributes through ``oracles`` (paired when ``label`` is None, else

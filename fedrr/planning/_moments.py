@@ -110,3 +110,56 @@ def _cross_support(oracle: DiscreteMechanism, k: int, C: int, a: float, b: float
             Nv = N[rows, h].astype(float)  # (B, K): N(H(v))
             acc[cc] += (other * (sumN2 - k))[:, None].sum(axis=0) + (p - other) * (Nv**2 - Nv).sum(axis=0)
     return acc / seeds_all.size, exact
+
+
+#: OLH set-sum moments (``set_sums_second_moments``) average every seed when n_seeds·K ≤ this, else a
+#: fixed uniform subset of the seeds this budget affords (at least ``_OLH_MIN_SEEDS``)
+_OLH_SET_ENUMERATION = 4 * 10**5
+_OLH_MIN_SEEDS = 128
+
+
+def set_sums_second_moments(oracle: DiscreteMechanism, pi: np.ndarray, families: list) -> tuple[list, bool]:
+    """Per family of disjoint value sets (``families``: each a (K,) array naming every value's set), the
+    (n_sets,) second moments E[Z_S²] of one report's set sums Z_S = Σ_{u∈S} û_u, values v ~ ``pi`` (K,);
+    and whether they are exact (False: an OLH seed subset). As ``paired_column_second_moment`` for any
+    sets: E Z_S² = Σ_v π_v [|S| g₀ + (g₁ − g₀)·1{v ∈ S}] + (E B₂ − 2β(|S| − 1)(|S|β + (α − β)π(S))
+    + |S|(|S| − 1)β²)/(α − β)², B₂ = Σ_{u≠w∈S} b_u b_w: 0 for RR, OUE's independent bits in closed
+    form, and for OLH, seed by seed, other·Σ_y f(y) + (p − other)·Σ_y f(y)Π(y) with f(y) = N_S(y)² − N_S(y),
+    N_S(y) the values of S hashed to y and Π(y) the mass of π hashed to y."""
+    a, b = support_probabilities(oracle)
+    g0, g1 = debiased_second_moments(oracle)
+    K = pi.size
+    sizes = [np.bincount(f, minlength=int(f.max()) + 1).astype(float) for f in families]
+    mass = [np.bincount(f, weights=pi, minlength=s.size) for f, s in zip(families, sizes)]
+    exact = True
+    if isinstance(oracle, RandomizedResponse):
+        B2 = [np.zeros_like(s) for s in sizes]
+    elif isinstance(oracle, UnaryEncoding):  # (Σ μ_u)² − Σ μ_u² given v, averaged over v ~ π
+        B2 = [
+            (1 - m) * (s * b) ** 2 + m * (s * b + a - b) ** 2 - (s * b * b + (a * a - b * b) * m)
+            for s, m in zip(sizes, mass)
+        ]
+    else:
+        o: LocalHashing = oracle  # type: ignore[assignment]
+        if o.n_seeds * K <= _OLH_SET_ENUMERATION:
+            seeds = np.arange(o.n_seeds)
+        else:  # a fixed uniform subset of the seeds: an unbiased estimate of the seed average
+            size = min(o.n_seeds, max(_OLH_MIN_SEEDS, _OLH_SET_ENUMERATION // K))
+            seeds = np.sort(np.random.default_rng(0).choice(o.n_seeds, size=size, replace=False))
+            exact = False
+        h = o.hash(seeds[:, None], np.arange(K)[None, :])  # (B, K)
+        B, g = seeds.size, o.g
+        rows = np.arange(B)[:, None]
+        Pi = np.bincount((h + g * rows).ravel(), weights=np.broadcast_to(pi, h.shape).ravel(), minlength=B * g)
+        Pi = Pi.reshape(B, g)
+        B2 = []
+        for f, s in zip(families, sizes):
+            N = np.bincount(((rows * s.size + f[None, :]) * g + h).ravel(), minlength=B * s.size * g)
+            N = N.reshape(B, s.size, g).astype(float)
+            fy = N * N - N
+            B2.append((o.other * fy.sum(axis=2) + (o.p - o.other) * np.einsum("bsg,bg->bs", fy, Pi)).mean(axis=0))
+    out = []
+    for s, m, b2 in zip(sizes, mass, B2):
+        diag = s * g0 + (g1 - g0) * m
+        out.append(diag + (b2 - 2 * b * (s - 1) * (s * b + (a - b) * m) + s * (s - 1) * b * b) / (a - b) ** 2)
+    return out, exact

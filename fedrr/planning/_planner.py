@@ -88,19 +88,22 @@ from ..mechanisms import (
     MAX_CLASSES,
     MAX_FEATURES,
     MAX_STATES,
+    MAX_TRIPLE_FEATURES,
     DiscreteMechanism,
     LocalHashing,
     PairedRecordMechanism,
     RandomizedResponse,
     RecordMechanism,
+    TripleRecordMechanism,
     UnaryEncoding,
     frequency_oracle,
 )
-from ._co_occurrence import DEPENDENCE_TARGET, co_occurrence_error
+from ._co_occurrence import DEPENDENCE_TARGET, co_occurrence_error, three_way_reference, triple_cell_variance
 from ._moments import (
     label_prior_variance,
     paired_cell_variance,
     paired_column_second_moment,
+    set_sums_second_moments,
     split_cell_variance,
 )
 
@@ -179,6 +182,8 @@ class Candidate:
     def name(self) -> str:
         if self.design == "paired":
             return f"paired, m={self.n_sampled}"
+        if self.design == "triple":
+            return "triple"
         return f"split λ={self.label_share:g}, m={self.n_sampled}"
 
     def oracle_summary(self) -> str:
@@ -559,12 +564,57 @@ def _score_paired(oracles, ks, C, m, n, tables, rho) -> Candidate:
     return Candidate("paired", m, None, kinds, None, tuple(cells), prior, exact, co)
 
 
+def _score_triple(ks, C, eps, n, tables, rho, oracles: Sequence[DiscreteMechanism] | None = None) -> Candidate:
+    """The triple release (``TripleRecordMechanism``): each person one pair of attributes {j, k} of the
+    F(F − 1)/2, drawn uniformly, and (x_j, x_k, y) through the least-variance oracle of its k_j·k_k·C
+    values at ε. Attribute j's pair table is the mean over its F − 1 partners of each triple table's
+    margin Σ_s' û_(s, s', c), so its variance is the mean of those margins' variances over F − 1
+    (each margin's second moment a set sum's, ``set_sums_second_moments``: exact for RR and OUE, for OLH
+    over its hash seeds, a fixed subset of them for large domains, marked ≈); the class prior is the mean
+    over all n reports of their class sums; the three-way error is each cell's own frequency variance.
+    ``oracles``: one per pair of attributes (a mechanism's own); None: the least-variance ones at ε."""
+    F = len(ks)
+    pairs = [(j, k) for j in range(F) for k in range(j + 1, F)]
+    n_pair = n * 2 / (F * (F - 1))  # the people who release a given pair of attributes
+    built: dict[int, DiscreteMechanism] = {}
+    cells = [np.zeros((k, C)) for k in ks]
+    second, co_total, co_cells, exact, kinds = np.zeros(C), 0.0, 0, True, []
+    for i, (j, k) in enumerate(pairs):
+        K = ks[j] * ks[k] * C
+        o = oracles[i] if oracles is not None else built.get(K) or built.setdefault(K, frequency_oracle(K, eps))
+        kinds.append(o.kind)
+        pi3 = three_way_reference(tables[j], tables[k])  # (k_j, k_k, C), value (s·k_k + t)·C + c
+        s_, t_, c_ = np.indices(pi3.shape).reshape(3, -1)
+        (mj, mk, mc), ex = set_sums_second_moments(o, pi3.ravel(), [s_ * C + c_, t_ * C + c_, c_])
+        cells[j] += (mj.reshape(ks[j], C) - pi3.sum(axis=1) ** 2) / (n_pair * (F - 1) ** 2)
+        cells[k] += (mk.reshape(ks[k], C) - pi3.sum(axis=0) ** 2) / (n_pair * (F - 1) ** 2)
+        second += mc / len(pairs)
+        exact &= ex
+        keep = pi3 > 0
+        v = triple_cell_variance(o, pi3)
+        co_total += float((v[keep] / n_pair / pi3[keep] ** 2).sum())
+        co_cells += int(keep.sum())
+    prior = (second - rho**2) / n
+    co = math.sqrt(co_total / co_cells) if co_cells else math.inf
+    return Candidate("triple", 2, None, tuple(kinds), None, tuple(cells), prior, exact, co)
+
+
 def _score_split(oracles, label, lam, ks, m, n, tables, rho) -> Candidate:
     F = len(ks)
     cells = [split_cell_variance(o, label, t) * F / (m * n) for o, t in zip(oracles, tables)]
     prior = label_prior_variance(label, rho) / n
     co = co_occurrence_error(list(oracles), list(tables), m, n, label)
     return Candidate("split", m, lam, tuple(o.kind for o in oracles), label.kind, tuple(cells), prior, True, co)
+
+
+def _rank(c: Candidate, dependence: str, i: int) -> tuple:
+    """A candidate's sort key. "report": the total variance, the triple after every design of (attribute,
+    label) pairs (its tables are the learners' own only for spread); "prefer": the designs that identify
+    the dependence first, the one that estimates it best (least ``co_occurrence_error``: the triple, where
+    it can be built) first among them, then the total variance. Ties: fewer attributes, paired first."""
+    if dependence == "prefer" and c.identifies_dependence:
+        return (0, c.co_occurrence_error, c.score, i)
+    return (1, c.design == "triple", c.score, i)
 
 
 def _least_variance_oracles(ks: Sequence[int], epsilon: float) -> list[DiscreteMechanism]:
@@ -586,6 +636,11 @@ def predicted_variance(
     discrete frequency oracle (k-RR, OUE or OLH) and whose label is randomised response (a split
     release; without attribute sampling m = F)."""
     n = check_param("n_records", n_records, _CONSTRAINTS["n_records"])
+    if isinstance(mechanism, TripleRecordMechanism):
+        ks, C = mechanism.n_states, mechanism.n_classes
+        tables, _ = _reference_tables(reference, ks, C)
+        rho = np.mean([t.sum(axis=0) for t in tables], axis=0)
+        return _score_triple(ks, C, mechanism.epsilon_requested, n, tables, rho, mechanism.oracles)
     if isinstance(mechanism, PairedRecordMechanism):
         ks, C = mechanism.n_states, mechanism.n_classes
         tables, _ = _reference_tables(reference, ks, C)
@@ -613,6 +668,8 @@ def build_mechanism(
 ) -> PairedRecordMechanism | RecordMechanism:
     """The record mechanism of a scored candidate (its oracles as scored)."""
     m = candidate.n_sampled
+    if candidate.design == "triple":
+        return TripleRecordMechanism(n_states, n_classes, epsilon, oracle=list(candidate.oracles))
     if candidate.design == "paired":
         return PairedRecordMechanism(n_states, n_classes, epsilon, n_sampled=m, oracle=list(candidate.oracles))
     lam = candidate.label_share
@@ -691,12 +748,14 @@ def plan_release(  # noqa: PLR0913  keyword-only options, each a separate choice
                 cands.append(_score_split(attr, label, lam, ks, m, n, tables, rho))
             except ValidationError as exc:
                 skipped.append(f"split λ={lam:g} m={m}: {exc}")
+    if 2 <= F <= MAX_TRIPLE_FEATURES and all(ks[j] * ks[k] * C <= MAX_STATES for j in range(F) for k in range(j)):
+        try:
+            cands.append(_score_triple(ks, C, eps, n, tables, rho))
+        except ValidationError as exc:
+            skipped.append(f"triple: {exc}")
     if not cands:
         raise ValidationError("epsilon", f"no release design can be built at ε = {eps:g}: {skipped[0]}")
-    # ties: fewer attributes, paired first; with "prefer" the designs that identify the dependence first
-    order = sorted(
-        range(len(cands)), key=lambda i: (dep == "prefer" and not cands[i].identifies_dependence, cands[i].score, i)
-    )
+    order = sorted(range(len(cands)), key=lambda i: _rank(cands[i], dep, i))
     ranked = tuple(cands[i] for i in order)
     mech = build_mechanism(ranked[0], ks, C, eps)
     return ReleasePlan(mech, ranked, tuple(ks), C, eps, n, ref_text, tgt, tuple(tables), tuple(shares), cap, dep)

@@ -72,7 +72,8 @@ def fold_scores(data: dict, executor: Any, f: int, C: float, a: float) -> tuple[
     seed = data["seed"]
     if triple:  # the triples' held-out likelihood under the fitted model and prior
         held = group_records(_mechanism_arg(mech_te), te.size)
-        score = triple_report_loglik(est, held, Xv[te], seed + f)
+        fitted = data["memo"].get("direct likelihood", (None, None, None))[2]  # the fit's own, on these folds
+        score = triple_report_loglik(est, held, Xv[te], seed + f, fitted)
         return score, score, np.nan
     if data["paired"]:  # the pairs' held-out likelihood: the only score a paired release has
         tables = model_pair_tables(est, seed=seed + f)

@@ -12,6 +12,7 @@ steps where most of the information is missing (97 % on Adult at ε 1: results/a
 
 from __future__ import annotations
 
+import copy
 import itertools
 from dataclasses import dataclass
 
@@ -329,17 +330,29 @@ class TwoPairLikelihood(_DrawnModel):
 
     def __init__(self, groups, X, design, prior, n_classes: int, n_draws: int, seed: int, units: dict | None = None):
         super().__init__(design, prior, n_classes, n_draws, seed, stratified=True)
-        exact = self.X.shape[0] == int(np.prod(self.ks.astype(float)))  # every x once: weight by p(x) itself
+        self.prior = prior
+        self.exact = self.X.shape[0] == int(np.prod(self.ks.astype(float)))  # every x once: weight by p(x)
         if units is None:
-            self.units, self.n = release_units(groups, X)
-        else:  # built already (a tree prior's fit reads them too)
-            self.units, self.n = dict(units), int(sum(u[0].sum() for u in units.values()))
-        for jk, (cnt, *L) in self.units.items():  # two pairs: class-major (C, u, k) for the products in
-            if len(L) == 2:  # value_grad; a triple: (u, k_j·k_k·C), one matrix product
+            units = release_units(groups, X)[0]
+        self._set_units(units)
+
+    def _set_units(self, units: dict) -> None:
+        """The releases' units, arranged for ``value_grad``: two pairs' class-major (C, u, k) for the
+        products, a triple's (u, k_j·k_k·C) for one matrix product; the cells of every pair they hold."""
+        self.units, self.n = {}, int(sum(u[0].sum() for u in units.values()))
+        for jk, (cnt, *L) in units.items():
+            if len(L) == 2:
                 self.units[jk] = (cnt, *(np.ascontiguousarray(x.transpose(2, 0, 1)) for x in L))
             else:
                 self.units[jk] = (cnt, np.ascontiguousarray(L[0].reshape(cnt.size, -1)))
-        self.cells = {jk: self._cell_weights(prior, *jk, exact) for jk in self.units}
+        cells = getattr(self, "cells", {})
+        self.cells = {jk: cells.get(jk) or self._cell_weights(self.prior, *jk, self.exact) for jk in self.units}
+
+    def with_releases(self, groups: list, X: np.ndarray) -> TwoPairLikelihood:
+        """The likelihood of other releases under the same prior, draws and cells (a CV's held-out fold)."""
+        other = copy.copy(self)
+        other._set_units(release_units(groups, X)[0])
+        return other
 
     def _cell_weights(self, prior, j: int, k: int, exact: bool) -> tuple:
         """(scale (k_j, k_k), Wa, Wb): the cells' weights Wm = scale[:, :, None] Wa Wb (k_j, k_k, n),
@@ -427,10 +440,14 @@ def triple_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
     return units, n
 
 
-def triple_report_loglik(est, groups: list, X: np.ndarray, seed: int) -> float:
+def triple_report_loglik(est, groups: list, X: np.ndarray, seed: int, fitted=None) -> float:
     """The mean held-out log-likelihood of triple reports ``X`` (``groups``: their mechanisms and rows)
-    under a fitted spread model ``est`` and its prior: ``TwoPairLikelihood``'s, at the model's θ."""
-    lik = TwoPairLikelihood(groups, X, est.design_, est._prior_state, len(est.classes_), N_DRAWS, seed)
+    under a fitted spread model ``est`` and its prior: ``TwoPairLikelihood``'s, at the model's θ;
+    ``fitted``: the likelihood ``est`` was fitted on (its prior's draws and cells are reused), or None."""
+    if fitted is not None and fitted.prior is est._prior_state:
+        lik = fitted.with_releases(groups, X)
+    else:
+        lik = TwoPairLikelihood(groups, X, est.design_, est._prior_state, len(est.classes_), N_DRAWS, seed)
     return -lik.value_grad(est.coef_, est.intercept_)[0] / max(lik.n, 1)
 
 
