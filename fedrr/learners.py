@@ -101,7 +101,17 @@ def _learner(
 
 
 #: the learners that take triple releases (``_learner(triples=True)``)
-TRIPLE_LEARNERS = ("spread", "spread-plain", "spread-flat", "clean", "clean-nb", "ldp-sgd")
+TRIPLE_LEARNERS = (
+    "spread",
+    "spread-plain",
+    "spread-flat",
+    "ldp-nb",
+    "ldp-nb-normsub",
+    "majority",
+    "clean",
+    "clean-nb",
+    "ldp-sgd",
+)
 
 
 def _no_triples(name: str, then, mechanism: Any) -> None:
@@ -540,6 +550,7 @@ def _clean_nb(d: FitData, o: FitOptions):
     "majority",
     "the majority class of the label frequencies debiased from the releases",
     accepts=partial(_paired_one, "majority"),
+    triples=True,
 )
 def _majority(d: FitData, o: FitOptions):
     from .estimators import MajorityClassifier
@@ -581,7 +592,8 @@ for _name, _params, _doc in (
         "ldp-nb",
         {},
         "LDP naive Bayes from debiased (attribute, label) pair frequencies (Yilmaz et al. 2019): maximum-likelihood "
-        "tables on split releases, clipped debiased tables on paired ones (the published protocol)",
+        "tables on split releases, clipped debiased tables on paired ones (the published protocol); on triple "
+        "releases each pair table is the mean of the triples' debiased margins",
     ),
     (
         "ldp-nb-normsub",
@@ -605,7 +617,8 @@ for _name, _params, _doc in (
     ),
 ):
     _accepts = {"margins": _one_mechanism, "ldprecover": _paired_only}.get(_params.get("robust", "none"))
-    _learner("classification", _name, _doc, accepts=partial(_accepts, _name) if _accepts else None)(
+    _triples = _params.get("robust", "none") == "none"  # the defences read pair reports
+    _learner("classification", _name, _doc, accepts=partial(_accepts, _name) if _accepts else None, triples=_triples)(
         partial(_ldp_nb_variant, _name, _params)
     )
 del _name, _params, _doc, _accepts

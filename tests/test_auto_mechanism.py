@@ -36,10 +36,11 @@ def test_auto_is_the_plans_mechanism_on_adults_schema(adult_states, eps):
     assert record_mechanism_for("auto", len(ks), ks, 2, feature_epsilon=eps, n_records=1000) is mech  # planned once
 
 
-def test_auto_can_plan_a_split_release():
+def test_auto_is_the_planners_default_and_report_can_plan_a_split_release():
     mech = record_mechanism_for("auto", 6, 2, 2, feature_epsilon=16.0, n_records=1000)
-    assert isinstance(mech, RecordMechanism) and mech.label is not None
     assert mech.to_spec() == plan_release([2] * 6, 2, 16.0, 1000).mechanism.to_spec()
+    split = plan_release([2] * 6, 2, 16.0, 1000, dependence="report").mechanism
+    assert isinstance(split, RecordMechanism) and split.label is not None
 
 
 @pytest.mark.parametrize(
@@ -152,7 +153,7 @@ def test_a_planned_split_release_is_learned_end_to_end():
     X = rng.integers(0, 2, (n, 6))
     y = (X[:, 0] ^ (rng.random(n) < 0.1)).astype(np.int64)
     ds = Dataset(X, y, Schema(tuple(FeatureSpec(f"a{j}", "discrete", 2) for j in range(6)), classes=(0, 1)))
-    mech = record_mechanism_for("auto", 6, 2, 2, feature_epsilon=16.0, n_records=1000)
+    mech = plan_release([2] * 6, 2, 16.0, 1000, dependence="report").mechanism  # the variance ranking's pick
     assert not isinstance(mech, PairedRecordMechanism)
     pop = DatasetPopulation(ds, 1000, mech, seed=0)
     pool = Pool.from_releases([offline_release(pop, 1)])

@@ -163,6 +163,31 @@ def test_a_paired_pool_equals_the_offline_release_bit_for_bit(tmp_path):
         assert metrics["learners"][name]["accuracy"] == pytest.approx(offline.entry["accuracy"], abs=1e-12), name
 
 
+def test_a_triple_pool_equals_the_offline_release_bit_for_bit(tmp_path):
+    """The triple release (mechanism "triple": one (attribute, attribute, label) report per client, in its
+    two attributes' columns, y all NaN) crosses Flower, is validated, frequency-checked and pooled exactly
+    as released offline, and the learners that take triples fit the pool as they do offline."""
+    cfg = {**BASE, "dataset": "adult_binned", "mechanism": "triple", "feature-flip": "", "label-flip": ""}
+    cfg |= {"feature-epsilon": 2.0, "n-clients": 60, "learners": "ldp-nb,majority"}
+    cfg |= {"results-dir": str(tmp_path), "run-name": "triple"}
+    metrics = run_federation(cfg)
+    full = RunConfig.from_flwr(cfg)
+    pop = build_population(full)
+    pool = Pool.load(tmp_path / "triple" / "pool.npz")
+    off = offline_release(pop, full.seed)
+    order = np.argsort(off.client_id)
+    np.testing.assert_array_equal(pool.client_id, off.client_id[order])
+    assert pool.X.tobytes() == off.x[order].tobytes() and pool.y.tobytes() == off.y[order].tobytes()
+    assert np.all(np.isnan(pool.y)) and np.all((~np.isnan(pool.X)).sum(axis=1) == 2)
+    assert all(m == pop.mechanism(int(c)) for m, c in zip(pool.mechanisms, pool.client_id))
+    assert metrics["n_releases"] == 60 and metrics["dropped"] == {} and metrics["status"] == "done"
+    assert metrics["record_epsilon"]["max"] == pytest.approx(2.0) and metrics["frequency_check"]["flagged"] is False
+    data = FitData(off.x[order], off.y[order], pop.mechanism(0))
+    for name in ("ldp-nb", "majority"):
+        offline = fit_and_score(name, data, pop.test_set(), fit_options(full))
+        assert metrics["learners"][name]["accuracy"] == pytest.approx(offline.entry["accuracy"], abs=1e-12), name
+
+
 @pytest.mark.parametrize("name", ["naive", "majority", "ldp-nb"])
 def test_the_server_saves_every_learners_model(name, tmp_path):
     """The ServerApp saved ``coef_``/``intercept_`` only: a run with learner "majority" or "ldp-nb"

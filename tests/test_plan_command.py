@@ -13,7 +13,8 @@ from fedrr.experiment.cli import main
 
 # --- fedrr plan ---------------------------------------------------------------------------------
 def test_cli_plan_for_a_schema(capsys):
-    assert main(["plan", "--states", "5,5,5,5,5,5", "--classes", "2", "--epsilon", "1", "--n", "2000"]) == 0
+    argv = ["plan", "--states", "5,5,5,5,5,5", "--classes", "2", "--epsilon", "1", "--n", "2000"]
+    assert main([*argv, "--dependence", "report"]) == 0
     out = capsys.readouterr().out
     assert "WARNING: too few people" in out
     assert "collect ≥ 30,103 people at ε = 1" in out

@@ -339,7 +339,7 @@ def test_relative_error_matches_measured_releases(ks, n_classes, eps, n, reps, t
     else:
         conds = _conditionals(ks, seed=sum(ks), n_classes=n_classes)
     tables = _pair_tables(conds, prior)
-    plan = plan_release(ks, n_classes, eps, n, reference=None if truth == "uniform" else tables)
+    plan = plan_release(ks, n_classes, eps, n, reference=None if truth == "uniform" else tables, dependence="report")
     rng = np.random.default_rng(43)
     X, y = _draw(conds, n * reps, rng, prior)
     Xt, yt = plan.mechanism.release(X, y, rng=rng)
@@ -362,7 +362,7 @@ def test_relative_error_matches_measured_releases(ks, n_classes, eps, n, reps, t
 def test_too_few_people_warning():
     """The issue's example: [5]*6, C = 2, ε = 1. Uniform cells are 0.1; the chosen design's sd per
     pair-table cell is 0.0970 at n = 2,000 (97 % of a cell: warned) and 0.0307 at n = 20,000 (31 %)."""
-    small, large = plan_release([5] * 6, 2, 1.0, 2000), plan_release([5] * 6, 2, 1.0, 20000)
+    small, large = (plan_release([5] * 6, 2, 1.0, n, dependence="report") for n in (2000, 20000))
     assert small.relative_error_ == pytest.approx(0.970, abs=5e-4)
     assert large.relative_error_ == pytest.approx(0.307, abs=5e-4)
     # every variance is ∝ 1/n: ten times the people, √10 times less error
@@ -380,15 +380,15 @@ def test_too_few_people_warning():
     "ks, n_classes, eps, n, target", [([5] * 6, 2, 1.0, 2000, 0.25), (ADULT_STATES, 2, 2.0, 30162, 0.1)]
 )
 def test_people_and_epsilon_needed_reach_the_target(ks, n_classes, eps, n, target):
-    plan = plan_release(ks, n_classes, eps, n, target=target)
+    plan = plan_release(ks, n_classes, eps, n, target=target, dependence="report")
     need = plan.n_needed_
-    assert plan_release(ks, n_classes, eps, need, target=target).relative_error_ <= target
-    assert plan_release(ks, n_classes, eps, need - 1, target=target).relative_error_ > target
+    assert plan_release(ks, n_classes, eps, need, target=target, dependence="report").relative_error_ <= target
+    assert plan_release(ks, n_classes, eps, need - 1, target=target, dependence="report").relative_error_ > target
     e = plan.epsilon_needed_
     assert e is not None and e > eps
-    assert plan_release(ks, n_classes, e, n, target=target).relative_error_ <= target
+    assert plan_release(ks, n_classes, e, n, target=target, dependence="report").relative_error_ <= target
     # the search is within 2 %, then rounded up to two significant digits (at most +10 %)
-    assert plan_release(ks, n_classes, e / 1.13, n, target=target).relative_error_ > target
+    assert plan_release(ks, n_classes, e / 1.13, n, target=target, dependence="report").relative_error_ > target
     text = plan.describe()
     assert f"collect ≥ {need:,} people" in text and f"raise ε to {e:g}" in text
 

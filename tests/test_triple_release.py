@@ -174,17 +174,41 @@ def test_the_audit_certifies_an_honest_triple_and_fails_a_misclaimed_one():
 
 
 def test_code_that_reads_pair_reports_refuses_triples_by_name():
-    m = TripleRecordMechanism(KS, 2, 1.0)
-    Xt, yt = m.release(*records(200, 0), rng=np.random.default_rng(0))
-    with pytest.raises(ValidationError) as exc:
-        LDPNaiveBayes().fit(Xt, yt, mechanism=m)
-    assert exc.value.field == "mechanism" and "triples" in exc.value.message
+    from fedrr.estimators import joint_frequencies
     from fedrr.learners import check_accepts
 
+    m = TripleRecordMechanism(KS, 2, 1.0)
+    Xt, yt = m.release(*records(200, 0), rng=np.random.default_rng(0))
+    for kw, field in (({"robust": "margins"}, "robust"), ({"method": "mle"}, "method")):
+        with pytest.raises(ValidationError) as exc:
+            LDPNaiveBayes(**kw).fit(Xt, yt, mechanism=m)
+        assert exc.value.field == field
     with pytest.raises(ValidationError) as exc:
-        check_accepts(["spread", "ldp-nb"], m)
-    assert exc.value.field == "learners" and "'ldp-nb' cannot learn from triple releases" in exc.value.message
-    check_accepts(["spread", "spread-plain", "clean", "clean-nb"], m)
+        joint_frequencies(Xt, yt, m)
+    assert exc.value.field == "mechanism" and "triples" in exc.value.message
+    with pytest.raises(ValidationError) as exc:
+        check_accepts(["spread", "ldp-nb-robust"], m)
+    assert exc.value.field == "learners" and "'ldp-nb-robust' cannot learn from triple releases" in exc.value.message
+    check_accepts(["spread", "spread-plain", "ldp-nb", "majority", "clean", "clean-nb"], m)
+
+
+def test_naive_bayes_on_triples_reads_each_pair_table_off_the_triples_margins():
+    """LDPNaiveBayes on triple releases: each debiased pair table within 5 predicted standard deviations
+    (the planner's ``predicted_variance`` of the same estimator) of the population's own table."""
+    from fedrr.planning import predicted_variance
+
+    ks, n = (2, 3, 4), 200_000
+    rng = np.random.default_rng(5)
+    y = (rng.random(n) < 0.3).astype(np.int64)
+    X = np.stack([np.minimum(rng.integers(0, k, n) + y * rng.integers(0, 2, n), k - 1) for k in ks], axis=1)
+    m = TripleRecordMechanism(ks, 2, 2.0, oracle="rr")
+    Xt, yt = m.release(X, y, rng=rng)
+    nb = LDPNaiveBayes().fit(Xt, yt, mechanism=m)
+    truth = [np.histogram2d(X[:, j], y, bins=[np.arange(k + 1), [0, 1, 2]])[0] / n for j, k in enumerate(ks)]
+    sd = [np.sqrt(v) for v in predicted_variance(m, n, reference=truth).cell_variance]
+    for est, t, s in zip(nb.joint_unbiased_, truth, sd):
+        assert np.all(np.abs(est - t) < 5 * s), (est, t, s)
+    assert nb.score(X, y) > 0.6
 
 
 def test_the_frequency_check_tests_each_pairs_triple_reports_and_their_counts():
@@ -219,7 +243,7 @@ def test_a_triple_scenario_runs_its_cell_and_refuses_what_it_would_not_use(tmp_p
     assert rec["eps"]["record"] == pytest.approx(2.0) and rec["eps"]["label"] == 0.0
     assert "triple" in rec["params"]["text"] and not rec["frequency_check"]["flagged"]
     assert "accuracy" in rec["learners"]["spread-plain"] and "accuracy" in rec["learners"]["clean"]
-    assert "cannot learn from triple releases" in rec["learners"]["ldp-nb"]["error"]
+    assert "accuracy" in rec["learners"]["ldp-nb"]
     for extra, key in (({"n_sampled": 2}, "privacy.n_sampled"), ({"label_epsilon": 1.0}, "privacy.label_epsilon")):
         data = triple_scenario()
         data["privacy"] |= extra

@@ -36,7 +36,7 @@ from threadpoolctl import threadpool_limits
 from .._params import Interval, Options, validate_estimator
 from .._validation import as_array, as_state_array
 from ..errors import ValidationError
-from ..mechanisms import DiscreteMechanism, PairedRecordMechanism
+from ..mechanisms import DiscreteMechanism, PairedRecordMechanism, TripleRecordMechanism
 from ._frequencies import clip_table, project_to_simplex, simplex_mle
 from ._ldprecover import recover_tables
 from ._naive_bayes_mix import mechanism_groups, paired_mix_mle, paired_mix_tables, split_mix_tables
@@ -97,6 +97,30 @@ def check_paired_releases(X_tilde: Any, y_tilde: Any, mechanism: PairedRecordMec
         rows.append(r)
         values.append(X[r, j])
     return PairedReleases(rows, values, mechanism)
+
+
+def triple_pair_tables(mech: TripleRecordMechanism, X: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+    """Validated triple releases ``X`` -> (per attribute j the mean over its partners of the unbiased
+    margins Σ_t û_(s, t, c) of their triple reports (k_j, C), the people whose triple held j (F,)). An
+    attribute no triple held is refused, naming ``X_tilde``."""
+    sums = [np.zeros((k, mech.n_classes)) for k in mech.n_states]
+    parts, n_released = np.zeros(mech.n_features), np.zeros(mech.n_features, np.int64)
+    released = ~np.isnan(X)
+    for (j, k), o in zip(mech.pairs, mech.oracles):
+        rows = np.flatnonzero(released[:, j] & released[:, k])
+        if rows.size == 0:
+            continue
+        reports, counts = np.unique(X[rows, j], return_counts=True)
+        U = o.unbiased_onehot(reports).reshape(reports.size, mech.n_states[j], mech.n_states[k], mech.n_classes)
+        U = np.tensordot(counts / rows.size, U, axes=1)  # (k_j, k_k, C): the triple table's unbiased estimate
+        for a, margin in ((j, U.sum(axis=1)), (k, U.sum(axis=0))):
+            sums[a] += margin
+            parts[a] += 1
+            n_released[a] += rows.size
+    missing = np.flatnonzero(parts == 0)
+    if missing.size:
+        raise ValidationError("X_tilde", f"no client's triple holds attribute {int(missing[0])}")
+    return [s / p for s, p in zip(sums, parts)], n_released
 
 
 def _pooled_margin(tables: list[np.ndarray], n_released: np.ndarray) -> np.ndarray:
@@ -368,6 +392,8 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
             if len(groups) > 1:
                 return self._fit_mix(X, y, groups)
             mechanism = groups[0][0]
+        if isinstance(mechanism, TripleRecordMechanism):
+            return self._fit_triple(X, y, mechanism)
         if check_record(mechanism).label_in_pairs:
             return self._fit_paired(X, y, mechanism)
         if self.robust == "ldprecover":
@@ -442,6 +468,35 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         if hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
         self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, freq, n_iter
+        self.classes_ = np.arange(mechanism.n_classes)
+        self.n_states_ = np.array(mechanism.n_states)
+        self.n_features_in_ = mechanism.n_features
+        self._set_model(joint, prior, n_released)
+        return self
+
+    def _fit_triple(self, X_tilde, y_tilde, mechanism: TripleRecordMechanism):
+        """Yilmaz et al.'s estimator on triple releases (``TripleRecordMechanism``): attribute j's pair table
+        is the mean over its partners k of the triple tables' margins Σ_t û_(s, t, c), each unbiased for
+        P(x_j = s, y = c) (the pair a person draws is independent of the data); the class prior their pooled
+        class margin; cleaned by ``method`` ("auto": "clip"; "mle" is built for pair reports)."""
+        if self.robust != "none":
+            raise ValidationError("robust", f"{self.robust!r} is built for pair reports, not for triple releases")
+        method = "clip" if self.method == "auto" else self.method
+        if method == "mle":
+            raise ValidationError(
+                "method", "'mle' is built for pair reports: triple releases take 'clip' or 'projection'"
+            )
+        X, _ = mechanism.validate_release(X_tilde, y_tilde)
+        tables, n_released = triple_pair_tables(mechanism, X)
+        self._robust_test(None, len(tables))
+        prior = clip_table(_pooled_margin(tables, n_released))
+        if method == "clip":
+            joint = [clip_table(t) for t in tables]
+        else:
+            joint = [project_to_simplex(t.ravel()).reshape(t.shape) for t in tables]
+        if hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        self.joint_unbiased_, self.class_prior_unbiased_, self.n_iter_ = tables, _pooled_margin(tables, n_released), 1
         self.classes_ = np.arange(mechanism.n_classes)
         self.n_states_ = np.array(mechanism.n_states)
         self.n_features_in_ = mechanism.n_features

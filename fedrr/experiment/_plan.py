@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..errors import ValidationError
 from ..mechanisms import DiscreteMechanism, is_record_mechanism
-from ..planning import EPSILON_SEARCH, ReleasePlan, plan_release, predicted_variance
+from ..planning import DEFAULT_DEPENDENCE, EPSILON_SEARCH, ReleasePlan, plan_release, predicted_variance
 from ..population import ClientPopulation
 
 #: plan_release's argument names -> the command's options (errors name what the user typed)
@@ -49,7 +49,12 @@ def mechanisms_by_epsilon(pop: ClientPopulation, first: int = 1000) -> dict[floa
 
 
 def plan(
-    n_states: Sequence[int], n_classes: int, epsilon: float, n_records: int, target: float, dependence: str = "report"
+    n_states: Sequence[int],
+    n_classes: int,
+    epsilon: float,
+    n_records: int,
+    target: float,
+    dependence: str = DEFAULT_DEPENDENCE,
 ) -> ReleasePlan:
     """``plan_release`` whose errors name the command's options."""
     try:
@@ -70,7 +75,7 @@ def parse_states(text: str) -> list[int]:
 
 
 def scenario_plans(
-    path: str, epsilon: float | None, n: int | None, target: float, dependence: str = "report"
+    path: str, epsilon: float | None, n: int | None, target: float, dependence: str = DEFAULT_DEPENDENCE
 ) -> tuple[str, list[tuple[ReleasePlan, str | None]]]:
     """The plans of a scenario: its population's schema, at every ε of its grid (or ``epsilon``) and
     each of its n_clients (or ``n``). Returns a header line and, per plan, a line comparing the

@@ -380,11 +380,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=5, metavar="K", help="candidates listed per plan (default 5)")
     p.add_argument(
         "--dependence",
-        default="report",
+        default="prefer",
         metavar="{report,prefer}",
-        help="report (default): rank by the pair tables' variance and say whether the choice identifies how the "
-        "attributes co-occur; prefer: rank first the designs that identify it (two or more attributes per "
-        "person, co-occurrence error within the planner's line), so that the choice depends on N",
+        help="prefer (default): rank first the designs that identify how the attributes co-occur (co-occurrence "
+        "error within the planner's line), the triple first among them, so that the choice depends on N; "
+        "report: rank by the pair tables' variance and say whether the choice identifies it",
     )
     p = command(
         "reproduce",

@@ -1,4 +1,4 @@
-"""The release planner: which record design (split or paired, how many attributes, which oracle) a
+"""The release planner: which record design (split, paired or triple, how many attributes, which oracle) a
 person should release, scored by the variance the learner is predicted to suffer at the given n. A
 policy over the mechanisms, not a mechanism: it builds ``fedrr.mechanisms`` objects and never the
 other way round.
@@ -7,6 +7,7 @@ The module is private (``_planner.py``); the names below are the package's publi
 
 from ._co_occurrence import DEPENDENCE_TARGET
 from ._planner import (
+    DEFAULT_DEPENDENCE,
     DEFAULT_TARGET,
     EPSILON_SEARCH,
     LABEL_SHARES,
@@ -25,4 +26,5 @@ __all__ = [
     "TOO_FEW_PEOPLE",
     "EPSILON_SEARCH",
     "DEPENDENCE_TARGET",
+    "DEFAULT_DEPENDENCE",
 ]

@@ -24,12 +24,15 @@ Candidates (``plan_release``), for m = 1 … min(F, max_sampled) sampled attribu
 Dependence. The pair tables say nothing about how the attributes co-occur; the three-way tables
 P(x_j, x_k, y) do, and only people who release two attributes inform them. Every plan reports the
 predicted RMS relative error of those tables (``_co_occurrence``; it falls as 1/√n) and from how many
-people a design identifies them. With ``dependence="prefer"`` the designs whose error is at most
-``DEPENDENCE_TARGET`` rank before every other, by the same total variance among them, so the ranking
-depends on n; with ``"report"`` (the default) the total variance alone ranks. The error says how well a
-design would estimate the dependence, not whether the data has any: calibrated on Adult (where two pairs
-pay from 10⁵ people at ε 4), it would switch the tutorial's survey (independent attributes, 2,000 people)
-to two pairs at ε 2, which lose 9.6 points there (docs/concepts/release-planner.md).
+people a design identifies them. With ``dependence="prefer"`` (the default) the designs whose error is
+at most ``DEPENDENCE_TARGET`` rank before every other, the one that estimates it best first (the triple,
+``TripleRecordMechanism``, where it can be built), so the ranking depends on n; with ``"report"`` the
+total variance alone ranks the designs of (attribute, label) pairs, the triple after them. The error
+says how well a design would estimate the dependence, not whether the data has any. Measured on a
+validation split of Adult's training rows (docs/concepts/release-planner.md), the triple beat one pair
+by 2.1 to 2.9 points wherever its error is within the line and lost where it is over it; on the
+tutorial survey's generator (independent attributes) it costs up to 1.4 points at 3·10⁴ people and
+ε 1 and ties from 3·10⁵.
 
 Variance formulas (exact per report; the tests check each against Monte Carlo). Every oracle fedrr
 builds (k-RR, OUE, OLH) reports, for each value u of its domain, an indicator b_u ("the report
@@ -107,6 +110,8 @@ from ._moments import (
     split_cell_variance,
 )
 
+#: ``plan_release``'s ranking by default (``_rank``): the designs that identify the dependence first
+DEFAULT_DEPENDENCE = "prefer"
 #: the label's share λ of ε in the split designs the planner compares
 LABEL_SHARES = (0.25, 0.5, 0.75)
 #: most attributes per person the planner tries by default (m = 1 … min(F, this))
@@ -225,7 +230,7 @@ class ReleasePlan:
     reference_tables: tuple[np.ndarray, ...] = field(default=(), repr=False)
     label_shares: tuple[float, ...] = field(default=LABEL_SHARES, repr=False)
     max_sampled: int | None = field(default=None, repr=False)
-    dependence: str = field(default="report", repr=False)
+    dependence: str = field(default=DEFAULT_DEPENDENCE, repr=False)
 
     @property
     def best(self) -> Candidate:
@@ -687,7 +692,7 @@ def plan_release(  # noqa: PLR0913  keyword-only options, each a separate choice
     label_shares: Sequence[float] = LABEL_SHARES,
     max_sampled: int | None = None,
     target: float = DEFAULT_TARGET,
-    dependence: str = "report",
+    dependence: str = DEFAULT_DEPENDENCE,
 ) -> ReleasePlan:
     """Plan one person's release for learning from ``n_records`` records with ε per person: score the
     paired and split designs for m = 1 … min(F, ``max_sampled`` or 16) sampled attributes (split: label
@@ -698,17 +703,18 @@ def plan_release(  # noqa: PLR0913  keyword-only options, each a separate choice
     ``reference``: None (uniform pair tables) or one (k_j, C) probability table per attribute, the
     distribution the variances are evaluated at (a public prior; never the private records).
 
-    ``dependence``: "report" (the default) ranks by the total variance alone, whatever n, and the plan
-    reports whether the chosen design identifies how the attributes co-occur (``describe()``,
-    ``co_occurrence_error_``, ``n_needed_for_dependence_``); "prefer" ranks first the designs that do
-    (two or more attributes per person, the three-way tables' predicted ``co_occurrence_error`` ≤
-    ``DEPENDENCE_TARGET``; ``_co_occurrence``), by the same total variance among them. A design of one
-    attribute per person identifies the pair tables alone, and a learner's model of the dependence is
-    then its prior's at any n (on Adult 3 points below clean logistic regression). The error falls as
-    1/√n, so with "prefer" the ranking depends on n: at Adult's k two pairs per person identify it from
-    about 64,000 people at ε 4 and 1,300 at ε 8 (calibrated there; not the default: on a data set whose
-    attributes are independent it switches where two pairs lose, module doc). plan_release is deterministic
-    (the same plan on every machine).
+    ``dependence``: "prefer" (the default) ranks first the designs that identify how the attributes
+    co-occur (two attributes or more per person, the three-way tables' predicted ``co_occurrence_error``
+    ≤ ``DEPENDENCE_TARGET``; ``_co_occurrence``), the one that estimates it best first: the triple
+    (``TripleRecordMechanism``), which spread fits with a tree prior learned from its tables. A design
+    of one attribute per person identifies the pair tables alone, and a learner's model of the
+    dependence is then its prior's at any n (on Adult 3 points below clean logistic regression). The
+    error falls as 1/√n, so the ranking depends on n: on Adult's schema the triple is chosen from 10⁶
+    people at ε 1, 3·10⁵ at ε 2 and 3·10⁴ at ε 4 (module doc: what it gained and cost where measured).
+    "report" ranks by the pair tables' total variance alone, whatever n (the triple after the designs
+    of pairs), and the plan reports whether the chosen design identifies the dependence (``describe()``,
+    ``co_occurrence_error_``, ``n_needed_for_dependence_``). plan_release is deterministic (the same plan
+    on every machine).
 
     ``target``: the RMS relative error sd/π per pair-table cell the plan's ``n_needed_`` and
     ``epsilon_needed_`` aim at (default ``DEFAULT_TARGET`` = 0.25; reporting only, not the ranking)."""
