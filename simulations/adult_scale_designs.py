@@ -13,7 +13,11 @@ Designs: ``plan`` (``plan_release(ks, 2, ε, N).mechanism``: the planner's pick)
 (``PairedRecordMechanism(ks, 2, ε, n_sampled=K)``: K sampled (attribute, label) pairs per person,
 ε/K each, oracle "auto"), ``topK`` (``plan.mechanism_for(K - 1)``: the planner's K-th design by its
 default ranking, written to the CSV as ``mK`` when it is K pairs, whose mechanism it equals, or as
-``split0.25m1`` for a split release).
+``split0.25m1`` for a split release), ``triple`` (``TripleRecordMechanism(ks, 2, ε)``: one (attribute,
+attribute, label) triple per person at ε; ``plan`` is the triple where the planner's default chooses it).
+``--split survey-validation``: the people come from the tutorial survey's generator
+(configs/data/make_survey.py, independent attributes, cut at configs/my_table.toml's public edges),
+scored on 20,000 more of its rows: a data set with no dependence to find.
 
 Fits: ``PRIOR:C[:it=I][:burn=B][:init=S][:solver=V]`` = ``SpreadLogisticRegression(C, prior, encoding="onehot",
 max_iter=I (200), burn_in=B (auto), init=S (auto), solver=V (auto))`` with PRIOR ``nb`` (naive-bayes), ``lcM``
@@ -502,11 +506,36 @@ def open_runs(out: Path, argv) -> tuple:
     return f, w
 
 
+#: the tutorial survey's public cut points (configs/my_table.toml) and category orders
+SURVEY_EDGES = {"age": [30, 45, 60], "hours": [30, 40, 50]}
+SURVEY_CATEGORIES = {"region": ["north", "south", "east", "west"], "education": ["school", "college", "degree"]}
+
+
+def survey_people(n: int, rng: np.random.Generator) -> tuple:
+    """n people from the tutorial survey's generator (configs/data/make_survey.py: independent
+    attributes, a logistic label), cut at its public edges: (X (n, 5) states, y)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "data" / "make_survey.py"
+    spec = importlib.util.spec_from_file_location("make_survey", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    df = mod.make(n, rng)
+    cols = [np.digitize(df[c], SURVEY_EDGES[c]) for c in ("age", "hours")]
+    cols += [df[c].map({v: i for i, v in enumerate(SURVEY_CATEGORIES[c])}).to_numpy() for c in SURVEY_CATEGORIES]
+    cols.append((df["smoker"] == "yes").to_numpy())
+    return np.stack(cols, axis=1).astype(np.int64), (df["buys"] == "yes").to_numpy().astype(np.int64)
+
+
 def study_rows(split: str) -> tuple:
     """(states per attribute, (X, y) people are drawn from, (X, y) scored on): all training rows and
-    adult.test, or ``validation_split``'s 80 % and 20 % (never adult.test: where choices are made)."""
+    adult.test, or ``validation_split``'s 80 % and 20 % (never adult.test: where choices are made);
+    "survey-validation": None (each cell draws its people from the survey's generator, ``survey_people``)
+    and 20,000 rows of it drawn apart (seed 999)."""
     if split == "validation":
         return validation_split()
+    if split == "survey-validation":
+        return [4, 4, 4, 3, 2], None, survey_people(20_000, np.random.default_rng(999))
     ds = load("adult_binned")
     test = ds.extra["is_test"]
     return ds.schema.states(), (ds.X[~test], ds.y[~test]), (ds.X[test], ds.y[test])
@@ -522,9 +551,10 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=Path("results/adult_scale_designs/runs.csv"))
     ap.add_argument(
         "--split",
-        choices=["test", "validation"],
+        choices=["test", "validation", "survey-validation"],
         default="test",
-        help="draw people from all training rows and score on adult.test, or from 80 %% and score on the other 20 %%",
+        help="draw people from all training rows and score on adult.test, or from 80 %% and score on the other "
+        "20 %%; survey-validation: from the tutorial survey's generator, scored on 20,000 more of its rows",
     )
     ap.add_argument("--summarise", action="store_true", help="print the table of --out and stop")
     ap.add_argument(
@@ -551,21 +581,26 @@ def main(argv=None):
         print(validate(a.out, split=a.split))
         return
     f, w = open_runs(a.out, argv)
-    ks, (Xtr, ytr), (Xte, yte) = study_rows(a.split)
+    ks, train, (Xte, yte) = study_rows(a.split)
+    Xtr, ytr = train if train is not None else (None, None)
     for n in a.n:
         for eps in a.eps:
             for design in a.designs:
                 for seed in a.seeds:
                     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(n,)))
-                    idx = rng.integers(0, len(ytr), n)
+                    if Xtr is None:  # the survey's generator: n new people
+                        Xp, yp = survey_people(n, rng)
+                    else:
+                        idx = rng.integers(0, len(ytr), n)
+                        Xp, yp = Xtr[idx], ytr[idx]
                     mech, name = mechanism(design, ks, eps, n)
                     rel = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(n, int(eps * 1000), 1)))
-                    Xt, yt = mech.release(Xtr[idx], ytr[idx], rng=rel)
+                    Xt, yt = mech.release(Xp, yp, rng=rel)
                     for spec in a.fits:
                         est, sec, extra = fit_one(spec, Xt, yt, mech, seed, Xtr)
                         row = {"n": n, "eps": eps, "design": name, "seed": seed, "fit": spec}
                         row |= metrics(est, Xte, yte) | {"seconds": sec, "mechanism": describe(mech)} | extra
-                        row["scored_on"] = "validation" if a.split == "validation" else "test"
+                        row["scored_on"] = a.split
                         row = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}
                         w.writerow(row)
                         f.flush()

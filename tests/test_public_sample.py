@@ -139,6 +139,7 @@ def test_a_sweep_cell_with_a_public_table(tmp_path):
     text = SCENARIO.format(n_clients=150, resample="").replace(
         "n_test_per_class", 'public_table = "p.csv"\nn_test_per_class'
     )
+    text = text.replace('mechanism = "auto"', 'mechanism = "paired"')  # spread-public takes pairs, not triples
     (sub / "s.toml").write_text(text.replace('["ldp-nb", "majority"]', '["spread-public", "ldp-nb"]'))
     spec = load_scenario(sub / "s.toml")
     assert (

@@ -151,7 +151,7 @@ def test_one_spec_registry_rebuilds_every_design_and_refuses_field_mechanisms():
     assert _split() != _paired() and len({_split(), _split()}) == 1
     with pytest.raises(ValidationError, match="spec.kind"):
         record_mechanism_from_spec(RandomizedResponse(2, epsilon=1.0).to_spec())
-    with pytest.raises(ValidationError, match=r"one of \['paired_record', 'record'\]"):
+    with pytest.raises(ValidationError, match=r"one of \['paired_record', 'record', 'triple_record'\]"):
         record_mechanism_from_spec({"kind": "nope"})
 
 

@@ -136,4 +136,5 @@ if TYPE_CHECKING:  # for static tools (type checkers, the API docs): the same na
         record_mechanism_from_spec,
     )
     from ._snapping import SnappingLaplaceMechanism, harden
+    from ._triple import MAX_TRIPLE_FEATURES, TripleRecordMechanism
     from ._unary import UnaryEncoding
