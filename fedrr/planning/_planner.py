@@ -30,9 +30,9 @@ at most ``DEPENDENCE_TARGET`` rank before every other, the one that estimates it
 total variance alone ranks the designs of (attribute, label) pairs, the triple after them. The error
 says how well a design would estimate the dependence, not whether the data has any. Measured on a
 validation split of Adult's training rows (docs/concepts/release-planner.md), the triple beat one pair
-by 2.1 to 2.9 points wherever its error is within the line and lost where it is over it; on the
-tutorial survey's generator (independent attributes) it costs up to 1.4 points at 3·10⁴ people and
-ε 1 and ties from 3·10⁵.
+by 0.7 to 3.2 points wherever its error is within the line and lost where it is over it; on the
+tutorial survey's generator (independent attributes) it costs 3.6 ± 1.8 points at 2,000 people and
+ε 2, 0.1 to 0.4 at 3·10⁴, and nothing from 3·10⁵.
 
 Variance formulas (exact per report; the tests check each against Monte Carlo). Every oracle fedrr
 builds (k-RR, OUE, OLH) reports, for each value u of its domain, an indicator b_u ("the report
