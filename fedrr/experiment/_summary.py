@@ -322,9 +322,10 @@ def _triple_text(cfg: ScenarioSpec) -> str:
 def _auto_text(cfg: ScenarioSpec) -> str:
     """The ε axis of a planned release (mechanism "auto"): the whole ε_record to the plan's design."""
     return (
-        "**ε axis.** Each client releases with the release planner's least-variance design for the cell's ε_record "
-        "and n_clients (`fedrr.mechanisms.plan_release`: paired, or split with the label at a share of ε); "
-        "ε per record is that mechanism's own accounting. Each cell's `population.release_plans` names the design."
+        "**ε axis.** Each client releases with the release planner's design for the cell's ε_record and n_clients "
+        "(`fedrr.planning.plan_release`: the triple where the attributes' dependence is identified, else the "
+        "least-variance paired or split design); ε per record is that mechanism's own accounting. Each cell's "
+        "`population.release_plans` names the design."
     )
 
 
