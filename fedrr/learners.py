@@ -103,6 +103,8 @@ def _learner(
 #: the learners that take triple releases (``_learner(triples=True)``)
 TRIPLE_LEARNERS = (
     "spread",
+    "naive",
+    "naive-cv",
     "spread-plain",
     "spread-flat",
     "ldp-nb",
@@ -259,9 +261,11 @@ def record_domain(mechanism: Any) -> Any:
 def decode_paired(X: Any, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
     """Paired releases read as clean records (the ``naive`` learner): each pair report's point guess
     v̂ = argmax_v P(report | v) (``decode``; the report itself for randomised response, ties to the
-    lowest value for OUE and OLH) gives x̂_j = v̂ // C and ŷ = v̂ mod C. Returns (X̂ (n, F) with NaN
+    lowest value for OUE and OLH) gives x̂_j = v̂ // C and ŷ = v̂ mod C; a triple report's gives both
+    of its attributes and the label. Returns (X̂ (n, F) with NaN
     where no pair was released, ŷ (n,) int: the label guess of the row's lowest released attribute)."""
     from .estimators.spread import group_records
+    from .mechanisms import TripleRecordMechanism
 
     X = np.asarray(X, dtype=float)
     out, y = np.full(X.shape, np.nan), np.full(X.shape[0], -1, dtype=np.int64)
@@ -270,6 +274,15 @@ def decode_paired(X: Any, mechanism: Any) -> tuple[np.ndarray, np.ndarray]:
             raise ValidationError("mechanism", "decode_paired takes paired mechanisms only (no mix with split ones)")
         Xg, _ = pm.validate_release(X[rows])
         released = ~np.isnan(Xg)
+        if isinstance(pm, TripleRecordMechanism):  # v̂ = (x̂_j·k_k + x̂_k)·C + ŷ, in both columns
+            for (j, k), o in zip(pm.pairs, pm.oracles):
+                r = np.flatnonzero(released[:, j] & released[:, k])
+                if r.size:
+                    v = o.decode(Xg[r, j])
+                    out[rows[r], j] = v // (pm.n_states[k] * pm.n_classes)
+                    out[rows[r], k] = (v // pm.n_classes) % pm.n_states[k]
+                    y[rows[r]] = v % pm.n_classes
+            continue
         for j in range(pm.n_features - 1, -1, -1):  # last write wins: the lowest released attribute's label
             r = np.flatnonzero(released[:, j])
             if r.size:
@@ -400,6 +413,7 @@ def _spread_true(d: FitData, o: FitOptions):
     "naive",
     "logistic regression on the releases as if they were clean (Barber eq 34)",
     accepts=partial(_paired_one, "naive"),
+    triples=True,
 )
 def _naive(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression
@@ -422,6 +436,7 @@ def _naive_data(d: FitData) -> tuple:
     "naive-cv",
     "naive logistic regression with C tuned by 5-fold CV on the releases",
     accepts=partial(_paired_one, "naive"),
+    triples=True,
 )
 def _naive_cv(d: FitData, o: FitOptions):
     from .estimators import NaiveLogisticRegression

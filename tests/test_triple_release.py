@@ -335,3 +335,19 @@ def test_every_pair_shows_up_in_the_triples_units():
     assert n == 3000 and sorted(units) == list(itertools.combinations(range(3), 2))
     for (j, k), (cnt, L) in units.items():
         assert L.shape == (cnt.size, KS[j], KS[k], 2)
+
+
+def test_the_naive_learner_reads_a_triple_report_as_its_two_attributes_and_label():
+    """``decode_paired`` on randomised-response triples: the point guess is the report itself, so the
+    decoded (x_j, x_k, y) re-encode to exactly the report, in both of its columns."""
+    from fedrr.learners import decode_paired
+
+    m = TripleRecordMechanism(KS, 2, 1.0, oracle="rr")
+    X, y = records(500, 3)
+    Xt, _ = m.release(X, y, rng=np.random.default_rng(3))
+    Xd, yd = decode_paired(Xt, m)
+    released = ~np.isnan(Xt)
+    assert np.array_equal(~np.isnan(Xd), released)
+    for r in range(500):
+        j, k = np.flatnonzero(released[r])
+        assert (Xd[r, j] * KS[k] + Xd[r, k]) * 2 + yd[r] == Xt[r, j]
