@@ -143,8 +143,8 @@ def test_paired_variance_matches_monte_carlo(ks, eps, m, oracle):
 
 @pytest.mark.parametrize("ks, eps, oracle", [((2, 3, 4), 1.0, "rr"), ((2, 3, 4), 2.0, "oue"), ((2, 3, 3), 1.0, "olh")])
 def test_triple_variance_matches_monte_carlo(ks, eps, oracle):
-    """The triple's pair tables (each the mean of its triple tables' margins) and class prior: RR and OUE
-    exact; OLH with its hashes taken as independent buckets (``olh_pairwise``), within the same bounds."""
+    """The triple's pair tables (each the mean of its triple tables' margins) and class prior, within the
+    same bounds: RR and OUE in closed form, OLH averaged over its hash family's seeds (all of them here)."""
     conds = _conditionals(ks, seed=len(ks) + 5)
     mech = TripleRecordMechanism(ks, C, eps, oracle=oracle)
     _check(mech, conds, n=300, n_pools=3000, seed=13)

@@ -351,3 +351,43 @@ def test_the_naive_learner_reads_a_triple_report_as_its_two_attributes_and_label
     for r in range(500):
         j, k = np.flatnonzero(released[r])
         assert (Xd[r, j] * KS[k] + Xd[r, k]) * 2 + yd[r] == Xt[r, j]
+
+
+def test_a_budget_mix_of_triples_is_fitted_by_spread_and_refused_by_naive_bayes_by_name():
+    ks = (3, 3, 2, 3)
+    X, y, _ = chain_records(6000, 4, ks)
+    mechs = [TripleRecordMechanism(ks, 2, 1.0), TripleRecordMechanism(ks, 2, 4.0)]
+    per = [mechs[i % 2] for i in range(6000)]
+    rng = np.random.default_rng(4)
+    Xt = np.vstack([m.release(X[i : i + 1], y[i : i + 1], rng=rng)[0] for i, m in enumerate(per)])
+    est = SpreadLogisticRegression(encoding="onehot", random_state=0).fit(Xt, None, mechanism=per)
+    assert est.solver_ == "direct" and est.score(X, y) > np.mean(y == np.bincount(y).argmax())
+    with pytest.raises(ValidationError) as exc:
+        LDPNaiveBayes().fit(Xt, None, mechanism=per)
+    assert exc.value.field == "mechanism" and "triple" in exc.value.message
+
+
+@pytest.mark.parametrize(
+    "call, field",
+    [
+        (lambda: TripleRecordMechanism(KS, 2, 1e-300), "epsilon"),
+        (lambda: SpreadLogisticRegression().fit(*_strings_for_y()), "y"),
+    ],
+)
+def test_bad_input_on_triples_names_its_field(call, field):
+    with pytest.raises(ValidationError) as exc:
+        call()
+    assert exc.value.field == field
+
+
+def _strings_for_y():
+    m = TripleRecordMechanism(KS, 2, 1.0)
+    Xt, _ = m.release(*records(50, 0), rng=np.random.default_rng(0))
+    return Xt, np.array(["a"] * 50), m
+
+
+def test_the_planner_keeps_max_sampled_one_to_one_attribute_per_person():
+    from fedrr.planning import plan_release
+
+    plan = plan_release([8, 6, 3, 2, 5, 7, 7, 14, 6, 5, 2, 41], 2, 4.0, 100_000, max_sampled=1)
+    assert all(c.n_sampled == 1 for c in plan.candidates) and not isinstance(plan.mechanism, TripleRecordMechanism)

@@ -390,6 +390,11 @@ class LDPNaiveBayes(ClassifierMixin, BaseEstimator):
         if isinstance(mechanism, (list, tuple, np.ndarray)):  # one per record
             groups = mechanism_groups(mechanism, np.shape(X)[0])
             if len(groups) > 1:
+                if any(isinstance(m, TripleRecordMechanism) for m, _ in groups):
+                    msg = (
+                        "a mix of triple releases' mechanisms is not pooled by LDPNaiveBayes: one mechanism, or spread"
+                    )
+                    raise ValidationError("mechanism", msg)
                 return self._fit_mix(X, y, groups)
             mechanism = groups[0][0]
         if isinstance(mechanism, TripleRecordMechanism):

@@ -103,9 +103,11 @@ def crosscheck(secs: dict[str, Any], notes: list[str] | None = None) -> tuple[di
     _check(secs, rules.JOINT_N_SAMPLED)
     _need(
         "population.fake_fraction",
-        pop.fake_fraction == 0 or not is_dataset or priv.mechanism in DISCRETE_FAMILIES,
+        pop.fake_fraction == 0
+        or not is_dataset
+        or (priv.mechanism in DISCRETE_FAMILIES and priv.mechanism != "triple"),
         "fake clients craft releases of discrete fields: privacy.mechanism 'rr' or 'oracle', or 'paired' (pair "
-        f"reports) or 'auto', got {priv.mechanism!r}",
+        f"reports) or 'auto' (they forge no triple), got {priv.mechanism!r}",
     )
     if priv.mechanism in WHOLE_RECORD_FAMILIES:
         _whole_record(secs, is_dataset)

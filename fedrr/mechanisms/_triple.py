@@ -122,10 +122,11 @@ class TripleRecordMechanism(RecordRelease):
                         else _BUILD[kind](K, self.epsilon_requested)
                     )
                 except ValidationError as exc:
+                    field = "epsilon" if kind is None else "oracle"  # "auto" fails only on ε itself
                     raise ValidationError(
-                        "oracle",
-                        f"{kind!r} cannot release attributes {j} and {k}'s triples ({K} values at ε "
-                        f"{self.epsilon_requested:g}): {exc}",
+                        field,
+                        f"{kind or 'no oracle'!r} can release attributes {j} and {k}'s triples ({K} values) at ε "
+                        f"{self.epsilon_requested:g}: {exc}",
                     ) from None
                 built[K, kind] = o
             oracles.append(built[K, kind])

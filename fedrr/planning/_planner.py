@@ -709,8 +709,9 @@ def plan_release(  # noqa: PLR0913  keyword-only options, each a separate choice
     (``TripleRecordMechanism``), which spread fits with a tree prior learned from its tables. A design
     of one attribute per person identifies the pair tables alone, and a learner's model of the
     dependence is then its prior's at any n (on Adult 3 points below clean logistic regression). The
-    error falls as 1/√n, so the ranking depends on n: on Adult's schema the triple is chosen from 10⁶
-    people at ε 1, 3·10⁵ at ε 2 and 3·10⁴ at ε 4 (module doc: what it gained and cost where measured).
+    error falls as 1/√n, so the ranking depends on n: on Adult's schema the triple is chosen from about
+    7.6·10⁵ people at ε 0.5, 1.8·10⁵ at ε 1, 3.5·10⁴ at ε 2 and 3,700 at ε 4 (``n_needed_for_dependence_``;
+    module doc: what it gained and cost where measured).
     "report" ranks by the pair tables' total variance alone, whatever n (the triple after the designs
     of pairs), and the plan reports whether the chosen design identifies the dependence (``describe()``,
     ``co_occurrence_error_``, ``n_needed_for_dependence_``). plan_release is deterministic (the same plan
@@ -754,7 +755,12 @@ def plan_release(  # noqa: PLR0913  keyword-only options, each a separate choice
                 cands.append(_score_split(attr, label, lam, ks, m, n, tables, rho))
             except ValidationError as exc:
                 skipped.append(f"split λ={lam:g} m={m}: {exc}")
-    if 2 <= F <= MAX_TRIPLE_FEATURES and all(ks[j] * ks[k] * C <= MAX_STATES for j in range(F) for k in range(j)):
+    two = cap is None or cap >= 2  # the triple releases two attributes per person
+    if (
+        two
+        and 2 <= F <= MAX_TRIPLE_FEATURES
+        and all(ks[j] * ks[k] * C <= MAX_STATES for j in range(F) for k in range(j))
+    ):
         try:
             cands.append(_score_triple(ks, C, eps, n, tables, rho))
         except ValidationError as exc:

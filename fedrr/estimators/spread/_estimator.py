@@ -413,11 +413,13 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         first = groups[0][0]
         if any(rm.n_states != first.n_states or rm.n_classes != first.n_classes for rm, _ in groups):
             raise ValidationError("mechanism", "triple mechanisms in one pool must share n_states and n_classes")
-        if y is not None and np.shape(y) != (n,):
-            raise ValidationError("y", f"must be None or all NaN of shape ({n},) (triple releases), got {np.shape(y)}")
+        if y is not None:
+            y = as_array("y", y, f"must be None or all NaN of shape ({n},) (triple releases)")
+            if y.shape != (n,) or y.dtype.kind != "f":
+                raise ValidationError("y", f"must be None or all NaN of shape ({n},) (triple releases)")
         Xv = np.empty(Xa.shape, dtype=float)
         for rm, rows in groups:
-            Xv[rows] = rm.validate_release(Xa[rows], None if y is None else np.asarray(y, float)[rows])[0]
+            Xv[rows] = rm.validate_release(Xa[rows], None if y is None else y[rows])[0]
         self.classes_ = np.arange(first.n_classes)
         return Xv, np.zeros(n, np.int64), groups, ColumnLayout.from_states(first.n_states)
 

@@ -125,6 +125,8 @@ def auto_prior(mechanism: Any) -> str:
     "learned" (factorised; also for per-record mechanisms that differ, and for clean data)."""
     if isinstance(mechanism, (list, tuple, np.ndarray)):  # one mechanism for every record: as that one
         distinct = list({id(m): m for m in mechanism}.values())
+        if distinct and all(is_triple(m) for m in distinct):  # a budget mix of triples: their tables alike
+            return "tree"
         same = len(distinct) > 0 and all(hasattr(m, "to_spec") for m in distinct)
         if not same or len({repr(m.to_spec()) for m in distinct}) != 1:
             return "learned"
