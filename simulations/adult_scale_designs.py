@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import os
 import time
@@ -511,16 +512,22 @@ SURVEY_EDGES = {"age": [30, 45, 60], "hours": [30, 40, 50]}
 SURVEY_CATEGORIES = {"region": ["north", "south", "east", "west"], "education": ["school", "college", "degree"]}
 
 
-def survey_people(n: int, rng: np.random.Generator) -> tuple:
-    """n people from the tutorial survey's generator (configs/data/make_survey.py: independent
-    attributes, a logistic label), cut at its public edges: (X (n, 5) states, y)."""
+@functools.cache
+def survey_generator():
+    """configs/data/make_survey.py's ``make`` (loaded once per process)."""
     import importlib.util
 
     path = Path(__file__).resolve().parents[1] / "configs" / "data" / "make_survey.py"
     spec = importlib.util.spec_from_file_location("make_survey", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    df = mod.make(n, rng)
+    return mod.make
+
+
+def survey_people(n: int, rng: np.random.Generator) -> tuple:
+    """n people from the tutorial survey's generator (configs/data/make_survey.py: independent
+    attributes, a logistic label), cut at its public edges: (X (n, 5) states, y)."""
+    df = survey_generator()(n, rng)
     cols = [np.digitize(df[c], SURVEY_EDGES[c]) for c in ("age", "hours")]
     cols += [df[c].map({v: i for i, v in enumerate(SURVEY_CATEGORIES[c])}).to_numpy() for c in SURVEY_CATEGORIES]
     cols.append((df["smoker"] == "yes").to_numpy())

@@ -13,7 +13,7 @@ from fedrr.assembly import build_population
 from fedrr.datasets import load
 from fedrr.errors import ValidationError
 from fedrr.estimators import LDPNaiveBayes
-from fedrr.estimators._naive_bayes import margin_consistency
+from fedrr.estimators._margin_defence import margin_consistency
 from fedrr.learners import FitData, FitOptions, get
 from fedrr.mechanisms import PairedRecordMechanism
 from fedrr.population import record_mechanism_for

@@ -24,9 +24,8 @@ from fedrr.mechanisms import (
     TripleRecordMechanism,
     UnaryEncoding,
 )
-from fedrr.planning import TOO_FEW_PEOPLE, ReleasePlan, plan_release, predicted_variance
+from fedrr.planning import TOO_FEW_PEOPLE, ReleasePlan, _candidates, _moments, plan_release, predicted_variance
 from fedrr.planning import _moments as M
-from fedrr.planning import _planner as P
 
 C = 2
 PRIOR_Y = np.array([0.7, 0.3])
@@ -174,13 +173,13 @@ def test_split_variance_is_the_kronecker_formula():
     q = M @ pi.reshape(-1)
     Minv = np.linalg.inv(M)
     cov = Minv @ (np.diag(q) - np.outer(q, q)) @ Minv.T
-    np.testing.assert_allclose(np.diag(cov).reshape(5, 3), P.split_cell_variance(A, L, pi), rtol=1e-10)
+    np.testing.assert_allclose(np.diag(cov).reshape(5, 3), _moments.split_cell_variance(A, L, pi), rtol=1e-10)
     # the paired formula is the same construction with one channel
     O = RandomizedResponse(15, epsilon=1.0)
     q = O.matrix @ pi.reshape(-1)
     Oinv = np.linalg.inv(O.matrix)
     cov = Oinv @ (np.diag(q) - np.outer(q, q)) @ Oinv.T
-    np.testing.assert_allclose(np.diag(cov).reshape(5, 3), P.paired_cell_variance(O, pi), rtol=1e-10)
+    np.testing.assert_allclose(np.diag(cov).reshape(5, 3), _moments.paired_cell_variance(O, pi), rtol=1e-10)
 
 
 @pytest.mark.parametrize("make", [lambda k, e: RandomizedResponse(k, epsilon=e), UnaryEncoding, LocalHashing])
@@ -188,16 +187,18 @@ def test_cell_variance_agrees_with_the_oracles_frequency_variance(make):
     """The oracles' own frequency_variance (n = 1) is the paired per-report cell variance."""
     o = make(12, 1.2)
     pi = np.random.default_rng(1).dirichlet(np.ones(12))
-    np.testing.assert_allclose(P.paired_cell_variance(o, pi.reshape(6, 2)).reshape(-1), o.frequency_variance(1, pi))
+    np.testing.assert_allclose(
+        _moments.paired_cell_variance(o, pi.reshape(6, 2)).reshape(-1), o.frequency_variance(1, pi)
+    )
 
 
 def test_olh_seed_subset_is_flagged(monkeypatch):
     o = LocalHashing(60, 1.0)  # 3660 seeds
     pi = np.random.default_rng(2).dirichlet(np.ones(60)).reshape(30, 2)
-    exact, ok = P.paired_column_second_moment(o, pi)
+    exact, ok = _moments.paired_column_second_moment(o, pi)
     assert ok
     monkeypatch.setattr(M, "_OLH_ENUMERATION", 60 * 1000)  # 1000 of the 3660 seeds
-    approx, ok = P.paired_column_second_moment(o, pi)
+    approx, ok = _moments.paired_column_second_moment(o, pi)
     assert not ok  # flagged: a seed subset is noisy (20 % here), see the module doc
     np.testing.assert_allclose(approx, exact, rtol=0.3)
     monkeypatch.setattr(M, "_OLH_ENUMERATION", 0)
@@ -248,7 +249,7 @@ def test_plan_is_consistent():
 def test_split_plan_builds_a_record_mechanism():
     plan = plan_release([2, 2], 2, 8.0, 1000, label_shares=[0.5])
     split = [c for c in plan.candidates if c.design == "split"][0]
-    mech = P.build_mechanism(split, [2, 2], 2, 8.0)
+    mech = _candidates.build_mechanism(split, [2, 2], 2, 8.0)
     assert isinstance(mech, RecordMechanism)
     assert mech.epsilon == pytest.approx(8.0)
     assert predicted_variance(mech, 1000).score == pytest.approx(split.score, rel=1e-12)

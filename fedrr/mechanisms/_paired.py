@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -48,8 +48,85 @@ _BUILD = {
 MAX_CLASSES = 2**20
 
 
+def report_floats(Xa: np.ndarray) -> np.ndarray:
+    """Released reports ``X_tilde`` as floats: numbers, finite or NaN (not released), else a
+    ValidationError naming ``X_tilde``."""
+    if Xa.dtype.kind not in "iuf" or Xa.dtype.kind == "b":
+        raise ValidationError("X_tilde", f"must be an array of numbers (NaN where not released), got {Xa.dtype}")
+    X = Xa.astype(float)
+    if (idx := first_true(np.isinf(X))) is not None:
+        raise ValidationError("X_tilde", f"must be finite or NaN (an unreleased attribute); found inf at {idx}")
+    return X
+
+
+def no_label_release(y_tilde: Any, n: int, why: str) -> np.ndarray:
+    """The all-NaN ``y_tilde`` of a release whose label travels inside its reports: None or an all-NaN
+    float array of shape (n,), else a ValidationError naming ``y_tilde`` (``why``: where the label is)."""
+    if y_tilde is not None:
+        ya = as_array("y_tilde", y_tilde, f"must be None or an all-NaN array of shape ({n},)")
+        if ya.shape != (n,):
+            raise ValidationError("y_tilde", f"must have shape ({n},) to match X_tilde, got {ya.shape}")
+        if ya.dtype.kind != "f" or not np.all(np.isnan(ya)):
+            raise ValidationError("y_tilde", f"must be all NaN: {why}")
+    return np.full(n, np.nan)
+
+
+def oracle_kinds(oracle: Any, count: int, unit: str) -> list[str | None]:
+    """``oracle`` ("auto", a name of ``ORACLES``, or one per ``unit``, ``count`` of them) as the registered
+    kind of each forced oracle, None for "auto"; a ValidationError naming ``oracle`` otherwise."""
+    names = sorted(ORACLES) + ["auto"]
+    if isinstance(oracle, str):
+        items = [oracle] * count
+    else:
+        try:
+            items = list(oracle)
+        except TypeError:
+            raise ValidationError("oracle", f"must be one of {names} or a sequence of them, got {oracle!r}") from None
+        if len(items) != count:
+            raise ValidationError("oracle", f"a sequence must name one oracle per {unit} ({count}), got {len(items)}")
+    out: list[str | None] = []
+    for j, o in enumerate(items):
+        if not isinstance(o, str) or (o != "auto" and o not in ORACLES):
+            raise ValidationError("oracle", f"entry {j} must be one of {names}, got {o!r}")
+        out.append(None if o == "auto" else ORACLES[o])
+    return out
+
+
+class LabelInsideRelease(RecordRelease):
+    """What the releases whose label travels only inside their reports share (``PairedRecordMechanism``,
+    ``TripleRecordMechanism``): the clean records' check and their domain. Subclasses set ``n_states``,
+    ``n_classes``, ``n_features``, ``n_sampled`` and ``label_where`` (where the label goes, for errors)."""
+
+    label_in_pairs = True
+    label_where: ClassVar[str] = ""
+
+    def validate_input(self, X: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Clean records: X (n, F) integer states x_j ∈ {0..k_j−1}, y (n,) classes in {0..C−1}."""
+        Xv = as_state_array("X", records_array(X, self.n_features, "X"), np.asarray(self.n_states))
+        if y is None:
+            raise ValidationError("y", f"is required: {self.label_where}")
+        ya = as_array("y", y, f"must be an array of shape ({Xv.shape[0]},)")
+        if ya.shape != (Xv.shape[0],):
+            raise ValidationError("y", f"must have shape ({Xv.shape[0]},) to match X, got {ya.shape}")
+        return Xv, as_state_array("y", ya, self.n_classes)
+
+    def domain_record(self) -> RecordMechanism:
+        """A ``RecordMechanism`` on the *clean* domain (attribute j with k_j states, the label with C classes,
+        its n_sampled attributes sampled), for code that needs only the domain — the encoding of clean
+        records, the point guesses of the ``naive`` learner, the model of ``ldp-sgd``. Its noise (randomised
+        response at ε = 1, whose point guess of a state is the state itself) is never used as a likelihood:
+        that of the release is the mechanism's own."""
+        rr = {k: RandomizedResponse(k, epsilon=1.0) for k in set(self.n_states)}
+        return RecordMechanism(
+            [rr[k] for k in self.n_states],
+            RandomizedResponse(self.n_classes, epsilon=1.0),
+            n_features=self.n_features,
+            n_sampled=self.n_sampled,
+        )
+
+
 @register
-class PairedRecordMechanism(RecordRelease):
+class PairedRecordMechanism(LabelInsideRelease):
     """Releases sampled (attribute, label) pairs of a record (x, y), x_j ∈ {0..k_j−1}, y ∈ {0..C−1}.
 
     Client side (``release``): every person draws ``n_sampled`` = m of the F attributes uniformly
@@ -88,7 +165,7 @@ class PairedRecordMechanism(RecordRelease):
     """
 
     kind = "paired_record"
-    label_in_pairs = True
+    label_where = "a paired release carries the label inside every pair"
 
     def __init__(
         self,
@@ -117,7 +194,7 @@ class PairedRecordMechanism(RecordRelease):
         self.n_features = len(self.n_states)
         self.n_sampled = check_int("n_sampled", n_sampled, minimum=1, maximum=self.n_features)
         self.pair_epsilon = self.epsilon_requested / self.n_sampled
-        kinds = self._resolve(oracle)
+        kinds = oracle_kinds(oracle, self.n_features, "attribute")
         oracles: list[DiscreteMechanism] = []
         built: dict[tuple[int, str | None], DiscreteMechanism] = {}  # attributes with equal k_j share one oracle
         for j, (k, kind) in enumerate(zip(self.n_states, kinds)):
@@ -139,29 +216,6 @@ class PairedRecordMechanism(RecordRelease):
         #: the pair oracle of each attribute, on its k_j·C values
         self.oracles: tuple[DiscreteMechanism, ...] = tuple(oracles)
         self.label = None  # no separate label mechanism: the label is released inside the pairs
-
-    def _resolve(self, oracle: Any) -> list[str | None]:
-        """Per attribute, the registered kind of a forced oracle, or None for "auto"."""
-        names = sorted(ORACLES) + ["auto"]
-        if isinstance(oracle, str):
-            items = [oracle] * self.n_features
-        else:
-            try:
-                items = list(oracle)
-            except TypeError:
-                raise ValidationError(
-                    "oracle", f"must be one of {names} or a sequence of them, got {oracle!r}"
-                ) from None
-            if len(items) != self.n_features:
-                raise ValidationError(
-                    "oracle", f"a sequence must name one oracle per attribute ({self.n_features}), got {len(items)}"
-                )
-        out: list[str | None] = []
-        for j, o in enumerate(items):
-            if not isinstance(o, str) or (o != "auto" and o not in ORACLES):
-                raise ValidationError("oracle", f"entry {j} must be one of {names}, got {o!r}")
-            out.append(None if o == "auto" else ORACLES[o])
-        return out
 
     # --- accounting -------------------------------------------------------------------------
     @property
@@ -197,27 +251,13 @@ class PairedRecordMechanism(RecordRelease):
     def _check_X(self, X: Any, field: str) -> np.ndarray:
         return records_array(X, self.n_features, field)
 
-    def validate_input(self, X: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray]:
-        """Clean records: X (n, F) integer states x_j ∈ {0..k_j−1}, y (n,) classes in {0..C−1}."""
-        Xv = as_state_array("X", self._check_X(X, "X"), np.asarray(self.n_states))
-        if y is None:
-            raise ValidationError("y", "is required: a paired release carries the label inside every pair")
-        ya = as_array("y", y, f"must be an array of shape ({Xv.shape[0]},)")
-        if ya.shape != (Xv.shape[0],):
-            raise ValidationError("y", f"must have shape ({Xv.shape[0]},) to match X, got {ya.shape}")
-        return Xv, as_state_array("y", ya, self.n_classes)
-
     def released_fields(self, X_tilde: Any) -> np.ndarray:
         """(n, F) bool: which attributes each release carries (checked: NaN elsewhere, exactly
         n_sampled per row, no infinities); the released values themselves are not checked here."""
         return self._pattern(self._check_X(X_tilde, "X_tilde"))[1]
 
     def _pattern(self, Xa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if Xa.dtype.kind not in "iuf" or Xa.dtype.kind == "b":
-            raise ValidationError("X_tilde", f"must be an array of numbers (NaN where not released), got {Xa.dtype}")
-        X = Xa.astype(float)
-        if (idx := first_true(np.isinf(X))) is not None:
-            raise ValidationError("X_tilde", f"must be finite or NaN (an unreleased attribute); found inf at {idx}")
+        X = report_floats(Xa)
         released = ~np.isnan(X)
         count = released.sum(axis=1)
         if np.any(count != self.n_sampled):
@@ -244,16 +284,7 @@ class PairedRecordMechanism(RecordRelease):
                         f"column {j} (attribute {j}'s pair reports, {type(o).__name__} on {o.k} values; indices "
                         f"among its released entries): {exc.message}",
                     ) from None
-        n = X.shape[0]
-        if y_tilde is not None:
-            ya = as_array("y_tilde", y_tilde, f"must be None or an all-NaN array of shape ({n},)")
-            if ya.shape != (n,):
-                raise ValidationError("y_tilde", f"must have shape ({n},) to match X_tilde, got {ya.shape}")
-            if ya.dtype.kind != "f" or not np.all(np.isnan(ya)):
-                raise ValidationError(
-                    "y_tilde", "must be all NaN: a paired release sends the label only inside its pair reports"
-                )
-        return X, np.full(n, np.nan)
+        return X, no_label_release(y_tilde, X.shape[0], "a paired release sends the label only inside its pair reports")
 
     # --- client side --------------------------------------------------------------------------
     def release(self, X: Any, y: Any = None, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -346,20 +377,6 @@ class PairedRecordMechanism(RecordRelease):
                 "spec.n_features", f"is {spec['n_features']!r} but n_states lists {mech.n_features} attributes"
             )
         return mech
-
-    def domain_record(self) -> RecordMechanism:
-        """A ``RecordMechanism`` on the *clean* domain (attribute j with k_j states, the label with C classes,
-        its n_sampled attributes sampled), for code that needs only the domain — the encoding of clean
-        records, the point guesses of the ``naive`` learner, the model of ``ldp-sgd``. Its noise (randomised
-        response at ε = 1, whose point guess of a state is the state itself) is never used as a likelihood:
-        that of a paired release is this mechanism's own."""
-        rr = {k: RandomizedResponse(k, epsilon=1.0) for k in set(self.n_states)}
-        return RecordMechanism(
-            [rr[k] for k in self.n_states],
-            RandomizedResponse(self.n_classes, epsilon=1.0),
-            n_features=self.n_features,
-            n_sampled=self.n_sampled,
-        )
 
     def __repr__(self) -> str:
         kinds = sorted({o.kind for o in self.oracles})

@@ -22,20 +22,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .._validation import as_array, as_state_array, check_int, check_positive, first_true
+from .._validation import check_int, check_positive, first_true
 from ..errors import ValidationError
 from ._base import register
-from ._discrete import MAX_STATES, DiscreteMechanism, RandomizedResponse
+from ._discrete import MAX_STATES, DiscreteMechanism
 from ._oracles import frequency_oracle
-from ._paired import _BUILD, MAX_CLASSES, ORACLES
-from ._record import RecordMechanism, RecordRelease, records_array
+from ._paired import _BUILD, MAX_CLASSES, LabelInsideRelease, no_label_release, oracle_kinds, report_floats
+from ._record import records_array
 
 #: most attributes a triple release takes (it holds one oracle entry per pair of attributes: 2,016 at 64)
 MAX_TRIPLE_FEATURES = 64
 
 
 @register
-class TripleRecordMechanism(RecordRelease):
+class TripleRecordMechanism(LabelInsideRelease):
     """Releases one sampled (attribute, attribute, label) triple of a record (x, y), x_j ∈ {0..k_j−1},
     y ∈ {0..C−1}.
 
@@ -65,7 +65,7 @@ class TripleRecordMechanism(RecordRelease):
     oracle's extreme ratio attains it."""
 
     kind = "triple_record"
-    label_in_pairs = True
+    label_where = "a triple release carries the label inside its report"
     #: why code that reads (attribute, label) pair reports refuses a triple release
     NOT_PAIRS: ClassVar[str] = (
         "is a TripleRecordMechanism, whose reports are (attribute, attribute, label) triples, not (attribute, "
@@ -109,7 +109,7 @@ class TripleRecordMechanism(RecordRelease):
         if epsilon is None:
             raise ValidationError("epsilon", "is required: the ε of one person's whole release (a real number > 0)")
         self.epsilon_requested = check_positive("epsilon", epsilon)
-        kinds = self._resolve(oracle)
+        kinds = oracle_kinds(oracle, len(self.pairs), "pair of attributes")
         built: dict[tuple[int, str | None], DiscreteMechanism] = {}  # pairs with equal k_j·k_k·C share one oracle
         oracles: list[DiscreteMechanism] = []
         for (j, k), kind in zip(self.pairs, kinds):
@@ -134,30 +134,6 @@ class TripleRecordMechanism(RecordRelease):
         self.oracles: tuple[DiscreteMechanism, ...] = tuple(oracles)
         self._index = {jk: i for i, jk in enumerate(self.pairs)}
         self.label = None  # the label is released inside the triple
-
-    def _resolve(self, oracle: Any) -> list[str | None]:
-        """Per pair, the registered kind of a forced oracle, or None for "auto"."""
-        names = sorted(ORACLES) + ["auto"]
-        if isinstance(oracle, str):
-            items = [oracle] * len(self.pairs)
-        else:
-            try:
-                items = list(oracle)
-            except TypeError:
-                raise ValidationError(
-                    "oracle", f"must be one of {names} or a sequence of them, got {oracle!r}"
-                ) from None
-            if len(items) != len(self.pairs):
-                raise ValidationError(
-                    "oracle",
-                    f"a sequence must name one oracle per pair of attributes ({len(self.pairs)}), got {len(items)}",
-                )
-        out: list[str | None] = []
-        for i, o in enumerate(items):
-            if not isinstance(o, str) or (o != "auto" and o not in ORACLES):
-                raise ValidationError("oracle", f"entry {i} must be one of {names}, got {o!r}")
-            out.append(None if o == "auto" else ORACLES[o])
-        return out
 
     def oracle_of(self, j: int, k: int) -> DiscreteMechanism:
         """The triple oracle of attributes j < k."""
@@ -198,27 +174,13 @@ class TripleRecordMechanism(RecordRelease):
         }
 
     # --- validation -------------------------------------------------------------------------
-    def validate_input(self, X: Any, y: Any = None) -> tuple[np.ndarray, np.ndarray]:
-        """Clean records: X (n, F) integer states x_j ∈ {0..k_j−1}, y (n,) classes in {0..C−1}."""
-        Xv = as_state_array("X", records_array(X, self.n_features, "X"), np.asarray(self.n_states))
-        if y is None:
-            raise ValidationError("y", "is required: a triple release carries the label inside its report")
-        ya = as_array("y", y, f"must be an array of shape ({Xv.shape[0]},)")
-        if ya.shape != (Xv.shape[0],):
-            raise ValidationError("y", f"must have shape ({Xv.shape[0]},) to match X, got {ya.shape}")
-        return Xv, as_state_array("y", ya, self.n_classes)
-
     def released_fields(self, X_tilde: Any) -> np.ndarray:
         """(n, F) bool: the two attributes each release carries (checked: NaN elsewhere, exactly two per
         row holding the same report, no infinities); the report itself is not checked here."""
         return self._pattern(records_array(X_tilde, self.n_features, "X_tilde"))[1]
 
     def _pattern(self, Xa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        if Xa.dtype.kind not in "iuf" or Xa.dtype.kind == "b":
-            raise ValidationError("X_tilde", f"must be an array of numbers (NaN where not released), got {Xa.dtype}")
-        X = Xa.astype(float)
-        if (idx := first_true(np.isinf(X))) is not None:
-            raise ValidationError("X_tilde", f"must be finite or NaN (an unreleased attribute); found inf at {idx}")
+        X = report_floats(Xa)
         released = ~np.isnan(X)
         count = released.sum(axis=1)
         if np.any(count != 2):
@@ -261,15 +223,7 @@ class TripleRecordMechanism(RecordRelease):
                     f"columns {j} and {k} (their triple reports, {type(o).__name__} on {o.k} values; indices "
                     f"among those rows): {exc.message}",
                 ) from None
-        if y_tilde is not None:
-            ya = as_array("y_tilde", y_tilde, f"must be None or an all-NaN array of shape ({n},)")
-            if ya.shape != (n,):
-                raise ValidationError("y_tilde", f"must have shape ({n},) to match X_tilde, got {ya.shape}")
-            if ya.dtype.kind != "f" or not np.all(np.isnan(ya)):
-                raise ValidationError(
-                    "y_tilde", "must be all NaN: a triple release sends the label only inside its report"
-                )
-        return X, np.full(n, np.nan)
+        return X, no_label_release(y_tilde, n, "a triple release sends the label only inside its report")
 
     # --- client side --------------------------------------------------------------------------
     def release(self, X: Any, y: Any = None, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -336,17 +290,6 @@ class TripleRecordMechanism(RecordRelease):
                 "spec.n_features", f"is {spec['n_features']!r} but n_states lists {mech.n_features} attributes"
             )
         return mech
-
-    def domain_record(self) -> RecordMechanism:
-        """A ``RecordMechanism`` on the *clean* domain (two attributes sampled), for code that needs only
-        the domain; its noise is never used as a likelihood (``PairedRecordMechanism.domain_record``)."""
-        rr = {k: RandomizedResponse(k, epsilon=1.0) for k in set(self.n_states)}
-        return RecordMechanism(
-            [rr[k] for k in self.n_states],
-            RandomizedResponse(self.n_classes, epsilon=1.0),
-            n_features=self.n_features,
-            n_sampled=2,
-        )
 
     def __repr__(self) -> str:
         kinds = sorted({o.kind for o in self.oracles})

@@ -3,8 +3,10 @@ person should release, scored by the variance the learner is predicted to suffer
 policy over the mechanisms, not a mechanism: it builds ``fedrr.mechanisms`` objects and never the
 other way round.
 
-The module is private (``_planner.py``); the names below are the package's public surface."""
+The modules are private (``_candidates.py`` scores each design, ``_planner.py`` ranks them and reports
+the plan); the names below are the package's public surface."""
 
+from ._candidates import predicted_variance
 from ._co_occurrence import DEPENDENCE_TARGET
 from ._planner import (
     DEFAULT_DEPENDENCE,
@@ -14,7 +16,6 @@ from ._planner import (
     TOO_FEW_PEOPLE,
     ReleasePlan,
     plan_release,
-    predicted_variance,
 )
 
 __all__ = [
