@@ -107,6 +107,7 @@ TRIPLE_LEARNERS = (
     "naive-cv",
     "spread-plain",
     "spread-flat",
+    "spread-public",
     "ldp-nb",
     "ldp-nb-normsub",
     "majority",
@@ -346,6 +347,7 @@ def _spread_robust(d: FitData, o: FitOptions):
     "spread with a prior of public clean rows (the population's public sample: population.public_table or "
     "public_rows; EmpiricalPrior, Barber §5.2) smoothed by public_smoothing pseudo-rows of naive Bayes's joint "
     "of the releases: given the attributes' joint, one pair per person identifies logistic regression",
+    triples=True,
 )
 def _spread_public(d: FitData, o: FitOptions):
     from .mechanisms import EmpiricalPrior

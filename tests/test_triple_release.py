@@ -189,7 +189,7 @@ def test_code_that_reads_pair_reports_refuses_triples_by_name():
     with pytest.raises(ValidationError) as exc:
         check_accepts(["spread", "ldp-nb-robust"], m)
     assert exc.value.field == "learners" and "'ldp-nb-robust' cannot learn from triple releases" in exc.value.message
-    check_accepts(["spread", "spread-plain", "ldp-nb", "majority", "clean", "clean-nb"], m)
+    check_accepts(["spread", "spread-plain", "spread-public", "ldp-nb", "majority", "clean", "clean-nb"], m)
 
 
 def test_naive_bayes_on_triples_reads_each_pair_table_off_the_triples_margins():

@@ -20,7 +20,7 @@ import numpy as np
 from scipy.special import expit
 
 from ...errors import ValidationError
-from ...mechanisms import EmpiricalPrior, TripleRecordMechanism
+from ...mechanisms import TripleRecordMechanism
 from ._logexp import logsumexp
 from ._mstep import class_log_softmax, lbfgs, penalised
 from ._paired import PairedView, distinct_reports
@@ -35,12 +35,9 @@ N_DRAWS = 16384
 #: closer to a 65,536-random-draw fit than fits on N_DRAWS random ones (coefficients' rms 0.012 vs
 #: 0.015, 0.009 vs 0.011; 3 seeds each), 4,096 do not; a factorised prior gained nothing: N_DRAWS
 TWO_PAIR_DRAWS = 8192
-#: one pair per record under a prior of public rows (``EmpiricalPrior``): up to this many rows are taken
-#: whole, the pair tables then exact (Adult's 30,162 training rows); more are drawn uniformly, this many
+#: a prior of public rows (``EmpiricalPrior``): up to this many rows are taken whole, the pair tables
+#: then exact (Adult's 30,162 training rows); more are drawn uniformly, this many
 JOINT_ROWS = 65536
-#: why a prior of public rows is refused on two pairs per record (its pair tables' cells would need the
-#: rows' own two-attribute weights, not the product of one-attribute ones)
-PUBLIC_ROWS_ONE_PAIR = "takes a prior of public rows on one pair per record only"
 
 
 def prior_draws(
@@ -148,8 +145,6 @@ def blocker(mechanisms, prior, max_pairs: int = 1) -> str | None:
             return "needs one kind of release for every record: these mix triples with other releases"
         if isinstance(prior, str) and prior == "learned":
             return "needs a fixed prior: prior='learned' is refined during EM"
-        if isinstance(prior, EmpiricalPrior):
-            return "takes a prior of public rows on one pair per record only"
         return None
     if not all(isinstance(rm, PairedView) for rm in mechanisms):
         return "needs paired releases (PairedRecordMechanism): a released label of its own is not a pair table's"
@@ -161,17 +156,12 @@ def blocker(mechanisms, prior, max_pairs: int = 1) -> str | None:
         return "needs one number of pairs per record for every record"
     if isinstance(prior, str) and prior == "learned":
         return "needs a fixed prior: prior='learned' is refined during EM"
-    if isinstance(prior, EmpiricalPrior) and any(rm.paired.n_sampled > 1 for rm in mechanisms):
-        return PUBLIC_ROWS_ONE_PAIR
     return None
 
 
 def direct_blocker(groups: list, prior, p: dict, max_pairs: int = 1) -> str | None:
-    """``blocker`` of a fit's groups, and of its built prior."""
-    why = blocker([rm for rm, _ in groups], p["prior"], max_pairs)
-    if why is None and isinstance(prior, JointSpreadPrior) and any(rm.n_sampled > 1 for rm, _ in groups):
-        why = PUBLIC_ROWS_ONE_PAIR
-    return why
+    """``blocker`` of a fit's groups (``prior``, the built prior, is not read: every fixed one is taken)."""
+    return blocker([rm for rm, _ in groups], p["prior"], max_pairs)
 
 
 @dataclass
@@ -331,7 +321,8 @@ class TwoPairLikelihood(_DrawnModel):
     def __init__(self, groups, X, design, prior, n_classes: int, n_draws: int, seed: int, units: dict | None = None):
         super().__init__(design, prior, n_classes, n_draws, seed, stratified=True)
         self.prior = prior
-        self.exact = self.X.shape[0] == int(np.prod(self.ks.astype(float)))  # every x once: weight by p(x)
+        # every x once, weighted by p(x) (public rows are never enumerated)
+        self.exact = not isinstance(prior, JointSpreadPrior) and self.X.shape[0] == int(np.prod(self.ks.astype(float)))
         if units is None:
             units = release_units(groups, X)[0]
         self._set_units(units)
@@ -364,6 +355,12 @@ class TwoPairLikelihood(_DrawnModel):
         kj, kk = self.ks[j], self.ks[k]
         if isinstance(prior, TreeSpreadPrior) and not exact:
             return np.ones((kj, kk)), prior.cell_weights(self.X, j, k), np.ones((1, 1, self.X.shape[0]))
+        if isinstance(prior, JointSpreadPrior):  # rows: Wa Wb is the indicator of the cell, as a row's own
+            pm = np.zeros((kj, kk))
+            np.add.at(pm, (self.X[:, j], self.X[:, k]), 1.0 / self.X.shape[0])  # the rows' pair frequencies
+            den = self.W[j] @ self.W[k].T  # n_st / (n_s n_t); a cell no row holds has no mass
+            scale = np.divide(pm, den, out=np.zeros((kj, kk)), where=pm > 0)
+            return scale, np.ascontiguousarray(self.W[j][:, None, :]), np.ascontiguousarray(self.W[k][None, :, :])
         pm = pair_margin(prior, j, k, kj, kk)
         if exact:
             Xs = np.repeat(self.X[None, None], kj, axis=0).repeat(kk, axis=1)
@@ -474,6 +471,7 @@ def pair_likelihood(groups: list, X: np.ndarray, design, prior, n_classes: int, 
     built)."""
     if is_triple(groups[0][0]) or groups[0][0].paired.n_sampled == 2:
         n_draws = TWO_PAIR_DRAWS if isinstance(prior, MixtureSpreadPrior) else N_DRAWS
+        n_draws = JOINT_ROWS if isinstance(prior, JointSpreadPrior) else n_draws
         return TwoPairLikelihood(groups, X, design, prior, n_classes, n_draws, seed, units)
     n_draws = JOINT_ROWS if isinstance(prior, JointSpreadPrior) else N_DRAWS
     return PairLikelihood(groups, X, design, prior, n_classes, n_draws, seed)

@@ -55,17 +55,15 @@ def initial_prior(
                 memo[key] = (tuple(rm for rm, _ in pools), center)
         return center.smoothed(center, p["prior_strength"] * n)
     if isinstance(p["prior"], EmpiricalPrior):  # a joint prior: the public rows' distribution
-        return joint_prior(layout, smoothed_rows(p["prior"], layout, releases, seed))
+        return joint_prior(layout, smoothed_rows(p["prior"], layout, releases, seed, units))
     return given_prior(layout, p["prior"])
 
 
 def check_triple_prior(prior) -> None:
-    """A fit on triple releases takes a prior of ``TRIPLE_PRIORS`` or a fixed one (the direct solver
-    holds the prior fixed); a ValidationError naming ``prior`` otherwise."""
+    """A fit on triple releases takes a prior of ``TRIPLE_PRIORS`` or a fixed one (given, or public
+    rows: the direct solver holds the prior fixed); a ValidationError naming ``prior`` otherwise."""
     if isinstance(prior, str) and prior not in TRIPLE_PRIORS:
         raise ValidationError("prior", f"{prior!r} is not taken on triple releases: one of {TRIPLE_PRIORS} is")
-    if isinstance(prior, EmpiricalPrior):
-        raise ValidationError("prior", "a prior of public rows is taken on one pair per record only, not on triples")
 
 
 def fitted_prior(layout: ColumnLayout, p: dict, releases, seed: int, memo: dict | None, units: dict | None):
@@ -97,15 +95,19 @@ def fitted_prior(layout: ColumnLayout, p: dict, releases, seed: int, memo: dict 
     return prior
 
 
-def smoothed_rows(prior: EmpiricalPrior, layout: ColumnLayout, releases, seed: int) -> EmpiricalPrior:
-    """``prior`` with its ``smoothing`` pseudo-rows: α rows drawn from ``naive_bayes_prior`` of the
-    releases (X, y, groups) with ``seed``, after its M rows (``EmpiricalPrior``); itself when α is 0."""
+def smoothed_rows(
+    prior: EmpiricalPrior, layout: ColumnLayout, releases, seed: int, units: dict | None = None
+) -> EmpiricalPrior:
+    """``prior`` with its ``smoothing`` pseudo-rows: α rows drawn from the naive Bayes of the releases
+    (X, y, groups) with ``seed`` (of triples: ``triple_naive_bayes_prior`` of their ``units``), after
+    its M rows (``EmpiricalPrior``); itself when α is 0."""
     if prior.smoothing == 0:
         return prior
     if releases is None:
         raise ValidationError("prior.smoothing", "draws from the releases' naive Bayes: use fit, not fit_pool")
     try:
-        nb = naive_bayes_prior(*releases, layout)
+        triple = is_triple(releases[2][0][0])
+        nb = triple_naive_bayes_prior(layout, units) if triple else naive_bayes_prior(*releases, layout)
     except ValidationError as e:
         raise ValidationError("prior.smoothing", f"needs naive Bayes's joint of the releases: {e.message}") from None
     rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x5EED, prior.smoothing)))
