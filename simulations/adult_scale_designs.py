@@ -190,6 +190,9 @@ def fit_one(spec: str, Xt, yt, mech, seed: int, pool: np.ndarray | None = None):
         extra = {}
     choice = getattr(est, "prior_choice_", None)  # prior "auto" on two or more pairs: what the releases chose
     extra["prior_choice"] = f"{choice['chosen']} z={choice['z']:.2f}" if choice else ""
+    pairwise = (getattr(inner, "prior_", None) or {}).get("pairwise")  # prior "pairwise": the sweeps kept
+    if pairwise:
+        extra["prior_choice"] = f"pairwise sweeps={pairwise['sweeps']}"
     hist = getattr(inner, "history_", None) or [{}]
     extra |= {
         "n_iter": getattr(inner, "n_iter_", ""),

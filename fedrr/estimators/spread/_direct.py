@@ -511,21 +511,23 @@ def fit_direct(lik: PairLikelihood, C: float, fit_intercept: bool, center, start
     return DirectResult(coef.copy(), np.asarray(b, float).copy(), int(res.nit), bool(res.success), msg, float(res.fun))
 
 
-def check_tree(groups: list, solver: str) -> None:
-    """``prior="tree"``'s check at fit: paired releases of two pairs per record (one pair shows nothing of
-    how attributes co-occur), fitted by the direct solver; a ValidationError naming the parameter."""
+def check_tree(groups: list, solver: str, prior: str = "tree") -> None:
+    """The check at fit of a prior fitted to pair tables (``prior``: "tree", "class-tree", "pairwise"):
+    releases of two attributes per record (one pair shows nothing of how attributes co-occur), fitted by
+    the direct solver; a ValidationError naming the parameter."""
     mechanisms = [rm for rm, _ in groups]
     two = all(is_triple(rm) for rm in mechanisms) or all(
         isinstance(rm, PairedView) and rm.paired.n_sampled == 2 for rm in mechanisms
     )
     if not two:
         msg = (
-            "'tree' needs releases of two attributes per record: paired releases of two pairs "
+            f"{prior!r} needs releases of two attributes per record: paired releases of two pairs "
             "(PairedRecordMechanism(n_sampled=2)) or triples (TripleRecordMechanism)"
         )
         raise ValidationError("prior", f"{msg}: the pairs a record releases together are what identify it")
     if solver == "em":
-        raise ValidationError("solver", "'em' does not fit prior='tree': its fit is solver='direct' ('auto' runs it)")
+        msg = f"'em' does not fit prior={prior!r}: its fit is solver='direct' ('auto' runs it)"
+        raise ValidationError("solver", msg)
 
 
 def check_direct(groups: list, prior, p: dict) -> None:

@@ -41,7 +41,7 @@ from ._estep import shard_factories
 from ._mstep import fit_soft_logistic, log_class_probs
 from ._paired import PairedView, paired_view
 from ._pool import PoolSource, group_records
-from ._prior_setup import auto_prior, check_triple_prior, initial_prior, releases_key
+from ._prior_setup import PAIR_TABLE_PRIORS, auto_prior, check_triple_prior, initial_prior, releases_key
 from ._priors._factorised import (
     SpreadPrior,
     marginal_mle_prior_from_counts,
@@ -79,7 +79,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         Chow–Liu tree p(x) = Π_v p(x_v | x_pa(v)) of the pair tables p(x_j, x_k) that paired releases
         of two pairs per record identify (maximum likelihood per released pair, ``_priors._tree``),
         fixed, fitted by the direct solver only (learned: ``prior_["tree"]``), or "class-tree": one
-        such tree per class over the structure of I(x_j; x_k | y) (tree-augmented naive Bayes's p(x)).
+        such tree per class over the structure of I(x_j; x_k | y) (tree-augmented naive Bayes's p(x)),
+        or "pairwise": rows drawn from that tree, reweighted by EM on the releases so that every
+        released pair's table is fitted, not only the tree's edges (``_priors._pairwise``; learned:
+        ``prior_["pairwise"]``); for triples and two pairs per record.
     n_latent_classes : components of the "latent-class" prior.
     init : where EM starts: "calibration" (default: an M-step on the regression-calibration inputs,
         each record's features replaced by their posterior mean under the prior), "naive-bayes"
@@ -179,7 +182,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     _parameter_constraints = {
         "C": [Interval(float, 1e-12, None, closed="left", inf=True)],  # 1/C must stay finite
         "prior": [
-            Options("auto", "learned", "flat", "naive-bayes", "latent-class", "tree", "class-tree"),
+            Options("auto", "learned", "flat", "naive-bayes", "latent-class", "tree", "class-tree", "pairwise"),
             Satisfies(lambda v: not isinstance(v, str), "a prior"),
         ],
         "n_latent_classes": [_INT1],
@@ -431,10 +434,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         if auto and p["prior"] == "latent-class":  # the releases decide (``choose_latent_class``)
             self.prior_choice_ = choose_latent_class(Xv, yi, groups, layout, p["n_latent_classes"], entropy)
             p["prior"] = self.prior_choice_["chosen"]
-        tree = isinstance(p["prior"], str) and p["prior"] in ("tree", "class-tree")
+        tree = isinstance(p["prior"], str) and p["prior"] in PAIR_TABLE_PRIORS
         triple = is_triple(groups[0][0])
         if tree:
-            check_tree(groups, p["solver"])
+            check_tree(groups, p["solver"], p["prior"])
         if triple:
             check_triple_prior(p["prior"])
             if p["solver"] == "em":

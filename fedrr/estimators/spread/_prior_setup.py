@@ -18,12 +18,15 @@ from ._direct import is_triple, prior_draws
 from ._priors._factorised import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
 from ._priors._joint import joint_prior
 from ._priors._mixture import latent_class_em, latent_class_prior, naive_bayes_prior
+from ._priors._pairwise import pairwise_prior
 from ._priors._tree import naive_bayes_pair_tables, tree_prior, triple_naive_bayes_prior
 
 #: the priors a fit on triple releases takes by name (``check_triple_prior``)
-TRIPLE_PRIORS = ("naive-bayes", "tree", "class-tree", "flat")
+TRIPLE_PRIORS = ("naive-bayes", "tree", "class-tree", "pairwise", "flat")
 #: the priors fitted to the released records themselves (``initial_prior``: not by ``fit_pool``)
-FITTED_PRIORS = ("naive-bayes", "latent-class", "tree", "class-tree")
+FITTED_PRIORS = ("naive-bayes", "latent-class", "tree", "class-tree", "pairwise")
+#: the priors fitted to the tables of pairs of attributes, which releases of two attributes per record show
+PAIR_TABLE_PRIORS = ("tree", "class-tree", "pairwise")
 
 
 def initial_prior(
@@ -74,13 +77,18 @@ def fitted_prior(layout: ColumnLayout, p: dict, releases, seed: int, memo: dict 
     triple = is_triple(releases[2][0][0])
     if p["prior"] == "naive-bayes":
         return triple_naive_bayes_prior(layout, units) if triple else naive_bayes_prior(*releases, layout)
-    if p["prior"] in ("tree", "class-tree"):  # one fit for every fit of a CV on the same releases
-        key = (p["prior"], releases_key(*releases))
+    if p["prior"] in PAIR_TABLE_PRIORS:  # one fit for every fit of a CV on the same releases
+        if memo is not None:  # the pairwise prior's draws: one seed for the whole CV
+            seed = memo.setdefault(("pairwise", "seed"), seed)
+        key = (p["prior"], releases_key(*releases), seed if p["prior"] == "pairwise" else None)
         if memo is not None and key in memo:
             return memo[key]
         nb = triple_naive_bayes_prior(layout, units) if triple else naive_bayes_prior(*releases, layout)
         nb = naive_bayes_pair_tables(nb, units)
-        prior = tree_prior(layout, units, nb, by_class=p["prior"] == "class-tree")
+        if p["prior"] == "pairwise":
+            prior = pairwise_prior(layout, units, nb, seed)
+        else:
+            prior = tree_prior(layout, units, nb, by_class=p["prior"] == "class-tree")
         if memo is not None:
             memo[key] = prior
         return prior

@@ -154,15 +154,16 @@ def pair_tables(units: dict, start: dict) -> dict:
     records' reports (``units``: counts of distinct reports and P(v_j | s, c), P(v_k | t, c) of two
     pairs, or P(v | s, t, c) of a triple), by EM from ``start``'s table with ``TABLE_PSEUDO_COUNT``
     pseudo-records per cell spread as it."""
-    out = {}
-    for jk, (cnt, *L) in units.items():
-        q0 = start[jk].ravel()
-        if len(L) == 2:  # two pair reports: P(v_j | s, c) P(v_k | t, c)
-            L = (L[0][:, :, None, :] * L[1][:, None, :, :]).reshape(cnt.size, -1)  # (u, k_j·k_k·C)
-        else:  # one triple report: P(v | s, t, c)
-            L = L[0].reshape(cnt.size, -1)
-        out[jk] = _squarem(L, cnt, q0).reshape(start[jk].shape)
-    return out
+    return {jk: _squarem(unit_matrix(u), u[0], start[jk].ravel()).reshape(start[jk].shape) for jk, u in units.items()}
+
+
+def unit_matrix(unit: tuple) -> np.ndarray:
+    """A released pair's report likelihoods as one matrix (u, k_j·k_k·C) over its cells (s, t, c):
+    P(v_j | s, c) P(v_k | t, c) of two pair reports, or P(v | s, t, c) of a triple."""
+    cnt, *L = unit
+    if len(L) == 2:
+        return (L[0][:, :, None, :] * L[1][:, None, :, :]).reshape(cnt.size, -1)
+    return L[0].reshape(cnt.size, -1)
 
 
 def _squarem(L: np.ndarray, cnt: np.ndarray, q0: np.ndarray) -> np.ndarray:
@@ -230,15 +231,17 @@ def normalise_rows(t: np.ndarray) -> np.ndarray:
     return t / t.sum(axis=1, keepdims=True)
 
 
-def tree_prior(layout: ColumnLayout, units: dict, start: dict, by_class: bool = False) -> TreeSpreadPrior:
+def tree_prior(
+    layout: ColumnLayout, units: dict, start: dict, by_class: bool = False, tables: dict | None = None
+) -> TreeSpreadPrior:
     """``prior="tree"``: the Chow–Liu tree of the released pairs' tables (``pair_tables``; ``start``:
-    naive Bayes's table per pair), the maximum spanning tree of their mutual information I(x_j; x_k);
-    ``by_class`` (``"class-tree"``): one tree per class over the structure of the conditional mutual
-    information I(x_j; x_k | y), weighted by the class margin (tree-augmented naive Bayes's p(x)). A
-    column no released pair holds keeps a uniform margin."""
+    naive Bayes's table per pair; ``tables``: those tables, if already fitted), the maximum spanning
+    tree of their mutual information I(x_j; x_k); ``by_class`` (``"class-tree"``): one tree per class
+    over the structure of the conditional mutual information I(x_j; x_k | y), weighted by the class
+    margin (tree-augmented naive Bayes's p(x)). A column no released pair holds keeps a uniform margin."""
     ks = [int(k) for k in layout.k]
     D = len(ks)
-    Q = pair_tables(units, start)
+    Q = pair_tables(units, start) if tables is None else tables
     Q = {
         jk: (np.maximum(q, 1e-300) if by_class else np.maximum(q.sum(axis=2, keepdims=True), 1e-300))
         for jk, q in Q.items()

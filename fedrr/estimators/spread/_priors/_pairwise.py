@@ -1,0 +1,151 @@
+"""Spread's pairwise prior: how every pair of attributes co-occurs, fitted to releases of two attributes
+per record (triples, or two pairs), where the tree (``_tree``) keeps only D − 1 of the pairs. Rows are
+drawn from the releases' Chow–Liu tree and reweighted by EM on the releases' exact likelihood, in which
+a pair's table of (x_j, x_k) is the weighted rows' own: each sweep takes, per released pair, one EM step
+of its table from the rows' current table (the label's p(c | s, t) held at that pair's own table's), and
+rakes the weights to it (iterative proportional fitting, Deming and Stephan 1940). The rows are then
+resampled to equal weights, a prior of rows (``JointSpreadPrior``) that the direct solver fits.
+
+More sweeps fit more of a pair's reports, and past some number their noise: the number kept is the one
+whose prior best predicts half of the reports when fitted on the other half (``held_out_sweeps``),
+read from the releases alone, up to ``PAIRWISE_SWEEPS``. On Adult's
+validation split at 10⁶ people it lifts spread over the tree prior toward the prior of the population's
+own rows (results/adult_scale_designs/summary.md, "Twentieth session")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ....mechanisms import EmpiricalPrior
+from .._design import ColumnLayout
+from ._factorised import SpreadPrior
+from ._joint import JointSpreadPrior, joint_prior
+from ._tree import TreeSpreadPrior, pair_tables, tree_prior, unit_matrix
+
+#: the most EM sweeps over every released pair; how many are kept is chosen on held-out reports
+PAIRWISE_SWEEPS = 100
+#: the held-out choice stops this many sweeps after its best score
+HELD_OUT_PATIENCE = 10
+#: rows drawn from the tree and reweighted (a prior of rows takes up to 65,536 whole: ``JOINT_ROWS``)
+PAIRWISE_ROWS = 65536
+
+
+@dataclass
+class PairwiseSpreadPrior(JointSpreadPrior):
+    """A prior of rows (``JointSpreadPrior``) fitted to the releases' pair tables (``pairwise_prior``);
+    ``tree`` is the Chow–Liu tree its rows were drawn from, ``moved`` the largest total-variation step
+    of a pair's table in each sweep kept, ``loglik`` the releases' log-likelihood before the first and
+    after each, ``held_out`` the held-out score per number of sweeps that chose it (``held_out_sweeps``;
+    None when given), ``effective_rows`` the reweighted rows' effective number."""
+
+    tree: TreeSpreadPrior | None = None
+    moved: np.ndarray | None = None
+    loglik: np.ndarray | None = None
+    held_out: np.ndarray | None = None
+    effective_rows: float = 0.0
+
+    def copy(self) -> PairwiseSpreadPrior:
+        base = JointSpreadPrior.copy(self)
+        kept = {f.name: getattr(base, f.name) for f in fields(JointSpreadPrior)}
+        fit = dict(moved=self.moved, loglik=self.loglik, held_out=self.held_out, effective_rows=self.effective_rows)
+        return PairwiseSpreadPrior(**kept, tree=self.tree, **fit)
+
+    def public(self) -> dict:
+        """What users see as ``prior_``: the margins, the tree the rows were drawn from, and the fit."""
+        fit = {"sweeps": int(self.moved.size), "moved": self.moved.copy(), "loglik": self.loglik.copy()}
+        fit["held_out"] = None if self.held_out is None else self.held_out.copy()
+        fit["effective_rows"] = self.effective_rows
+        return SpreadPrior.public(self) | {"tree": self.tree.public()["tree"], "pairwise": fit}
+
+
+def pairwise_prior(
+    layout: ColumnLayout,
+    units: dict,
+    start: dict,
+    seed: int,
+    sweeps: int | None = None,
+    n_rows: int = PAIRWISE_ROWS,
+) -> PairwiseSpreadPrior:
+    """``prior="pairwise"`` from the releases' ``units`` (``release_units``) and naive Bayes's table per
+    pair ``start`` (``naive_bayes_pair_tables``): ``n_rows`` draws of the releases' tree (seeded by
+    ``seed``), reweighted by EM sweeps (module doc; the first that would lower the releases' likelihood
+    stops them), resampled to equal weights. ``sweeps`` None: as many as score best on held-out
+    reports (``held_out_sweeps``)."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x9A1F,)))
+    chosen = None
+    if sweeps is None:
+        chosen = held_out_sweeps(layout, units, start, rng)
+        sweeps = int(np.argmax(chosen))
+    tree, X, w, moved, loglik = _reweighted(layout, units, start, sweeps, n_rows, rng)
+    rows = joint_prior(layout, EmpiricalPrior(X[systematic_resample(w, n_rows, rng)]))
+    kept = {f.name: getattr(rows, f.name) for f in fields(JointSpreadPrior)}
+    fit = dict(moved=moved, loglik=loglik, held_out=chosen, effective_rows=float(1.0 / np.sum(w * w)))
+    return PairwiseSpreadPrior(**kept, tree=tree, **fit)
+
+
+def held_out_sweeps(layout: ColumnLayout, units: dict, start: dict, rng: np.random.Generator) -> np.ndarray:
+    """The mean held-out log-likelihood per report after 0, 1, … sweeps (up to ``PAIRWISE_SWEEPS``):
+    each distinct report's count split in two halves at random (binomial), the prior fitted on one, the
+    other scored. Its argmax is where more sweeps start fitting the reports' noise."""
+    fit, held = {}, {}
+    for jk, (cnt, *L) in units.items():
+        a = rng.binomial(cnt.astype(np.int64), 0.5).astype(float)
+        fit[jk], held[jk] = (a, *L), (cnt - a, *L)
+    scores = []
+    _reweighted(layout, fit, start, PAIRWISE_SWEEPS, PAIRWISE_ROWS, rng, score=held, scores=scores)
+    return np.array(scores)
+
+
+def _reweighted(layout, units, start, sweeps, n_rows, rng, score=None, scores=None) -> tuple:
+    """(tree, rows X, weights w, moved, loglik) of up to ``sweeps`` EM sweeps (module doc); with
+    ``score`` (units of other reports), each state's mean log-likelihood of them appended to ``scores``."""
+    tables = pair_tables(units, start)
+    tree = tree_prior(layout, units, start, tables=tables)
+    X = tree.draws(n_rows, rng)
+    ks = [int(k) for k in layout.k]
+    w = np.full(n_rows, 1.0 / n_rows)
+    cells = {(j, k): X[:, j] * ks[k] + X[:, k] for j, k in units}
+    label = {jk: q / np.maximum(q.sum(axis=2, keepdims=True), 1e-300) for jk, q in tables.items()}  # p(c | s, t)
+    L = {jk: unit_matrix(u) for jk, u in units.items()}
+
+    def pair_model(w, j, k):
+        """The weighted rows' table of (x_j, x_k), with the label: (m (k_j, k_k), q (k_j·k_k·C), p(v))."""
+        m = np.bincount(cells[(j, k)], w, minlength=ks[j] * ks[k]).reshape(ks[j], ks[k])
+        q = (m[:, :, None] * label[(j, k)]).ravel()
+        return m, q, np.maximum(L[(j, k)] @ q, 1e-300)
+
+    def loglik_of(w, of: dict) -> float:
+        return sum(float(u[0] @ np.log(pair_model(w, *jk)[2])) for jk, u in of.items())
+
+    moved, loglik = [], [loglik_of(w, units)]
+    if score is not None:
+        n_held = sum(float(u[0].sum()) for u in score.values())
+        scores.append(loglik_of(w, score) / n_held)
+    for _ in range(sweeps):
+        new, most = w, 0.0
+        for (j, k), u in units.items():
+            m, q, pv = pair_model(new, j, k)
+            step = (q * (L[(j, k)].T @ (u[0] / pv)) / u[0].sum()).reshape(*m.shape, -1).sum(axis=2)  # EM's table
+            most = max(most, 0.5 * float(np.abs(step - m).sum()))
+            new = new * np.divide(step, m, out=np.ones_like(m), where=m > 0).ravel()[cells[(j, k)]]
+            new /= new.sum()
+        now = loglik_of(new, units)
+        if now < loglik[-1]:  # raking pair by pair is not EM's step: a sweep that lowers it is not kept
+            break
+        w = new
+        moved.append(most)
+        loglik.append(now)
+        if score is not None:
+            scores.append(loglik_of(w, score) / n_held)
+            if len(scores) > HELD_OUT_PATIENCE and np.argmax(scores) < len(scores) - HELD_OUT_PATIENCE:
+                break  # the best is this many sweeps behind: past it the noise is being fitted
+    return tree, X, w, np.array(moved), np.array(loglik)
+
+
+def systematic_resample(w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """n indices drawn in proportion to the weights w (summing to 1) by systematic resampling: each
+    index's count within one of n·w_i."""
+    c = np.cumsum(w)
+    return np.minimum(np.searchsorted(c, (rng.random() + np.arange(n)) / n * c[-1]), w.size - 1)
