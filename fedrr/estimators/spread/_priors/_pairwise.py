@@ -126,6 +126,8 @@ def _reweighted(layout, units, start, sweeps, n_rows, rng, score=None, scores=No
     for _ in range(sweeps):
         new, most = w, 0.0
         for (j, k), u in units.items():
+            if not u[0].sum() > 0:  # a pair none of these reports holds (half of a few): nothing to fit
+                continue
             m, q, pv = pair_model(new, j, k)
             step = (q * (L[(j, k)].T @ (u[0] / pv)) / u[0].sum()).reshape(*m.shape, -1).sum(axis=2)  # EM's table
             most = max(most, 0.5 * float(np.abs(step - m).sum()))

@@ -178,7 +178,7 @@ def _squarem(L: np.ndarray, cnt: np.ndarray, q0: np.ndarray) -> np.ndarray:
 
     def objective(q):
         pv, qq = np.maximum(L @ q, 1e-300), np.maximum(q, 1e-300)
-        return (float(cnt @ np.log(pv)) + a * float(q0 @ np.log(qq))) / N
+        return (float(cnt @ np.log(pv)) + a * float(q0 @ np.log(qq))) / max(N, 1.0)  # a pair no report holds: q0
 
     q, prev = q0.copy(), objective(q0)
     for _ in range(TABLE_MAX_ITER):
