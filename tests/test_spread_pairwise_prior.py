@@ -96,3 +96,14 @@ def test_a_few_people_per_pair_leave_pairs_no_half_holds_and_the_fit_stands():
     Xt, yt = m.release(X, rng.integers(0, 2, 60), rng=np.random.default_rng(9))
     est = SpreadLogisticRegression(prior="pairwise", C=1.0, random_state=0).fit(Xt, yt, mechanism=m)
     assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.prior_["pairwise"]["held_out"]))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_a_handful_of_triples_fits_with_no_sweep_to_choose(n):
+    """One to three triples: the held-out split can leave one half empty; then no sweep is made."""
+    X, y = loop_records(n, 3)
+    m = TripleRecordMechanism(KS, 2, 2.0)
+    for seed in range(4):
+        Xt, yt = m.release(X, y, rng=np.random.default_rng(seed))
+        est = SpreadLogisticRegression(prior="pairwise", C=1.0, random_state=seed).fit(Xt, yt, mechanism=m)
+        assert np.all(np.isfinite(est.coef_)) and est.prior_["pairwise"]["sweeps"] >= 0

@@ -120,7 +120,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         balanced / AUC) where 1,000 EM iterations give 0.807 / 0.762 / 0.871
         (results/adult_scale_designs/summary.md). Asked for, it also fits two pairs per record, through
         the joint tables of the two attributes (``TwoPairLikelihood``; "auto" leaves those to EM but with
-        ``prior="tree"``, which only it fits). It
+        ``prior="tree"``, "class-tree" or "pairwise", which only it fits; and triples, always). It
         refuses other releases, naming ``solver``; the EM options (``e_step``, ``n_chains``,
         ``burn_in``, ...) do not apply, ``max_iter`` bounds its iterations.
         Learned: ``solver_``, the solver used.
