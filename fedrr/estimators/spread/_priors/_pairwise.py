@@ -89,7 +89,10 @@ def pairwise_prior(
 def held_out_sweeps(layout: ColumnLayout, units: dict, start: dict, rng: np.random.Generator) -> np.ndarray:
     """The mean held-out log-likelihood per report after 0, 1, … sweeps (up to ``PAIRWISE_SWEEPS``):
     each distinct report's count split in two halves at random (binomial), the prior fitted on one, the
-    other scored. Its argmax is where more sweeps start fitting the reports' noise."""
+    other scored. Its argmax is where more sweeps start fitting the reports' noise. The half's pair
+    tables start from, and are shrunk by 0.5 pseudo-records a cell toward, ``start`` (naive Bayes of all
+    the reports): the held-out half is that much seen. The count is chosen on half the reports and
+    used on all, which errs toward fewer sweeps."""
     fit, held = {}, {}
     for jk, (cnt, *L) in units.items():
         a = rng.binomial(cnt.astype(np.int64), 0.5).astype(float)
