@@ -35,8 +35,8 @@ results/adult_scale_designs/summary.md). With ``prior="auto"`` on two or more pa
 Rows are appended to the CSV ``--out`` (created with a header naming the command), one per fit.
 ``pairwise:C[:sweeps=S]`` = spread at C with ``prior="pairwise"``'s rows (S EM sweeps, or its held-out
 choice) and ``raked:C[:sweeps=S][:clean=1]`` with the tree's draws raked to every pair's own table, or
-with ``clean=1`` to the population's own tables (an oracle), as a prior of rows (``pairwise_rows``;
-triple releases).
+with ``clean=1`` to the population's own tables (an oracle), as a prior of rows
+(``fedrr.estimators.spread.pairwise_rows``; triple releases).
 ``--paired --fits F ...`` prints those fits against ``ldp-nb`` on the same releases (paired
 differences over the seeds both have) from ``--out`` and stops.
 ``--split validation`` draws the people from 80 % of Adult's training rows and scores on the other 20 %
@@ -81,6 +81,7 @@ import numpy as np
 
 from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegression, SpreadLogisticRegressionCV
+from fedrr.estimators.spread import pairwise_rows
 from fedrr.io import command_line
 from fedrr.learners import classification_scores
 from fedrr.mechanisms import EmpiricalPrior, PairedRecordMechanism, TripleRecordMechanism, plan_release
@@ -155,40 +156,21 @@ def public_rows(pool: np.ndarray, m: str, seed: int, smooth: str = "0") -> Empir
     return EmpiricalPrior(pool[rng.choice(pool.shape[0], int(m), replace=False)], smoothing=int(smooth))
 
 
-def pairwise_rows(Xt, mech, seed: int, how: str, sweeps: int | None, clean: np.ndarray | None) -> EmpiricalPrior:
-    """The rows of ``prior="pairwise"`` on triple releases, as a prior of rows: ``how`` "pairwise", the
-    estimator's own (``sweeps`` EM sweeps, or None: its held-out choice); "raked", the tree's draws
-    raked by iterative proportional fitting (``sweeps`` sweeps, default 30) to every pair's own
-    maximum-likelihood table, or with ``clean`` (the pool's rows) to the population's own pair tables,
-    from the population's own tree (an oracle: what the pairs' tables alone would give)."""
-    from fedrr.estimators.spread._design import ColumnLayout
-    from fedrr.estimators.spread._direct import triple_units
-    from fedrr.estimators.spread._priors import _pairwise, _tree
-
-    layout = ColumnLayout.from_states(mech.n_states)
-    units = triple_units([(mech, np.arange(Xt.shape[0]))], Xt)[0]
-    start = _tree.naive_bayes_pair_tables(_tree.triple_naive_bayes_prior(layout, units), units)
+def reweighted_prior(Xt, mech, seed: int, how: str, sweeps: int | None, clean: np.ndarray | None) -> EmpiricalPrior:
+    """``pairwise_rows`` as a prior of rows: ``how`` "pairwise", the prior itself; "raked", the tree's
+    draws raked to every pair's own maximum-likelihood table, or with ``clean`` (the pool's rows) to
+    the population's own pair tables (an oracle)."""
     if how == "pairwise":
-        return EmpiricalPrior(_pairwise.pairwise_prior(layout, units, start, seed, sweeps).rows)
-    ks = [int(k) for k in layout.k]
-    tables = _tree.pair_tables(units, start)
-    if clean is not None:  # the population's own (x_j, x_k) tables; the label's split is not read
+        return EmpiricalPrior(pairwise_rows(Xt, mech, seed=seed, sweeps=sweeps))
+    tables = "releases"
+    if clean is not None:
+        ks = mech.n_states
         tables = {}
-        for j, k in units:
-            t = np.zeros((ks[j], ks[k], 1))
-            np.add.at(t, (clean[:, j], clean[:, k], 0), 1.0 / clean.shape[0])
+        for j, k in mech.pairs:
+            t = np.zeros((ks[j], ks[k]))
+            np.add.at(t, (clean[:, j], clean[:, k]), 1.0 / clean.shape[0])
             tables[(j, k)] = t
-    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x9A1F,)))
-    X = _tree.tree_prior(layout, units, start, tables=tables).draws(_pairwise.PAIRWISE_ROWS, rng)
-    w = np.full(X.shape[0], 1.0 / X.shape[0])
-    for _ in range(30 if sweeps is None else sweeps):
-        for (j, k), q in tables.items():
-            cell = X[:, j] * ks[k] + X[:, k]
-            m = np.bincount(cell, w, minlength=ks[j] * ks[k]).reshape(ks[j], ks[k])
-            target = q.sum(axis=2) / q.sum()
-            w = w * np.divide(target, m, out=np.ones_like(m), where=m > 0).ravel()[cell]
-            w /= w.sum()
-    return EmpiricalPrior(X[_pairwise.systematic_resample(w, X.shape[0], rng)])
+    return EmpiricalPrior(pairwise_rows(Xt, mech, seed=seed, sweeps=sweeps, tables=tables))
 
 
 def fit_one(spec: str, Xt, yt, mech, seed: int, pool: np.ndarray | None = None):
@@ -215,10 +197,10 @@ def fit_one(spec: str, Xt, yt, mech, seed: int, pool: np.ndarray | None = None):
             kw = {"prior": "latent-class", "n_latent_classes": int(name[2:])}
         elif name == "public":
             kw = {"prior": public_rows(pool, opts.pop("rows", "all"), seed, opts.pop("smooth", "0"))}
-        elif name in ("raked", "pairwise"):  # rows of the releases' tree, reweighted (pairwise_rows)
+        elif name in ("raked", "pairwise"):  # rows of the releases' tree, reweighted (reweighted_prior)
             clean = pool if opts.pop("clean", "0") == "1" else None
             sweeps = int(opts.pop("sweeps")) if "sweeps" in opts else None
-            kw = {"prior": pairwise_rows(Xt, mech, seed, name, sweeps, clean)}
+            kw = {"prior": reweighted_prior(Xt, mech, seed, name, sweeps, clean)}
         else:
             kw = {"prior": PRIORS[name]}
         if "it" in opts:

@@ -36,6 +36,7 @@ _HOMES = {
     "Design": "._design",
     "SpreadLogisticRegression": "._estimator",
     "auto_prior": "._prior_setup",
+    "pairwise_rows": "._priors._pairwise",
     "check_clean_X": "._estimator",
     "group_records": "._pool",
     "ReconstructionLogisticRegression": "._reconstruction",
@@ -57,6 +58,7 @@ __all__ = [
     "group_records",
     "independence_terms",
     "independence_test",
+    "pairwise_rows",
     "shard_group",
 ]
 
@@ -70,5 +72,6 @@ if TYPE_CHECKING:  # for static tools (type checkers, the API docs): the same na
     from ._estimator import SpreadLogisticRegression, check_clean_X
     from ._pool import group_records
     from ._prior_setup import auto_prior
+    from ._priors._pairwise import pairwise_rows
     from ._reconstruction import ReconstructionLogisticRegression
     from ._runtime import ShardGroup, shard_group

@@ -157,3 +157,40 @@ def systematic_resample(w: np.ndarray, n: int, rng: np.random.Generator) -> np.n
     index's count within one of n·w_i."""
     c = np.cumsum(w)
     return np.minimum(np.searchsorted(c, (rng.random() + np.arange(n)) / n * c[-1]), w.size - 1)
+
+
+def pairwise_rows(
+    X_released: np.ndarray, mechanism, *, seed: int = 0, sweeps: int | None = None, tables="reports"
+) -> np.ndarray:
+    """The rows (n, D) of ``prior="pairwise"`` fitted to triple releases (``mechanism`` a
+    ``TripleRecordMechanism``; pass ``EmpiricalPrior(rows)`` as a prior), for studying what it learns.
+    ``tables="reports"``: the prior itself (EM on the reports; ``sweeps`` fixed, or None for its
+    held-out choice). Otherwise the tree's draws are raked by iterative proportional fitting
+    (``sweeps``, default 30) to every pair's table: ``"releases"``, each pair's own maximum-likelihood
+    table, or a dict {(j, k): (k_j, k_k) table}, e.g. a population's own, whose tree the rows are drawn
+    from (an oracle no deployment has)."""
+    from .._design import ColumnLayout
+    from .._direct import triple_units
+    from ._tree import naive_bayes_pair_tables, triple_naive_bayes_prior
+
+    X_released = np.asarray(X_released, float)
+    layout = ColumnLayout.from_states(mechanism.n_states)
+    units = triple_units([(mechanism, np.arange(X_released.shape[0]))], X_released)[0]
+    start = naive_bayes_pair_tables(triple_naive_bayes_prior(layout, units), units)
+    if isinstance(tables, str) and tables == "reports":
+        return pairwise_prior(layout, units, start, seed, sweeps).rows
+    given = pair_tables(units, start) if isinstance(tables, str) and tables == "releases" else None
+    if given is None:
+        given = {jk: np.asarray(tables[jk], float)[:, :, None] for jk in units}
+    ks = [int(k) for k in layout.k]
+    rng = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(0x9A1F,)))
+    X = tree_prior(layout, units, start, tables=given).draws(PAIRWISE_ROWS, rng)
+    w = np.full(X.shape[0], 1.0 / X.shape[0])
+    for _ in range(30 if sweeps is None else sweeps):
+        for (j, k), q in given.items():
+            cell = X[:, j] * ks[k] + X[:, k]
+            m = np.bincount(cell, w, minlength=ks[j] * ks[k]).reshape(ks[j], ks[k])
+            target = q.sum(axis=2) / q.sum()
+            w = w * np.divide(target, m, out=np.ones_like(m), where=m > 0).ravel()[cell]
+            w /= w.sum()
+    return X[systematic_resample(w, X.shape[0], rng)]
