@@ -138,29 +138,37 @@ def test_pool_equals_offline_release_and_offline_fit(audited_run):
         np.testing.assert_allclose(model["coef"], offline.estimator.coef_, rtol=0, atol=1e-12)
 
 
+def _pool_is_the_offline_release(cfg: dict, tmp_path, released: int, learners: tuple) -> dict:
+    """Run the federation of ``cfg`` (60 clients, y all NaN, ``released`` columns a record) and check that
+    its pool is the offline release bit for bit, every client's mechanism its own, nothing dropped and
+    nothing flagged, and that ``learners`` fit it as they fit the offline release; its metrics."""
+    cfg = {**cfg, "results-dir": str(tmp_path)}
+    metrics = run_federation(cfg)
+    full = RunConfig.from_flwr(cfg)
+    pop = build_population(full)
+    pool = Pool.load(tmp_path / cfg["run-name"] / "pool.npz")
+    off = offline_release(pop, full.seed)
+    order = np.argsort(off.client_id)
+    np.testing.assert_array_equal(pool.client_id, off.client_id[order])
+    assert pool.X.tobytes() == off.x[order].tobytes() and pool.y.tobytes() == off.y[order].tobytes()
+    assert np.all(np.isnan(pool.y)) and np.all((~np.isnan(pool.X)).sum(axis=1) == released)
+    assert all(m == pop.mechanism(int(c)) for m, c in zip(pool.mechanisms, pool.client_id))
+    assert metrics["n_releases"] == 60 and metrics["dropped"] == {} and metrics["status"] == "done"
+    assert metrics["record_epsilon"]["max"] == pytest.approx(2.0) and metrics["frequency_check"]["flagged"] is False
+    data = FitData(off.x[order], off.y[order], pop.mechanism(0))
+    for name in learners:  # the federated fit is the offline one on the same releases
+        offline = fit_and_score(name, data, pop.test_set(), fit_options(full))
+        assert metrics["learners"][name]["accuracy"] == pytest.approx(offline.entry["accuracy"], abs=1e-12), name
+    return metrics
+
+
 def test_a_paired_pool_equals_the_offline_release_bit_for_bit(tmp_path):
     """The paired release (mechanism "paired": 3 (attribute, label) pairs per client, y all NaN) crosses
     Flower, is validated and pooled exactly as released offline, with no default budget announced."""
     cfg = {**BASE, "dataset": "adult_binned", "mechanism": "paired", "feature-flip": "", "label-flip": ""}
     cfg |= {"feature-epsilon": 2.0, "n-sampled": 3, "n-clients": 60, "learners": "ldp-nb,majority,naive"}
-    cfg |= {"results-dir": str(tmp_path), "run-name": "paired"}
-    metrics = run_federation(cfg)
-    full = RunConfig.from_flwr(cfg)
-    pop = build_population(full)
-    pool = Pool.load(tmp_path / "paired" / "pool.npz")
-    off = offline_release(pop, full.seed)
-    order = np.argsort(off.client_id)
-    np.testing.assert_array_equal(pool.client_id, off.client_id[order])
-    assert pool.X.tobytes() == off.x[order].tobytes() and pool.y.tobytes() == off.y[order].tobytes()
-    assert np.all(np.isnan(pool.y)) and np.all((~np.isnan(pool.X)).sum(axis=1) == 3)
-    assert all(m == pop.mechanism(int(c)) for m, c in zip(pool.mechanisms, pool.client_id))
-    assert metrics["n_releases"] == 60 and metrics["dropped"] == {} and metrics["status"] == "done"
-    assert metrics["record_epsilon"]["max"] == pytest.approx(2.0) and metrics["budget"]["defaults_used"] == {}
-    assert metrics["frequency_check"]["flagged"] is False
-    data = FitData(off.x[order], off.y[order], pop.mechanism(0))
-    for name in ("ldp-nb", "majority", "naive"):  # the federated fit is the offline one on the same releases
-        offline = fit_and_score(name, data, pop.test_set(), fit_options(full))
-        assert metrics["learners"][name]["accuracy"] == pytest.approx(offline.entry["accuracy"], abs=1e-12), name
+    metrics = _pool_is_the_offline_release(cfg | {"run-name": "paired"}, tmp_path, 3, ("ldp-nb", "majority", "naive"))
+    assert metrics["budget"]["defaults_used"] == {}
 
 
 def test_a_triple_pool_equals_the_offline_release_bit_for_bit(tmp_path):
@@ -169,23 +177,7 @@ def test_a_triple_pool_equals_the_offline_release_bit_for_bit(tmp_path):
     as released offline, and the learners that take triples fit the pool as they do offline."""
     cfg = {**BASE, "dataset": "adult_binned", "mechanism": "triple", "feature-flip": "", "label-flip": ""}
     cfg |= {"feature-epsilon": 2.0, "n-clients": 60, "learners": "ldp-nb,majority"}
-    cfg |= {"results-dir": str(tmp_path), "run-name": "triple"}
-    metrics = run_federation(cfg)
-    full = RunConfig.from_flwr(cfg)
-    pop = build_population(full)
-    pool = Pool.load(tmp_path / "triple" / "pool.npz")
-    off = offline_release(pop, full.seed)
-    order = np.argsort(off.client_id)
-    np.testing.assert_array_equal(pool.client_id, off.client_id[order])
-    assert pool.X.tobytes() == off.x[order].tobytes() and pool.y.tobytes() == off.y[order].tobytes()
-    assert np.all(np.isnan(pool.y)) and np.all((~np.isnan(pool.X)).sum(axis=1) == 2)
-    assert all(m == pop.mechanism(int(c)) for m, c in zip(pool.mechanisms, pool.client_id))
-    assert metrics["n_releases"] == 60 and metrics["dropped"] == {} and metrics["status"] == "done"
-    assert metrics["record_epsilon"]["max"] == pytest.approx(2.0) and metrics["frequency_check"]["flagged"] is False
-    data = FitData(off.x[order], off.y[order], pop.mechanism(0))
-    for name in ("ldp-nb", "majority"):
-        offline = fit_and_score(name, data, pop.test_set(), fit_options(full))
-        assert metrics["learners"][name]["accuracy"] == pytest.approx(offline.entry["accuracy"], abs=1e-12), name
+    _pool_is_the_offline_release(cfg | {"run-name": "triple"}, tmp_path, 2, ("ldp-nb", "majority"))
 
 
 @pytest.mark.parametrize("name", ["naive", "majority", "ldp-nb"])

@@ -159,11 +159,6 @@ def blocker(mechanisms, prior, max_pairs: int = 1) -> str | None:
     return None
 
 
-def direct_blocker(groups: list, prior, p: dict, max_pairs: int = 1) -> str | None:
-    """``blocker`` of a fit's groups (``prior``, the built prior, is not read: every fixed one is taken)."""
-    return blocker([rm for rm, _ in groups], p["prior"], max_pairs)
-
-
 @dataclass
 class DirectResult:
     coef: np.ndarray  # (Rn, n_inputs)
@@ -530,8 +525,9 @@ def check_tree(groups: list, solver: str, prior: str = "tree") -> None:
         raise ValidationError("solver", msg)
 
 
-def check_direct(groups: list, prior, p: dict) -> None:
-    """``solver="direct"``'s check at fit: a ValidationError naming ``solver`` and why."""
-    why = direct_blocker(groups, prior, p, max_pairs=2)
+def check_direct(groups: list, prior) -> None:
+    """``solver="direct"``'s check at fit (``prior``: the parameter): a ValidationError naming ``solver``
+    and why."""
+    why = blocker([rm for rm, _ in groups], prior, max_pairs=2)
     if why is not None:
         raise ValidationError("solver", f"'direct' {why}; solver='em' fits them")

@@ -27,10 +27,10 @@ from ...errors import ValidationError
 from ...parallel import ThreadExecutor
 from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
+from ._direct import blocker as direct_blocker
 from ._direct import (
     check_direct,
     check_tree,
-    direct_blocker,
     fit_direct,
     is_triple,
     pair_likelihood,
@@ -448,9 +448,10 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         prior = initial_prior(layout, pools, p, n, (Xv, yi, groups), entropy, memo, units)
         start, center = self._naive_bayes_uses(Xv, yi, groups, design, p)
         self.solver_ = p["solver"]
-        if self.solver_ == "auto":  # two pairs per record go to the direct solver with a tree only
+        if self.solver_ == "auto":  # two pairs per record go to the direct solver with a prior of pair tables only
             two = tree or triple
-            self.solver_ = "direct" if triple or direct_blocker(groups, prior, p, 2 if two else 1) is None else "em"
+            why = direct_blocker([rm for rm, _ in groups], p["prior"], 2 if two else 1)
+            self.solver_ = "direct" if triple or why is None else "em"
         if self.solver_ == "direct":
             lik = self._direct_likelihood(Xv, groups, design, prior, p, entropy, units, memo)
             return self._fit_direct(design, layout, prior, p, start, center, lik)
@@ -466,7 +467,7 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
         releases, prior object and draw seed (its Cs on one fold) share the last one built: building it
         is most of a tree fit's cost at small N (each pair's cell weights over the draws), and it does
         not change with C."""
-        check_direct(groups, prior, p)
+        check_direct(groups, p["prior"])
         if memo is None:
             return pair_likelihood(groups, Xv, design, prior, len(self.classes_), entropy, units)
         key = (releases_key(Xv, np.empty(0), groups), p["encoding"], len(self.classes_), entropy)

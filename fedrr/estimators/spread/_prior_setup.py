@@ -78,14 +78,15 @@ def fitted_prior(layout: ColumnLayout, p: dict, releases, seed: int, memo: dict 
     if p["prior"] == "naive-bayes":
         return triple_naive_bayes_prior(layout, units) if triple else naive_bayes_prior(*releases, layout)
     if p["prior"] in PAIR_TABLE_PRIORS:  # one fit for every fit of a CV on the same releases
-        if memo is not None:  # the pairwise prior's draws: one seed for the whole CV
+        pairwise = p["prior"] == "pairwise"
+        if pairwise and memo is not None:  # its draws: one seed for the whole CV
             seed = memo.setdefault(("pairwise", "seed"), seed)
-        key = (p["prior"], releases_key(*releases), seed if p["prior"] == "pairwise" else None)
+        key = (p["prior"], releases_key(*releases), seed if pairwise else None)
         if memo is not None and key in memo:
             return memo[key]
         nb = triple_naive_bayes_prior(layout, units) if triple else naive_bayes_prior(*releases, layout)
         nb = naive_bayes_pair_tables(nb, units)
-        if p["prior"] == "pairwise":
+        if pairwise:
             prior = pairwise_prior(layout, units, nb, seed)
         else:
             prior = tree_prior(layout, units, nb, by_class=p["prior"] == "class-tree")
