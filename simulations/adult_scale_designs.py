@@ -156,12 +156,14 @@ def public_rows(pool: np.ndarray, m: str, seed: int, smooth: str = "0") -> Empir
     return EmpiricalPrior(pool[rng.choice(pool.shape[0], int(m), replace=False)], smoothing=int(smooth))
 
 
-def reweighted_prior(Xt, mech, seed: int, how: str, sweeps: int | None, clean: np.ndarray | None) -> EmpiricalPrior:
+def reweighted_prior(
+    Xt, mech, seed: int, how: str, sweeps: int | None, clean: np.ndarray | None, label: str = "rows"
+) -> EmpiricalPrior:
     """``pairwise_rows`` as a prior of rows: ``how`` "pairwise", the prior itself; "raked", the tree's
     draws raked to every pair's own maximum-likelihood table, or with ``clean`` (the pool's rows) to
     the population's own pair tables (an oracle)."""
     if how == "pairwise":
-        return EmpiricalPrior(pairwise_rows(Xt, mech, seed=seed, sweeps=sweeps))
+        return EmpiricalPrior(pairwise_rows(Xt, mech, seed=seed, sweeps=sweeps, label=label))
     tables = "releases"
     if clean is not None:
         ks = mech.n_states
@@ -200,7 +202,8 @@ def fit_one(spec: str, Xt, yt, mech, seed: int, pool: np.ndarray | None = None):
         elif name in ("raked", "pairwise"):  # rows of the releases' tree, reweighted (reweighted_prior)
             clean = pool if opts.pop("clean", "0") == "1" else None
             sweeps = int(opts.pop("sweeps")) if "sweeps" in opts else None
-            kw = {"prior": reweighted_prior(Xt, mech, seed, name, sweeps, clean)}
+            label = opts.pop("label", "rows")
+            kw = {"prior": reweighted_prior(Xt, mech, seed, name, sweeps, clean, label)}
         else:
             kw = {"prior": PRIORS[name]}
         if "it" in opts:

@@ -126,3 +126,35 @@ def test_pairwise_rows_raked_to_given_tables_hold_them():
         got = np.zeros((3, 3))
         np.add.at(got, (rows[:, j], rows[:, k]), 1 / len(rows))
         assert _tv(got, t) < 0.01, (j, k, _tv(got, t))
+
+
+def test_each_rows_class_weights_hold_every_pairs_table_with_the_label():
+    """Each row carries a weight per class, so the label's p(c | s, t) is the rows' own, pooled over every
+    pair that holds x_j or x_k, not one pair's noisy table. 60,000 near-clean triples of the loop (its
+    label depends on all three attributes): after the sweeps the held-out choice keeps, the rows' table
+    of (x_j, x_k, y) is within 0.02 of the population's for every pair (total variation; measured 0.008
+    to 0.009; naive Bayes's p(c | x), where the sweeps start, is 0.097 off), and with the label held at
+    each pair's own table ("pair") the rows carry no label."""
+    from fedrr.estimators.spread._design import ColumnLayout
+    from fedrr.estimators.spread._direct import triple_units
+    from fedrr.estimators.spread._priors._pairwise import _reweighted, held_out_sweeps
+    from fedrr.estimators.spread._priors._tree import naive_bayes_pair_tables, triple_naive_bayes_prior
+
+    X, y = loop_records(60_000, 3)
+    m = TripleRecordMechanism(KS, 2, 8.0, oracle="rr")
+    Xt, _ = m.release(X, y, rng=np.random.default_rng(103))
+    layout = ColumnLayout.from_states(KS)
+    units = triple_units([(m, np.arange(len(Xt)))], np.asarray(Xt, float))[0]
+    start = naive_bayes_pair_tables(triple_naive_bayes_prior(layout, units), units)
+    rng = np.random.default_rng(5)
+    sweeps = int(np.argmax(held_out_sweeps(layout, units, start, rng)))
+    _, rows, W, moved, _ = _reweighted(layout, units, start, sweeps, 65536, rng)
+    assert W.shape == (len(rows), 2) and moved.size == sweeps >= 1
+    for j, k in itertools.combinations(range(3), 2):
+        truth = np.zeros((3, 3, 2))
+        np.add.at(truth, (X[:, j], X[:, k], y), 1 / len(X))
+        got = np.zeros((3, 3, 2))
+        for c in range(2):
+            np.add.at(got[:, :, c], (rows[:, j], rows[:, k]), W[:, c])
+        assert _tv(got, truth) < 0.02, (j, k, _tv(got, truth))
+    assert _reweighted(layout, units, start, 1, 1024, rng, label="pair")[2].shape == (1024, 1)

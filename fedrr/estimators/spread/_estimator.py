@@ -61,8 +61,8 @@ class SpreadLogisticRegression(ClassifierMixin, BaseEstimator):
     Parameters
     ----------
     C : inverse L2 penalty on ``coef_`` as in scikit-learn (np.inf: none; at least 1e-12, so 1/C is finite).
-    prior : "auto" (the default: for paired releases of two or more pairs per record, "latent-class"
-        when its held-out likelihood on the releases beats naive Bayes's, else "naive-bayes"
+    prior : "auto" (the default: "pairwise" for triples; for paired releases of two or more pairs per
+        record, "latent-class" when its held-out likelihood on the releases beats naive Bayes's, else "naive-bayes"
         (``choose_latent_class``; learned: ``prior_choice_``); "naive-bayes" for one pair or records
         releasing sampled attributes through discrete oracles with a label; else "learned"; ``auto_prior``;
         ``fit_pool``, which streams the pool and cannot fit naive Bayes on it, uses "learned"),
