@@ -33,9 +33,10 @@ defaults with that prior (the eleventh session's ceiling of one pair per person,
 results/adult_scale_designs/summary.md). With ``prior="auto"`` on two or more pairs per person,
 ``prior_choice`` holds the prior the releases chose and its z (``SpreadLogisticRegression.prior_choice_``).
 Rows are appended to the CSV ``--out`` (created with a header naming the command), one per fit.
-``pairwise:C[:sweeps=S]`` = spread at C with ``prior="pairwise"``'s rows (S EM sweeps, or its held-out
-choice) and ``raked:C[:sweeps=S][:clean=1]`` with the tree's draws raked to every pair's own table, or
-with ``clean=1`` to the population's own tables (an oracle), as a prior of rows
+``pairwise:C[:sweeps=S][:label=pair]`` = spread at C with ``prior="pairwise"``'s rows (S EM sweeps, or
+its held-out choice; ``label=pair``: the label held at each pair's own table, the twentieth session's)
+and ``raked:C[:sweeps=S][:clean=1]`` with the tree's draws raked to every pair's own table, or with
+``clean=1`` to the population's own tables (an oracle), as a prior of rows
 (``fedrr.estimators.spread.pairwise_rows``; triple releases).
 ``--paired --fits F ...`` prints those fits against ``ldp-nb`` on the same releases (paired
 differences over the seeds both have) from ``--out`` and stops.

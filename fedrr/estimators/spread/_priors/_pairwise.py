@@ -208,10 +208,11 @@ def pairwise_rows(
     """The rows (n, D) of ``prior="pairwise"`` fitted to triple releases (``mechanism`` a
     ``TripleRecordMechanism``; pass ``EmpiricalPrior(rows)`` as a prior), for studying what it learns.
     ``tables="reports"``: the prior itself (EM on the reports; ``sweeps`` fixed, or None for its
-    held-out choice). Otherwise the tree's draws are raked by iterative proportional fitting
-    (``sweeps``, default 30) to every pair's table: ``"releases"``, each pair's own maximum-likelihood
-    table, or a dict {(j, k): (k_j, k_k) table}, e.g. a population's own, whose tree the rows are drawn
-    from (an oracle no deployment has)."""
+    held-out choice; ``label`` "rows", each row with a weight per class, or "pair", the label held at
+    each pair's own table as before the twenty-first session). Otherwise the tree's draws are raked by
+    iterative proportional fitting (``sweeps``, default 30) to every pair's table: ``"releases"``, each
+    pair's own maximum-likelihood table, or a dict {(j, k): (k_j, k_k) table}, e.g. a population's own,
+    whose tree the rows are drawn from (an oracle no deployment has)."""
     from .._design import ColumnLayout
     from .._direct import triple_units
     from ._tree import naive_bayes_pair_tables, triple_naive_bayes_prior
