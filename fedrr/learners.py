@@ -308,7 +308,8 @@ def release_prior(mechanism: Any) -> str:
     "C and the prior's smoothing chosen by cross-validation on the "
     "held-out noisy likelihood; on releases with a label of their own a fallback to the intercept-only model "
     "when the held-out releases do not support the model (paired releases keep it and report the test); "
-    "triple releases: the Chow-Liu tree of their tables, the direct solver",
+    "triple releases: rows of the Chow-Liu tree of their tables reweighted to every pair's table (prior "
+    "'pairwise'), the direct solver",
     triples=True,
 )
 def _spread(d: FitData, o: FitOptions, **params):

@@ -129,12 +129,13 @@ def test_pairwise_rows_raked_to_given_tables_hold_them():
 
 
 def test_each_rows_class_weights_hold_every_pairs_table_with_the_label():
-    """Each row carries a weight per class, so the label's p(c | s, t) is the rows' own, pooled over every
-    pair that holds x_j or x_k, not one pair's noisy table. 60,000 near-clean triples of the loop (its
-    label depends on all three attributes): after the sweeps the held-out choice keeps, the rows' table
-    of (x_j, x_k, y) is within 0.02 of the population's for every pair (total variation; measured 0.008
-    to 0.009; naive Bayes's p(c | x), where the sweeps start, is 0.097 off), and with the label held at
-    each pair's own table ("pair") the rows carry no label."""
+    """Each row carries a weight per class, so a pair's table of (x_j, x_k, y) is the rows' own and the
+    sweeps fit it whole. 60,000 near-clean triples of the loop (its label depends on all three
+    attributes): after the sweeps the held-out choice keeps, the rows' table of (x_j, x_k, y) is within
+    0.02 of the population's for every pair (total variation; measured 0.008 to 0.009; naive Bayes's
+    p(c | x), where the sweeps start, is 0.097 off, one sweep 0.048). With the label held at each pair's
+    own table ("pair") the rows carry no label. What pooling the label gains at scale is measured, not
+    tested (results/adult_scale_designs/summary.md, "Twenty-first session")."""
     from fedrr.estimators.spread._design import ColumnLayout
     from fedrr.estimators.spread._direct import triple_units
     from fedrr.estimators.spread._priors._pairwise import _reweighted, held_out_sweeps

@@ -365,6 +365,7 @@ def test_a_budget_mix_of_triples_is_fitted_by_spread_and_refused_by_naive_bayes_
     Xt = np.vstack([m.release(X[i : i + 1], y[i : i + 1], rng=rng)[0] for i, m in enumerate(per)])
     est = SpreadLogisticRegression(encoding="onehot", random_state=0).fit(Xt, None, mechanism=per)
     assert est.solver_ == "direct" and est.score(X, y) > np.mean(y == np.bincount(y).argmax())
+    assert "pairwise" in est.prior_  # "auto" on a budget mix of triples, as on one triple mechanism
     with pytest.raises(ValidationError) as exc:
         LDPNaiveBayes().fit(Xt, None, mechanism=per)
     assert exc.value.field == "mechanism" and "triple" in exc.value.message

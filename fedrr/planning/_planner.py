@@ -484,8 +484,8 @@ def plan_release(  # noqa: PLR0913  keyword-only options, each a separate choice
     ``dependence``: "prefer" (the default) ranks first the designs that identify how the attributes
     co-occur (two attributes or more per person, the three-way tables' predicted ``co_occurrence_error``
     ≤ ``DEPENDENCE_TARGET``; ``_co_occurrence``), the one that estimates it best first: the triple
-    (``TripleRecordMechanism``), which spread fits with a tree prior learned from its tables. A design
-    of one attribute per person identifies the pair tables alone, and a learner's model of the
+    (``TripleRecordMechanism``), which spread fits with a prior of every pair's table learned from it
+    ("pairwise"). A design of one attribute per person identifies the pair tables alone, and a learner's model of the
     dependence is then its prior's at any n (on Adult 3 points below clean logistic regression). The
     error falls as 1/√n, so the ranking depends on n: on Adult's schema the triple is chosen from about
     7.6·10⁵ people at ε 0.5, 1.8·10⁵ at ε 1, 3.5·10⁴ at ε 2 and 3,700 at ε 4 (``n_needed_for_dependence_``;

@@ -98,7 +98,8 @@ def held_out_sweeps(
     each distinct report's count split in two halves at random (binomial), the prior fitted on one, the
     other scored. Its argmax is where more sweeps start fitting the reports' noise. The half's pair
     tables start from, and are shrunk by 0.5 pseudo-records a cell toward, ``start`` (naive Bayes of all
-    the reports): the held-out half is that much seen. The count is chosen on half the reports and
+    the reports), and the rows' class weights start at that naive Bayes's p(c | x): the held-out half is
+    that much seen. The count is chosen on half the reports and
     used on all, which errs toward fewer sweeps."""
     fit, held = {}, {}
     for jk, (cnt, *L) in units.items():
