@@ -121,6 +121,9 @@ def test_pairwise_rows_raked_to_given_tables_hold_them():
     for j, k in m.pairs:
         tables[(j, k)] = np.zeros((3, 3))
         np.add.at(tables[(j, k)], (X[:, j], X[:, k]), 1 / len(X))
+    with pytest.raises(ValidationError, match="'rows' or 'pair'") as exc:
+        pairwise_rows(Xt, m, label="row")
+    assert exc.value.field == "label"
     rows = pairwise_rows(Xt, m, tables=tables)
     for (j, k), t in tables.items():
         got = np.zeros((3, 3))

@@ -129,8 +129,7 @@ def auto_prior(mechanism: Any) -> str:
     attributes' table with the label, and the pairwise prior fits every pair's: on Adult's validation
     split, through the CV, it was above the tree on accuracy in 18 of 22 fits and on balanced accuracy
     in every cell but ε 4's, results/adult_scale_designs/summary.md, "Twenty-first session"); for
-    paired releases
-    "latent-class" when each record releases two or more pairs (their co-occurrences identify it; the
+    paired releases "latent-class" when each record releases two or more pairs (their co-occurrences identify it; the
     fit then keeps it only if the releases' held-out likelihood says so, ``choose_latent_class``) and
     "naive-bayes" when it releases one (it shows nothing of how attributes co-occur, so a latent-class
     fit beyond the label would be set by its start);

@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ....errors import ValidationError
 from ....mechanisms import EmpiricalPrior
 from .._design import ColumnLayout
 from ._factorised import SpreadPrior
@@ -218,6 +219,8 @@ def pairwise_rows(
     from .._direct import triple_units
     from ._tree import naive_bayes_pair_tables, triple_naive_bayes_prior
 
+    if label not in ("rows", "pair"):
+        raise ValidationError("label", f"must be 'rows' or 'pair', got {label!r}")
     X_released = np.asarray(X_released, float)
     layout = ColumnLayout.from_states(mechanism.n_states)
     units = triple_units([(mechanism, np.arange(X_released.shape[0]))], X_released)[0]
