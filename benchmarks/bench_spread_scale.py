@@ -14,6 +14,15 @@ default):
 
     python benchmarks/bench_spread_scale.py --n 1000000 --eps 2 --solver em --whole-selection --out results/speed_scale
 
+``--cells`` also fits the defaults with every pair table of a prior of rows by the cells' weights over
+each (s, t, row) (``TwoPairLikelihood.ROWS_OWN_CELL = False``, the path before each row took its own
+cell; the same objective) on the same releases, after the defaults: that change's speed-up on the
+whole fit, in one run (``bench_spread_scale_N_cells.md``). On the planner's triple at 10⁶ people and
+at the demo's 3·10⁴, ε 8::
+
+    python benchmarks/bench_spread_scale.py --n 1000000 --eps 2 --cells --out results/speed_scale
+    python benchmarks/bench_spread_scale.py --n 30000 --eps 8 --cells --out results/speed_scale
+
 ``--whole-selection`` also fits ``SpreadLogisticRegressionCV(selection_size=None)`` (C chosen on
 folds of every record, the default before ``selection_size``) on the same releases: the default's
 speed-up and what the cut selection costs, in one run. Both fits then run without the profiler, the
@@ -42,6 +51,7 @@ from sklearn.preprocessing import OneHotEncoder
 
 from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegressionCV
+from fedrr.estimators.spread._direct import TwoPairLikelihood
 from fedrr.io import markdown_table, write_report
 from fedrr.learners import classification_scores
 from fedrr.mechanisms import plan_release
@@ -73,6 +83,7 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--quick", action="store_true", help="N = 3,000")
     ap.add_argument("--whole-selection", action="store_true", help="also fit with selection_size=None")
+    ap.add_argument("--cells", action="store_true", help="also fit with pair tables by the cells' weights")
     ap.add_argument("--solver", choices=("auto", "em", "direct"), default="auto", help="the spread fits' solver")
     ap.add_argument("--out", type=Path, default=Path("results/speed_scale"))
     a = ap.parse_args(argv)
@@ -106,7 +117,7 @@ def main(argv=None):
 
     # with --whole-selection both fits run unprofiled, the defaults' first (it pays the first fit's
     # warm-up: the ratio errs against the defaults); else the defaults' fit runs under cProfile
-    prof = None if a.whole_selection else cProfile.Profile()
+    prof = None if a.whole_selection or a.cells else cProfile.Profile()
     est = SpreadLogisticRegressionCV(encoding="onehot", random_state=a.seed, solver=a.solver)
     t = time.perf_counter()
     if prof is not None:
@@ -130,6 +141,25 @@ def main(argv=None):
         lines.append(_spread_line("selection_size=None", whole))
         lines.append(f"\nThe defaults' whole fit took {t_spread / t_whole:.2f}× the time of selection_size=None's.")
 
+    if a.cells:
+        TwoPairLikelihood.ROWS_OWN_CELL = False
+        try:
+            cells = SpreadLogisticRegressionCV(encoding="onehot", random_state=a.seed, solver=a.solver)
+            t = time.perf_counter()
+            cells.fit(Xt, yt, mechanism=mech)
+            t_cells = time.perf_counter() - t
+        finally:
+            TwoPairLikelihood.ROWS_OWN_CELL = True
+        name = "SpreadLogisticRegressionCV, pair tables by the cells' weights (whole fit, run second)"
+        rows.append(row(name, t_cells, classification_scores(cells, Xte, yte)))
+        lines.append(_spread_line("cells' weights", cells))
+        same = np.array_equal(est.predict_proba(Xte), cells.predict_proba(Xte))
+        gap = np.max(np.abs(est.predict_proba(Xte) - cells.predict_proba(Xte)))
+        lines.append(
+            f"\nThe cells' weights' whole fit took {t_cells / t_spread:.2f}× the defaults'; their test "
+            f"probabilities {'are identical' if same else f'differ by at most {gap:.1e}'}."
+        )
+
     body = "\n\n".join(
         [
             f"N = {n:,} people, ε {a.eps:g}, seed {a.seed}; release: {plan.best.name()} "
@@ -147,9 +177,10 @@ def main(argv=None):
         )
     )
     a.out.mkdir(parents=True, exist_ok=True)
+    suffix = ("" if a.solver == "auto" else "_" + a.solver) + ("_cells" if a.cells else "")
     print(
         write_report(
-            a.out / f"bench_spread_scale_{n}{'' if a.solver == 'auto' else '_' + a.solver}.md",
+            a.out / f"bench_spread_scale_{n}{suffix}.md",
             f"Spread's whole fit at N = {n:,} (issue 47){'' if a.solver == 'auto' else ', solver ' + a.solver}",
             body,
             argv,

@@ -182,6 +182,40 @@ def test_two_attributes_per_record_with_public_rows_is_the_brute_force_penalised
     assert np.max(np.abs(got - want)) < 2e-3, (got, want)
 
 
+@pytest.mark.parametrize("release", ["two pairs", "triple"])
+@pytest.mark.parametrize("classes", [2, 3])
+def test_a_prior_of_rows_takes_each_rows_own_cell(release, classes):
+    """Under a prior of rows, ``TwoPairLikelihood`` by each row's own cell (``_rows_value_grad``) has the
+    value and gradient of the cells' weights over every (s, t, row) (the path of other priors), to 1e-10
+    relative, and its gradient is its value's (central differences)."""
+    rng = np.random.default_rng(8)
+    rows = np.stack([rng.choice(k, size=300, p=p) for k, p in zip(KS, PRIOR)], axis=1)
+    rows[:, 2] = np.where(rng.random(300) < 0.7, rows[:, 0], rows[:, 2])
+    rows = rows[rows[:, 1] == 0]  # a state no row holds: its cells have no mass
+    if release == "two pairs":
+        Xt, yt, mech = _releases(1500, classes, 4, n_sampled=2)
+    else:
+        mech = TripleRecordMechanism(KS, classes, 2.0)
+        X = np.stack([rng.choice(k, size=1500, p=p) for k, p in zip(KS, PRIOR)], axis=1)
+        Xt, yt = mech.release(X, (X[:, 0] + (rng.random(1500) < 0.3)) % classes, rng=rng)
+    est = SpreadLogisticRegression(encoding="onehot", prior=EmpiricalPrior(rows), solver="direct", max_iter=3)
+    est.fit(Xt, yt, mechanism=mech)
+    groups = [(PairedView(mech) if release == "two pairs" else mech, np.arange(len(Xt)))]
+    lik = TwoPairLikelihood(groups, Xt, est.design_, est._prior_state, classes, 512, 0)
+    assert lik.by_row
+    coef, b = rng.normal(size=est.coef_.shape) * 0.7, rng.normal(size=est.intercept_.shape) * 0.7
+    got = lik.value_grad(coef, b)
+    lik.cells = {jk: lik._cell_weights(lik.prior, *jk, False) for jk in lik.units}
+    want = lik._cells_value_grad(coef, b)
+    assert got[0] == pytest.approx(want[0], rel=1e-10)
+    for g, w in zip(got[1:], want[1:]):
+        assert np.max(np.abs(g - w)) <= 1e-10 * np.max(np.abs(w))
+    dc, db = rng.normal(size=coef.shape), rng.normal(size=b.shape)
+    h = 1e-5
+    fd = (lik.value_grad(coef + h * dc, b + h * db)[0] - lik.value_grad(coef - h * dc, b - h * db)[0]) / (2 * h)
+    assert fd == pytest.approx(np.sum(got[1] * dc) + got[2] @ db, rel=1e-5)
+
+
 def test_draws_enumerate_small_state_spaces_exactly():
     """With the states' product within the draws, every x appears once and W_j's rows are p(x_{-j} | x_j = s)."""
     from fedrr.estimators.spread._priors._mixture import MixtureSpreadPrior

@@ -313,11 +313,16 @@ class TwoPairLikelihood(_DrawnModel):
     of attributes, which is where a prior that knows how attributes co-occur enters. A mixture prior's
     draws are stratified (``prior_draws``)."""
 
+    #: a prior of rows takes each row's own cell (``_rows_value_grad``); False: the cells' weights, as any
+    #: other prior (the same value; a benchmark's baseline, ``benchmarks/bench_spread_scale.py --cells``)
+    ROWS_OWN_CELL = True
+
     def __init__(self, groups, X, design, prior, n_classes: int, n_draws: int, seed: int, units: dict | None = None):
         super().__init__(design, prior, n_classes, n_draws, seed, stratified=True)
         self.prior = prior
         # every x once, weighted by p(x) (public rows are never enumerated)
         self.exact = not isinstance(prior, JointSpreadPrior) and self.X.shape[0] == int(np.prod(self.ks.astype(float)))
+        self.by_row = self.ROWS_OWN_CELL and isinstance(prior, JointSpreadPrior)
         if units is None:
             units = release_units(groups, X)[0]
         self._set_units(units)
@@ -331,6 +336,9 @@ class TwoPairLikelihood(_DrawnModel):
                 self.units[jk] = (cnt, *(np.ascontiguousarray(x.transpose(2, 0, 1)) for x in L))
             else:
                 self.units[jk] = (cnt, np.ascontiguousarray(L[0].reshape(cnt.size, -1)))
+        if self.by_row:  # a prior of rows: each row's cell (``_rows_value_grad``)
+            self.row_cells = {(j, k): self.X[:, j] * self.ks[k] + self.X[:, k] for j, k in self.units}
+            return
         cells = getattr(self, "cells", {})
         self.cells = {jk: cells.get(jk) or self._cell_weights(self.prior, *jk, self.exact) for jk in self.units}
 
@@ -368,6 +376,10 @@ class TwoPairLikelihood(_DrawnModel):
 
     def value_grad(self, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """(−log-likelihood, its gradient in coef (Rn, n_inputs), in the intercepts (Rn,))."""
+        return (self._rows_value_grad if self.by_row else self._cells_value_grad)(coef, intercept)
+
+    def _cells_value_grad(self, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """``value_grad`` by the cells' weights over every (s, t, draw) (``_cell_weights``)."""
         T, full = self._logits(coef, intercept)
         loss = 0.0
         a_tot = np.zeros((self.X.shape[0], self.Rn))
@@ -389,6 +401,40 @@ class TwoPairLikelihood(_DrawnModel):
             gT[k] += gk - _bincount(Xd[:, k], a, self.ks[k])
             a_tot += a
         return (loss, *self._close(gT, a_tot))
+
+    def _rows_value_grad(self, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
+        """``value_grad`` under a prior of rows (``JointSpreadPrior``). A row is the prior's only draw in
+        its own cell, so q_jk(s, t, c) = Σ_{rows n in (s, t)} p_θ(c | x_n) / n: one count of the rows'
+        class probabilities per pair, where ``_cell_weights`` spans every (s, t, row) (k_j·k_k times the
+        work, the same table). The states' gradients through the cell and through the other attributes
+        cancel, so the gradient reaches θ through the rows' own logits alone."""
+        T, full = self._logits(coef, intercept)
+        n = self.X.shape[0]
+        if self.Rn == 1:  # P (n, 2) without 1 − p's cancellation, and dp(1)/dℓ = p(0) p(1)
+            P = np.stack([expit(-full[:, 0]), expit(full[:, 0])], axis=1)
+            dP = P[:, 0] * P[:, 1]
+        else:
+            P = np.exp(class_log_softmax(full))
+        loss = 0.0
+        a_tot = np.zeros((n, self.Rn))
+        for (j, k), (cnt, *L) in self.units.items():
+            cell, size = self.row_cells[(j, k)], self.ks[j] * self.ks[k]
+            q = np.stack([np.bincount(cell, P[:, c], minlength=size) for c in range(P.shape[1])], axis=1) / n
+            q = q.reshape(self.ks[j], self.ks[k], -1)
+            if len(L) == 2:
+                Lj, Lk = L
+                pv = np.maximum(np.einsum("cus,cus->u", Lj, Lk @ q.transpose(2, 1, 0)), 1e-300)  # p(v_j, v_k)
+                G = -(Lj.transpose(0, 2, 1) @ (Lk * (cnt / pv)[:, None])).transpose(1, 2, 0)  # d loss / d q_jk
+            else:  # a triple: p(v) = Σ_{s,t,c} P(v | s, t, c) q_jk(s, t, c)
+                pv = np.maximum(L[0] @ q.ravel(), 1e-300)
+                G = -(L[0].T @ (cnt / pv)).reshape(q.shape)
+            loss -= float(cnt @ np.log(pv))
+            Gn = G.reshape(size, -1)[cell] / n  # (n, C): d loss / d q at each row's cell, per row
+            if self.Rn == 1:
+                a_tot[:, 0] += dP * (Gn[:, 1] - Gn[:, 0])
+            else:  # softmax: dP_c/dℓ_r = P_c (δ_cr − P_r)
+                a_tot += P * (Gn - np.sum(Gn * P, axis=1, keepdims=True))
+        return (loss, *self._close([np.zeros_like(t) for t in T], a_tot))
 
 
 def two_pair_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
