@@ -336,8 +336,11 @@ class TwoPairLikelihood(_DrawnModel):
                 self.units[jk] = (cnt, *(np.ascontiguousarray(x.transpose(2, 0, 1)) for x in L))
             else:
                 self.units[jk] = (cnt, np.ascontiguousarray(L[0].reshape(cnt.size, -1)))
-        if self.by_row:  # a prior of rows: each row's cell (``_rows_value_grad``)
-            self.row_cells = {(j, k): self.X[:, j] * self.ks[k] + self.X[:, k] for j, k in self.units}
+        if self.by_row:  # a prior of rows: each row's cell per pair, past the previous pairs' (``_rows_value_grad``)
+            sizes = [int(self.ks[j] * self.ks[k]) for j, k in self.units]
+            self.row_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+            cells = [self.X[:, j] * self.ks[k] + self.X[:, k] for j, k in self.units]
+            self.row_cells = np.stack(cells) + self.row_offsets[:-1, None] if cells else np.zeros((0, 0), np.int64)
             return
         cells = getattr(self, "cells", {})
         self.cells = {jk: cells.get(jk) or self._cell_weights(self.prior, *jk, self.exact) for jk in self.units}
@@ -405,22 +408,25 @@ class TwoPairLikelihood(_DrawnModel):
     def _rows_value_grad(self, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
         """``value_grad`` under a prior of rows (``JointSpreadPrior``). A row is the prior's only draw in
         its own cell, so q_jk(s, t, c) = Σ_{rows n in (s, t)} p_θ(c | x_n) / n: one count of the rows'
-        class probabilities per pair, where ``_cell_weights`` spans every (s, t, row) (k_j·k_k times the
-        work, the same table). The states' gradients through the cell and through the other attributes
-        cancel, so the gradient reaches θ through the rows' own logits alone."""
+        class probabilities per pair (``rows_tables``), where ``_cell_weights`` spans every (s, t, row)
+        (k_j·k_k times the work, the same table). The states' gradients through the cell and through the
+        other attributes cancel, so the gradient reaches θ through the rows' own logits alone: each row
+        gathers d loss / d q at its cells (``rows_gather``), then through p_θ(c | x_n)."""
+        from ._kernels import rows_gather, rows_tables  # numba: compiled at first use
+
         T, full = self._logits(coef, intercept)
         n = self.X.shape[0]
-        if self.Rn == 1:  # P (n, 2) without 1 − p's cancellation, and dp(1)/dℓ = p(0) p(1)
+        if self.Rn == 1:  # P (n, 2) without 1 − p's cancellation
             P = np.stack([expit(-full[:, 0]), expit(full[:, 0])], axis=1)
-            dP = P[:, 0] * P[:, 1]
         else:
             P = np.exp(class_log_softmax(full))
+        q_all = np.zeros((int(self.row_offsets[-1]), P.shape[1]))
+        rows_tables(self.row_cells, P, q_all)
+        q_all /= n
+        G_all = np.empty_like(q_all)
         loss = 0.0
-        a_tot = np.zeros((n, self.Rn))
-        for (j, k), (cnt, *L) in self.units.items():
-            cell, size = self.row_cells[(j, k)], self.ks[j] * self.ks[k]
-            q = np.stack([np.bincount(cell, P[:, c], minlength=size) for c in range(P.shape[1])], axis=1) / n
-            q = q.reshape(self.ks[j], self.ks[k], -1)
+        for (j, k), (cnt, *L), lo, hi in zip(self.units, self.units.values(), self.row_offsets, self.row_offsets[1:]):
+            q = q_all[lo:hi].reshape(self.ks[j], self.ks[k], -1)
             if len(L) == 2:
                 Lj, Lk = L
                 pv = np.maximum(np.einsum("cus,cus->u", Lj, Lk @ q.transpose(2, 1, 0)), 1e-300)  # p(v_j, v_k)
@@ -429,11 +435,13 @@ class TwoPairLikelihood(_DrawnModel):
                 pv = np.maximum(L[0] @ q.ravel(), 1e-300)
                 G = -(L[0].T @ (cnt / pv)).reshape(q.shape)
             loss -= float(cnt @ np.log(pv))
-            Gn = G.reshape(size, -1)[cell] / n  # (n, C): d loss / d q at each row's cell, per row
-            if self.Rn == 1:
-                a_tot[:, 0] += dP * (Gn[:, 1] - Gn[:, 0])
-            else:  # softmax: dP_c/dℓ_r = P_c (δ_cr − P_r)
-                a_tot += P * (Gn - np.sum(Gn * P, axis=1, keepdims=True))
+            G_all[lo:hi] = G.reshape(hi - lo, -1)
+        Gn = np.zeros_like(P)
+        rows_gather(self.row_cells, G_all / n, Gn)  # (n, C): Σ over pairs of d loss / d q at the row's cells
+        if self.Rn == 1:  # dp(1)/dℓ = p(0) p(1)
+            a_tot = (P[:, 0] * P[:, 1] * (Gn[:, 1] - Gn[:, 0]))[:, None]
+        else:  # softmax: dP_c/dℓ_r = P_c (δ_cr − P_r)
+            a_tot = P * (Gn - np.sum(Gn * P, axis=1, keepdims=True))
         return (loss, *self._close([np.zeros_like(t) for t in T], a_tot))
 
 

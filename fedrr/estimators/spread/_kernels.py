@@ -14,7 +14,8 @@ weights would be negative, so those columns use the guide-table inverse CDF of �
 scaled down (``_draw``). An attribute the client did not release (x̃ = −1) is drawn from π_d.
 Logits are sums of table lookups W[r, d, x_d] (any encoding of the states). Also here: exact draws
 from the naive-Bayes prior's posterior (``mixture_draw``), the one-hot decode (``onehot_fill``) and
-the two-pair likelihood's binary joint tables and their gradient (``two_pair_table``, ``two_pair_grad``)."""
+the two-pair likelihood's binary joint tables and their gradient (``two_pair_table``, ``two_pair_grad``),
+and under a prior of rows every pair's table and its gradient's gather (``rows_tables``, ``rows_gather``)."""
 
 from __future__ import annotations
 
@@ -650,3 +651,24 @@ def two_pair_grad(eb, cj, ck, scale, Wa, Wb, g, gj, gk, a):
                 a[i] += gst * h
             gj[s] += gst * acc
             gk[t] += gst * acc
+
+
+@njit(cache=True, nogil=True)
+def rows_tables(cells, P, q):
+    """Every pair's table under a prior of rows: q[cells[p, i]] += P[i] (q (cells of all pairs, C), each
+    pair's cells offset past the previous pairs'; P (rows, C) the rows' class probabilities)."""
+    for p in range(cells.shape[0]):
+        for i in range(cells.shape[1]):
+            c = cells[p, i]
+            for r in range(P.shape[1]):
+                q[c, r] += P[i, r]
+
+
+@njit(cache=True, nogil=True)
+def rows_gather(cells, G, a):
+    """``rows_tables``' adjoint: a[i] += Σ_p G[cells[p, i]] (a (rows, C), G (cells of all pairs, C))."""
+    for p in range(cells.shape[0]):
+        for i in range(cells.shape[1]):
+            c = cells[p, i]
+            for r in range(G.shape[1]):
+                a[i, r] += G[c, r]
