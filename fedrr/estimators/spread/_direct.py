@@ -336,11 +336,11 @@ class TwoPairLikelihood(_DrawnModel):
                 self.units[jk] = (cnt, *(np.ascontiguousarray(x.transpose(2, 0, 1)) for x in L))
             else:
                 self.units[jk] = (cnt, np.ascontiguousarray(L[0].reshape(cnt.size, -1)))
-        if self.by_row:  # a prior of rows: each row's cell per pair, past the previous pairs' (``_rows_value_grad``)
+        if self.by_row:  # a prior of rows: the pairs and where each pair's cells start (``_rows_value_grad``)
+            self.row_pairs = np.array(list(self.units), np.int64).reshape(-1, 2)
             sizes = [int(self.ks[j] * self.ks[k]) for j, k in self.units]
             self.row_offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-            cells = [self.X[:, j] * self.ks[k] + self.X[:, k] for j, k in self.units]
-            self.row_cells = np.stack(cells) + self.row_offsets[:-1, None] if cells else np.zeros((0, 0), np.int64)
+            self.XT = np.ascontiguousarray(self.X.T)
             return
         cells = getattr(self, "cells", {})
         self.cells = {jk: cells.get(jk) or self._cell_weights(self.prior, *jk, self.exact) for jk in self.units}
@@ -421,7 +421,8 @@ class TwoPairLikelihood(_DrawnModel):
         else:
             P = np.exp(class_log_softmax(full))
         q_all = np.zeros((int(self.row_offsets[-1]), P.shape[1]))
-        rows_tables(self.row_cells, P, q_all)
+        cells = (self.XT, self.row_pairs, self.ks, self.row_offsets)  # each row's cell of each pair
+        rows_tables(*cells, P, q_all)
         q_all /= n
         G_all = np.empty_like(q_all)
         loss = 0.0
@@ -437,7 +438,7 @@ class TwoPairLikelihood(_DrawnModel):
             loss -= float(cnt @ np.log(pv))
             G_all[lo:hi] = G.reshape(hi - lo, -1)
         Gn = np.zeros_like(P)
-        rows_gather(self.row_cells, G_all / n, Gn)  # (n, C): Σ over pairs of d loss / d q at the row's cells
+        rows_gather(*cells, G_all / n, Gn)  # (n, C): Σ over pairs of d loss / d q at the row's cells
         if self.Rn == 1:  # dp(1)/dℓ = p(0) p(1)
             a_tot = (P[:, 0] * P[:, 1] * (Gn[:, 1] - Gn[:, 0]))[:, None]
         else:  # softmax: dP_c/dℓ_r = P_c (δ_cr − P_r)

@@ -654,21 +654,26 @@ def two_pair_grad(eb, cj, ck, scale, Wa, Wb, g, gj, gk, a):
 
 
 @njit(cache=True, nogil=True)
-def rows_tables(cells, P, q):
-    """Every pair's table under a prior of rows: q[cells[p, i]] += P[i] (q (cells of all pairs, C), each
-    pair's cells offset past the previous pairs'; P (rows, C) the rows' class probabilities)."""
-    for p in range(cells.shape[0]):
-        for i in range(cells.shape[1]):
-            c = cells[p, i]
+def rows_tables(XT, pairs, ks, offsets, P, q):
+    """Every pair's table under a prior of rows: q[o_p + x_j·k_k + x_k] += P[i] for each row i (XT (D,
+    rows) its states, pairs (p, 2) the (j, k) released, o_p = offsets[p] past the previous pairs' cells;
+    q (all pairs' cells, C), P (rows, C) the rows' class probabilities)."""
+    for p in range(pairs.shape[0]):
+        j, k = pairs[p, 0], pairs[p, 1]
+        kk, o = ks[k], offsets[p]
+        for i in range(XT.shape[1]):
+            c = o + XT[j, i] * kk + XT[k, i]
             for r in range(P.shape[1]):
                 q[c, r] += P[i, r]
 
 
 @njit(cache=True, nogil=True)
-def rows_gather(cells, G, a):
-    """``rows_tables``' adjoint: a[i] += Σ_p G[cells[p, i]] (a (rows, C), G (cells of all pairs, C))."""
-    for p in range(cells.shape[0]):
-        for i in range(cells.shape[1]):
-            c = cells[p, i]
+def rows_gather(XT, pairs, ks, offsets, G, a):
+    """``rows_tables``' adjoint: a[i] += Σ_p G[o_p + x_j·k_k + x_k] (a (rows, C), G (all pairs' cells, C))."""
+    for p in range(pairs.shape[0]):
+        j, k = pairs[p, 0], pairs[p, 1]
+        kk, o = ks[k], offsets[p]
+        for i in range(XT.shape[1]):
+            c = o + XT[j, i] * kk + XT[k, i]
             for r in range(G.shape[1]):
                 a[i, r] += G[c, r]
