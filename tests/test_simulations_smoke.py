@@ -60,7 +60,7 @@ QUICK = {
         ["fake_clients.csv", "fake_clients_flags.csv", "fake_clients.md", "fake_clients.png"],
     ),
     "fake_attacks.py": (["--quick"], ["attacks.md", "attacks_accuracy.csv", "attacks_flags.csv"]),
-    "bench_spread_scale.py": (["--quick", "--whole-selection"], ["bench_spread_scale_3000.md"]),
+    "bench_spread_scale.py": (["--quick", "--whole-selection", "--cells"], ["bench_spread_scale_3000_cells.md"]),
     "paired_independence_level.py": (["--pools", "2"], ["independence_direct.md"]),
     "paired_independence_level.py --adult --real": (
         ["--people", "1000", "--eps", "1", "--pools", "2", "--boot", "9"],
