@@ -51,7 +51,7 @@ from sklearn.preprocessing import OneHotEncoder
 
 from fedrr.datasets import load
 from fedrr.estimators import LDPNaiveBayes, SpreadLogisticRegressionCV
-from fedrr.estimators.spread._direct import TwoPairLikelihood
+from fedrr.estimators.spread import TwoPairLikelihood
 from fedrr.io import markdown_table, write_report
 from fedrr.learners import classification_scores
 from fedrr.mechanisms import plan_release

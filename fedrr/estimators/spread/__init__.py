@@ -41,6 +41,7 @@ _HOMES = {
     "group_records": "._pool",
     "ReconstructionLogisticRegression": "._reconstruction",
     "ShardGroup": "._runtime",
+    "TwoPairLikelihood": "._direct",
     "shard_group": "._runtime",
 }
 
@@ -52,6 +53,7 @@ __all__ = [
     "ShardGroup",
     "SpreadLogisticRegression",
     "SpreadLogisticRegressionCV",
+    "TwoPairLikelihood",
     "auto_prior",
     "check_clean_X",
     "class_freqs",
@@ -69,6 +71,7 @@ if TYPE_CHECKING:  # for static tools (type checkers, the API docs): the same na
     from ._cv_paired import independence_terms, independence_test
     from ._cv_scores import class_freqs
     from ._design import ENCODINGS, ColumnLayout, Design
+    from ._direct import TwoPairLikelihood
     from ._estimator import SpreadLogisticRegression, check_clean_X
     from ._pool import group_records
     from ._prior_setup import auto_prior
