@@ -391,14 +391,8 @@ class TwoPairLikelihood(_DrawnModel):
         for (j, k), (cnt, *L) in self.units.items():
             base = full - T[j][Xd[:, j]] - T[k][Xd[:, k]]  # (n, Rn): the draws without x_j, x_k
             q, back = self._pair_table(base, T[j], T[k], self.cells[(j, k)])  # q_jk(s, t, c)
-            if len(L) == 2:
-                Lj, Lk = L
-                pv = np.maximum(np.einsum("cus,cus->u", Lj, Lk @ q.transpose(2, 1, 0)), 1e-300)  # p(v_j, v_k)
-                G = -(Lj.transpose(0, 2, 1) @ (Lk * (cnt / pv)[:, None])).transpose(1, 2, 0)  # d loss / d q_jk
-            else:  # a triple: p(v) = Σ_{s,t,c} P(v | s, t, c) q_jk(s, t, c)
-                pv = np.maximum(L[0] @ q.ravel(), 1e-300)
-                G = -(L[0].T @ (cnt / pv)).reshape(q.shape)
-            loss -= float(cnt @ np.log(pv))
+            term, G = _reports_term(q, cnt, L)
+            loss += term
             gj, gk, a = back(G)
             gT[j] += gj - _bincount(Xd[:, j], a, self.ks[j])  # a (n, Rn): through the draws' own states
             gT[k] += gk - _bincount(Xd[:, k], a, self.ks[k])
@@ -428,14 +422,8 @@ class TwoPairLikelihood(_DrawnModel):
         loss = 0.0
         for (j, k), (cnt, *L), lo, hi in zip(self.units, self.units.values(), self.row_offsets, self.row_offsets[1:]):
             q = q_all[lo:hi].reshape(self.ks[j], self.ks[k], -1)
-            if len(L) == 2:
-                Lj, Lk = L
-                pv = np.maximum(np.einsum("cus,cus->u", Lj, Lk @ q.transpose(2, 1, 0)), 1e-300)  # p(v_j, v_k)
-                G = -(Lj.transpose(0, 2, 1) @ (Lk * (cnt / pv)[:, None])).transpose(1, 2, 0)  # d loss / d q_jk
-            else:  # a triple: p(v) = Σ_{s,t,c} P(v | s, t, c) q_jk(s, t, c)
-                pv = np.maximum(L[0] @ q.ravel(), 1e-300)
-                G = -(L[0].T @ (cnt / pv)).reshape(q.shape)
-            loss -= float(cnt @ np.log(pv))
+            term, G = _reports_term(q, cnt, L)
+            loss += term
             G_all[lo:hi] = G.reshape(hi - lo, -1)
         Gn = np.zeros_like(P)
         rows_gather(*cells, G_all / n, Gn)  # (n, C): Σ over pairs of d loss / d q at the row's cells
@@ -444,6 +432,20 @@ class TwoPairLikelihood(_DrawnModel):
         else:  # softmax: dP_c/dℓ_r = P_c (δ_cr − P_r)
             a_tot = P * (Gn - np.sum(Gn * P, axis=1, keepdims=True))
         return (loss, *self._close([np.zeros_like(t) for t in T], a_tot))
+
+
+def _reports_term(q: np.ndarray, cnt: np.ndarray, L: list) -> tuple[float, np.ndarray]:
+    """One pair's −log-likelihood of its distinct reports (counts ``cnt``) given its table q_jk (k_j, k_k,
+    C), and its gradient in q: two pairs' p(v_j, v_k) = Σ_{s,t,c} P(v_j | s, c) P(v_k | t, c) q(s, t, c)
+    (``L`` their class-major matrices), a triple's p(v) = Σ_{s,t,c} P(v | s, t, c) q(s, t, c)."""
+    if len(L) == 2:
+        Lj, Lk = L
+        pv = np.maximum(np.einsum("cus,cus->u", Lj, Lk @ q.transpose(2, 1, 0)), 1e-300)
+        G = -(Lj.transpose(0, 2, 1) @ (Lk * (cnt / pv)[:, None])).transpose(1, 2, 0)
+    else:
+        pv = np.maximum(L[0] @ q.ravel(), 1e-300)
+        G = -(L[0].T @ (cnt / pv)).reshape(q.shape)
+    return -float(cnt @ np.log(pv)), G
 
 
 def two_pair_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
