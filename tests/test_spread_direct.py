@@ -184,10 +184,12 @@ def test_two_attributes_per_record_with_public_rows_is_the_brute_force_penalised
 
 @pytest.mark.parametrize("release", ["two pairs", "triple"])
 @pytest.mark.parametrize("classes", [2, 3])
-def test_a_prior_of_rows_takes_each_rows_own_cell(release, classes):
-    """Under a prior of rows, ``TwoPairLikelihood`` by each row's own cell (``_rows_value_grad``) has the
-    value and gradient of the cells' weights over every (s, t, row) (the path of other priors), to 1e-10
-    relative, and its gradient is its value's (central differences)."""
+@pytest.mark.parametrize("n_draws", [512, 64])
+def test_a_prior_of_rows_takes_each_rows_own_cell(release, classes, n_draws, monkeypatch):
+    """Under a prior of rows, ``TwoPairLikelihood`` by each distinct row's own cell (``_rows_value_grad``)
+    has the value and gradient of the cells' weights over every (s, t, row) (the path of other priors),
+    to 1e-10 relative, on its releases and on others (``with_releases``), with every row or fewer draws
+    than rows; and its gradient is its value's (central differences)."""
     rng = np.random.default_rng(8)
     rows = np.stack([rng.choice(k, size=300, p=p) for k, p in zip(KS, PRIOR)], axis=1)
     rows[:, 2] = np.where(rng.random(300) < 0.7, rows[:, 0], rows[:, 2])
@@ -201,19 +203,59 @@ def test_a_prior_of_rows_takes_each_rows_own_cell(release, classes):
     est = SpreadLogisticRegression(encoding="onehot", prior=EmpiricalPrior(rows), solver="direct", max_iter=3)
     est.fit(Xt, yt, mechanism=mech)
     groups = [(PairedView(mech) if release == "two pairs" else mech, np.arange(len(Xt)))]
-    lik = TwoPairLikelihood(groups, Xt, est.design_, est._prior_state, classes, 512, 0)
-    assert lik.by_row
+    lik = TwoPairLikelihood(groups, Xt, est.design_, est._prior_state, classes, n_draws, 0)
+    drawn = rows.shape[0] if n_draws >= rows.shape[0] else n_draws  # fewer draws: rows drawn with replacement
+    assert lik.by_row and lik.X.shape[0] < drawn  # each distinct row once
     coef, b = rng.normal(size=est.coef_.shape) * 0.7, rng.normal(size=est.intercept_.shape) * 0.7
     got = lik.value_grad(coef, b)
-    lik.cells = {jk: lik._cell_weights(lik.prior, *jk, False) for jk in lik.units}
-    want = lik._cells_value_grad(coef, b)
-    assert got[0] == pytest.approx(want[0], rel=1e-10)
-    for g, w in zip(got[1:], want[1:]):
-        assert np.max(np.abs(g - w)) <= 1e-10 * np.max(np.abs(w))
+    monkeypatch.setattr(TwoPairLikelihood, "ROWS_OWN_CELL", False)
+    cells = TwoPairLikelihood(groups, Xt, est.design_, est._prior_state, classes, n_draws, 0)
+    assert not cells.by_row and cells.X.shape[0] == drawn
+    held = [(g[0], np.arange(500)) for g in groups]  # a CV's held-out fold: the same prior, other releases
+    for a, c in ((lik, cells), (lik.with_releases(held, Xt[:500]), cells.with_releases(held, Xt[:500]))):
+        got, want = a.value_grad(coef, b), c.value_grad(coef, b)
+        assert got[0] == pytest.approx(want[0], rel=1e-10)
+        for g, w in zip(got[1:], want[1:]):
+            assert np.max(np.abs(g - w)) <= 1e-10 * np.max(np.abs(w))
+    got = lik.value_grad(coef, b)
     dc, db = rng.normal(size=coef.shape), rng.normal(size=b.shape)
     h = 1e-5
     fd = (lik.value_grad(coef + h * dc, b + h * db)[0] - lik.value_grad(coef - h * dc, b - h * db)[0]) / (2 * h)
     assert fd == pytest.approx(np.sum(got[1] * dc) + got[2] @ db, rel=1e-5)
+
+
+@pytest.mark.parametrize("prior", ["rows", "mixture"])
+def test_local_hashing_triples_read_as_hits_give_the_dense_likelihood(prior):
+    """Local hashing's reports as their hits (``HitMatrix``: two values, the high one where a cell's hash
+    is the report) give ``TwoPairLikelihood`` the value and gradient of the dense matrix, to 1e-12
+    relative, under a prior of rows and under naive Bayes's mixture; the hits are the dense matrix's."""
+    from fedrr.estimators.spread._report_matrix import HitMatrix, stack_reports
+
+    rng = np.random.default_rng(11)
+    mech = TripleRecordMechanism(KS, 3, 2.0, oracle="olh")
+    X = np.stack([rng.choice(k, size=2000, p=p) for k, p in zip(KS, PRIOR)], axis=1)
+    Xt, yt = mech.release(X, (X[:, 0] + (rng.random(2000) < 0.3)) % 3, rng=rng)
+    kw = dict(prior=EmpiricalPrior(X[:300])) if prior == "rows" else dict(prior="naive-bayes")
+    est = SpreadLogisticRegression(encoding="onehot", solver="direct", max_iter=3, **kw).fit(Xt, yt, mechanism=mech)
+    lik = TwoPairLikelihood([(mech, np.arange(len(Xt)))], Xt, est.design_, est._prior_state, 3, 512, 0)
+    assert all(isinstance(L, HitMatrix) for _, L in lik.units.values())
+    coef, b = rng.normal(size=est.coef_.shape) * 0.7, rng.normal(size=est.intercept_.shape) * 0.7
+    got = lik.value_grad(coef, b)
+    for (j, k), (cnt, L) in lik.units.items():
+        reports = np.unique(Xt[~np.isnan(Xt[:, j]) & ~np.isnan(Xt[:, k]), j])
+        dense = np.exp(mech.triple_log_likelihood(j, k, reports)).reshape(reports.size, -1)
+        assert np.allclose(L.toarray(), dense, rtol=1e-14, atol=0)
+        r = rng.random(cnt.size)
+        assert np.allclose(L.T @ r, dense.T @ r, rtol=1e-12) and np.allclose(L @ dense[0], dense @ dense[0], rtol=1e-12)
+        lik.units[(j, k)] = (cnt, dense)
+    want = lik.value_grad(coef, b)
+    assert got[0] == pytest.approx(want[0], rel=1e-12)
+    for g, w in zip(got[1:], want[1:]):
+        assert np.max(np.abs(g - w)) <= 1e-12 * np.max(np.abs(w))
+    L = next(iter(lik.units.values()))[1]
+    hits = HitMatrix(*mech.oracle_of(0, 1).likelihood_hits(Xt[~np.isnan(Xt[:, 0]) & ~np.isnan(Xt[:, 1]), 0][:5]))
+    assert np.array_equal(stack_reports(hits, hits).toarray(), np.vstack([hits.toarray()] * 2))
+    assert np.array_equal(stack_reports(hits, L[:2]), np.vstack([hits.toarray(), L[:2]]))
 
 
 def test_draws_enumerate_small_state_spaces_exactly():

@@ -337,7 +337,7 @@ def test_every_pair_shows_up_in_the_triples_units():
     units, n = triple_units([(m, np.arange(3000))], Xt)
     assert n == 3000 and sorted(units) == list(itertools.combinations(range(3), 2))
     for (j, k), (cnt, L) in units.items():
-        assert L.shape == (cnt.size, KS[j], KS[k], 2)
+        assert L.shape == (cnt.size, KS[j] * KS[k] * 2)
 
 
 def test_the_naive_learner_reads_a_triple_report_as_its_two_attributes_and_label():

@@ -28,6 +28,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from .._validation import check_broadcast, check_int, check_rng
 from ..errors import ValidationError
@@ -153,6 +154,16 @@ class LocalHashing(DiscreteMechanism):
         """log p(seed, y | x = s) = −log(P(P−1)) + log p if H_seed(s) = y, else + log((1 − p)/(g − 1))."""
         hit = self._support(x_tilde)
         return np.where(hit, math.log(self.p), math.log(self.other)) - math.log(self.n_seeds)
+
+    def likelihood_hits(self, x_tilde: Any) -> tuple[csr_matrix, float, float]:
+        """``log_likelihood_matrix`` exponentiated, as (S, low, high): p(seed, y | x = s) = low + (high − low)·S
+        with S (m, k) the sparse 0/1 matrix of the states each report's hash maps to its y, about k/g a
+        report where the dense matrix holds k. What a server's likelihood of many reports reads."""
+        hit = self._support(x_tilde).reshape(-1, self.k)
+        cols = np.nonzero(hit)[1].astype(np.int32)
+        indptr = np.concatenate([[0], np.cumsum(hit.sum(axis=1))]).astype(np.int64)
+        S = csr_matrix((np.ones(cols.size), cols, indptr), shape=hit.shape)
+        return S, self.other / self.n_seeds, self.p / self.n_seeds
 
     def log_likelihood(self, x_tilde: Any, x: Any) -> np.ndarray:
         """log p(x̃ | x) elementwise, hashing only x (O(1) per pair, not O(k) like the matrix)."""

@@ -27,6 +27,7 @@ from ._paired import PairedView, distinct_reports
 from ._priors._joint import JointSpreadPrior
 from ._priors._mixture import MixtureSpreadPrior
 from ._priors._tree import TreeSpreadPrior
+from ._report_matrix import report_matrix, stack_reports
 
 #: draws from the prior for the pair tables' expectation (states' products up to this are enumerated)
 N_DRAWS = 16384
@@ -323,6 +324,9 @@ class TwoPairLikelihood(_DrawnModel):
         # every x once, weighted by p(x) (public rows are never enumerated)
         self.exact = not isinstance(prior, JointSpreadPrior) and self.X.shape[0] == int(np.prod(self.ks.astype(float)))
         self.by_row = self.ROWS_OWN_CELL and isinstance(prior, JointSpreadPrior)
+        if self.by_row:  # each distinct row once, weighted by its count (a pairwise prior's 65,536 hold ~30,000)
+            self.X, counts = np.unique(self.X, axis=0, return_counts=True)
+            self.row_weight = counts / counts.sum()
         if units is None:
             units = release_units(groups, X)[0]
         self._set_units(units)
@@ -335,7 +339,7 @@ class TwoPairLikelihood(_DrawnModel):
             if len(L) == 2:
                 self.units[jk] = (cnt, *(np.ascontiguousarray(x.transpose(2, 0, 1)) for x in L))
             else:
-                self.units[jk] = (cnt, np.ascontiguousarray(L[0].reshape(cnt.size, -1)))
+                self.units[jk] = (cnt, L[0])
         if self.by_row:  # a prior of rows: the pairs and where each pair's cells start (``_rows_value_grad``)
             self.row_pairs = np.array(list(self.units), np.int64).reshape(-1, 2)
             sizes = [int(self.ks[j] * self.ks[k]) for j, k in self.units]
@@ -400,24 +404,24 @@ class TwoPairLikelihood(_DrawnModel):
         return (loss, *self._close(gT, a_tot))
 
     def _rows_value_grad(self, coef: np.ndarray, intercept: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        """``value_grad`` under a prior of rows (``JointSpreadPrior``). A row is the prior's only draw in
-        its own cell, so q_jk(s, t, c) = Σ_{rows n in (s, t)} p_θ(c | x_n) / n: one count of the rows'
-        class probabilities per pair (``rows_tables``), where ``_cell_weights`` spans every (s, t, row)
-        (k_j·k_k times the work, the same table). The states' gradients through the cell and through the
+        """``value_grad`` under a prior of rows (``JointSpreadPrior``). A distinct row is the prior's only
+        draw in its own cell, so q_jk(s, t, c) = Σ_{rows n in (s, t)} w_n p_θ(c | x_n), w_n the row's share
+        of the draws: one count of the rows' class probabilities per pair (``rows_tables``), where
+        ``_cell_weights`` spans every (s, t, draw) (k_j·k_k times the work, the same table). The states'
+        gradients through the cell and through the
         other attributes cancel, so the gradient reaches θ through the rows' own logits alone: each row
         gathers d loss / d q at its cells (``rows_gather``), then through p_θ(c | x_n)."""
         from ._kernels import rows_gather, rows_tables  # numba: compiled at first use
 
         T, full = self._logits(coef, intercept)
-        n = self.X.shape[0]
+        w = self.row_weight[:, None]
         if self.Rn == 1:  # P (n, 2) without 1 − p's cancellation
             P = np.stack([expit(-full[:, 0]), expit(full[:, 0])], axis=1)
         else:
             P = np.exp(class_log_softmax(full))
         q_all = np.zeros((int(self.row_offsets[-1]), P.shape[1]))
         cells = (self.XT, self.row_pairs, self.ks, self.row_offsets)  # each row's cell of each pair
-        rows_tables(*cells, P, q_all)
-        q_all /= n
+        rows_tables(*cells, w * P, q_all)
         G_all = np.empty_like(q_all)
         loss = 0.0
         for (j, k), (cnt, *L), lo, hi in zip(self.units, self.units.values(), self.row_offsets, self.row_offsets[1:]):
@@ -426,7 +430,8 @@ class TwoPairLikelihood(_DrawnModel):
             loss += term
             G_all[lo:hi] = G.reshape(hi - lo, -1)
         Gn = np.zeros_like(P)
-        rows_gather(*cells, G_all / n, Gn)  # (n, C): Σ over pairs of d loss / d q at the row's cells
+        rows_gather(*cells, G_all, Gn)  # (n, C): Σ over pairs of d loss / d q at the row's cells
+        Gn *= w
         if self.Rn == 1:  # dp(1)/dℓ = p(0) p(1)
             a_tot = (P[:, 0] * P[:, 1] * (Gn[:, 1] - Gn[:, 0]))[:, None]
         else:  # softmax: dP_c/dℓ_r = P_c (δ_cr − P_r)
@@ -459,9 +464,7 @@ def two_pair_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
         odd = int(np.sum(released.sum(axis=1) != 2))
         if odd:
             raise ValidationError("solver", f"'direct' needs both pairs of every record: {odd} hold another number")
-        cols = np.argwhere(released)[:, 1].reshape(-1, 2)  # each record's two attributes, j < k
-        for j, k in sorted({tuple(c) for c in cols.tolist()}):
-            at = np.all(cols == (j, k), axis=1)
+        for j, k, at in _by_pair(released):
             pairs, cnt = np.unique(Xg[at][:, [j, k]], axis=0, return_counts=True)
             Lj = np.exp(rm.paired.pair_log_likelihood(j, pairs[:, 0]))
             Lk = np.exp(rm.paired.pair_log_likelihood(k, pairs[:, 1]))
@@ -474,19 +477,32 @@ def two_pair_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
 
 def triple_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
     """Triple releases (``TripleRecordMechanism``) by the pair of attributes released, j < k: (counts of
-    the distinct reports (u,), P(v | s, t, c) (u, k_j, k_k, C)) per pair, and the number of records."""
+    the distinct reports (u,), P(v | s, t, c) (u, k_j·k_k·C), cells (s, t, c) row-major, a
+    ``report_matrix``) per pair, and the number of records."""
     units, n = {}, 0
     for rm, rows in groups:
         Xg = X[rows]
-        cols = np.argwhere(~np.isnan(Xg))[:, 1].reshape(-1, 2)  # each record's two attributes, j < k
-        for j, k in sorted({tuple(c) for c in cols.tolist()}):
-            at = np.all(cols == (j, k), axis=1)
+        for j, k, at in _by_pair(~np.isnan(Xg)):
             reports, cnt = np.unique(Xg[at, j], return_counts=True)
-            new = (cnt.astype(float), np.exp(rm.triple_log_likelihood(j, k, reports)))
+            L = report_matrix(rm.oracle_of(j, k), reports)
             old = units.get((j, k))
-            units[(j, k)] = new if old is None else tuple(np.concatenate(ab) for ab in zip(old, new))
+            units[(j, k)] = (
+                (cnt.astype(float), L) if old is None else (np.concatenate([old[0], cnt]), stack_reports(old[1], L))
+            )
             n += int(cnt.sum())
     return units, n
+
+
+def _by_pair(released: np.ndarray):
+    """(j, k, the records' indices) per pair of attributes j < k released by records of two attributes
+    each (``released`` (n, D) bool, two True a row), in the order of (j, k)."""
+    cols = np.nonzero(released)[1].reshape(-1, 2)
+    code = cols[:, 0] * released.shape[1] + cols[:, 1]
+    order = np.argsort(code, kind="stable")
+    for at in np.split(order, np.flatnonzero(np.diff(code[order])) + 1):
+        if at.size:
+            j, k = divmod(int(code[at[0]]), released.shape[1])
+            yield j, k, at
 
 
 def triple_report_loglik(est, groups: list, X: np.ndarray, seed: int, fitted=None) -> float:

@@ -159,11 +159,11 @@ def pair_tables(units: dict, start: dict) -> dict:
 
 def unit_matrix(unit: tuple) -> np.ndarray:
     """A released pair's report likelihoods as one matrix (u, k_j·k_k·C) over its cells (s, t, c):
-    P(v_j | s, c) P(v_k | t, c) of two pair reports, or P(v | s, t, c) of a triple."""
+    P(v_j | s, c) P(v_k | t, c) of two pair reports, or P(v | s, t, c) of a triple (a ``report_matrix``)."""
     cnt, *L = unit
     if len(L) == 2:
         return (L[0][:, :, None, :] * L[1][:, None, :, :]).reshape(cnt.size, -1)
-    return L[0].reshape(cnt.size, -1)
+    return L[0]
 
 
 def _squarem(L: np.ndarray, cnt: np.ndarray, q0: np.ndarray) -> np.ndarray:
@@ -215,7 +215,9 @@ def triple_naive_bayes_prior(layout: ColumnLayout, units: dict):
     attribute no released pair holds keeps a uniform p(x_j | c)."""
     from ._mixture import mixture_prior
 
-    Q = pair_tables(units, {jk: np.full(u[1].shape[1:], 1.0 / np.prod(u[1].shape[1:])) for jk, u in units.items()})
+    ks = [int(k) for k in layout.k]
+    shapes = {(j, k): (ks[j], ks[k], u[1].shape[1] // (ks[j] * ks[k])) for (j, k), u in units.items()}
+    Q = pair_tables(units, {jk: np.full(shape, 1.0 / np.prod(shape)) for jk, shape in shapes.items()})
     C = next(iter(Q.values())).shape[2]
     pi = normalise_rows(sum(q.sum(axis=(0, 1)) for q in Q.values())[None])[0]
     joint = [np.zeros((C, int(k))) for k in layout.k]
