@@ -228,7 +228,7 @@ class _DrawnModel:
         exp's range; else in numpy."""
         scale, Wa, Wb, *kept = cell  # kept: the cells' weights Wm, when the caller keeps them
         if self.Rn == 1 and np.abs(base).max() + np.abs(tj).max() + np.abs(tk).max() < 600.0:
-            from ._kernels import two_pair_grad, two_pair_table  # numba: compiled at first use
+            from ._direct_kernels import two_pair_grad, two_pair_table  # numba: compiled at first use
 
             e = (np.exp(-base[:, 0]), np.exp(-tj[:, 0]), np.exp(-tk[:, 0]))
             q = np.empty((*scale.shape, 2))
@@ -411,7 +411,7 @@ class TwoPairLikelihood(_DrawnModel):
         gradients through the cell and through the
         other attributes cancel, so the gradient reaches θ through the rows' own logits alone: each row
         gathers d loss / d q at its cells (``rows_gather``), then through p_θ(c | x_n)."""
-        from ._kernels import rows_gather, rows_tables  # numba: compiled at first use
+        from ._direct_kernels import rows_gather, rows_tables  # numba: compiled at first use
 
         T, full = self._logits(coef, intercept)
         w = self.row_weight[:, None]
