@@ -413,9 +413,9 @@ def _kernel_types(data, executor, i):
     """On an actor: its pid and the argument types of every kernel it has compiled or loaded."""
     import os
 
-    from fedrr.estimators.spread import _kernels
+    from fedrr.estimators.spread import _direct_kernels, _kernels
 
-    kernels = {n: f for n, f in vars(_kernels).items() if hasattr(f, "signatures")}
+    kernels = {n: f for m in (_kernels, _direct_kernels) for n, f in vars(m).items() if hasattr(f, "signatures")}
     return os.getpid(), {n: [str(t) for sig in f.signatures for t in sig] for n, f in kernels.items()}
 
 

@@ -327,6 +327,7 @@ class TwoPairLikelihood(_DrawnModel):
         if self.by_row:  # each distinct row once, weighted by its count (a pairwise prior's 65,536 hold ~30,000)
             self.X, counts = np.unique(self.X, axis=0, return_counts=True)
             self.row_weight = counts / counts.sum()
+            self.W = None  # the draws' per-state weights were the cells' path's, over the draws before this
         if units is None:
             units = release_units(groups, X)[0]
         self._set_units(units)
