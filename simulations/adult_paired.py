@@ -40,7 +40,7 @@ Writes selection.csv, results.csv, ceiling.csv, summary.md (each names its comma
 ``--part naive``: why `naive` falls from ε 4 to ε 8 on configs/adult_paired.toml's releases
 (results/adult_paired: 0.814 → 0.763 while its AUC rises): the calibration of logistic regression on
 decoded pair reports. ``naive`` reads each report as a clean (attribute, label) point guess
-(``learners._naive_data``): every training row carries ONE attribute, so each coefficient is that
+(``learners._classification._naive_data``): every training row carries ONE attribute, so each coefficient is that
 attribute's marginal log-odds contrast, learned in isolation. A test record has all 12 attributes,
 and the model adds 12 such contrasts: the sum counts shared evidence many times over. At small ε the
 noise attenuates every coefficient, which hides the over-counting; as ε grows the coefficients reach

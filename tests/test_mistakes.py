@@ -248,7 +248,8 @@ def test_sweep_learner_failure_exit(tmp_path, monkeypatch, capsys):
     def boom(d, o):
         raise ValueError("boom")
 
-    monkeypatch.setitem(learners._REGISTRY, key, dataclasses.replace(learners._REGISTRY[key], fit=boom))
+    registry = learners._registry._REGISTRY
+    monkeypatch.setitem(registry, key, dataclasses.replace(registry[key], fit=boom))
     p = _scenario(tmp_path / "tiny.toml", TINY, '["naive", "majority"]')
     out = tmp_path / "out"
     for _ in range(2):
