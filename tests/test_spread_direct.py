@@ -229,7 +229,7 @@ def test_local_hashing_triples_read_as_hits_give_the_dense_likelihood(prior):
     """Local hashing's reports as their hits (``HitMatrix``: two values, the high one where a cell's hash
     is the report) give ``TwoPairLikelihood`` the value and gradient of the dense matrix, to 1e-12
     relative, under a prior of rows and under naive Bayes's mixture; the hits are the dense matrix's."""
-    from fedrr.estimators.spread._report_matrix import HitMatrix, stack_reports
+    from fedrr.estimators.spread._pair_reports import HitMatrix, stack_reports
 
     rng = np.random.default_rng(11)
     mech = TripleRecordMechanism(KS, 3, 2.0, oracle="olh")

@@ -140,7 +140,7 @@ def test_each_rows_class_weights_hold_every_pairs_table_with_the_label():
     own table ("pair") the rows carry no label. What pooling the label gains at scale is measured, not
     tested (results/adult_scale_designs/summary.md, "Twenty-first session")."""
     from fedrr.estimators.spread._design import ColumnLayout
-    from fedrr.estimators.spread._direct import triple_units
+    from fedrr.estimators.spread._pair_reports import triple_units
     from fedrr.estimators.spread._priors._pairwise import _reweighted, held_out_sweeps
     from fedrr.estimators.spread._priors._tree import naive_bayes_pair_tables, triple_naive_bayes_prior
 

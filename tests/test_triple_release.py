@@ -330,7 +330,7 @@ def test_the_cv_selects_c_on_held_out_triples_and_keeps_its_model():
 
 
 def test_every_pair_shows_up_in_the_triples_units():
-    from fedrr.estimators.spread._direct import triple_units
+    from fedrr.estimators.spread._pair_reports import triple_units
 
     m = TripleRecordMechanism(KS, 2, 1.0, oracle="rr")
     Xt, _ = m.release(*records(3000, 0), rng=np.random.default_rng(0))

@@ -35,9 +35,9 @@ from ._cv_fallback import FallbackMixin, heldout_mask, split_rng
 from ._cv_scores import debiased_hits
 from ._cv_select import SelectionMixin
 from ._cv_tasks import final_fit, task_data
-from ._direct import is_triple
 from ._estimator import SpreadLogisticRegression, check_clean_X
 from ._mstep import log_class_probs
+from ._pair_reports import is_triple
 from ._paired import PairedView
 from ._prior_setup import auto_prior
 from ._priors._mixture import choose_latent_class

@@ -13,8 +13,9 @@ import numpy as np
 from ...parallel import RayExecutor
 from ._cv_paired import model_pair_tables, pair_report_loglik
 from ._cv_scores import _mechanism_arg, debiased_hits, heldout_loglik
-from ._direct import blocker, is_triple, triple_report_loglik
+from ._direct import blocker, triple_report_loglik
 from ._estimator import SpreadLogisticRegression
+from ._pair_reports import is_triple
 from ._pool import group_records
 
 

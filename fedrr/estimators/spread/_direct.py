@@ -20,14 +20,13 @@ import numpy as np
 from scipy.special import expit
 
 from ...errors import ValidationError
-from ...mechanisms import TripleRecordMechanism
 from ._logexp import logsumexp
 from ._mstep import class_log_softmax, lbfgs, penalised
+from ._pair_reports import is_triple, release_units
 from ._paired import PairedView, distinct_reports
 from ._priors._joint import JointSpreadPrior
 from ._priors._mixture import MixtureSpreadPrior
 from ._priors._tree import TreeSpreadPrior
-from ._report_matrix import report_matrix, stack_reports
 
 #: draws from the prior for the pair tables' expectation (states' products up to this are enumerated)
 N_DRAWS = 16384
@@ -454,58 +453,6 @@ def _reports_term(q: np.ndarray, cnt: np.ndarray, L: list) -> tuple[float, np.nd
     return -float(cnt @ np.log(pv)), G
 
 
-def two_pair_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
-    """The releases of two pairs per record by the pair of attributes released, j < k: (counts of the
-    distinct reports (u,), P(v_j | s, c) (u, k_j, C), P(v_k | t, c) (u, k_k, C)) per pair, and the
-    number of records. A record that released another number of pairs is refused, naming ``solver``."""
-    units, n = {}, 0
-    for rm, rows in groups:
-        Xg = X[rows]
-        released = ~np.isnan(Xg)
-        odd = int(np.sum(released.sum(axis=1) != 2))
-        if odd:
-            raise ValidationError("solver", f"'direct' needs both pairs of every record: {odd} hold another number")
-        for j, k, at in _by_pair(released):
-            pairs, cnt = np.unique(Xg[at][:, [j, k]], axis=0, return_counts=True)
-            Lj = np.exp(rm.paired.pair_log_likelihood(j, pairs[:, 0]))
-            Lk = np.exp(rm.paired.pair_log_likelihood(k, pairs[:, 1]))
-            old = units.get((j, k))
-            new = (cnt.astype(float), Lj, Lk)
-            units[(j, k)] = new if old is None else tuple(np.concatenate(ab) for ab in zip(old, new))
-            n += int(cnt.sum())
-    return units, n
-
-
-def triple_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
-    """Triple releases (``TripleRecordMechanism``) by the pair of attributes released, j < k: (counts of
-    the distinct reports (u,), P(v | s, t, c) (u, k_j·k_k·C), cells (s, t, c) row-major, a
-    ``report_matrix``) per pair, and the number of records."""
-    units, n = {}, 0
-    for rm, rows in groups:
-        Xg = X[rows]
-        for j, k, at in _by_pair(~np.isnan(Xg)):
-            reports, cnt = np.unique(Xg[at, j], return_counts=True)
-            L = report_matrix(rm.oracle_of(j, k), reports)
-            old = units.get((j, k))
-            units[(j, k)] = (
-                (cnt.astype(float), L) if old is None else (np.concatenate([old[0], cnt]), stack_reports(old[1], L))
-            )
-            n += int(cnt.sum())
-    return units, n
-
-
-def _by_pair(released: np.ndarray):
-    """(j, k, the records' indices) per pair of attributes j < k released by records of two attributes
-    each (``released`` (n, D) bool, two True a row), in the order of (j, k)."""
-    cols = np.nonzero(released)[1].reshape(-1, 2)
-    code = cols[:, 0] * released.shape[1] + cols[:, 1]
-    order = np.argsort(code, kind="stable")
-    for at in np.split(order, np.flatnonzero(np.diff(code[order])) + 1):
-        if at.size:
-            j, k = divmod(int(code[at[0]]), released.shape[1])
-            yield j, k, at
-
-
 def triple_report_loglik(est, groups: list, X: np.ndarray, seed: int, fitted=None) -> float:
     """The mean held-out log-likelihood of triple reports ``X`` (``groups``: their mechanisms and rows)
     under a fitted spread model ``est`` and its prior: ``TwoPairLikelihood``'s, at the model's θ;
@@ -515,11 +462,6 @@ def triple_report_loglik(est, groups: list, X: np.ndarray, seed: int, fitted=Non
     else:
         lik = TwoPairLikelihood(groups, X, est.design_, est._prior_state, len(est.classes_), N_DRAWS, seed)
     return -lik.value_grad(est.coef_, est.intercept_)[0] / max(lik.n, 1)
-
-
-def release_units(groups: list, X: np.ndarray) -> tuple[dict, int]:
-    """``triple_units`` of triple releases, else ``two_pair_units``."""
-    return (triple_units if is_triple(groups[0][0]) else two_pair_units)(groups, X)
 
 
 def pair_margin(prior, j: int, k: int, kj: int, kk: int) -> np.ndarray:
@@ -544,11 +486,6 @@ def pair_likelihood(groups: list, X: np.ndarray, design, prior, n_classes: int, 
         return TwoPairLikelihood(groups, X, design, prior, n_classes, n_draws, seed, units)
     n_draws = JOINT_ROWS if isinstance(prior, JointSpreadPrior) else N_DRAWS
     return PairLikelihood(groups, X, design, prior, n_classes, n_draws, seed)
-
-
-def is_triple(rm) -> bool:
-    """True for a triple release's mechanism (``TripleRecordMechanism``)."""
-    return isinstance(rm, TripleRecordMechanism)
 
 
 def _bincount(idx: np.ndarray, w: np.ndarray, k: int) -> np.ndarray:

@@ -28,17 +28,11 @@ from ...parallel import ThreadExecutor
 from .._sklearn import class_labels, validate, warn_clean
 from ._design import ENCODINGS, ColumnLayout, Design
 from ._direct import blocker as direct_blocker
-from ._direct import (
-    check_direct,
-    check_tree,
-    fit_direct,
-    is_triple,
-    pair_likelihood,
-    release_units,
-)
+from ._direct import check_direct, check_tree, fit_direct, pair_likelihood
 from ._em import EMOptions, run_em
 from ._estep import shard_factories
 from ._mstep import fit_soft_logistic, log_class_probs
+from ._pair_reports import is_triple, release_units
 from ._paired import PairedView, paired_view
 from ._pool import PoolSource, group_records
 from ._prior_setup import PAIR_TABLE_PRIORS, auto_prior, check_triple_prior, initial_prior, releases_key

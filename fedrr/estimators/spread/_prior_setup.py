@@ -14,7 +14,8 @@ from ...errors import ValidationError
 from ...mechanisms import EmpiricalPrior, is_paired
 from .._naive_bayes_releases import check_naive_bayes_mechanism
 from ._design import ColumnLayout
-from ._direct import is_triple, prior_draws
+from ._direct import prior_draws
+from ._pair_reports import is_triple
 from ._priors._factorised import SpreadPrior, flat_prior, given_prior, marginal_mle_prior
 from ._priors._joint import joint_prior
 from ._priors._mixture import latent_class_em, latent_class_prior, naive_bayes_prior

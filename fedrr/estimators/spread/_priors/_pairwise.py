@@ -216,7 +216,7 @@ def pairwise_rows(
     pair's own maximum-likelihood table, or a dict {(j, k): (k_j, k_k) table}, e.g. a population's own,
     whose tree the rows are drawn from (an oracle no deployment has)."""
     from .._design import ColumnLayout
-    from .._direct import triple_units
+    from .._pair_reports import triple_units
     from ._tree import naive_bayes_pair_tables, triple_naive_bayes_prior
 
     if label not in ("rows", "pair"):
